@@ -1,0 +1,318 @@
+"""The catalog: every action, plugin, argument, queue setting and device setting that exists.
+
+This is the single list. The linter, the lowering to IR, the Cerberus schemas, the docs and
+the Volcano import/export all read it; nothing is listed twice. An `Argument.kind` says how a
+written value becomes a plan value (see compiler.values); its `rules` are Cerberus rules on
+that plan value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Kinds of values (compiler.values converts AST values by kind).
+INT = "int"
+NUMBER = "number"            # int or float
+BOOL = "bool"
+STRING = "string"
+SYMBOL = "symbol"            # a bare name from `allowed`, e.g. `topology = nvlink`
+QUANTITY = "quantity"        # one quantity; `resource` on the Argument says its unit
+RESOURCES = "resources"      # {resource: quantity} in base units
+RESOURCE_WEIGHTS = "resource_weights"  # {resource: number}
+STRINGS = "strings"          # list of strings
+PERCENT = "percent"          # 50% -> 50.0 (or a plain number 0..100)
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    kind: str
+    doc: str
+    default: Any = None
+    rules: dict = field(default_factory=dict)   # extra Cerberus rules (min, max, allowed, ...)
+    volcano: str | None = None                  # the Volcano argument key, where one exists
+    resource: str | None = None                 # for QUANTITY: the resource whose unit applies
+
+
+def cerberus_rule(arg: Argument) -> dict:
+    """The Cerberus rule for an argument's plan value."""
+    base: dict = {
+        INT: {"type": "integer"},
+        NUMBER: {"type": "number"},
+        BOOL: {"type": "boolean"},
+        STRING: {"type": "string"},
+        SYMBOL: {"type": "string"},
+        QUANTITY: {"type": "integer", "min": 0},
+        RESOURCES: {"type": "dict", "keysrules": {"type": "string"},
+                    "valuesrules": {"type": "integer", "min": 0}},
+        RESOURCE_WEIGHTS: {"type": "dict", "keysrules": {"type": "string"},
+                           "valuesrules": {"type": "number", "min": 0}},
+        STRINGS: {"type": "list", "schema": {"type": "string"}},
+        PERCENT: {"type": "number", "min": 0, "max": 100},
+    }[arg.kind]
+    rule = dict(base)
+    rule.update(arg.rules)
+    rule["nullable"] = arg.default is None
+    return rule
+
+
+# --- extension points and Volcano's per-plugin flags -------------------------------------
+
+@dataclass(frozen=True)
+class Flag:
+    """A per-plugin switch of one extension point (`enable_job_order = false`)."""
+
+    name: str
+    volcano: str
+    default: bool
+    doc: str
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("job_order", "enableJobOrder", True, "order jobs"),
+    Flag("hierarchy", "enableHierarchy", False, "hierarchical queues (drf)"),
+    Flag("job_ready", "enableJobReady", True, "decide whether a job is ready"),
+    Flag("job_pipelined", "enableJobPipelined", True, "decide whether a job is pipelined"),
+    Flag("task_order", "enableTaskOrder", True, "order tasks within a job"),
+    Flag("preemptable", "enablePreemptable", True, "pick victims for preempt"),
+    Flag("reclaimable", "enableReclaimable", True, "pick victims for reclaim"),
+    Flag("preemptive", "enablePreemptive", True, "decide whether a queue may reclaim"),
+    Flag("queue_order", "enableQueueOrder", True, "order queues"),
+    Flag("cluster_order", "enabledClusterOrder", False, "order clusters"),
+    Flag("predicate", "enablePredicate", True, "filter nodes"),
+    Flag("best_node", "enableBestNode", True, "pick the best node"),
+    Flag("node_order", "enableNodeOrder", True, "score nodes"),
+    Flag("target_job", "enableTargetJob", True, "pick a target job"),
+    Flag("reserved_nodes", "enableReservedNodes", True, "reserve nodes"),
+    Flag("job_enqueued", "enableJobEnqueued", True, "admit jobs (enqueue)"),
+    Flag("victim", "enabledVictim", True, "pick victim tasks"),
+    Flag("job_starving", "enableJobStarving", True, "decide whether a job is starving"),
+    Flag("overused", "enabledOverused", True, "decide whether a queue is overused"),
+    Flag("allocatable", "enabledAllocatable", True, "decide whether a queue may allocate"),
+)
+FLAG_PREFIX = "enable_"
+FLAGS_BY_SETTING = {FLAG_PREFIX + f.name: f for f in FLAGS}
+FLAGS_BY_VOLCANO = {f.volcano: f for f in FLAGS}
+
+
+# --- plugins --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PluginSpec:
+    name: str
+    doc: str
+    points: frozenset[str]                 # extension points it implements (Flag names + more)
+    arguments: tuple[Argument, ...] = ()
+    scores: bool = False                   # contributes to node scores; takes `weight N`
+    default_weight: float = 1.0
+    weight_volcano: str | None = None      # Volcano's key for the plugin's score weight
+    conflicts: tuple[str, ...] = ()        # plugins it must not be combined with
+
+    def argument(self, name: str) -> Argument | None:
+        return next((a for a in self.arguments if a.name == name), None)
+
+
+def _weights(*pairs: tuple[str, int, str]) -> tuple[Argument, ...]:
+    return tuple(
+        Argument(name, NUMBER, doc, default, {"min": 0}, volcano=f"{name}.weight")
+        for name, default, doc in pairs
+    )
+
+
+def _predicate_switches(*pairs: tuple[str, str, str]) -> tuple[Argument, ...]:
+    return tuple(Argument(name, BOOL, doc, True, volcano=f"predicate.{volcano}") for name, volcano, doc in pairs)
+
+
+PLUGINS: dict[str, PluginSpec] = {
+    spec.name: spec
+    for spec in (
+        PluginSpec(
+            "priority", "Orders jobs and tasks by PriorityClass value; victims must have lower priority.",
+            frozenset({"job_order", "task_order", "preemptable", "job_starving"}),
+        ),
+        PluginSpec(
+            "gang", "All-or-nothing: a job runs only when minMember tasks can run together.",
+            frozenset({"job_order", "job_ready", "job_pipelined", "job_starving", "preemptable",
+                       "reclaimable", "job_enqueued", "job_valid"}),
+        ),
+        PluginSpec(
+            "conformance", "Never evicts critical system pods (system-*-critical, kube-system).",
+            frozenset({"preemptable", "reclaimable"}),
+        ),
+        PluginSpec(
+            "drf", "Dominant resource fairness: lower dominant share first.",
+            frozenset({"job_order", "preemptable", "queue_order", "reclaimable", "hierarchy"}),
+        ),
+        PluginSpec(
+            "proportion", "Queues share the cluster by weight (water-filling), capped by capability, "
+            "raised to guarantee.",
+            frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive"}),
+            conflicts=("capacity",),
+        ),
+        PluginSpec(
+            "capacity", "Queues with explicit per-resource deserved, guarantee and capability, hierarchical.",
+            frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive"}),
+            conflicts=("proportion",),
+        ),
+        PluginSpec(
+            "overcommit", "Admits jobs while inqueue demand fits the cluster times an overcommit factor.",
+            frozenset({"job_enqueued"}),
+            arguments=(
+                Argument("factor", NUMBER, "cluster size multiplier for admission", 1.2, {"min": 0},
+                         volcano="overcommit-factor"),
+            ),
+        ),
+        PluginSpec(
+            "predicates", "Filters nodes: resource fit, node selector and affinity, taints, pod count.",
+            frozenset({"predicate"}),
+            arguments=_predicate_switches(
+                ("node_affinity", "NodeAffinityEnable", "required node affinity and nodeSelector"),
+                ("taint_toleration", "TaintTolerationEnable", "taints and tolerations"),
+                ("node_ports", "NodePortsEnable", "host ports"),
+                ("pod_affinity", "PodAffinityEnable", "inter-pod affinity"),
+                ("pod_topology_spread", "PodTopologySpreadEnable", "topology spread constraints"),
+                ("node_volume_limits", "NodeVolumeLimitsEnable", "volume count limits"),
+                ("volume_zone", "VolumeZoneEnable", "volume zones"),
+            ),
+        ),
+        PluginSpec(
+            "nodeorder", "Scores nodes with kube-scheduler style scorers, each weighted.",
+            frozenset({"node_order"}),
+            arguments=_weights(
+                ("leastrequested", 1, "prefer nodes with more free resources (spread)"),
+                ("mostrequested", 0, "prefer fuller nodes"),
+                ("nodeaffinity", 2, "preferred node affinity"),
+                ("podaffinity", 2, "preferred inter-pod affinity"),
+                ("balancedresource", 1, "balance CPU and memory use"),
+                ("tainttoleration", 3, "prefer nodes whose PreferNoSchedule taints are tolerated"),
+                ("imagelocality", 1, "prefer nodes that have the image"),
+                ("podtopologyspread", 2, "preferred topology spread"),
+            ),
+            scores=True,
+        ),
+        PluginSpec(
+            "binpack", "Packs tasks onto the fullest nodes that fit (Volcano's formula).",
+            frozenset({"node_order"}),
+            arguments=(
+                Argument("cpu", NUMBER, "weight of CPU", 1, {"min": 0}, volcano="binpack.cpu"),
+                Argument("memory", NUMBER, "weight of memory", 1, {"min": 0}, volcano="binpack.memory"),
+                Argument("resources", RESOURCE_WEIGHTS, "weights of extended resources", {},
+                         volcano="binpack.resources"),
+            ),
+            scores=True,
+            weight_volcano="binpack.weight",
+        ),
+        PluginSpec(
+            "deviceshare", "Places device requests on cards: whole cards, GPU memory slices or vGPU.",
+            frozenset({"predicate", "node_order"}),
+            arguments=(
+                Argument("gpu_sharing", BOOL, "share GPUs by volcano.sh/gpu-memory", False,
+                         volcano="deviceshare.GPUSharingEnable"),
+                Argument("gpu_number", BOOL, "whole GPUs by volcano.sh/gpu-number", False,
+                         volcano="deviceshare.GPUNumberEnable"),
+                Argument("vgpu", BOOL, "vGPU by volcano.sh/vgpu-*", False, volcano="deviceshare.VGPUEnable"),
+                Argument("schedule_policy", SYMBOL, "card choice: binpack fills cards, spread spreads",
+                         "binpack", {"allowed": ["binpack", "spread"]}, volcano="deviceshare.SchedulePolicy"),
+            ),
+            scores=True,
+            weight_volcano="deviceshare.ScheduleWeight",
+        ),
+    )
+}
+
+# Plugins that pick victims, per action that evicts.
+VICTIM_POINT = {"preempt": "preemptable", "reclaim": "reclaimable"}
+
+
+# --- actions --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    doc: str
+    arguments: tuple[Argument, ...] = ()
+
+
+ACTIONS: dict[str, ActionSpec] = {
+    spec.name: spec
+    for spec in (
+        ActionSpec("enqueue", "Admits pending jobs (PodGroup Pending -> Inqueue).", (
+            Argument("overcommit_factor", NUMBER, "admission overcommit of the cluster", None, {"min": 0},
+                     volcano="overcommit-factor"),
+        )),
+        ActionSpec("allocate", "Places tasks of admitted jobs: queue -> job -> task, gangs as a unit."),
+        ActionSpec("preempt", "Evicts lower-priority tasks within a queue for starving jobs.", (
+            Argument("topology_aware", BOOL, "prefer victims that free a topology domain", False,
+                     volcano="enableTopologyAwarePreemption"),
+            Argument("min_candidate_nodes_percentage", PERCENT, "share of nodes to search for victims", 10,
+                     volcano="minCandidateNodesPercentage"),
+            Argument("min_candidate_nodes_absolute", INT, "fewest nodes to search", 1, {"min": 0},
+                     volcano="minCandidateNodesAbsolute"),
+            Argument("max_candidate_nodes_absolute", INT, "most nodes to search", 100, {"min": 1},
+                     volcano="maxCandidateNodesAbsolute"),
+        )),
+        ActionSpec("reclaim", "Evicts tasks of queues above their deserved share for starving queues."),
+        ActionSpec("backfill", "Places zero-request tasks of admitted jobs."),
+    )
+}
+# The order a cycle must keep when several are present (enqueue before allocate, ...).
+CANONICAL_ACTION_ORDER = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+
+
+# --- queues ---------------------------------------------------------------------------------
+
+ROOT_QUEUE = "root"
+DEFAULT_QUEUE = "default"
+
+QUEUE_SETTINGS: tuple[Argument, ...] = (
+    Argument("weight", INT, "share of the parent's resources relative to siblings", 1, {"min": 1, "max": 65535}),
+    Argument("capability", RESOURCES, "hard cap on what the queue may use", None),
+    Argument("guarantee", RESOURCES, "reserved floor no other queue may take", None),
+    Argument("deserved", RESOURCES, "explicit fair share (capacity plugin)", None),
+    Argument("priority", INT, "queue order: higher first", 0),
+    Argument("reclaimable", BOOL, "others may reclaim what it uses above its deserved share", True),
+    Argument("borrow", BOOL, "may use idle resources of its siblings above its deserved share", True),
+    Argument("borrow_limit", RESOURCES, "most it may borrow above its deserved share", None),
+    Argument("state", SYMBOL, "closed queues admit no new jobs", "open", {"allowed": ["open", "closed"]}),
+)
+QUEUE_SETTINGS_BY_NAME = {a.name: a for a in QUEUE_SETTINGS}
+
+
+# --- devices --------------------------------------------------------------------------------
+
+DEVICE_SETTINGS: tuple[Argument, ...] = (
+    Argument("sharing", SYMBOL, "whole cards, or shared by memory slices (and compute percent)", "whole",
+             {"allowed": ["whole", "memory"]}),
+    Argument("card_memory", QUANTITY, "memory of one card", None, {"min": 1}, resource="memory"),
+    Argument("slice", QUANTITY, "unit of memory a shared card is cut into", None, {"min": 1}, resource="memory"),
+    Argument("compute_percent", PERCENT, "compute granted per slice, % of a card", None),
+    Argument("max_tasks_per_card", INT, "most tasks sharing one card", None, {"min": 1}),
+    Argument("topology", SYMBOL, "keep a multi-card task's cards together", "none",
+             {"allowed": ["nvlink", "numa", "none"]}),
+    Argument("models", STRINGS, "accepted card models (node label values)", []),
+    Argument("model_label", STRING, "node label that names the card model", "nvidia.com/gpu.product"),
+    Argument("memory_resource", STRING, "pod resource that requests card memory (shared)", None),
+    Argument("cores_resource", STRING, "pod resource that requests compute percent (shared)", None),
+    Argument("policy", SYMBOL, "card choice: binpack fills cards first, spread spreads", "binpack",
+             {"allowed": ["binpack", "spread"]}),
+)
+DEVICE_SETTINGS_BY_NAME = {a.name: a for a in DEVICE_SETTINGS}
+
+
+# --- resources ------------------------------------------------------------------------------
+
+STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
+WELL_KNOWN_DEVICE_RESOURCES = (
+    "nvidia.com/gpu", "amd.com/gpu", "huawei.com/Ascend910", "huawei.com/Ascend310",
+    "volcano.sh/gpu-memory", "volcano.sh/gpu-number", "volcano.sh/vgpu-number",
+    "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores", "volcano.sh/vgpu-memory-percentage",
+)
+
+
+def is_known_resource(name: str) -> bool:
+    """Standard names, hugepages, and any `domain/name` extended resource."""
+    if name in STANDARD_RESOURCES or name.startswith("hugepages-"):
+        return True
+    domain, slash, rest = name.partition("/")
+    return bool(slash and "." in domain and rest)

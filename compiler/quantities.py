@@ -1,0 +1,42 @@
+"""Kubernetes quantities to int64 base units: CPU in millicores, everything else in units
+(bytes for memory). Parsing is the kubernetes client's; we only pick the unit and round up,
+as the API server does for requests."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+from kubernetes.utils import parse_quantity
+
+MILLI_RESOURCES = frozenset({"cpu"})
+INT64_MAX = 2**63 - 1
+
+
+def to_base_units(resource: str, quantity: str | int | float) -> int:
+    """`to_base_units("cpu", "500m") == 500`; `to_base_units("memory", "1Ki") == 1024`.
+
+    Raises ValueError with a readable message for a malformed or out-of-range quantity.
+    """
+    try:
+        value = parse_quantity(quantity)
+    except (ValueError, TypeError, ArithmeticError):
+        raise ValueError(f"`{quantity}` is not a quantity (examples: 500m, 2, 8Gi)") from None
+    if value < 0:
+        raise ValueError(f"`{quantity}` is negative")
+    if resource in MILLI_RESOURCES:
+        value = value * 1000
+    units = math.ceil(Decimal(value))
+    if units > INT64_MAX:
+        raise ValueError(f"`{quantity}` is too large")
+    return int(units)
+
+
+def format_base_units(resource: str, units: int) -> str:
+    """The shortest exact quantity text for base units (inverse of to_base_units)."""
+    if resource in MILLI_RESOURCES:
+        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    for suffix, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if units >= size and units % size == 0:
+            return f"{units // size}{suffix}"
+    return str(units)

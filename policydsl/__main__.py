@@ -1,0 +1,3 @@
+from policydsl.cli import entry_point
+
+entry_point()

@@ -1,0 +1,40 @@
+"""`policydsl compile FILE`: the validated, normalized plan as stable JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "print the compiled plan as stable JSON (quantities in base units)"
+DESCRIPTION = ("Compile a policy and print its plan: sorted keys, every default filled in, CPU in "
+               "millicores and memory in bytes, so a pull request shows the effective change.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the policy file (or a folder with main.policy)")
+    parser.add_argument("-o", "--output", help="write the plan here instead of stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    from compiler.pipeline import compile_file
+    from policydsl.diagnostics import Severity, render
+
+    result = compile_file(args.file)
+    for diag in result.diagnostics:
+        if diag.severity >= Severity.WARNING:
+            print(render(diag, result.sources), file=sys.stderr)
+    if result.plan is None:
+        loaded = result.loaded
+        io_only = loaded is not None and loaded.main is None and all(d.code == "PD001" for d in result.errors)
+        return 2 if io_only else 1
+    text = result.plan.to_json()
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as err:
+            print(f"policydsl: cannot write {args.output}: {err.strerror}", file=sys.stderr)
+            return 2
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,170 @@
+"""Diagnostics: every problem a user sees, with a stable code, a severity and a location.
+
+The code registry is the one list of diagnostic codes. The language registers its own
+(syntax, input) here; the compiler registers its lint rules into the same registry, so
+`policydsl lint --explain CODE`, the docs and SARIF output all read one table.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(enum.IntEnum):
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r}: use info, warning or error") from None
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of a source file. Lines and columns are 1-based; end is exclusive."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    @classmethod
+    def point(cls, path: str, line: int, column: int) -> "Span":
+        return cls(path, line, column, line, column + 1)
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    """What a code means. `why`, `bad` and `good` document lint rules (docs/lint-rules.md)."""
+
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    why: str = ""
+    fix: str = ""
+    bad: str = ""
+    good: str = ""
+
+
+CODES: dict[str, CodeInfo] = {}
+
+
+def register_code(info: CodeInfo) -> CodeInfo:
+    if info.code in CODES and CODES[info.code] != info:
+        raise ValueError(f"diagnostic code {info.code} registered twice")
+    CODES[info.code] = info
+    return info
+
+
+# Codes owned by the language: reading and parsing a file.
+IO_ERROR = register_code(CodeInfo("PD001", "io-error", Severity.ERROR, "the file cannot be read"))
+BAD_ENCODING = register_code(CodeInfo("PD002", "bad-encoding", Severity.ERROR, "the file is not valid UTF-8"))
+EMPTY_FILE = register_code(CodeInfo("PD003", "empty-file", Severity.ERROR, "the file holds no policy"))
+SYNTAX_ERROR = register_code(CodeInfo("PD010", "syntax-error", Severity.ERROR, "the text does not follow the grammar"))
+BAD_LITERAL = register_code(CodeInfo("PD011", "bad-literal", Severity.ERROR, "a number, quantity or string is malformed"))
+UNSUPPORTED_VERSION = register_code(
+    CodeInfo("PD012", "unsupported-version", Severity.ERROR, "the policy declares a language version this tool does not know")
+)
+INCLUDE_ERROR = register_code(
+    CodeInfo("PD013", "include-error", Severity.ERROR, "an included file is missing, unreadable or included in a cycle")
+)
+BAD_SUPPRESSION = register_code(
+    CodeInfo("PD014", "bad-suppression", Severity.WARNING, "a suppression comment names no known code")
+)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    message: str
+    span: Span | None
+    hint: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def name(self) -> str:
+        info = CODES.get(self.code)
+        return info.name if info else self.code
+
+    def sort_key(self) -> tuple:
+        if self.span is None:
+            return ("", 0, 0, self.code)
+        return (self.span.path, self.span.line, self.span.column, self.code)
+
+
+def make(info: CodeInfo, message: str, span: Span | None, hint: str | None = None,
+         severity: Severity | None = None) -> Diagnostic:
+    return Diagnostic(info.code, severity or info.severity, message, span, hint)
+
+
+class SourceCache:
+    """Source text by path, so a diagnostic can show its line. Filled by the loader."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[str]] = {}
+
+    def add(self, path: str, text: str) -> None:
+        self._lines[path] = text.splitlines()
+
+    def line(self, path: str, number: int) -> str | None:
+        lines = self._lines.get(path)
+        if lines is None or not 1 <= number <= len(lines):
+            return None
+        return lines[number - 1]
+
+
+def render(diag: Diagnostic, sources: SourceCache | None = None) -> str:
+    """Human form: `file:line:col: error[PD101] message`, the line, a caret underline, a hint."""
+    location = str(diag.span) if diag.span else "<input>"
+    out = [f"{location}: {diag.severity}[{diag.code}] {diag.message}"]
+    if diag.span and sources is not None:
+        text = sources.line(diag.span.path, diag.span.line)
+        if text is not None:
+            width = diag.span.end_column - diag.span.column if diag.span.end_line == diag.span.line else len(text) - diag.span.column + 1
+            width = max(1, width)
+            gutter = f"{diag.span.line:>4} | "
+            out.append(gutter + text)
+            out.append(" " * (len(gutter) - 2) + "| " + " " * (diag.span.column - 1) + "^" * width)
+    for note in diag.notes:
+        out.append(f"  note: {note}")
+    if diag.hint:
+        out.append(f"  hint: {diag.hint}")
+    return "\n".join(out)
+
+
+def closest(word: str, candidates: "list[str] | tuple[str, ...] | set[str]") -> str | None:
+    """The candidate a typo most likely meant, for "did you mean" hints."""
+    import difflib
+
+    found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    if not found:
+        lowered = {c.lower(): c for c in candidates}
+        return lowered.get(word.lower())
+    return found[0]
+
+
+def did_you_mean(word: str, candidates) -> str | None:
+    match = closest(word, candidates)
+    return f"did you mean `{match}`?" if match else None
+
+
+class PolicyError(Exception):
+    """Raised where a caller wants a policy or nothing: carries the diagnostics."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = diagnostics
+        super().__init__("; ".join(f"{d.span}: {d.message}" for d in diagnostics[:3]))

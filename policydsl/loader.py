@@ -1,0 +1,130 @@
+"""Reading policy files from disk: encoding, includes, and the sources diagnostics quote.
+
+`load(path)` gives a `LoadedPolicy`: the main file's AST and every included file's AST,
+in include order, or the diagnostics that stopped it. A `--policy` folder means its
+`main.policy` (or its only top-level `.policy` file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policydsl import nodes as n
+from policydsl.diagnostics import (
+    BAD_ENCODING,
+    INCLUDE_ERROR,
+    IO_ERROR,
+    Diagnostic,
+    Severity,
+    SourceCache,
+    Span,
+    make,
+)
+from policydsl.parser import parse_text
+
+POLICY_SUFFIX = ".policy"
+
+
+@dataclass
+class LoadedPolicy:
+    """A main policy and the files it includes (depth-first, each once), ready to compile."""
+
+    main: n.Policy | None
+    files: list[n.Policy] = field(default_factory=list)  # included files first, main last
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: SourceCache = field(default_factory=SourceCache)
+
+    @property
+    def ok(self) -> bool:
+        return self.main is not None and not any(d.severity >= Severity.ERROR for d in self.diagnostics)
+
+    @property
+    def paths(self) -> list[str]:
+        return [p.path for p in self.files]
+
+    def items(self):
+        """Every item of every file, includes first, as one policy."""
+        for policy in self.files:
+            yield from policy.items
+
+
+def read_source(path: Path) -> tuple[str | None, Diagnostic | None]:
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        return None, make(IO_ERROR, f"{path} is a folder, not a policy file", Span.point(str(path), 1, 1))
+    except OSError as err:
+        return None, make(IO_ERROR, f"cannot read {path}: {err.strerror or err}", Span.point(str(path), 1, 1))
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as err:
+        before = data[: err.start]
+        line = before.count(b"\n") + 1
+        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        return None, make(BAD_ENCODING, f"invalid UTF-8 byte 0x{data[err.start]:02x}",
+                          Span.point(str(path), line, column), "save the file as UTF-8")
+
+
+def resolve_policy_path(path: Path) -> Path:
+    """A folder stands for its main policy: `main.policy`, else its only `.policy` file."""
+    if not path.is_dir():
+        return path
+    main = path / "main.policy"
+    if main.exists():
+        return main
+    candidates = sorted(p for p in path.glob("*" + POLICY_SUFFIX) if p.is_file())
+    if len(candidates) == 1:
+        return candidates[0]
+    return main
+
+
+def load(path: str | Path) -> LoadedPolicy:
+    return _Loader().load_main(Path(path))
+
+
+def load_text(text: str, path: str = "<string>") -> LoadedPolicy:
+    """Load from a string (tests, stdin). Includes resolve relative to the current folder."""
+    return _Loader().load_main(Path(path), text=text)
+
+
+class _Loader:
+    def __init__(self) -> None:
+        self.result = LoadedPolicy(main=None)
+        self.loaded: set[Path] = set()
+
+    def load_main(self, path: Path, text: str | None = None) -> LoadedPolicy:
+        path = resolve_policy_path(path)
+        policy = self._load_file(path, text, stack=(), include_span=None)
+        self.result.main = policy
+        self.result.diagnostics.sort(key=Diagnostic.sort_key)
+        return self.result
+
+    def _load_file(self, path: Path, text: str | None, stack: tuple[Path, ...],
+                   include_span: Span | None) -> n.Policy | None:
+        key = path.resolve() if text is None else path
+        if text is None:
+            text, problem = read_source(path)
+            if problem is not None:
+                if include_span is not None:
+                    problem = make(INCLUDE_ERROR, problem.message, include_span)
+                self.result.diagnostics.append(problem)
+                return None
+        self.result.sources.add(str(path), text)
+        parsed = parse_text(text, str(path))
+        self.result.diagnostics.extend(parsed.diagnostics)
+        if parsed.policy is None:
+            return None
+        self.loaded.add(key)
+        for include in parsed.policy.of_type(n.Include):
+            target = (path.parent / include.path.value)
+            resolved = target.resolve()
+            if resolved in stack or resolved == key:
+                chain = " -> ".join(str(p) for p in (*stack, key, resolved))
+                self.result.diagnostics.append(make(INCLUDE_ERROR, f"include cycle: {chain}", include.path.span))
+                continue
+            if resolved in self.loaded:
+                continue  # included twice through different paths: once is enough
+            self._load_file(target, None, (*stack, key), include.path.span)
+        self.result.files.append(parsed.policy)
+        return parsed.policy

@@ -1,0 +1,217 @@
+"""The policy AST: frozen dataclasses, every node with the source span it came from.
+
+Values stay as written (a quantity keeps its text); turning them into numbers in base units
+is the compiler's job. `Policy.comments` keeps every comment so the formatter loses none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from policydsl.diagnostics import Span
+
+
+@dataclass(frozen=True)
+class Integer:
+    value: int
+    span: Span
+
+
+@dataclass(frozen=True)
+class Float:
+    value: float
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A Kubernetes quantity with a suffix, e.g. `500m`, `80Gi`; kept as text."""
+
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Percent:
+    value: float
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Boolean:
+    value: bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class String:
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class ConstRef:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class ListValue:
+    items: tuple["Value", ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class MapEntry:
+    key: str
+    key_span: Span
+    value: "Value"
+
+
+@dataclass(frozen=True)
+class MapValue:
+    entries: tuple[MapEntry, ...]
+    span: Span
+
+    def get(self, key: str) -> "Value | None":
+        for entry in self.entries:
+            if entry.key == key:
+                return entry.value
+        return None
+
+
+Value = Union[Integer, Float, Quantity, Percent, Boolean, String, ConstRef, ListValue, MapValue]
+
+
+@dataclass(frozen=True)
+class Name:
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: Name
+    value: Value
+    span: Span
+
+
+@dataclass(frozen=True)
+class Header:
+    name: String
+    version: Integer
+    span: Span
+
+
+@dataclass(frozen=True)
+class Include:
+    path: String
+    span: Span
+
+
+@dataclass(frozen=True)
+class Const:
+    name: Name
+    value: Value
+    span: Span
+
+
+@dataclass(frozen=True)
+class Actions:
+    names: tuple[Name, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Plugin:
+    name: Name
+    weight: Value | None
+    settings: tuple[Setting, ...]
+    span: Span
+    has_block: bool = False
+
+
+@dataclass(frozen=True)
+class Tier:
+    label: String | None
+    plugins: tuple[Plugin, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class ActionConfig:
+    name: Name
+    settings: tuple[Setting, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: Name
+    settings: tuple[Setting, ...]
+    children: tuple["Queue", ...]
+    span: Span
+    # Order of settings and child queues as written, for the formatter: ("s", i) or ("q", i).
+    order: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Device:
+    resource: String
+    settings: tuple[Setting, ...]
+    span: Span
+
+
+Item = Union[Include, Const, Actions, Tier, ActionConfig, Queue, Device]
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Policy:
+    path: str
+    header: Header
+    items: tuple[Item, ...]
+    comments: tuple[Comment, ...]
+
+    def of_type(self, kind: type) -> list:
+        return [item for item in self.items if isinstance(item, kind)]
+
+
+def setting_map(settings: tuple[Setting, ...]) -> dict[str, Setting]:
+    """Last setting wins, as in the compiler; duplicates are a lint finding."""
+    return {s.key.value: s for s in settings}
+
+
+def walk_queues(queues, parent: Queue | None = None):
+    """Yield (queue, parent) for a forest of queues, parents before children."""
+    for queue in queues:
+        yield queue, parent
+        yield from walk_queues(queue.children, queue)
+
+
+def strip_spans(node):
+    """A span-free, comparable view of a node: the meaning a formatter must keep."""
+    from dataclasses import fields, is_dataclass
+
+    if isinstance(node, tuple):
+        return tuple(strip_spans(n) for n in node)
+    if is_dataclass(node) and not isinstance(node, Span):
+        parts = [type(node).__name__]
+        for f in fields(node):
+            if f.name in ("span", "key_span", "path", "order", "has_block", "text") and not (
+                f.name == "text" and isinstance(node, Quantity)
+            ):
+                continue
+            if isinstance(node, Policy) and f.name == "comments":
+                continue
+            parts.append((f.name, strip_spans(getattr(node, f.name))))
+        return tuple(parts)
+    return node
