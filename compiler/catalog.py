@@ -152,7 +152,8 @@ PLUGINS: dict[str, PluginSpec] = {
         ),
         PluginSpec(
             "capacity", "Queues with explicit per-resource deserved, guarantee and capability, hierarchical.",
-            frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive"}),
+            frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive",
+                       "hierarchy"}),
             conflicts=("proportion",),
         ),
         PluginSpec(
@@ -212,6 +213,10 @@ PLUGINS: dict[str, PluginSpec] = {
                 Argument("gpu_number", BOOL, "whole GPUs by volcano.sh/gpu-number", False,
                          volcano="deviceshare.GPUNumberEnable"),
                 Argument("vgpu", BOOL, "vGPU by volcano.sh/vgpu-*", False, volcano="deviceshare.VGPUEnable"),
+                Argument("node_lock", BOOL, "lock a node while a device is being assigned on it", False,
+                         volcano="deviceshare.NodeLockEnable"),
+                Argument("vgpu_pod_group_spread", BOOL, "keep pods of one PodGroup on different vGPU cards",
+                         False, volcano="deviceshare.VGPUPodGroupDeviceSpread"),
                 Argument("schedule_policy", SYMBOL, "card choice: binpack fills cards, spread spreads",
                          "binpack", {"allowed": ["binpack", "spread"]}, volcano="deviceshare.SchedulePolicy"),
             ),
