@@ -56,14 +56,20 @@ def read_source(path: Path) -> tuple[str | None, Diagnostic | None]:
         return None, make(IO_ERROR, f"{path} is a folder, not a policy file", Span.point(str(path), 1, 1))
     except OSError as err:
         return None, make(IO_ERROR, f"cannot read {path}: {err.strerror or err}", Span.point(str(path), 1, 1))
+    return decode_source(data, str(path))
+
+
+def decode_source(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:
+    """Bytes to text, or a PD002 diagnostic at the line and column of the first bad byte."""
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as err:
-        before = data[: err.start]
-        line = before.count(b"\n") + 1
-        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        # Everything before the first bad byte decodes; columns count characters, as Lark's do.
+        before = data[: err.start].decode("utf-8")
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1
         return None, make(BAD_ENCODING, f"invalid UTF-8 byte 0x{data[err.start]:02x}",
-                          Span.point(str(path), line, column), "save the file as UTF-8")
+                          Span.point(path, line, column), "save the file as UTF-8")
 
 
 def resolve_policy_path(path: Path) -> Path:

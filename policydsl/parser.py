@@ -250,8 +250,12 @@ def _syntax_diagnostic(path: str, err: UnexpectedInput, text: str) -> Diagnostic
     if isinstance(err, UnexpectedCharacters):
         char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else ""
         message = f"unexpected character {char!r}"
-        expected = err.allowed or set()
+        expected = _acceptable_before(text, err.pos_in_stream) or err.allowed or set()
         span = Span(path, line, column, line, column + 1)
+        if char == '"':
+            message = "unterminated string"
+            expected = set()
+            span = Span(path, line, column, line, column + len(text[err.pos_in_stream:].split("\n", 1)[0]))
     elif isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
         lines = text.splitlines() or [""]
         line, column = len(lines), len(lines[-1]) + 1
@@ -261,12 +265,36 @@ def _syntax_diagnostic(path: str, err: UnexpectedInput, text: str) -> Diagnostic
     else:
         token = err.token
         message = f"unexpected {_describe_token(token)}"
-        expected = err.expected
+        expected = _accepts(err)
         span = _token_span(path, token)
         if token.type == "$END":
             message = "unexpected end of file"
-    hint = f"expected {describe_expected(set(expected))}" if expected else None
+    if isinstance(err, UnexpectedCharacters) and message == "unterminated string":
+        hint = 'close the string with `"` on the same line (write a newline inside a string as \\n)'
+    else:
+        hint = f"expected {describe_expected(set(expected))}" if expected else None
     return make(SYNTAX_ERROR, message, span, hint)
+
+
+def _accepts(err: UnexpectedInput) -> set[str]:
+    """Terminals the parser can really take here. LALR's `expected` merges the look-aheads of
+    every context a rule appears in (after a name it lists `=`, `:`, `weight`, ...); `accepts`
+    tries each one."""
+    try:
+        return set(err.accepts)  # type: ignore[attr-defined]
+    except Exception:  # the interactive parser is a best effort; the raw set still helps
+        return set(getattr(err, "expected", ()) or ())
+
+
+def _acceptable_before(text: str, position: int) -> set[str]:
+    """For a character no token starts with: the terminals the parser could take at that point,
+    found by feeding it the text before the character."""
+    try:
+        interactive = _parser().lark.parse_interactive(text[:position], start="start")
+        interactive.exhaust_lexer()
+        return set(interactive.accepts())
+    except Exception:  # the text before may itself be broken; the lexer's guess is used then
+        return set()
 
 
 def _describe_token(token: Token) -> str:
@@ -276,7 +304,9 @@ def _describe_token(token: Token) -> str:
     kind = words.get(token.type, token.type.lower())
     if kind.startswith("`"):
         return kind
-    return f"{kind.split(' such as')[0]} `{token}`"
+    # "an integer" -> "integer `4`", so the message reads "unexpected integer `4`".
+    kind = re.sub(r"^(an?|the) ", "", kind.split(" such as")[0])
+    return f"{kind} `{token}`"
 
 
 def parse_text(text: str, path: str = "<string>") -> ParseResult:
