@@ -199,11 +199,17 @@ class _Printer:
         else:  # built by hand, not parsed: settings first
             members = [*queue.settings, *queue.children]
 
+        # A child queue is a block: blank lines set it apart from its siblings.
+        set_apart = {id(node) for previous, node in zip(members, members[1:])
+                     if isinstance(node, n.Queue) or isinstance(previous, n.Queue)}
+
         def member(inner: int, node: n.Setting | n.Queue) -> None:
+            first = len(self.lines)
             if isinstance(node, n.Queue):
                 self.queue(inner, node)
             else:
                 self.settings(inner, (node,))
+            self.lines[first].blank_before = id(node) in set_apart
 
         self.block(indent, f"queue {queue.name.value}", queue.span, members, member)
 
