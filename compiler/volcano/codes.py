@@ -1,0 +1,69 @@
+"""Diagnostic codes of the Volcano import and export (PD6xx), in the one registry.
+
+The rule for import severities: an **error** when the policy printed cannot mean what the
+Volcano config means (a plugin or action we do not have, a value of the wrong type, a Queue
+whose parent is missing), so the exit is non-zero; a **warning** when Volcano itself ignores the
+input (a misspelt flag, a flag of a plugin without that extension point, an argument we do not
+know) and the policy is still equivalent for everything we can see. Export warns for every
+policy setting Volcano has no place for.
+"""
+
+from policydsl.diagnostics import CodeInfo, Severity, register_code
+
+UNREADABLE = register_code(CodeInfo(
+    "PD601", "volcano-unreadable", Severity.ERROR, "a Volcano config or Queue file cannot be read",
+    fix="Check the path and permissions.",
+))
+BAD_YAML = register_code(CodeInfo(
+    "PD602", "volcano-bad-yaml", Severity.ERROR, "malformed YAML, or YAML of the wrong shape for a Volcano config",
+    why="Volcano refuses to start on a config it cannot parse; so does the import.",
+    fix="Fix the YAML at the position given; the config is a mapping with `actions`, `tiers` and "
+        "optionally `configurations`, or a ConfigMap holding `volcano-scheduler.conf`.",
+))
+UNKNOWN_ACTION = register_code(CodeInfo(
+    "PD603", "volcano-unknown-action", Severity.ERROR, "a Volcano action policydsl does not have",
+    why="Volcano refuses an unknown action; a known Volcano action we lack (reserve, elect, shuffle) "
+        "would silently change the cycle.",
+    fix="Use enqueue, allocate, preempt, reclaim, backfill.",
+))
+UNKNOWN_PLUGIN = register_code(CodeInfo(
+    "PD604", "volcano-unknown-plugin", Severity.ERROR, "a Volcano plugin policydsl does not have",
+    why="The imported policy would run without it, so jobs would be scheduled differently (sla, tdm, ...).",
+    fix="Remove the plugin from the Volcano config, or accept the different behaviour by hand.",
+))
+UNKNOWN_ARGUMENT = register_code(CodeInfo(
+    "PD605", "volcano-unknown-argument", Severity.WARNING, "a plugin or action argument policydsl does not know",
+    why="Volcano ignores arguments it does not read, so a typo does nothing there; a real Volcano "
+        "argument we lack is a behaviour we do not reproduce.",
+    fix="Check the spelling against the catalog (docs/language.md); drop arguments of old Volcano versions.",
+))
+IGNORED_FLAG = register_code(CodeInfo(
+    "PD606", "volcano-ignored-flag", Severity.WARNING,
+    "a plugin flag Volcano ignores: misspelt, or for an extension point the plugin does not have",
+    why="Volcano reads only the flags it knows, and a plugin without an extension point never asks "
+        "its flag; the setting has no effect there and is left out of the policy.",
+    fix="Remove the flag, or spell it as Volcano does (note `enabledOverused`, `enabledVictim`, ...).",
+))
+BAD_VALUE = register_code(CodeInfo(
+    "PD607", "volcano-bad-value", Severity.ERROR, "a Volcano setting with a value of the wrong type or range",
+    why="Volcano would reject or misread it; the policy cannot guess what was meant.",
+    fix="Write the value the message asks for.",
+))
+BAD_QUEUE = register_code(CodeInfo(
+    "PD608", "volcano-bad-queue", Severity.ERROR,
+    "a Queue that cannot be placed: missing name, unknown or cyclic parent, duplicate",
+    why="A queue tree needs every parent to exist exactly once; Volcano's admission rejects the rest.",
+    fix="Create the parent Queue too (or fix `spec.parent`), and give every Queue a unique name.",
+))
+NOT_IMPORTED = register_code(CodeInfo(
+    "PD609", "volcano-not-imported", Severity.WARNING, "part of the Volcano input the policy has no place for",
+    why="Fields such as a Queue's `affinity` or a config's `metrics` section are outside what a "
+        "policy declares; they are listed so nothing is dropped silently.",
+    fix="Keep those settings in their Kubernetes objects or scheduler flags.",
+))
+NOT_EXPRESSIBLE = register_code(CodeInfo(
+    "PD610", "volcano-not-expressible", Severity.WARNING, "a policy setting Volcano's config cannot express",
+    why="Export prints what Volcano can run; device rules, borrowing limits and a few weights exist "
+        "only in policydsl, so the exported config behaves differently there.",
+    fix="Accept the difference, or keep running policydsl for those features.",
+))

@@ -1,0 +1,62 @@
+"""A Volcano scheduler config and Queue objects, read into catalog terms.
+
+This is also the normal form two Volcano configs are compared in: they mean the same when
+they read to equal `SchedulerConfig`s. Reading normalizes exactly this:
+
+- `actions` are names with surrounding blanks dropped (`"enqueue,allocate"` = `"enqueue, allocate"`);
+- flags are keyed by catalog name (`enablePreemptable` -> `preemptable`), values true/false;
+- arguments are keyed by catalog name and converted by the argument's kind: numbers compare
+  as numbers (`"2"` = `2` = `2.0`), booleans also from `"true"`/`"false"`, symbols as text;
+- a plugin's score weight (`binpack.weight`) is `PluginConfig.weight`, not an argument;
+- `binpack.resources: "a, b"` with `binpack.resources.a: 5` is the map `{"a": 5, "b": 1}`
+  (a listed resource without a weight weighs 1, as in Volcano), in listed order;
+- `configurations` become {action: {argument: value}}, several entries for one action merged.
+
+Queues keep quantities as written (`8Gi` stays `8Gi`); compare them in base units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    name: str
+    weight: int | float | None = None
+    flags: dict[str, bool] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TierConfig:
+    plugins: tuple[PluginConfig, ...]
+    # Plugins that could not be imported, for a comment where they stood.
+    left_out: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    actions: tuple[str, ...]
+    tiers: tuple[TierConfig, ...]
+    configurations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Where it came from, for the policy's header comment.
+    origin: str = field(default="", compare=False)
+    left_out_actions: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """One Queue object. Resource maps hold quantities as written."""
+
+    name: str
+    parent: str | None = None
+    weight: int | None = None
+    capability: dict[str, str] | None = None
+    guarantee: dict[str, str] | None = None
+    deserved: dict[str, str] | None = None
+    priority: int | None = None
+    reclaimable: bool | None = None
+    state: str | None = None          # "open" or "closed"
+    note: str = field(default="", compare=False)   # a comment for the policy, e.g. a lost parent

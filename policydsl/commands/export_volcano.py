@@ -1,0 +1,44 @@
+"""`policydsl export-volcano FILE [--queues] [--configmap]`: a policy as a Volcano config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "print a policy as a Volcano scheduler config (and Queue objects)"
+DESCRIPTION = (
+    "Compile a policy and print the Volcano scheduler config that runs it: actions, tiers with "
+    "plugin flags and arguments, and per-action configurations. With --queues, also print one "
+    "Queue object per queue. Settings Volcano cannot express (device rules, borrowing, ...) are "
+    "warnings on stderr and are left out."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the policy file (or a folder with main.policy)")
+    parser.add_argument("--queues", action="store_true", help="also print the queue tree as Volcano Queue objects")
+    parser.add_argument("--configmap", action="store_true",
+                        help="wrap the config in the ConfigMap Volcano's chart reads (volcano-scheduler-configmap)")
+    parser.add_argument("-o", "--output", help="write the YAML here instead of stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    from compiler.volcano.exporter import export_volcano
+    from policydsl.diagnostics import Severity, render
+
+    result = export_volcano(args.file, queues=args.queues, configmap=args.configmap)
+    for diag in result.diagnostics:
+        if diag.severity >= Severity.WARNING:
+            print(render(diag, result.sources), file=sys.stderr)
+    if result.text is None:
+        return result.exit_code
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                out.write(result.text)
+        except OSError as err:
+            print(f"policydsl: cannot write {args.output}: {err.strerror}", file=sys.stderr)
+            return 2
+    else:
+        sys.stdout.write(result.text)
+    return result.exit_code
