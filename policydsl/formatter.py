@@ -236,6 +236,16 @@ def _place_comments(lines: list[_Line], comments: tuple[n.Comment, ...], source:
         else:
             trailing.setdefault(index - 1, []).append(comment)
 
+    # An output line can hold code from several source lines, so comments of its source range
+    # may be own-line comments as well as trailing ones. Only the first in source order can end
+    # the line; the rest follow it on their own lines, so the order never changes.
+    for index, attached in trailing.items():
+        merged = sorted(attached + before.get(index + 1, []), key=lambda c: _start(c.span))
+        keep = merged[:1] if merged[0] is attached[0] else []
+        trailing[index] = keep
+        if len(merged) > len(keep):
+            before[index + 1] = merged[len(keep):]
+
     out: list[str] = []
     after_opener = False  # the last line printed opens a block: no blank line right after it
 
@@ -267,14 +277,8 @@ def _place_comments(lines: list[_Line], comments: tuple[n.Comment, ...], source:
         if line is None:
             break
         text = INDENT * line.indent + line.text
-        extra = trailing.get(index, [])
-        if extra:
-            text += " " + extra[0].text.rstrip()
-            # Two comments can end up on one output line (code joined from several source
-            # lines); the later ones go on their own lines after it, in source order.
-            if len(extra) > 1:
-                before.setdefault(index + 1, [])
-                before[index + 1] = sorted(extra[1:] + before[index + 1], key=lambda c: _start(c.span))
+        for comment in trailing.get(index, []):
+            text += " " + comment.text.rstrip()
         out.append(text)
         after_opener = line.text.endswith(("{", "["))
     while out and out[-1] == "":
