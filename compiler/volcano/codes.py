@@ -67,3 +67,10 @@ NOT_EXPRESSIBLE = register_code(CodeInfo(
         "only in policydsl, so the exported config behaves differently there.",
     fix="Accept the difference, or keep running policydsl for those features.",
 ))
+ACTION_ORDER = register_code(CodeInfo(
+    "PD611", "volcano-action-order", Severity.WARNING, "Volcano actions listed out of the order policydsl runs them in",
+    why="Volcano runs actions in any order listed; a policy must list them as enqueue, allocate, preempt, "
+        "reclaim, backfill (lint PD302), so the import reorders them. Within one cycle that moves, e.g., "
+        "reclaim before backfill; the next cycle (1s later) runs everything again, so little changes.",
+    fix="Nothing to do, unless the order mattered to you; then review the imported `actions`.",
+))

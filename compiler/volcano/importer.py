@@ -270,12 +270,20 @@ class ConfigReader(_Reader):
             else:
                 self.report(codes.NOT_IMPORTED, f"`{entry.key}` is not part of a scheduling policy; not imported",
                             src.span(entry.key_node), "keep it in the scheduler's own config or flags")
+        canonical = sorted(actions, key=cat.CANONICAL_ACTION_ORDER.index)
+        written = tuple(actions) if canonical != actions else ()
+        if written:
+            actions_node = lookup(node, "actions").value
+            self.report(codes.ACTION_ORDER, "actions reordered to " + ", ".join(canonical) + "; Volcano runs them as "
+                        "listed (" + ", ".join(actions) + ")", src.span(actions_node),
+                        "a policy runs actions in the order enqueue, allocate, preempt, reclaim, backfill")
+            actions = canonical
         if not have_actions:
             self.report(codes.BAD_YAML, "the config has no `actions`", src.span(node),
                         "Volcano's default is `actions: \"enqueue, allocate, backfill\"`")
         elif not actions and not left_out_actions:
             self.report(codes.BAD_VALUE, "`actions` names no action", src.span(lookup(node, "actions").value))
-        return SchedulerConfig(tuple(actions), tuple(tiers), configurations, origin, tuple(left_out_actions))
+        return SchedulerConfig(tuple(actions), tuple(tiers), configurations, origin, tuple(left_out_actions), written)
 
     # --- actions ----------------------------------------------------------------------------
     def action_name(self, src: YamlText, name: str, span: Span, actions: list[str], left_out: list[str]) -> None:
@@ -478,7 +486,8 @@ class ConfigReader(_Reader):
                     known = list(by_key) + [k + ".<resource>" for k in lists] + (
                         [spec.weight_volcano] if spec.weight_volcano else [])
                     self.report(codes.UNKNOWN_ARGUMENT, f"plugin `{spec.name}` has no argument `{key}`; not imported",
-                                src.span(entry.key_node), did_you_mean(key, known) or _known(known))
+                                src.span(entry.key_node),
+                                _moved_to(key, spec) or did_you_mean(key, known) or _known(known))
                     continue
                 out[arg.name] = self.argument_value(arg, entry.value)
             except _Invalid as err:
@@ -498,6 +507,17 @@ class ConfigReader(_Reader):
             else:
                 del out[name]
         return weight
+
+
+def _moved_to(key: str, spec: cat.PluginSpec) -> str | None:
+    """A hint when another plugin takes this setting, as `predicate.GPUSharingEnable` (old
+    Volcano) moved to `deviceshare.GPUSharingEnable`."""
+    setting = key.rpartition(".")[2]
+    for other in cat.PLUGINS.values():
+        for arg in other.arguments:
+            if other is not spec and arg.volcano and arg.volcano.rpartition(".")[2] == setting:
+                return f"plugin `{other.name}` takes this as `{arg.volcano}`"
+    return None
 
 
 def _known(keys: list[str]) -> str:
@@ -736,6 +756,9 @@ def policy_doc(config: SchedulerConfig, queues: list[QueueConfig], name: str,
     comments.append("Tiers and plugin order are Volcano's; `enable_*` settings are its enable* flags.")
     doc = pt.PolicyDoc(name, comments=comments)
     doc.actions = list(config.actions)
+    if config.written_actions:
+        doc.actions_comments.append("Volcano's order was " + ", ".join(config.written_actions) + "; a policy runs "
+                                    "actions in the canonical order.")
     if config.left_out_actions:
         doc.actions_comments.append("not imported: action " + ", ".join(f"`{a}`" for a in config.left_out_actions))
     for tier in config.tiers:

@@ -44,6 +44,7 @@ class SchedulerConfig:
     # Where it came from, for the policy's header comment.
     origin: str = field(default="", compare=False)
     left_out_actions: tuple[str, ...] = field(default=(), compare=False)
+    written_actions: tuple[str, ...] = field(default=(), compare=False)   # Volcano's order, if it differs
 
 
 @dataclass(frozen=True)

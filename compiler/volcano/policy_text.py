@@ -183,7 +183,9 @@ def _queue(out: _Lines, queue: QueueDecl, depth: int) -> None:
         return
     out.add(depth, f"queue {queue.name} {{")
     out.settings(depth + 1, queue.settings)
-    for child in queue.children:
+    for index, child in enumerate(queue.children):
+        if queue.settings or index:
+            out.blank()     # a child queue is a block, set apart from its siblings as fmt does
         _queue(out, child, depth + 1)
     out.add(depth, "}")
 

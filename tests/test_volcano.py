@@ -1,0 +1,501 @@
+"""Volcano import and export, on the config shapes Volcano documents (tests/fixtures/volcano).
+
+The expected meaning of a Volcano config is worked out here from the raw YAML and the
+catalog's Volcano names (an oracle independent of the importer), then compared with the Plan
+the imported policy compiles to. Round trips compare parsed YAML, under the normalization
+documented in compiler/volcano/model.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from compiler import catalog as cat
+from compiler.pipeline import compile_text
+from compiler.quantities import to_base_units
+from compiler.volcano import policy_text as pt
+from compiler.volcano.exporter import export_volcano_text
+from compiler.volcano.importer import ConfigReader, import_volcano, import_volcano_text
+from compiler.volcano.located_yaml import YamlText
+from policydsl.cli import main
+from policydsl.diagnostics import Severity
+
+FIXTURES = Path(__file__).parent / "fixtures" / "volcano"
+
+# (scheduler config, Queue file) in the shapes Volcano's docs and chart use.
+DOCUMENTED = [
+    ("default.conf", None),
+    ("preempt-reclaim.conf", None),
+    ("binpack-gpu.conf", None),
+    ("nodeorder-weights.conf", None),
+    ("drf-hierarchy.conf", None),
+    ("overcommit.conf", None),
+    ("proportion.conf", "proportion-queues.yaml"),
+    ("deviceshare-gpu-sharing.yaml", None),
+    ("deviceshare-vgpu.yaml", None),
+    ("capacity-hierarchy.yaml", "capacity-queues.yaml"),
+]
+IDS = [config for config, _ in DOCUMENTED]
+
+
+def fixture(name: str) -> str:
+    return str(FIXTURES / name)
+
+
+def imported(config: str, queues: str | None = None):
+    return import_volcano(fixture(config), fixture(queues) if queues else None)
+
+
+def raw_config(name: str) -> dict:
+    """The scheduler config as plain YAML data, unwrapped from its ConfigMap."""
+    data = yaml.safe_load((FIXTURES / name).read_text())
+    if data.get("kind") == "ConfigMap":
+        data = yaml.safe_load(data["data"]["volcano-scheduler.conf"])
+    return data
+
+
+def raw_queues(name: str) -> list[dict]:
+    objects = []
+    for doc in yaml.safe_load_all((FIXTURES / name).read_text()):
+        objects.extend(doc["items"] if doc.get("kind") == "List" else [doc])
+    return objects
+
+
+def codes_at(result) -> set[tuple[str, int]]:
+    return {(d.code, d.span.line) for d in result.diagnostics}
+
+
+# --- an oracle: what a Volcano config means, from the raw YAML and the catalog's names -----
+
+def _as_number(value) -> float:
+    return float(value)
+
+
+def expected_plugin(entry: dict) -> tuple[str, float | None, dict, dict]:
+    """(name, score weight, flags, arguments) by catalog names, values as Volcano reads them."""
+    spec = cat.PLUGINS[entry["name"]]
+    flags = {cat.FLAGS_BY_VOLCANO[k].name: v for k, v in entry.items() if k in cat.FLAGS_BY_VOLCANO}
+    weight = None
+    arguments: dict = {}
+    args = entry.get("arguments") or {}
+    for key, value in args.items():
+        if key == spec.weight_volcano:
+            weight = _as_number(value)
+        elif key == "binpack.resources":
+            names = [n.strip() for n in value.split(",") if n.strip()]
+            arguments["resources"] = {n: _as_number(args.get(f"binpack.resources.{n}", 1)) for n in names}
+        elif key.startswith("binpack.resources."):
+            continue
+        else:
+            arg = next(a for a in spec.arguments if a.volcano == key)
+            arguments[arg.name] = _as_number(value) if arg.kind in (cat.NUMBER, cat.INT) else value
+    return entry["name"], weight, flags, arguments
+
+
+def canonical_actions(text: str) -> list[str]:
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    return sorted(names, key=cat.CANONICAL_ACTION_ORDER.index)
+
+
+@pytest.mark.parametrize("config, queues", DOCUMENTED, ids=IDS)
+def test_documented_config_imports_to_an_equivalent_policy(config, queues):
+    result = imported(config, queues)
+    assert result.exit_code == 0, [d.message for d in result.errors]
+    compiled = compile_text(result.text, "imported.policy")
+    assert compiled.ok, [d.message for d in compiled.errors]
+    plan = compiled.plan
+    raw = raw_config(config)
+
+    assert list(plan.actions) == canonical_actions(raw["actions"])
+    assert [[p.name for p in t.plugins] for t in plan.tiers] == [[p["name"] for p in t["plugins"]] for t in raw["tiers"]]
+    for tier, raw_tier in zip(plan.tiers, raw["tiers"]):
+        for plugin, entry in zip(tier.plugins, raw_tier["plugins"]):
+            name, weight, flags, arguments = expected_plugin(entry)
+            if weight is not None:
+                assert plugin.weight == weight, name
+            for flag, value in flags.items():
+                assert plugin.flags[flag] is value, (name, flag)
+            for arg, value in arguments.items():
+                assert plugin.arguments[arg] == value, (name, arg)
+    for configuration in raw.get("configurations", []):
+        spec = cat.ACTIONS[configuration["name"]]
+        for key, value in configuration["arguments"].items():
+            arg = next(a for a in spec.arguments if a.volcano == key)
+            got = plan.action_arguments[configuration["name"]][arg.name]
+            assert got == (_as_number(value) if arg.kind in (cat.NUMBER, cat.INT, cat.PERCENT) else value)
+
+
+@pytest.mark.parametrize("config, queues", DOCUMENTED, ids=IDS)
+def test_imported_policy_is_in_fmt_layout(config, queues):
+    formatter = pytest.importorskip("policydsl.formatter")
+    text = imported(config, queues).text
+    formatted = formatter.format_text(text, "imported.policy")
+    assert formatted.text == text
+
+
+# --- round trip: volcano -> policy -> volcano ---------------------------------------------
+
+def normalized_arguments(args: dict | None) -> dict:
+    """Numbers compare as numbers ("2" == 2), `binpack.resources` as its list of names, and a
+    listed resource without a weight weighs 1 (see compiler/volcano/model.py)."""
+    out: dict = {}
+    for key, value in (args or {}).items():
+        if key == "binpack.resources":
+            names = tuple(n.strip() for n in value.split(",") if n.strip())
+            out[key] = names
+            for name in names:
+                out.setdefault(f"{key}.{name}", 1.0)
+        elif isinstance(value, bool):
+            out[key] = value
+        else:
+            try:
+                out[key] = float(value)
+            except (TypeError, ValueError):
+                out[key] = value
+    return out
+
+
+def split_plugin(entry: dict) -> tuple[str, dict, dict]:
+    flags = {k: v for k, v in entry.items() if k not in ("name", "arguments")}
+    return entry["name"], flags, normalized_arguments(entry.get("arguments"))
+
+
+@pytest.mark.parametrize("config, queues", DOCUMENTED, ids=IDS)
+def test_round_trip_keeps_actions_tiers_flags_and_arguments(config, queues):
+    policy = imported(config, queues).text
+    exported = export_volcano_text(policy, "imported.policy")
+    assert exported.exit_code == 0 and not [d for d in exported.diagnostics if d.code == "PD610"]
+    again = yaml.safe_load(exported.text)
+    raw = raw_config(config)
+
+    assert canonical_actions(again["actions"]) == canonical_actions(raw["actions"])
+    assert [a.strip() for a in again["actions"].split(",")] == canonical_actions(raw["actions"])
+    assert [[split_plugin(p) for p in t["plugins"]] for t in again["tiers"]] == \
+           [[split_plugin(p) for p in t["plugins"]] for t in raw["tiers"]]
+    assert {c["name"]: normalized_arguments(c["arguments"]) for c in again.get("configurations", [])} == \
+           {c["name"]: normalized_arguments(c["arguments"]) for c in raw.get("configurations", [])}
+    # The same, in the importer's normal form.
+    first = ConfigReader().read(YamlText(fixture(config), (FIXTURES / config).read_text()))
+    second = ConfigReader().read(YamlText("exported.conf", exported.text))
+    assert first == second
+
+
+def test_export_quotes_actions_like_volcano_does():
+    text = export_volcano_text(imported("default.conf").text).text
+    assert 'actions: "enqueue, allocate, backfill"\n' in text
+
+
+def _base_units(resources: dict | None) -> dict | None:
+    return {k: to_base_units(k, str(v)) for k, v in resources.items()} if resources else None
+
+
+def _queue_meaning(obj: dict) -> dict:
+    spec = obj.get("spec", {})
+    state = spec.get("state") or obj.get("status", {}).get("state") or "Open"
+    return {
+        "parent": spec.get("parent") or "root",
+        "weight": spec.get("weight"),
+        "priority": spec.get("priority"),
+        "reclaimable": spec.get("reclaimable"),
+        "capability": _base_units(spec.get("capability")),
+        "deserved": _base_units(spec.get("deserved")),
+        "guarantee": _base_units(spec.get("guarantee", {}).get("resource")),
+        "closed": state in ("Closed", "Closing"),
+    }
+
+
+@pytest.mark.parametrize("config, queues", [d for d in DOCUMENTED if d[1]], ids=[d[1] for d in DOCUMENTED if d[1]])
+def test_queue_round_trip_keeps_every_setting(config, queues):
+    policy = imported(config, queues).text
+    exported = export_volcano_text(policy, "imported.policy", queues=True)
+    docs = list(yaml.safe_load_all(exported.text))
+    assert all(d["apiVersion"] == "scheduling.volcano.sh/v1beta1" and d["kind"] == "Queue" for d in docs[1:])
+    again = {d["metadata"]["name"]: _queue_meaning(d) for d in docs[1:]}
+    original = {q["metadata"]["name"]: _queue_meaning(q) for q in raw_queues(queues)}
+    assert again == original
+
+
+def test_hierarchical_queues_nest_by_parent_whatever_the_file_order():
+    plan = compile_text(imported("capacity-hierarchy.yaml", "capacity-queues.yaml").text).plan
+    assert plan.queue("subchild-queue-a1").parent == "child-queue-a"
+    assert plan.queue("subchild-queue-a2").parent == "child-queue-a"
+    assert plan.queue("child-queue-a").parent == "root"
+    assert plan.queue("child-queue-b").parent == "root"
+    assert plan.queue("child-queue-a").guarantee == {"cpu": 16_000, "memory": 32 * 2**30}
+    assert plan.queue("subchild-queue-a2").reclaimable is False
+    assert plan.plugin("capacity").flags["hierarchy"] is True
+
+
+def test_queues_keep_quantities_as_written():
+    text = imported("proportion.conf", "proportion-queues.yaml").text
+    assert "capability = { cpu: 2500m, memory: 8096Mi }" in text
+    assert '"nvidia.com/gpu": 8' in text
+    assert "state = closed" in text
+
+
+def test_declared_root_queue_holds_the_top_level_queues():
+    queues = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: team}
+spec: {weight: 2}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: root}
+spec: {capability: {cpu: 100}}
+"""
+    result = import_volcano_text((FIXTURES / "capacity-hierarchy.yaml").read_text(), "c.yaml", queues, "q.yaml")
+    plan = compile_text(result.text).plan
+    assert plan.queue("root").capability == {"cpu": 100_000}
+    assert plan.queue("team").parent == "root"
+    assert result.text.index("queue root {") < result.text.index("queue team {")
+
+
+# --- what cannot be expressed: located diagnostics ------------------------------------------
+
+def test_unknown_action_is_a_located_error():
+    result = imported("unknown-action.conf")
+    assert codes_at(result) == {("PD603", 1)}
+    assert sorted(d.span.column for d in result.diagnostics) == [20, 29]   # `alocate`, `reserve`
+    assert result.diagnostics[0].hint == "did you mean `allocate`?"
+    assert result.exit_code == 1
+    assert "actions [enqueue, backfill]" in result.text
+    assert "not imported: action `alocate`, `reserve`" in result.text
+
+
+def test_malformed_yaml_is_a_located_error_and_no_policy():
+    result = imported("malformed.conf")
+    [diag] = result.diagnostics
+    assert (diag.code, diag.span.line, diag.span.column) == ("PD602", 5, 4)
+    assert result.text is None and result.exit_code == 1
+
+
+def test_unreadable_file_exits_2(tmp_path):
+    result = import_volcano(str(tmp_path / "missing.conf"))
+    assert result.exit_code == 2
+    assert [d.code for d in result.diagnostics] == ["PD601"]
+
+
+def test_unsupported_plugins_flags_and_arguments_are_each_reported():
+    result = imported("unsupported.conf")
+    assert codes_at(result) == {
+        ("PD609", 3),    # metrics section
+        ("PD606", 10),   # enableHierarchy on gang: no such extension point
+        ("PD604", 11),   # sla
+        ("PD605", 19),   # predicate.GPUSharingEnable (old Volcano)
+        ("PD606", 21),   # enableOverused: Volcano spells it enabledOverused
+        ("PD607", 24),   # binpack.weight: "ten"
+        ("PD606", 26),   # weight of a resource binpack.resources does not list
+        ("PD604", 27),   # tdm
+    }
+    by_line = {d.span.line: d for d in result.diagnostics}
+    assert by_line[21].hint == "did you mean `enabledOverused`?"
+    assert "deviceshare.GPUSharingEnable" in by_line[19].hint
+    assert result.exit_code == 1
+    plan = compile_text(result.text).plan
+    assert [p.name for p in plan.tiers[0].plugins] == ["priority", "gang", "conformance"]
+    assert plan.plugin("binpack").arguments["resources"] == {"nvidia.com/gpu": 1}
+    assert plan.plugin("gang").flags["preemptable"] is False
+    assert "# not imported: plugin `sla`" in result.text and "# not imported: plugin `tdm`" in result.text
+
+
+def test_bad_queues_are_reported_at_their_fields():
+    result = imported("default.conf", "bad-queues.yaml")
+    assert codes_at(result) == {("PD608", 7), ("PD607", 9), ("PD609", 12), ("PD607", 21), ("PD609", 22)}
+    missing = next(d for d in result.diagnostics if d.code == "PD608")
+    assert missing.span.path.endswith("bad-queues.yaml") and missing.hint == "did you mean `department`?"
+    assert result.exit_code == 1
+    plan = compile_text(result.text).plan
+    assert plan.queue("team-a").parent == "root"    # placed at the top, with a comment saying why
+    assert "parent `departmnt` was not found" in result.text
+
+
+def test_queue_cycles_and_duplicates_are_errors():
+    queues = "\n---\n".join(
+        f"apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {{name: {name}}}\nspec: {{parent: {parent}}}"
+        for name, parent in (("a", "b"), ("b", "a"), ("c", "root"), ("c", "root")))
+    result = import_volcano_text((FIXTURES / "drf-hierarchy.conf").read_text(), "c.conf", queues, "q.yaml")
+    messages = [d.message for d in result.diagnostics if d.code == "PD608"]
+    assert any("its own ancestor" in m for m in messages)
+    assert any("defined twice" in m for m in messages)
+    assert compile_text(result.text).ok
+
+
+def test_configmap_positions_point_into_the_configmap_file():
+    text = (FIXTURES / "deviceshare-vgpu.yaml").read_text().replace("- name: predicates", "- name: sla")
+    result = import_volcano_text(text, "cm.yaml")
+    [diag] = result.diagnostics
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "name: sla" in l)
+    assert (diag.code, diag.span.line, diag.span.column) == ("PD604", line, text.splitlines()[line - 1].index("sla") + 1)
+
+
+def test_configmap_without_the_config_key_is_an_error():
+    text = "kind: ConfigMap\napiVersion: v1\nmetadata: {name: cm}\ndata:\n  a.txt: x\n  b.txt: y\n"
+    result = import_volcano_text(text, "cm.yaml")
+    [diag] = result.diagnostics
+    assert diag.code == "PD602" and diag.span.line == 4 and "a.txt, b.txt" in diag.hint
+    assert result.text is None
+
+
+def test_actions_list_form_and_unknown_configuration_argument():
+    # The list form of `actions` used by some Volcano configs, with per-action arguments.
+    result = import_volcano_text(
+        "actions:\n- name: enqueue\n  arguments:\n    enqueue-action-idleres-mul: 1.2\n    overcommit-factor: 1.3\n"
+        "- name: allocate\n- backfill\ntiers:\n- plugins:\n  - name: gang\n", "ci.conf")
+    assert codes_at(result) == {("PD605", 4)}
+    plan = compile_text(result.text).plan
+    assert plan.actions == ("enqueue", "allocate", "backfill")
+    assert plan.action_arguments["enqueue"]["overcommit_factor"] == 1.3
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ("binpack.weight: \"10\"", 10),          # numbers written as strings are numbers
+    ("binpack.weight: 2.5", 2.5),
+    ("binpack.weight: 0", 0),
+])
+def test_argument_values_normalize(entry, expected):
+    result = import_volcano_text(f"actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n"
+                                 f"      {entry}\n", "b.conf")
+    assert result.exit_code == 0
+    assert compile_text(result.text).plan.plugin("binpack").weight == expected
+
+
+@pytest.mark.parametrize("entry, code, message", [
+    ("enablePreemptable: \"false\"", "PD607", "expected true or false"),
+    ("arguments: {deviceshare.SchedulePolicy: pack}", "PD607", "not one of binpack, spread"),
+    ("arguments: {binpack.cpu: -1}", "PD607", "below the minimum 0"),
+    ("arguments: [a]", "PD607", "must be a mapping"),
+])
+def test_bad_values_are_errors(entry, code, message):
+    name = "binpack" if "binpack" in entry else "deviceshare" if "device" in entry else "gang"
+    result = import_volcano_text(f"actions: allocate\ntiers:\n- plugins:\n  - name: {name}\n    {entry}\n", "x.conf")
+    [diag] = result.diagnostics
+    assert (diag.code, diag.span.line) == (code, 5) and message in diag.message
+    assert result.exit_code == 1
+
+
+def test_duplicate_yaml_keys_are_warned():
+    result = import_volcano_text("actions: allocate\nactions: \"enqueue, allocate\"\ntiers: []\n", "d.conf")
+    assert codes_at(result) == {("PD602", 2)}
+    assert result.diagnostics[0].severity == Severity.WARNING
+    assert compile_text(result.text).plan.actions == ("enqueue", "allocate")
+
+
+def test_out_of_order_actions_are_reordered_with_a_warning():
+    result = imported("capacity-hierarchy.yaml")
+    [diag] = result.diagnostics
+    assert diag.code == "PD611" and diag.span.line == 9 and diag.severity == Severity.WARNING
+    assert "actions [enqueue, allocate, reclaim, backfill]" in result.text
+
+
+# --- export: what Volcano cannot express -----------------------------------------------------
+
+EXPORT_POLICY = """policy "x" version 1
+actions [enqueue, allocate, backfill]
+tier "ordering" {
+  plugin gang
+}
+tier {
+  plugin proportion
+  plugin predicates
+  plugin nodeorder weight 2 {
+    leastrequested = 3
+  }
+  plugin binpack weight 5
+}
+queue a {
+  weight = 2
+  borrow = false
+}
+queue b {
+  borrow_limit = { cpu: 4 }
+  state = closed
+}
+device "nvidia.com/gpu" {
+  sharing = memory
+  card_memory = 80Gi
+  slice = 10Gi
+}
+"""
+
+
+def test_export_warns_for_each_setting_volcano_cannot_express():
+    result = export_volcano_text(EXPORT_POLICY, "x.policy", queues=True)
+    assert result.exit_code == 0
+    warned = {(d.code, d.span.line) for d in result.diagnostics if d.code == "PD610"}
+    assert warned == {("PD610", 9), ("PD610", 16), ("PD610", 19), ("PD610", 20), ("PD610", 22)}
+    docs = list(yaml.safe_load_all(result.text))
+    config = docs[0]
+    nodeorder, binpack = config["tiers"][1]["plugins"][2:]
+    assert nodeorder == {"name": "nodeorder", "arguments": {"leastrequested.weight": 3}}
+    assert binpack == {"name": "binpack", "arguments": {"binpack.weight": 5}}
+    queues = {d["metadata"]["name"]: d for d in docs[1:]}
+    assert queues["a"]["spec"] == {"weight": 2}
+    assert queues["b"]["status"] == {"state": "Closed"}
+    assert '# Tiers, labelled in the policy: 1 "ordering".' in result.text
+
+
+def test_export_configmap_round_trips_through_import():
+    policy = imported("binpack-gpu.conf").text
+    exported = export_volcano_text(policy, "b.policy", configmap=True)
+    configmap = yaml.safe_load(exported.text)
+    assert configmap["kind"] == "ConfigMap" and configmap["metadata"]["namespace"] == "volcano-system"
+    again = import_volcano_text(exported.text, "cm.yaml")
+    assert again.exit_code == 0
+    assert again.config == imported("binpack-gpu.conf").config
+
+
+def test_export_of_a_policy_with_errors_prints_nothing():
+    result = export_volcano_text('policy "x" version 1\nactions [enqueue, alocate]\n', "x.policy")
+    assert result.text is None and result.exit_code == 1
+
+
+# --- the CLI ----------------------------------------------------------------------------------
+
+def test_cli_import_prints_the_policy(capsys):
+    assert main(["import-volcano", fixture("default.conf")]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("# Imported from default.conf") and err == ""
+    assert compile_text(out).ok
+
+
+def test_cli_import_errors_exit_1_with_locations(capsys):
+    assert main(["import-volcano", fixture("unknown-action.conf")]) == 1
+    _, err = capsys.readouterr()
+    assert "unknown-action.conf:1:20: error[PD603] unknown action `alocate`" in err
+
+
+def test_cli_import_unreadable_exits_2(capsys, tmp_path):
+    assert main(["import-volcano", fixture("default.conf"), "--queues", str(tmp_path / "nope.yaml")]) == 2
+    _, err = capsys.readouterr()
+    assert "cannot read" in err and "nope.yaml" in err
+
+
+def test_cli_export_with_queues(capsys, tmp_path):
+    path = tmp_path / "x.policy"
+    path.write_text(EXPORT_POLICY)
+    assert main(["export-volcano", str(path), "--queues"]) == 0
+    out, err = capsys.readouterr()
+    assert len(list(yaml.safe_load_all(out))) == 3
+    assert "warning[PD610] device rules for `nvidia.com/gpu` have no Volcano equivalent" in err
+
+
+# --- policy text ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, text", [
+    ({"nvidia.com/gpu": pt.quantity("8"), "cpu": pt.quantity("500m")}, '{ "nvidia.com/gpu": 8, cpu: 500m }'),
+    (pt.quantity("1e3"), '"1e3"'),
+    (pt.quantity("1.5"), "1.5"),
+    (pt.symbol("binpack"), "binpack"),
+    (pt.symbol("true"), '"true"'),
+    (2.0, "2.0"),
+    (1e-05, "0.00001"),
+    ('say "hi"\n', '"say \\"hi\\"\\n"'),
+    (False, "false"),
+])
+def test_policy_values_render_to_text_the_parser_reads_back(value, text):
+    assert pt.render_value(value) == text
