@@ -262,7 +262,11 @@ class _Lowering:
         flags: dict[str, bool] = {}
         arguments = self.arguments(node.settings, spec.arguments, (*path, "arguments"), f"plugin `{name}`",
                                    flags=flags, points=spec.points)
-        return {"name": name, "weight": weight, "flags": flags, "arguments": arguments}
+        lowered: dict = {"name": name, "flags": flags, "arguments": arguments}
+        if weight is not None:
+            # Left out when not written, so the schema fills the catalog's default weight.
+            lowered["weight"] = weight
+        return lowered
 
     def queues(self, node: n.Queue, parent: str | None, out: list) -> None:
         index = len(out)
