@@ -1,0 +1,72 @@
+"""allocate: queue → job → task. Each turn takes the best queue (skipping overused ones), its
+best job, and places the job's pending tasks: runs of identical tasks in one placement-kernel
+call each (idle-fitting nodes first, then nodes that fit once releasing pods leave, best score
+wins). The job's placements are one Statement: committed when the job is ready (gang),
+kept as pipelined reservations when it is pipelined, discarded otherwise. Zero-request tasks
+are left to backfill."""
+
+from __future__ import annotations
+
+import heapq
+
+from runtime import decisions as d
+from runtime.actions.common import (
+    eligible_jobs, failure_reason, gang_reason, place_run, runs_of,
+)
+from runtime.session import Session
+from runtime.snapshot import PENDING
+
+
+def run(ssn: Session) -> None:
+    heaps = eligible_jobs(ssn)
+    queues = [(ssn.queue_key(q), q) for q in heaps if q >= 0]
+    heapq.heapify(queues)
+    while queues:
+        _, q = heapq.heappop(queues)
+        jobs = heaps[q]
+        if ssn.overused(q):
+            name = ssn.snap.queues[q].name
+            reason = d.Reason(d.QUEUE, f"queue {name} is overused (at its deserved share)", {"queue": name})
+            for _, j in jobs:
+                ssn.job_reasons.setdefault(j, []).append(reason)
+            continue
+        _, j = heapq.heappop(jobs)
+        allocate_job(ssn, j)
+        if jobs:
+            heapq.heappush(queues, (ssn.queue_key(q), q))
+
+
+def allocate_job(ssn: Session, j: int) -> None:
+    snap = ssn.snap
+    job = snap.jobs[j]
+    tasks = [t for t in ssn.pending_tasks(j) if not ssn.zero_request(t)]
+    if not tasks:
+        return
+    ssn.attempted.add(j)
+    stmt = ssn.new_statement()
+    placed_total = 0
+    failed: list[int] = []
+    reason = None
+    for run_tasks in runs_of(ssn, tasks):
+        limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[run_tasks[0]], len(run_tasks))
+        placed = place_run(ssn, stmt, run_tasks, limit) if limit > 0 else 0
+        placed_total += placed
+        if placed < len(run_tasks):
+            failing = run_tasks[placed]
+            reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, failing)
+            failed = [t for t in tasks if ssn.status[t] == PENDING]
+            break
+    if reason is not None:
+        for t in failed:
+            ssn.add_reason(t, reason)
+    if ssn.job_ready_ok(j):
+        stmt.commit()
+    elif ssn.job_pipelined_ok(j):
+        stmt.to_pipelined()
+        stmt.commit()
+    else:
+        gang = gang_reason(ssn, j, placed_total)
+        stmt.discard()
+        if job.min_member > 1:
+            for t in tasks:
+                ssn.add_reason(t, gang)

@@ -1,0 +1,104 @@
+"""What several actions share: which jobs are eligible, queue/job turn order, placing runs of
+identical tasks with the placement kernel (or card by card for device requests)."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from runtime import decisions as d
+from runtime.session import Session
+from runtime.snapshot import ALLOCATED, PENDING, PIPELINED
+
+IDLE = 2
+
+
+def admitted(ssn: Session, j: int) -> bool:
+    """Allocation skips Pending PodGroups while the policy has an enqueue action (Volcano)."""
+    return not ("enqueue" in ssn.plan.actions and ssn.job_phase[j] == "Pending")
+
+
+def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
+    """Admitted, valid jobs with pending tasks, as per-queue heaps keyed by job order."""
+    heaps: dict[int, list] = {}
+    for job in ssn.snap.jobs:
+        j = job.index
+        if want_pending and ssn.job_pending[j] == 0:
+            continue
+        if not admitted(ssn, j):
+            continue
+        reason = ssn.job_valid(j)
+        if reason is not None:
+            ssn.job_reasons.setdefault(j, [reason])
+            continue
+        heaps.setdefault(job.queue, []).append((ssn.job_key(j), j))
+    for heap in heaps.values():
+        heapq.heapify(heap)
+    return heaps
+
+
+def runs_of(ssn: Session, tasks: list[int]) -> list[list[int]]:
+    """Consecutive tasks of one class (same request and constraints)."""
+    out: list[list[int]] = []
+    classes = ssn.snap.task_class
+    for t in tasks:
+        if out and classes[out[-1][0]] == classes[t]:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def place_run(ssn: Session, stmt, run: list[int], limit: int, request=None) -> int:
+    """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure)."""
+    snap = ssn.snap
+    t0 = run[0]
+    cls = snap.classes[snap.task_class[t0]]
+    mask, _ = ssn.class_mask(cls)
+    static = ssn.class_static_score(cls)
+    req = ssn.fit_request(t0) if request is None else request
+    hooks = ssn.device_hooks
+    if hooks is not None and hooks.needs(t0):
+        placed = 0
+        for t in run[:limit]:
+            dev_mask = (mask.astype(bool) & hooks.node_mask(t)).view(np.uint8) if hooks.filter else mask
+            dev_score = static + hooks.score(t) * hooks.weight
+            nodes = np.empty(1, dtype=np.int64)
+            kinds = np.empty(1, dtype=np.int8)
+            if ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, dev_mask, dev_score,
+                                 ssn.score_params, 1, nodes, kinds) == 0:
+                break
+            node = int(nodes[0])
+            status = ALLOCATED if kinds[0] == IDLE else PIPELINED
+            devices = hooks.assign(t, node)
+            ssn.task_devices[t] = devices
+            stmt.record_batch(np.array([t], dtype=np.int64), nodes, np.array([status], dtype=np.int8))
+            placed += 1
+        return placed
+    nodes = np.empty(limit, dtype=np.int64)
+    kinds = np.empty(limit, dtype=np.int8)
+    placed = ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
+                               ssn.score_params, limit, nodes, kinds)
+    if placed:
+        statuses = np.where(kinds[:placed] == IDLE, ALLOCATED, PIPELINED).astype(np.int8)
+        stmt.record_batch(np.asarray(run[:placed], dtype=np.int64), nodes[:placed], statuses)
+    return placed
+
+
+def failure_reason(ssn: Session, t: int) -> d.Reason:
+    hooks = ssn.device_hooks
+    extra = hooks.node_checks(t) if hooks is not None and hooks.filter and hooks.needs(t) else ()
+    return ssn.no_node_reason(t, extra)
+
+
+def gang_reason(ssn: Session, j: int, placed: int) -> d.Reason:
+    job = ssn.snap.jobs[j]
+    got = int(ssn.job_ready[j]) + placed
+    short = max(job.min_member - got, 0)
+    return d.Reason(d.GANG, f"gang short by {short} ({got}/{job.min_member})",
+                    {"ready": got, "min_member": job.min_member})
+
+
+def pending_of(ssn: Session, j: int) -> list[int]:
+    return [int(t) for t in ssn.snap.jobs[j].tasks if ssn.status[t] == PENDING]

@@ -1,0 +1,124 @@
+"""Victim selection shared by preempt and reclaim: on every candidate node, the smallest set of
+allowed victims that makes the preemptor fit; the node whose set is cheapest wins.
+
+Volcano evicts lowest-priority victims one by one until the preemptor fits on the first node
+that can work. We evict no more than needed: per node, one victim where one suffices (the
+lowest-priority single victim whose release alone makes room), otherwise lowest priority first
+and then drop every victim the others make unnecessary; across nodes, fewest victims, then
+lowest highest-victim priority, then best node score."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from runtime import decisions as d
+from runtime.session import Session
+from runtime.snapshot import BOUND, PIPELINED
+
+IDLE = 2
+
+
+def pods_by_node(ssn: Session) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for t in np.nonzero(ssn.status == BOUND)[0]:
+        out.setdefault(int(ssn.task_node[t]), []).append(int(t))
+    return out
+
+
+def _covers(freed: np.ndarray, need: np.ndarray) -> bool:
+    return bool(np.all(freed >= need))
+
+
+def spare(ssn: Session, j: int) -> int:
+    """How many ready pods job j can lose: a gang (minMember > 1) never goes below its minimum,
+    whatever the tiers say; a one-pod job is not a gang."""
+    job = ssn.snap.jobs[j]
+    ready = int(ssn.job_ready[j])
+    return ready - job.min_member if job.min_member > 1 else ready
+
+
+def minimal_victims(ssn: Session, need: np.ndarray, victims: list[int]) -> list[int] | None:
+    """Fewest victims (lowest priority preferred) whose requests cover `need`, no gang taken
+    below its minimum; None if no such set exists."""
+    req = ssn.snap.request
+    pri = ssn.snap.task_priority
+    task_job = ssn.snap.task_job
+    left: dict[int, int] = {}
+    for v in victims:
+        j = int(task_job[v])
+        if j not in left:
+            left[j] = spare(ssn, j)
+    victims = [v for v in victims if left[int(task_job[v])] > 0]
+    ordered = sorted(victims, key=lambda v: (pri[v], -ssn.snap.pods[v].creation, v))
+    for v in ordered:
+        if _covers(req[v], need):
+            return [v]
+    chosen, freed = [], np.zeros_like(need)
+    for v in ordered:
+        j = int(task_job[v])
+        if left[j] <= 0:
+            continue
+        left[j] -= 1
+        chosen.append(v)
+        freed = freed + req[v]
+        if _covers(freed, need):
+            break
+    else:
+        return None
+    for v in sorted(chosen, key=lambda v: (-pri[v], v)):
+        if _covers(freed - req[v], need):
+            chosen.remove(v)
+            freed = freed - req[v]
+    return chosen
+
+
+def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int], bool],
+              reason_for: Callable[[int], d.Reason], on_node: dict[int, list[int]]) -> bool:
+    """Make room for task t: pipeline it where releasing pods already make room, else evict the
+    cheapest victim set. Returns whether t was placed (pipelined)."""
+    snap = ssn.snap
+    cls = snap.classes[snap.task_class[t]]
+    mask, _ = ssn.class_mask(cls)
+    req = ssn.fit_request(t)
+    nodes = np.empty(1, dtype=np.int64)
+    kinds = np.empty(1, dtype=np.int8)
+    static = ssn.class_static_score(cls)
+    if ssn.device_hooks is not None and ssn.device_hooks.needs(t):
+        return False   # card-level preemption is not modelled (runtime/README.md)
+    if ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
+                         ssn.score_params, 1, nodes, kinds):
+        # place_batch updated used/pipelined itself; record without re-adding.
+        status = 1 if kinds[0] == IDLE else PIPELINED
+        stmt.record_batch(np.array([t], dtype=np.int64), nodes, np.array([status], dtype=np.int8))
+        return True
+    future = snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined
+    scores = np.empty(snap.n_nodes, dtype=np.float64)
+    ssn.k.score_nodes(snap.allocatable, ssn.used, req, ssn.score_params, static, scores)
+    best = None
+    for node, tasks in on_node.items():
+        if not mask[node]:
+            continue
+        need = np.maximum(req - future[node], 0)
+        if not need.any():
+            continue
+        candidates = [v for v in tasks if ssn.status[v] == BOUND and may_evict(v)]
+        if not candidates:
+            continue
+        allowed = ssn.victims(point, t, candidates)
+        if not allowed:
+            continue
+        chosen = minimal_victims(ssn, need, allowed)
+        if chosen is None:
+            continue
+        cost = (len(chosen), max(int(snap.task_priority[v]) for v in chosen), -scores[node], node)
+        if best is None or cost < best[0]:
+            best = (cost, node, chosen)
+    if best is None:
+        return False
+    _, node, chosen = best
+    for v in chosen:
+        stmt.evict(v, reason_for(v))
+    stmt.place(t, node, PIPELINED)
+    return True

@@ -1,0 +1,45 @@
+"""preempt: for starving jobs, within one queue: evicts preemptable pods of other jobs of the
+same queue that the preemptable plugins allow (priority, gang, conformance, drf), the fewest
+that make room (runtime.actions.eviction). A preemptor job's evictions commit only when the
+job becomes pipelined; otherwise they are discarded."""
+
+from __future__ import annotations
+
+import heapq
+
+from runtime import decisions as d
+from runtime.actions.common import eligible_jobs, pending_of
+from runtime.actions.eviction import evict_for, pods_by_node
+from runtime.session import Session
+
+
+def run(ssn: Session) -> None:
+    snap = ssn.snap
+    heaps = eligible_jobs(ssn)
+    on_node = pods_by_node(ssn)
+    for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
+        jobs = heaps[q]
+        while jobs:
+            _, j = heapq.heappop(jobs)
+            if not ssn.job_starving(j):
+                continue
+            stmt = ssn.new_statement()
+            for t in pending_of(ssn, j):
+                if ssn.zero_request(t):
+                    continue
+                pod = snap.pods[t].key
+
+                def reason_for(v: int, pod=pod, t=t) -> d.Reason:
+                    return d.Reason(d.PREEMPTION, f"preempted by {pod} (priority {int(snap.task_priority[t])})",
+                                    {"preemptor": pod})
+
+                def may_evict(v: int) -> bool:
+                    return (snap.jobs[snap.task_job[v]].queue == q and snap.task_job[v] != j
+                            and snap.pods[v].preemptable)
+
+                if not evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node):
+                    break
+            if ssn.job_pipelined_ok(j):
+                stmt.commit()
+            else:
+                stmt.discard()

@@ -1,0 +1,49 @@
+"""reclaim: across queues. For starving jobs of queues that are not overused and may reclaim
+(preemptive), evicts pods of other queues whose `reclaimable` is not false, as the reclaimable
+plugins allow (proportion/capacity: only while the victim's queue is above its deserved share;
+gang; conformance) — the fewest that make room. Committed only when the job is pipelined."""
+
+from __future__ import annotations
+
+import heapq
+
+from runtime import decisions as d
+from runtime.actions.common import eligible_jobs, pending_of
+from runtime.actions.eviction import evict_for, pods_by_node
+from runtime.session import Session
+
+
+def run(ssn: Session) -> None:
+    snap = ssn.snap
+    heaps = eligible_jobs(ssn)
+    on_node = pods_by_node(ssn)
+    for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
+        if ssn.overused(q):
+            continue
+        jobs = heaps[q]
+        name = snap.queues[q].name
+        while jobs:
+            _, j = heapq.heappop(jobs)
+            if not ssn.job_starving(j):
+                continue
+            stmt = ssn.new_statement()
+            for t in pending_of(ssn, j):
+                if ssn.zero_request(t):
+                    continue
+                if not ssn.preemptive(q, t):
+                    break
+                pod = snap.pods[t].key
+
+                def reason_for(v: int, pod=pod) -> d.Reason:
+                    return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}", {"queue": name, "for": pod})
+
+                def may_evict(v: int) -> bool:
+                    vq = snap.jobs[snap.task_job[v]].queue
+                    return vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
+
+                if not evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node):
+                    break
+            if ssn.job_pipelined_ok(j):
+                stmt.commit()
+            else:
+                stmt.discard()

@@ -1,0 +1,108 @@
+"""One scheduling cycle: snapshot → session (plugins open) → the Plan's actions → Decisions.
+
+    decisions = run_cycle(plan, state)             # state: runtime.model.ClusterState
+    state.apply(decisions); state.advance()        # what a simulator does between cycles
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.plan import Plan
+from runtime import decisions as d
+from runtime.actions import registry as action_registry
+from runtime.kernels import load as load_kernels
+from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, ClusterState, Condition
+from runtime.objects import ObjectError, check_queues
+from runtime.plugins import registry as plugin_registry
+from runtime.session import Options, Session
+from runtime.snapshot import ALLOCATED, PENDING, PIPELINED, SUCCEEDED, SnapshotCache, build_snapshot
+
+__all__ = ["Options", "run_cycle", "open_session", "collect"]
+
+
+def open_session(plan: Plan, state: ClusterState, options: Options | None = None,
+                 cache: SnapshotCache | None = None) -> Session:
+    """Snapshot the state and open the plugins, ready for actions (tests and tools use it)."""
+    options = options or Options()
+    problems = check_queues(state, [q.name for q in plan.queues])
+    if problems:
+        raise ObjectError(problems)
+    snap = build_snapshot(state, plan, options.scheduler_name, cache)
+    ssn = Session(plan, snap, load_kernels(options.pure_python))
+    ssn.open_plugins(plugin_registry())
+    return ssn
+
+
+def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
+              cache: SnapshotCache | None = None) -> d.Decisions:
+    """Run the Plan's actions once over the state. The state is not changed (see
+    ClusterState.apply). Raises ObjectError when a PodGroup names an unknown queue."""
+    ssn = open_session(plan, state, options, cache)
+    actions = action_registry()
+    for name in plan.actions:
+        actions[name](ssn)
+    return collect(ssn)
+
+
+def collect(ssn: Session) -> d.Decisions:
+    snap = ssn.snap
+    out = d.Decisions(evictions=list(ssn.evictions))
+    placed = np.nonzero((snap.status == PENDING) & ((ssn.status == ALLOCATED) | (ssn.status == PIPELINED)))[0]
+    names = snap.node_names
+    for t in placed:
+        t = int(t)
+        node = names[int(ssn.task_node[t])]
+        if ssn.status[t] == ALLOCATED:
+            out.bindings.append(d.Binding(snap.task_keys[t], node, ssn.task_devices.get(t, {})))
+        else:
+            out.pipelined[snap.task_keys[t]] = node
+    for t in np.nonzero(ssn.status == PENDING)[0]:
+        t = int(t)
+        j = int(snap.task_job[t])
+        reasons = list(ssn.task_reasons.get(t, ()))
+        for reason in ssn.job_reasons.get(j, ()):
+            if reason not in reasons:
+                reasons.append(reason)
+        if not reasons:
+            if ssn.job_phase[j] == PG_PENDING and "enqueue" in ssn.plan.actions:
+                reasons.append(d.Reason(d.ENQUEUE, f"job {snap.jobs[j].key} is not admitted yet (Pending)"))
+            elif ssn.zero_request(t) and "backfill" not in ssn.plan.actions:
+                reasons.append(d.Reason(d.JOB, "zero-request pod waits for backfill, which the policy does not run"))
+            else:
+                reasons.append(d.Reason(d.JOB, "not reached this cycle"))
+        out.unschedulable.append(d.Unschedulable(snap.task_keys[t], tuple(reasons)))
+    for job in snap.jobs:
+        if job.implicit:
+            continue
+        out.podgroups.append(_podgroup_status(ssn, job))
+    return out
+
+
+def _podgroup_status(ssn: Session, job) -> d.PodGroupStatus:
+    j = job.index
+    phase = ssn.job_phase[j]
+    statuses = ssn.status[job.tasks]
+    ready = int(ssn.job_ready[j])
+    if len(statuses) and np.all(statuses == SUCCEEDED):
+        phase = PG_COMPLETED
+    elif phase != PG_PENDING and ready >= job.min_member and ready > 0:
+        phase = PG_RUNNING
+    elif phase == PG_RUNNING and ready < job.min_member:
+        phase = PG_INQUEUE
+    conditions: tuple[Condition, ...] = ()
+    pending = int((statuses == PENDING).sum())
+    if phase in (PG_INQUEUE, PG_PENDING) and (j in ssn.attempted or ssn.job_reasons.get(j)):
+        detail = ""
+        first = next((r for t in job.tasks for r in ssn.task_reasons.get(int(t), ()) if r.kind != d.GANG), None)
+        if first is None and ssn.job_reasons.get(j):
+            first = ssn.job_reasons[j][0]
+        if first is not None:
+            detail = f": {first.message}"
+        conditions = (Condition("Unschedulable", "True", "NotEnoughResources",
+                                f"{pending}/{len(job.tasks)} tasks in gang unschedulable{detail}"),)
+    elif phase == PG_RUNNING:
+        conditions = (Condition("Scheduled", "True", "Scheduled", f"{ready}/{len(job.tasks)} tasks ready"),)
+    return d.PodGroupStatus(job.key, phase, conditions)

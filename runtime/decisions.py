@@ -1,0 +1,104 @@
+"""What one scheduling cycle decided: bindings, evictions, PodGroup status, and why pods wait.
+
+Reasons are objects (`Reason.kind`, `.message`, `.details`) so `policydsl explain` and
+Kubernetes Events can use the same facts; `Decisions.to_json()` is the stable, sorted text form:
+
+    {"bindings": [{"pod": "ns/name", "node": "...", "devices": {...}}],
+     "evictions": [{"pod": "ns/name", "reason": "..."}],
+     "podgroups": [{"name": "ns/pg", "phase": "..."}],
+     "unschedulable": [{"pod": "ns/name", "reasons": ["..."]}]}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from runtime.model import Condition
+
+# Reason kinds.
+NODES = "nodes"                  # no node passes the predicates (with per-cause node counts)
+QUEUE = "queue"                  # the queue may not take more (capability, deserved, closed)
+GANG = "gang"                    # the gang could not be placed as a whole
+DEVICE = "device"                # no card fits
+ENQUEUE = "enqueue"              # the job was not admitted
+JOB = "job"                      # the job is invalid (fewer pods than minMember, ...)
+PREEMPTION = "preemption"        # evicted for a preemptor
+RECLAIM = "reclaim"              # evicted for another queue
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: str
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Binding:
+    pod: str
+    node: str
+    devices: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"pod": self.pod, "node": self.node,
+                "devices": {r: list(c) for r, c in sorted(self.devices.items())}}
+
+
+@dataclass(frozen=True)
+class Eviction:
+    pod: str
+    reason: Reason
+
+    def to_dict(self) -> dict:
+        return {"pod": self.pod, "reason": self.reason.message}
+
+
+@dataclass(frozen=True)
+class PodGroupStatus:
+    name: str
+    phase: str
+    conditions: tuple[Condition, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "phase": self.phase}
+
+
+@dataclass(frozen=True)
+class Unschedulable:
+    pod: str
+    reasons: tuple[Reason, ...]
+
+    def to_dict(self) -> dict:
+        return {"pod": self.pod, "reasons": [r.message for r in self.reasons]}
+
+
+@dataclass
+class Decisions:
+    bindings: list[Binding] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    podgroups: list[PodGroupStatus] = field(default_factory=list)
+    unschedulable: list[Unschedulable] = field(default_factory=list)
+    # Tasks pipelined onto nodes whose releasing pods will make room (no binding yet).
+    pipelined: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "bindings": [b.to_dict() for b in sorted(self.bindings, key=lambda b: b.pod)],
+            "evictions": [e.to_dict() for e in sorted(self.evictions, key=lambda e: e.pod)],
+            "podgroups": [p.to_dict() for p in sorted(self.podgroups, key=lambda p: p.name)],
+            "unschedulable": [u.to_dict() for u in sorted(self.unschedulable, key=lambda u: u.pod)],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    def binding_of(self, pod: str) -> Binding | None:
+        return next((b for b in self.bindings if b.pod == pod), None)
+
+    def reasons_for(self, pod: str) -> tuple[Reason, ...]:
+        return next((u.reasons for u in self.unschedulable if u.pod == pod), ())

@@ -1,0 +1,48 @@
+"""The kernels: fit, score, placement and share computations over the snapshot's arrays.
+
+`load()` returns the compiled Cython kernels (runtime/kernels/*.pyx, built by `pip install -e .`
+or `python setup.py build_ext --inplace`), or the pure-Python reference when asked for
+(`load(pure=True)` or the environment variable POLICYDSL_PURE_PYTHON=1). Both expose the same
+functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+BUILD_HINT = "the Cython kernels are not built: run `pip install -e .` (or `python setup.py build_ext --inplace`)"
+
+
+class KernelsNotBuilt(ImportError):
+    pass
+
+
+@dataclass(frozen=True)
+class Kernels:
+    name: str                      # "compiled" or "python"
+    fit_states: Callable
+    score_nodes: Callable
+    place_batch: Callable
+    dominant_shares: Callable
+    water_fill: Callable
+
+
+def pure_python_requested() -> bool:
+    return os.environ.get("POLICYDSL_PURE_PYTHON", "") not in ("", "0")
+
+
+def load(pure: bool | None = None) -> Kernels:
+    if pure is None:
+        pure = pure_python_requested()
+    if pure:
+        from runtime.kernels import reference as ref
+        return Kernels("python", ref.fit_states, ref.score_nodes, ref.place_batch, ref.dominant_shares,
+                       ref.water_fill)
+    try:
+        from runtime.kernels import fit, place, share
+    except ImportError as err:
+        raise KernelsNotBuilt(f"{BUILD_HINT} ({err})") from None
+    return Kernels("compiled", fit.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
+                   share.water_fill)

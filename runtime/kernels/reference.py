@@ -1,0 +1,198 @@
+"""Pure-Python reference of the kernels (same signatures as the compiled ones).
+
+Only the parity tests and the benchmark's baseline use it (`POLICYDSL_PURE_PYTHON=1`). Plain
+loops over the arrays, written to be obviously right rather than fast.
+
+Score parameters (`params`, float64), folded from the Plan once per session:
+    [0] binpack weight   [1] least-requested weight   [2] most-requested weight
+    [3] balanced-allocation weight
+    [4 : 4+R]     binpack per-resource weights
+    [4+R : 4+2R]  nodeorder per-resource weights (cpu and memory by default)
+"""
+
+from __future__ import annotations
+
+import math
+
+IDLE = 2
+FUTURE = 1
+NO_FIT = 0
+# Placement keys: idle-fitting nodes rank above future-fitting ones whatever their score.
+IDLE_BONUS = 2e12
+FUTURE_BONUS = 1e12
+NEG_INF = -math.inf
+
+
+def fit_state(alloc, used, releasing, pipelined, req, n: int) -> int:
+    r_n = len(req)
+    idle = True
+    for r in range(r_n):
+        q = req[r]
+        if q == 0:
+            continue
+        free = alloc[n, r] - used[n, r]
+        if q > free:
+            idle = False
+            if q > free + releasing[n, r] - pipelined[n, r]:
+                return NO_FIT
+    return IDLE if idle else FUTURE
+
+
+def fit_states(alloc, used, releasing, pipelined, req, mask, out) -> None:
+    for n in range(alloc.shape[0]):
+        out[n] = fit_state(alloc, used, releasing, pipelined, req, n) if mask[n] else NO_FIT
+
+
+def score_node(alloc, used, req, params, n: int) -> float:
+    r_n = len(req)
+    total = 0.0
+    if params[0] > 0:
+        s = 0.0
+        ws = 0.0
+        over = False
+        for r in range(r_n):
+            w = params[4 + r]
+            if w <= 0 or req[r] == 0 or alloc[n, r] == 0:
+                continue
+            after = used[n, r] + req[r]
+            if after > alloc[n, r]:
+                over = True
+                break
+            s += after * w / alloc[n, r]
+            ws += w
+        if not over and ws > 0:
+            total += s / ws * 100.0 * params[0]
+    if params[1] > 0 or params[2] > 0 or params[3] > 0:
+        least = most = ws = 0.0
+        fr_sum = fr_sq = 0.0
+        count = 0
+        for r in range(r_n):
+            w = params[4 + r_n + r]
+            if w <= 0 or alloc[n, r] == 0:
+                continue
+            after = used[n, r] + req[r]
+            cap = alloc[n, r]
+            if after <= cap:
+                least += (cap - after) * 100.0 / cap * w
+                most += after * 100.0 / cap * w
+            f = after / cap
+            if f > 1.0:
+                f = 1.0
+            fr_sum += f
+            fr_sq += f * f
+            count += 1
+            ws += w
+        if ws > 0:
+            total += params[1] * least / ws + params[2] * most / ws
+        if count > 0:
+            mean = fr_sum / count
+            var = fr_sq / count - mean * mean
+            if var < 0.0:
+                var = 0.0
+            total += params[3] * (1.0 - math.sqrt(var)) * 100.0
+    return total
+
+
+def score_nodes(alloc, used, req, params, static, out) -> None:
+    for n in range(alloc.shape[0]):
+        out[n] = score_node(alloc, used, req, params, n) + static[n]
+
+
+def _key(alloc, used, releasing, pipelined, req, mask, static, params, n: int) -> float:
+    if not mask[n]:
+        return NEG_INF
+    state = fit_state(alloc, used, releasing, pipelined, req, n)
+    if state == NO_FIT:
+        return NEG_INF
+    score = score_node(alloc, used, req, params, n) + static[n]
+    return score + (IDLE_BONUS if state == IDLE else FUTURE_BONUS)
+
+
+def place_batch(alloc, used, releasing, pipelined, req, mask, static, params, k: int, out_nodes, out_kind) -> int:
+    """Place up to k identical tasks one by one on the best node (idle before future fit, then
+    score, then lowest index). Updates used (allocated) or pipelined in place. Stops at the
+    first task that fits nowhere; returns how many were placed."""
+    n_nodes = alloc.shape[0]
+    keys = [_key(alloc, used, releasing, pipelined, req, mask, static, params, n) for n in range(n_nodes)]
+    r_n = len(req)
+    placed = 0
+    while placed < k:
+        best = -1
+        best_key = NEG_INF
+        for n in range(n_nodes):
+            if keys[n] > best_key:
+                best_key = keys[n]
+                best = n
+        if best < 0:
+            break
+        idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+        for r in range(r_n):
+            if idle:
+                used[best, r] += req[r]
+            else:
+                pipelined[best, r] += req[r]
+        out_nodes[placed] = best
+        out_kind[placed] = IDLE if idle else FUTURE
+        placed += 1
+        keys[best] = _key(alloc, used, releasing, pipelined, req, mask, static, params, best)
+    return placed
+
+
+def dominant_shares(allocated, total, out) -> None:
+    for j in range(allocated.shape[0]):
+        best = 0.0
+        for r in range(allocated.shape[1]):
+            if total[r] > 0:
+                s = allocated[j, r] / total[r]
+                if s > best:
+                    best = s
+        out[j] = best
+
+
+def water_fill(total, weights, request, cap, guarantee, out) -> int:
+    """Deserved shares of sibling queues (Volcano's proportion loop, per-resource clamp).
+
+    Each round every unmet queue gets remaining × weight / Σ unmet weights, clamped to its cap
+    and its request, raised to its guarantee; a queue whose request is covered is met. Stops
+    when nothing remains or nothing changed. Returns the number of rounds."""
+    q_n, r_n = request.shape
+    met = [False] * q_n
+    for q in range(q_n):
+        for r in range(r_n):
+            out[q, r] = 0.0
+    rounds = 0
+    while True:
+        rounds += 1
+        remaining = [0.0] * r_n
+        for r in range(r_n):
+            used = 0.0
+            for q in range(q_n):
+                used += out[q, r]
+            remaining[r] = max(0.0, total[r] - used)
+        wsum = 0.0
+        for q in range(q_n):
+            if not met[q]:
+                wsum += weights[q]
+        if wsum <= 0 or all(x <= 0 for x in remaining) and rounds > 1:
+            break
+        changed = False
+        for q in range(q_n):
+            if met[q]:
+                continue
+            covered = True
+            for r in range(r_n):
+                old = out[q, r]
+                v = old + remaining[r] * weights[q] / wsum
+                v = min(v, cap[q, r], request[q, r])
+                v = max(v, guarantee[q, r])
+                if v != old:
+                    changed = True
+                out[q, r] = v
+                if request[q, r] > v:
+                    covered = False
+            if covered:
+                met[q] = True
+                changed = True
+        if not changed or rounds > 1000:
+            break
+    return rounds

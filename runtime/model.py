@@ -1,0 +1,285 @@
+"""The mutable cluster model: nodes, pods, PodGroups, Queues and PriorityClasses.
+
+`ClusterState` is what a connector (the simulator, the Kubernetes watcher) keeps up to date
+and what `runtime.cycle.run_cycle` reads. It knows nothing about the Plan: the snapshot joins
+the two. Resource maps are {resource: int base units} (cpu in millicores, memory in bytes).
+
+State transitions a simulator needs:
+- `apply(decisions)`: bindings make pods run on their node, evictions mark pods releasing,
+  PodGroup phases and conditions are recorded;
+- `advance()`: releasing pods leave (as a kubelet would after the grace period);
+- `complete_pod(key)`: a pod finished, it frees its node's resources but still counts for its
+  gang (Succeeded);
+- add/remove of every object kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.decisions import Decisions
+
+GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
+DEFAULT_SCHEDULER = "volcano"
+DEFAULT_MAX_PODS = 110
+
+# Pod phases as Kubernetes names them.
+PENDING = "Pending"
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+
+# PodGroup phases.
+PG_PENDING = "Pending"
+PG_INQUEUE = "Inqueue"
+PG_RUNNING = "Running"
+PG_COMPLETED = "Completed"
+PG_UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str            # NoSchedule | PreferNoSchedule | NoExecute
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}" if self.value else f"{{{self.key}}}"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str = ""          # empty key with operator Exists tolerates everything
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""       # empty matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True)
+class MatchExpression:
+    key: str
+    operator: str          # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+# A node selector term is a conjunction of expressions; a required affinity is a disjunction
+# of terms (Kubernetes' nodeSelectorTerms).
+SelectorTerm = tuple[MatchExpression, ...]
+
+
+@dataclass
+class Node:
+    name: str
+    allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Pod:
+    namespace: str
+    name: str
+    requests: dict[str, int] = field(default_factory=dict)
+    uid: str = ""
+    node_name: str | None = None
+    phase: str = PENDING
+    scheduler_name: str = DEFAULT_SCHEDULER
+    group: str | None = None                   # PodGroup name (same namespace), None = implicit
+    priority_class: str | None = None
+    priority: int | None = None                # spec.priority when set; else from the class
+    node_selector: dict[str, str] = field(default_factory=dict)
+    required_terms: tuple[SelectorTerm, ...] = ()
+    preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    creation: float = 0.0                      # creationTimestamp as seconds; ties by uid
+    releasing: bool = False                    # deletionTimestamp set (evicted, terminating)
+    devices: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def task_role(self) -> str:
+        return self.annotations.get(TASK_SPEC_ANNOTATION, "")
+
+    @property
+    def preemptable(self) -> bool:
+        return self.annotations.get(PREEMPTABLE_ANNOTATION, "true").lower() != "false"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in (SUCCEEDED, FAILED)
+
+
+@dataclass
+class Condition:
+    type: str              # Unschedulable | Scheduled
+    status: str            # "True" | "False"
+    reason: str
+    message: str
+
+
+@dataclass
+class PodGroup:
+    namespace: str
+    name: str
+    min_member: int = 1
+    min_resources: dict[str, int] | None = None
+    min_task_member: dict[str, int] = field(default_factory=dict)
+    queue: str = "default"
+    priority_class: str | None = None
+    phase: str = PG_PENDING
+    conditions: list[Condition] = field(default_factory=list)
+    uid: str = ""
+    creation: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class QueueObject:
+    """A `Queue` object of the cluster (the policy's queues are compiler.plan.QueuePlan)."""
+
+    name: str
+    weight: int = 1
+    capability: dict[str, int] | None = None
+    guarantee: dict[str, int] | None = None
+    deserved: dict[str, int] | None = None
+    reclaimable: bool = True
+    priority: int = 0
+    parent: str | None = None
+    state: str = "open"
+
+
+@dataclass
+class ClusterState:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    podgroups: dict[str, PodGroup] = field(default_factory=dict)
+    queues: dict[str, QueueObject] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    default_priority: int = 0                  # the globalDefault PriorityClass value, if any
+    # Bumped whenever the node set or a node's static description changes; the snapshot cache
+    # reuses its node arrays (labels, taints, allocatable) while it stays the same.
+    node_generation: int = 0
+
+    # --- objects ---------------------------------------------------------------------------
+    def add_node(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        self.node_generation += 1
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves; its pods are gone with it (as after a node deletion)."""
+        self.nodes.pop(name, None)
+        for key in [k for k, p in self.pods.items() if p.node_name == name]:
+            del self.pods[key]
+        self.node_generation += 1
+
+    def add_pod(self, pod: Pod) -> None:
+        self.pods[pod.key] = pod
+
+    def remove_pod(self, key: str) -> None:
+        self.pods.pop(key, None)
+
+    def add_podgroup(self, group: PodGroup) -> None:
+        self.podgroups[group.key] = group
+
+    def remove_podgroup(self, key: str) -> None:
+        self.podgroups.pop(key, None)
+
+    def add_queue(self, queue: QueueObject) -> None:
+        self.queues[queue.name] = queue
+
+    def remove_queue(self, name: str) -> None:
+        self.queues.pop(name, None)
+
+    def pod_priority(self, pod: Pod) -> int:
+        if pod.priority is not None:
+            return pod.priority
+        if pod.priority_class is not None:
+            return self.priority_classes.get(pod.priority_class, self.default_priority)
+        return self.default_priority
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        return [p for p in self.pods.values() if p.node_name == node_name]
+
+    # --- transitions -----------------------------------------------------------------------
+    def apply(self, decisions: "Decisions") -> None:
+        """Make a cycle's decisions true, as the API server and kubelets would."""
+        for binding in decisions.bindings:
+            pod = self.pods.get(binding.pod)
+            if pod is None or pod.node_name is not None:
+                continue
+            pod.node_name = binding.node
+            pod.phase = RUNNING
+            pod.devices = {res: tuple(cards) for res, cards in binding.devices.items()}
+            if binding.devices:
+                pod.annotations[GPU_INDEX_ANNOTATION] = ",".join(
+                    str(c) for cards in binding.devices.values() for c in cards)
+        for eviction in decisions.evictions:
+            pod = self.pods.get(eviction.pod)
+            if pod is not None:
+                pod.releasing = True
+        for status in decisions.podgroups:
+            group = self.podgroups.get(status.name)
+            if group is not None:
+                group.phase = status.phase
+                group.conditions = list(status.conditions)
+
+    def advance(self) -> list[str]:
+        """Releasing pods leave. Returns their keys. (A controller would recreate evicted pods
+        of a job; the simulator decides whether to.)"""
+        gone = [k for k, p in self.pods.items() if p.releasing]
+        for key in gone:
+            del self.pods[key]
+        return gone
+
+    def complete_pod(self, key: str, phase: str = SUCCEEDED) -> None:
+        pod = self.pods[key]
+        pod.phase = phase
+
+    def merged_with(self, other: "ClusterState") -> "ClusterState":
+        """A new state holding the objects of both (other wins on equal names)."""
+        merged = ClusterState(
+            nodes={**self.nodes, **other.nodes}, pods={**self.pods, **other.pods},
+            podgroups={**self.podgroups, **other.podgroups}, queues={**self.queues, **other.queues},
+            priority_classes={**self.priority_classes, **other.priority_classes},
+            default_priority=other.default_priority or self.default_priority,
+        )
+        return merged
+
+
+def group_key_of(pod: Pod) -> str:
+    """The job a pod belongs to: its PodGroup, or an implicit one-pod group named after it."""
+    if pod.group:
+        return f"{pod.namespace}/{pod.group}"
+    return f"{pod.namespace}/{pod.name}"
+
+
+def total(maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[k] = out.get(k, 0) + v
+    return out

@@ -1,0 +1,425 @@
+"""Kubernetes objects (dicts from YAML/JSON files or the API) to the cluster model.
+
+Reads Nodes, Pods, PodGroups and Queues (`scheduling.volcano.sh/v1beta1`) and
+PriorityClasses, from multi-document YAML, JSON, `List` objects (what `kubectl get -o yaml`
+prints) or a folder of such files. Every problem names the object (and file) it is in; all
+problems of a load are reported together as one `ObjectError`, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from compiler.quantities import to_base_units
+from runtime.model import (
+    DEFAULT_MAX_PODS, GROUP_ANNOTATIONS, PENDING, RUNNING, ClusterState, Condition, MatchExpression, Node,
+    Pod, PodGroup, QueueObject, Taint, Toleration,
+)
+
+VOLCANO_GROUP = "scheduling.volcano.sh"
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+FILE_SUFFIXES = (".yaml", ".yml", ".json")
+CRITICAL_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+
+
+@dataclass(frozen=True)
+class ObjectProblem:
+    source: str            # file path, or "<input>"
+    kind: str
+    name: str              # namespace/name for namespaced objects
+    message: str
+
+    def __str__(self) -> str:
+        what = f"{self.kind} {self.name}" if self.name else (self.kind or "object")
+        return f"{self.source}: {what}: {self.message}"
+
+
+class ObjectError(Exception):
+    """One or more objects could not be read; `problems` names each one."""
+
+    def __init__(self, problems: list[ObjectProblem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class _Bad(Exception):
+    pass
+
+
+# --- entry points ------------------------------------------------------------------------
+
+def load_path(path: str | Path, policy_queues: Iterable[str] | None = None) -> ClusterState:
+    """A ClusterState from a file or a folder of files (sorted; hidden folders skipped).
+
+    With `policy_queues` (the Plan's queue names), a PodGroup naming a queue that neither the
+    policy nor a Queue object defines is an error; without, that check waits for run_cycle."""
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(p for p in root.rglob("*") if p.suffix in FILE_SUFFIXES and p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    elif root.exists():
+        files = [root]
+    else:
+        raise ObjectError([ObjectProblem(str(root), "", "", "no such file or folder")])
+    documents: list[tuple[str, Any]] = []
+    problems: list[ObjectProblem] = []
+    for file in files:
+        try:
+            text = file.read_text()
+        except OSError as err:
+            problems.append(ObjectProblem(str(file), "", "", f"cannot read: {err.strerror}"))
+            continue
+        try:
+            documents.extend((str(file), doc) for doc in parse_documents(text, file.suffix))
+        except ValueError as err:
+            problems.append(ObjectProblem(str(file), "", "", str(err)))
+    if problems:
+        raise ObjectError(problems)
+    return load_objects(documents, policy_queues=policy_queues)
+
+
+def load_text(text: str, source: str = "<input>", policy_queues: Iterable[str] | None = None) -> ClusterState:
+    try:
+        documents = parse_documents(text, Path(source).suffix)
+    except ValueError as err:
+        raise ObjectError([ObjectProblem(source, "", "", str(err))]) from None
+    return load_objects(((source, doc) for doc in documents), policy_queues=policy_queues)
+
+
+def parse_documents(text: str, suffix: str = "") -> list[Any]:
+    """YAML (multi-document) or JSON text to documents; raises ValueError with the position."""
+    if suffix == ".json":
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as err:
+            raise ValueError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ValueError(f"invalid YAML{where}: {problem}") from None
+
+
+def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | None = None,
+                 policy_queues: Iterable[str] | None = None) -> ClusterState:
+    """Add (source, object dict) pairs to a state (a new one by default). Lists are flattened."""
+    state = state or ClusterState()
+    problems: list[ObjectProblem] = []
+    flat: list[tuple[str, Any]] = []
+    for source, doc in documents:
+        _flatten(source, doc, flat, problems)
+    # PriorityClasses first: pods resolve their priority against them.
+    flat.sort(key=lambda item: 0 if isinstance(item[1], dict) and item[1].get("kind") == "PriorityClass" else 1)
+    for source, obj in flat:
+        kind = obj.get("kind", "")
+        name = _display_name(obj)
+        try:
+            _READERS[kind](obj, state)
+        except _Bad as err:
+            problems.append(ObjectProblem(source, kind, name, str(err)))
+        except KeyError:
+            known = ", ".join(KINDS)
+            problems.append(ObjectProblem(source, str(kind) or "object", name,
+                                          f"unknown kind `{kind}` (known: {known}, List)" if kind else
+                                          "missing `kind`"))
+    problems.extend(_check_references(state, {_object_key(o): s for s, o in flat}, policy_queues))
+    if problems:
+        raise ObjectError(problems)
+    return state
+
+
+def _flatten(source: str, doc: Any, out: list, problems: list[ObjectProblem]) -> None:
+    if not isinstance(doc, dict):
+        problems.append(ObjectProblem(source, "", "", f"expected an object, found {type(doc).__name__}"))
+        return
+    if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            problems.append(ObjectProblem(source, "List", "", "`items` must be a list"))
+            return
+        for item in items:
+            _flatten(source, item, out, problems)
+        return
+    out.append((source, doc))
+
+
+def _display_name(obj: dict) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = str(meta.get("name", "") or "")
+    if obj.get("kind") in ("Pod", "PodGroup") and name:
+        return f"{meta.get('namespace') or 'default'}/{name}"
+    return name
+
+
+def _object_key(obj: dict) -> tuple[str, str]:
+    return (str(obj.get("kind", "")), _display_name(obj))
+
+
+# --- field helpers -----------------------------------------------------------------------
+
+def _map(obj: Any, key: str, required: bool = False) -> dict:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if value is None:
+        if required:
+            raise _Bad(f"missing `{key}`")
+        return {}
+    if not isinstance(value, dict):
+        raise _Bad(f"`{key}` must be a mapping, found {type(value).__name__}")
+    return value
+
+
+def _list(obj: dict, key: str) -> list:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Bad(f"`{key}` must be a list, found {type(value).__name__}")
+    return value
+
+
+def _name(obj: dict) -> tuple[str, str]:
+    meta = _map(obj, "metadata", required=True)
+    name = meta.get("name")
+    if not name or not isinstance(name, str):
+        raise _Bad("missing `metadata.name`")
+    return str(meta.get("namespace") or "default"), name
+
+
+def _resources(values: Any, where: str) -> dict[str, int]:
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise _Bad(f"`{where}` must be a mapping of resource quantities")
+    out = {}
+    for resource, quantity in values.items():
+        try:
+            out[str(resource)] = to_base_units(str(resource), quantity if isinstance(quantity, (int, float)) else str(quantity))
+        except ValueError as err:
+            raise _Bad(f"`{where}.{resource}`: {err}") from None
+    return out
+
+
+def _int(value: Any, where: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _Bad(f"`{where}` must be an integer, found `{value}`")
+    try:
+        return int(value)
+    except ValueError:
+        raise _Bad(f"`{where}` must be an integer, found `{value}`") from None
+
+
+def _timestamp(meta: dict) -> float:
+    value = meta.get("creationTimestamp")
+    if value is None:
+        return 0.0
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise _Bad(f"`metadata.creationTimestamp` is not a timestamp: `{value}`") from None
+
+
+def _uid(meta: dict, namespace: str, name: str) -> str:
+    return str(meta.get("uid") or uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{name}"))
+
+
+def _strings(values: Any, where: str) -> dict[str, str]:
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise _Bad(f"`{where}` must be a mapping of strings")
+    return {str(k): str(v) for k, v in values.items()}
+
+
+def _terms(raw: Any, where: str) -> tuple[tuple[MatchExpression, ...], ...]:
+    terms = []
+    for i, term in enumerate(raw or []):
+        if not isinstance(term, dict):
+            raise _Bad(f"`{where}[{i}]` must be a mapping")
+        exprs = []
+        for expr in _list(term, "matchExpressions"):
+            op = expr.get("operator") if isinstance(expr, dict) else None
+            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt") or not expr.get("key"):
+                raise _Bad(f"`{where}[{i}].matchExpressions`: bad expression {expr!r}")
+            exprs.append(MatchExpression(str(expr["key"]), op, tuple(str(v) for v in expr.get("values") or ())))
+        terms.append(tuple(exprs))
+    return tuple(terms)
+
+
+# --- readers ------------------------------------------------------------------------------
+
+def _read_node(obj: dict, state: ClusterState) -> None:
+    _, name = _name(obj)
+    meta = obj["metadata"]
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    allocatable = _resources(status.get("allocatable") or status.get("capacity"), "status.allocatable")
+    if not allocatable:
+        raise _Bad("missing `status.allocatable` (or `status.capacity`)")
+    allocatable.setdefault("pods", DEFAULT_MAX_PODS)
+    taints = []
+    for t in _list(spec, "taints"):
+        if not isinstance(t, dict) or not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise _Bad(f"`spec.taints`: bad taint {t!r} (needs key and effect NoSchedule|PreferNoSchedule|NoExecute)")
+        taints.append(Taint(str(t["key"]), str(t.get("value") or ""), t["effect"]))
+    state.add_node(Node(
+        name=name, allocatable=allocatable, labels=_strings(meta.get("labels"), "metadata.labels"),
+        taints=tuple(taints), unschedulable=bool(spec.get("unschedulable", False)),
+        annotations=_strings(meta.get("annotations"), "metadata.annotations"),
+    ))
+
+
+def _read_pod(obj: dict, state: ClusterState) -> None:
+    namespace, name = _name(obj)
+    meta = obj["metadata"]
+    spec = _map(obj, "spec", required=True)
+    status = _map(obj, "status")
+    containers = _list(spec, "containers")
+    if not containers:
+        raise _Bad("missing `spec.containers`")
+    requests: dict[str, int] = {}
+    for i, c in enumerate(containers):
+        res = _map(c, "resources")
+        for k, v in _resources(res.get("requests") or res.get("limits"), f"spec.containers[{i}].resources.requests").items():
+            requests[k] = requests.get(k, 0) + v
+    # An init container runs alone: the pod needs the larger of it and the sum of the others.
+    for i, c in enumerate(_list(spec, "initContainers")):
+        res = _map(c, "resources")
+        for k, v in _resources(res.get("requests") or res.get("limits"), f"spec.initContainers[{i}].resources.requests").items():
+            requests[k] = max(requests.get(k, 0), v)
+    for k, v in _resources(spec.get("overhead"), "spec.overhead").items():
+        requests[k] = requests.get(k, 0) + v
+    annotations = _strings(meta.get("annotations"), "metadata.annotations")
+    group = next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), None)
+    affinity = _map(_map(spec, "affinity"), "nodeAffinity")
+    required = _map(affinity, "requiredDuringSchedulingIgnoredDuringExecution")
+    preferred = []
+    for i, p in enumerate(_list(affinity, "preferredDuringSchedulingIgnoredDuringExecution")):
+        term = _terms([_map(p, "preference")], f"spec.affinity.nodeAffinity.preferred[{i}]")[0]
+        preferred.append((_int(p.get("weight"), "weight", 1), term))
+    tolerations = []
+    for t in _list(spec, "tolerations"):
+        if not isinstance(t, dict):
+            raise _Bad(f"`spec.tolerations`: bad toleration {t!r}")
+        tolerations.append(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
+                                      str(t.get("value") or ""), str(t.get("effect") or "")))
+    priority_class = spec.get("priorityClassName")
+    priority = spec.get("priority")
+    if priority is None and priority_class is not None:
+        priority = state.priority_classes.get(priority_class, CRITICAL_CLASSES.get(priority_class))
+    phase = str(status.get("phase") or (RUNNING if spec.get("nodeName") else PENDING))
+    devices: dict[str, tuple[int, ...]] = {}
+    state.add_pod(Pod(
+        namespace=namespace, name=name, requests=requests, uid=_uid(meta, namespace, name),
+        node_name=spec.get("nodeName") or None, phase=phase,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"), group=group,
+        priority_class=priority_class, priority=None if priority is None else _int(priority, "spec.priority", 0),
+        node_selector=_strings(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_terms=_terms(_list(required, "nodeSelectorTerms"), "spec.affinity.nodeAffinity.required.nodeSelectorTerms"),
+        preferred_terms=tuple(preferred), tolerations=tuple(tolerations), annotations=annotations,
+        labels=_strings(meta.get("labels"), "metadata.labels"), creation=_timestamp(meta),
+        releasing=bool(meta.get("deletionTimestamp")), devices=devices,
+    ))
+
+
+def _read_podgroup(obj: dict, state: ClusterState) -> None:
+    _check_group(obj)
+    namespace, name = _name(obj)
+    meta = obj["metadata"]
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
+    if min_member < 0:
+        raise _Bad("`spec.minMember` must not be negative")
+    min_task = spec.get("minTaskMember") or {}
+    if not isinstance(min_task, dict):
+        raise _Bad("`spec.minTaskMember` must be a mapping")
+    conditions = [Condition(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
+                            str(c.get("message", ""))) for c in _list(status, "conditions") if isinstance(c, dict)]
+    state.add_podgroup(PodGroup(
+        namespace=namespace, name=name, min_member=min_member,
+        min_resources=_resources(spec["minResources"], "spec.minResources") if spec.get("minResources") else None,
+        min_task_member={str(k): _int(v, f"spec.minTaskMember.{k}", 0) for k, v in min_task.items()},
+        queue=str(spec.get("queue") or "default"), priority_class=spec.get("priorityClassName"),
+        phase=str(status.get("phase") or "Pending"), conditions=conditions, uid=_uid(meta, namespace, name),
+        creation=_timestamp(meta),
+    ))
+
+
+def _read_queue(obj: dict, state: ClusterState) -> None:
+    _check_group(obj)
+    _, name = _name(obj)
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    weight = _int(spec.get("weight"), "spec.weight", 1)
+    if not 1 <= weight <= 65535:
+        raise _Bad(f"`spec.weight` must be 1..65535, found {weight}")
+    state_name = str(status.get("state") or spec.get("state") or "Open").lower()
+    state.add_queue(QueueObject(
+        name=name, weight=weight,
+        capability=_resources(spec["capability"], "spec.capability") if spec.get("capability") else None,
+        guarantee=_resources(_map(spec, "guarantee").get("resource"), "spec.guarantee.resource") or None,
+        deserved=_resources(spec["deserved"], "spec.deserved") if spec.get("deserved") else None,
+        reclaimable=spec.get("reclaimable") is not False, priority=_int(spec.get("priority"), "spec.priority", 0),
+        parent=spec.get("parent") or None, state="open" if state_name == "open" else "closed",
+    ))
+
+
+def _read_priority_class(obj: dict, state: ClusterState) -> None:
+    _, name = _name(obj)
+    if "value" not in obj:
+        raise _Bad("missing `value`")
+    value = _int(obj.get("value"), "value", 0)
+    state.priority_classes[name] = value
+    if obj.get("globalDefault"):
+        state.default_priority = value
+
+
+def _check_group(obj: dict) -> None:
+    api = str(obj.get("apiVersion", ""))
+    if not api.startswith(VOLCANO_GROUP + "/"):
+        raise _Bad(f"apiVersion must be {VOLCANO_GROUP}/v1beta1, found `{api}`")
+
+
+_READERS: dict[str, Callable[[dict, ClusterState], None]] = {
+    "Node": _read_node, "Pod": _read_pod, "PodGroup": _read_podgroup, "Queue": _read_queue,
+    "PriorityClass": _read_priority_class,
+}
+
+
+def _check_references(state: ClusterState, sources: dict[tuple[str, str], str],
+                      policy_queues: Iterable[str] | None) -> list[ObjectProblem]:
+    """Cross-object checks: a PodGroup names a queue that exists; a pod's node exists."""
+    problems = []
+    known = None if policy_queues is None else set(policy_queues) | set(state.queues) | {"default"}
+    for group in state.podgroups.values():
+        if known is not None and group.queue not in known:
+            problems.append(ObjectProblem(sources.get(("PodGroup", group.key), "<input>"), "PodGroup", group.key,
+                                          f"names queue `{group.queue}`, which does not exist"))
+    for pod in state.pods.values():
+        if pod.node_name and pod.node_name not in state.nodes and not pod.terminal:
+            problems.append(ObjectProblem(sources.get(("Pod", pod.key), "<input>"), "Pod", pod.key,
+                                          f"runs on node `{pod.node_name}`, which does not exist"))
+    return problems
+
+
+def check_queues(state: ClusterState, known_queues: Iterable[str]) -> list[ObjectProblem]:
+    """PodGroups naming a queue neither the policy nor the cluster defines (run_cycle calls it
+    with the policy's queues, since a policy queue may be what a PodGroup names)."""
+    known = set(known_queues) | set(state.queues)
+    return [ObjectProblem("<state>", "PodGroup", g.key, f"names queue `{g.queue}`, which does not exist")
+            for g in state.podgroups.values() if g.queue not in known]

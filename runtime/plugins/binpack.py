@@ -1,0 +1,29 @@
+"""binpack: pack tasks onto the fullest nodes that fit (Volcano's formula, in the score kernel).
+
+For each resource r the task requests and that has a weight: if used + request > allocatable
+the node scores 0; else s_r = (used_r + request_r) × w_r / allocatable_r. Score = Σ s_r / Σ w_r ×
+100 × the plugin's weight (`binpack weight N`, Volcano's binpack.weight; 0 turns it off)."""
+
+from __future__ import annotations
+
+from runtime.plugins import Plugin
+
+
+class BinpackPlugin(Plugin):
+    name = "binpack"
+
+    def on_session_open(self, ssn) -> None:
+        if not self.spec.enabled("node_order"):
+            return
+        snap = ssn.snap
+        weight = self.spec.weight if self.spec.weight is not None else 1.0
+        p = ssn.score_params
+        p[0] += weight
+        weights = {"cpu": self.args.get("cpu", 1), "memory": self.args.get("memory", 1)}
+        weights.update(self.args.get("resources") or {})
+        for name, w in weights.items():
+            if name in snap.resource_index:
+                p[4 + snap.resource_index[name]] = float(w)
+
+
+PLUGIN = BinpackPlugin

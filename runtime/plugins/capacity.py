@@ -1,0 +1,82 @@
+"""capacity: queues with explicit per-resource deserved, guarantee and capability, hierarchical.
+
+A queue may grow to its real capability (min(capability, parent's real capability − Σ
+sibling guarantees)), deserved is what others may reclaim back down to. Unset deserved means
+the guarantee. Queue order: higher priority, then lower allocated / deserved. Overused: at
+capability on every requested resource. Allocatable: allocated + request ≤ real capability
+for the queue and its ancestors. Reclaimable: tasks of queues above deserved while above.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import decisions as d
+from runtime import queueshare as qs
+from runtime.plugins import Plugin
+from runtime.session import PERMIT, REJECT, Verdict
+from runtime.snapshot import UNLIMITED
+
+
+class CapacityPlugin(Plugin):
+    name = "capacity"
+
+    def on_session_open(self, ssn) -> None:
+        snap = ssn.snap
+        pods_col = snap.resource_index["pods"]
+        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col], dtype=np.int64)
+        self.caps = np.array([qs.real_capability(ssn, q) for q in range(len(snap.queues))], dtype=np.int64)
+        deserved = np.where(snap.deserved >= UNLIMITED, snap.guarantee, snap.deserved)
+        deserved = np.minimum(deserved, self.caps)
+        deserved[:, pods_col] = UNLIMITED
+        ssn.queue_deserved = deserved
+
+        def queue_order(q: int) -> tuple:
+            return (-snap.queues[q].priority, qs.share(ssn.queue_allocated[q], deserved[q], self.columns))
+
+        def overused(q: int) -> bool:
+            for c in ssn.queue_chain[q]:
+                if np.all(self.caps[c][self.columns] <= ssn.queue_allocated[c][self.columns]):
+                    return True
+            return False
+
+        def allocatable(q: int, request: np.ndarray, count: int):
+            allowed, reason = count, None
+            for c in ssn.queue_chain[q]:
+                n, binding = qs.count_within(self.caps[c], ssn.queue_allocated[c], request, allowed)
+                if n < allowed:
+                    allowed = n
+                    name = snap.queues[c].name
+                    reason = d.Reason(d.QUEUE, f"queue {name} over capability ({snap.resources[binding]})",
+                                      {"queue": name, "resource": snap.resources[binding]})
+            return allowed, reason
+
+        def preemptive(q: int, t: int) -> bool:
+            after = ssn.queue_allocated[q] + snap.request[t]
+            return all(after[r] <= deserved[q][r] for r in self.columns if snap.request[t][r] > 0)
+
+        def reclaimable(reclaimer: int, candidates: list[int]) -> list[int]:
+            left: dict[int, np.ndarray] = {}
+            out = []
+            for c in candidates:
+                q = snap.jobs[snap.task_job[c]].queue
+                alloc = left.setdefault(q, ssn.queue_allocated[q].copy())
+                over = alloc[self.columns] > deserved[q][self.columns]
+                if over.any() and (snap.request[c][self.columns][over] > 0).any():
+                    alloc -= snap.request[c]
+                    out.append(c)
+            return out
+
+        def enqueueable(j: int) -> Verdict:
+            reason = qs.enqueue_check(ssn, j, self.caps)
+            return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
+
+        self.register(ssn, "queue_order", queue_order)
+        self.register(ssn, "overused", overused)
+        self.register(ssn, "allocatable", allocatable)
+        self.register(ssn, "preemptive", preemptive)
+        self.register(ssn, "reclaimable", reclaimable)
+        self.register(ssn, "job_enqueued", enqueueable)
+
+
+PLUGIN = CapacityPlugin

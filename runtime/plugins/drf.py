@@ -1,0 +1,49 @@
+"""drf: dominant resource fairness. share(job) = max over resources of allocated / cluster
+total; lower share first. A victim is allowed when the preemptor's share with its task stays
+below the victim job's share without the victim. As a queue order, the queue's dominant share."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.plugins import Plugin
+
+
+def dominant_share(allocated: np.ndarray, total: np.ndarray) -> float:
+    mask = total > 0
+    if not mask.any():
+        return 0.0
+    return float((allocated[mask] / total[mask]).max())
+
+
+class DrfPlugin(Plugin):
+    name = "drf"
+
+    def on_session_open(self, ssn) -> None:
+        total = ssn.total.astype(np.float64)
+        # The pods column is a count, not a resource to share.
+        total_for_share = total.copy()
+        total_for_share[ssn.snap.resource_index["pods"]] = 0
+        self.total = total_for_share
+        shares = np.zeros(len(ssn.snap.jobs), dtype=np.float64)
+        if len(shares):
+            ssn.k.dominant_shares(ssn.job_allocated, total_for_share, shares)
+        self.register(ssn, "job_order", lambda j: dominant_share(ssn.job_allocated[j], total_for_share))
+        self.register(ssn, "queue_order", lambda q: dominant_share(ssn.queue_allocated[q], total_for_share))
+
+        def victims(preemptor: int, candidates: list[int]) -> list[int]:
+            pj = ssn.snap.task_job[preemptor]
+            mine = dominant_share(ssn.job_allocated[pj] + ssn.snap.request[preemptor], total_for_share)
+            out = []
+            for c in candidates:
+                cj = ssn.snap.task_job[c]
+                theirs = dominant_share(ssn.job_allocated[cj] - ssn.snap.request[c], total_for_share)
+                if mine < theirs or cj == pj:
+                    out.append(c)
+            return out
+
+        self.register(ssn, "preemptable", victims)
+        self.register(ssn, "reclaimable", victims)
+
+
+PLUGIN = DrfPlugin

@@ -1,0 +1,91 @@
+"""gang: a job runs only when minMember tasks (and each role's minTaskMember) can run together.
+
+ready = allocated + bound + running + succeeded (+ pending zero-request tasks, which backfill
+places); pipelined also counts pipelined tasks; starving while pipelined + ready < minMember.
+A pod is a victim only while its job keeps more than minMember ready (counted across the
+victims already chosen in the same statement).
+"""
+
+from __future__ import annotations
+
+from runtime import decisions as d
+from runtime.plugins import Plugin
+from runtime.session import PERMIT, REJECT, Verdict
+from runtime.snapshot import ALLOCATED, BOUND, PENDING, PIPELINED, SUCCEEDED
+
+
+class GangPlugin(Plugin):
+    name = "gang"
+
+    def on_session_open(self, ssn) -> None:
+        self.ssn = ssn
+        jobs = ssn.snap.jobs
+        self.zero_pending = [sum(1 for t in job.tasks if ssn.status[t] == PENDING and ssn.zero_request(t))
+                             for job in jobs]
+
+        def ready(j: int) -> bool:
+            job = jobs[j]
+            count = ssn.job_ready[j] + self._zero_pending(j)
+            if count < job.min_member:
+                return False
+            return self._roles_ok(j, (ALLOCATED, BOUND, SUCCEEDED))
+
+        def pipelined(j: int) -> Verdict:
+            job = jobs[j]
+            count = ssn.job_ready[j] + ssn.job_pipelined[j] + self._zero_pending(j)
+            if count >= job.min_member and self._roles_ok(j, (ALLOCATED, BOUND, SUCCEEDED, PIPELINED)):
+                return Verdict(PERMIT)
+            return Verdict(REJECT)
+
+        def starving(j: int) -> bool:
+            return bool(ssn.job_ready[j] + ssn.job_pipelined[j] < jobs[j].min_member)
+
+        def valid(j: int):
+            job = jobs[j]
+            if len(job.tasks) < job.min_member:
+                return d.Reason(d.JOB, f"gang has {len(job.tasks)} of {job.min_member} pods (minMember)",
+                                {"pods": len(job.tasks), "min_member": job.min_member})
+            return None
+
+        def order(j: int) -> int:
+            # Jobs that are not ready yet go first.
+            return 1 if ready(j) else 0
+
+        self.register(ssn, "job_ready", ready)
+        self.register(ssn, "job_pipelined", pipelined)
+        self.register(ssn, "job_starving", starving)
+        self.register(ssn, "job_valid", valid)
+        self.register(ssn, "job_order", order)
+
+        def victims(preemptor: int, candidates: list[int]) -> list[int]:
+            spare: dict[int, int] = {}
+            out = []
+            for c in candidates:
+                j = int(ssn.snap.task_job[c])
+                if j not in spare:
+                    # A one-pod job is not a gang: its pod may go (runtime/README.md).
+                    ready = int(ssn.job_ready[j])
+                    spare[j] = ready - jobs[j].min_member if jobs[j].min_member > 1 else ready
+                if spare[j] > 0:
+                    spare[j] -= 1
+                    out.append(c)
+            return out
+
+        self.register(ssn, "preemptable", victims)
+        self.register(ssn, "reclaimable", victims)
+
+    def _zero_pending(self, j: int) -> int:
+        if not self.zero_pending[j]:
+            return 0
+        ssn = self.ssn
+        return sum(1 for t in ssn.snap.jobs[j].tasks if ssn.status[t] == PENDING and ssn.zero_request(t))
+
+    def _roles_ok(self, j: int, statuses: tuple[int, ...]) -> bool:
+        job = self.ssn.snap.jobs[j]
+        if not job.min_task_member:
+            return True
+        counts = self.ssn.role_counts(job, statuses)
+        return all(counts.get(role, 0) >= need for role, need in job.min_task_member.items())
+
+
+PLUGIN = GangPlugin

@@ -1,0 +1,58 @@
+"""nodeorder: kube-scheduler style scorers (0–100 each) times their weights, times the
+plugin's weight. least-requested, most-requested and balanced-allocation (over cpu and memory)
+are folded into the score kernel's parameters; preferred node affinity and PreferNoSchedule
+taint toleration are per-class arrays. (podaffinity, imagelocality and podtopologyspread have
+weights but no scorer yet: see runtime/README.md.)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.plugins import Plugin
+from runtime.plugins.predicates import bit_column, terms_mask
+from runtime.snapshot import TaskClass
+
+NODEORDER_RESOURCES = ("cpu", "memory")
+
+
+class NodeOrderPlugin(Plugin):
+    name = "nodeorder"
+
+    def on_session_open(self, ssn) -> None:
+        if not self.spec.enabled("node_order"):
+            return
+        snap = ssn.snap
+        weight = self.spec.weight if self.spec.weight is not None else 1.0
+        r_n = snap.n_resources
+        p = ssn.score_params
+        p[1] += float(self.args.get("leastrequested", 1)) * weight
+        p[2] += float(self.args.get("mostrequested", 0)) * weight
+        p[3] += float(self.args.get("balancedresource", 1)) * weight
+        for name in NODEORDER_RESOURCES:
+            p[4 + r_n + snap.resource_index[name]] = 1.0
+        affinity_w = float(self.args.get("nodeaffinity", 2)) * weight
+        taint_w = float(self.args.get("tainttoleration", 3)) * weight
+
+        def static(cls: TaskClass):
+            out = None
+            if affinity_w and cls.preferred_terms:
+                raw = np.zeros(snap.n_nodes, dtype=np.float64)
+                for w, term in cls.preferred_terms:
+                    raw += w * terms_mask(snap, (term,))
+                top = raw.max()
+                if top > 0:
+                    out = raw * (100.0 / top) * affinity_w
+            if taint_w and snap.prefer_taints:
+                bad = np.zeros(snap.n_nodes, dtype=np.float64)
+                for b, taint in enumerate(snap.prefer_taints):
+                    if not any(t.tolerates(taint) for t in cls.tolerations):
+                        bad += bit_column(snap.prefer_taint_bits, b)
+                top = bad.max()
+                score = (100.0 * (top - bad) / top) if top > 0 else np.full(snap.n_nodes, 100.0)
+                out = score * taint_w if out is None else out + score * taint_w
+            return out
+
+        ssn.static_scorers.append(static)
+
+
+PLUGIN = NodeOrderPlugin

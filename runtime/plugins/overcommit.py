@@ -1,0 +1,55 @@
+"""overcommit: enqueue admits while inqueue minResources + the job's fit in total × factor − used.
+
+The factor is the enqueue action's `overcommit_factor` when set, else the plugin's `factor`
+(default 1.2); below 1.0 it is reset to 1.2, as Volcano does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import decisions as d
+from runtime.plugins import Plugin
+from runtime.session import PERMIT, REJECT, Verdict
+
+DEFAULT_FACTOR = 1.2
+
+
+class OvercommitPlugin(Plugin):
+    name = "overcommit"
+
+    def on_session_open(self, ssn) -> None:
+        factor = ssn.plan.action_arguments.get("enqueue", {}).get("overcommit_factor")
+        if factor is None:
+            factor = self.args.get("factor", DEFAULT_FACTOR)
+        if factor < 1.0:
+            factor = DEFAULT_FACTOR
+        pods_col = ssn.snap.resource_index["pods"]
+        used = ssn.used.sum(axis=0) if ssn.snap.n_nodes else np.zeros(ssn.snap.n_resources, np.int64)
+        self.idle = ssn.total.astype(np.float64) * factor - used
+        self.idle[pods_col] = np.inf
+        self.inqueue = np.zeros(ssn.snap.n_resources, dtype=np.float64)
+        for child in ssn.snap.queues[0].children:
+            self.inqueue += ssn.queue_inqueue[child]
+
+        def enqueueable(j: int) -> Verdict:
+            job = ssn.snap.jobs[j]
+            if job.min_resources is None:
+                return Verdict(PERMIT)
+            need = self.inqueue + job.min_resources
+            if np.all(need <= self.idle):
+                return Verdict(PERMIT)
+            short = [ssn.snap.resources[r] for r in np.nonzero(need > self.idle)[0]]
+            return Verdict(REJECT, d.Reason(d.ENQUEUE, f"cluster overcommitted on {', '.join(short)} "
+                                                       f"(factor {factor:g})", {"resources": short}))
+
+        self.register(ssn, "job_enqueued", enqueueable)
+
+        def admitted(j: int) -> None:
+            if ssn.snap.jobs[j].min_resources is not None:
+                self.inqueue += ssn.snap.jobs[j].min_resources
+
+        if self.spec.enabled("job_enqueued"):
+            ssn.enqueue_listeners.append(admitted)
+
+
+PLUGIN = OvercommitPlugin

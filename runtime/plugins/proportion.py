@@ -1,0 +1,93 @@
+"""proportion: queues share the cluster by weight.
+
+Deserved shares by hierarchical weighted water-filling (runtime.queueshare), capped by real
+capability (min(capability, parent − Σ sibling guarantees)) and request, raised to guarantee;
+borrowing of idle siblings' shares unless `borrow = false` (bounded by `borrow_limit`).
+share = max over resources of allocated / deserved; queue order: higher priority, then lower
+share. Overused: deserved ≤ allocated on every resource. Allocatable: allocated + request ≤
+deserved on the requested resources, for the queue and its ancestors. Reclaimable victims:
+tasks of queues above their deserved share, while they stay above it. Enqueue: queue open
+and minResources + allocated + inqueue ≤ real capability.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import decisions as d
+from runtime import queueshare as qs
+from runtime.plugins import Plugin
+from runtime.session import PERMIT, REJECT, Verdict
+from runtime.snapshot import UNLIMITED
+
+
+class ProportionPlugin(Plugin):
+    name = "proportion"
+
+    def deserved(self, ssn) -> np.ndarray:
+        self.caps = np.array([qs.real_capability(ssn, q) for q in range(len(ssn.snap.queues))], dtype=np.int64)
+        return qs.hierarchical_deserved(ssn, self.caps)
+
+    def on_session_open(self, ssn) -> None:
+        snap = ssn.snap
+        self.ssn = ssn
+        pods_col = snap.resource_index["pods"]
+        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col], dtype=np.int64)
+        des = self.deserved(ssn)
+        self.limit = np.minimum(np.floor(des), UNLIMITED).astype(np.int64)
+        ssn.queue_deserved = self.limit
+
+        def queue_order(q: int) -> tuple:
+            return (-snap.queues[q].priority, qs.share(ssn.queue_allocated[q], self.limit[q], self.columns))
+
+        def overused(q: int) -> bool:
+            for c in ssn.queue_chain[q]:
+                if np.all(self.limit[c][self.columns] <= ssn.queue_allocated[c][self.columns]):
+                    return True
+            return False
+
+        def allocatable(q: int, request: np.ndarray, count: int):
+            allowed, reason = count, None
+            for c in ssn.queue_chain[q]:
+                n, binding = qs.count_within(self.limit[c], ssn.queue_allocated[c], request, allowed)
+                if n < allowed:
+                    allowed = n
+                    name = snap.queues[c].name
+                    reason = d.Reason(d.QUEUE, f"queue {name} would exceed its deserved "
+                                      f"{snap.resources[binding]}", {"queue": name, "resource": snap.resources[binding]})
+            return allowed, reason
+
+        def preemptive(q: int, t: int) -> bool:
+            after = ssn.queue_allocated[q] + snap.request[t]
+            req = snap.request[t]
+            cols = [r for r in self.columns if req[r] > 0]
+            return all(after[r] <= self.limit[q][r] for r in cols)
+
+        def reclaimable(reclaimer: int, candidates: list[int]) -> list[int]:
+            left: dict[int, np.ndarray] = {}
+            out = []
+            for c in candidates:
+                q = snap.jobs[snap.task_job[c]].queue
+                if q not in left:
+                    left[q] = ssn.queue_allocated[q].copy()
+                alloc = left[q]
+                over = alloc[self.columns] > self.limit[q][self.columns]
+                # Only tasks holding a resource the queue is over on help, and only while over.
+                if over.any() and (snap.request[c][self.columns][over] > 0).any():
+                    alloc -= snap.request[c]
+                    out.append(c)
+            return out
+
+        def enqueueable(j: int) -> Verdict:
+            reason = qs.enqueue_check(ssn, j, self.caps)
+            return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
+
+        self.register(ssn, "queue_order", queue_order)
+        self.register(ssn, "overused", overused)
+        self.register(ssn, "allocatable", allocatable)
+        self.register(ssn, "preemptive", preemptive)
+        self.register(ssn, "reclaimable", reclaimable)
+        self.register(ssn, "job_enqueued", enqueueable)
+
+
+PLUGIN = ProportionPlugin

@@ -1,0 +1,111 @@
+"""Queue arithmetic shared by proportion and capacity: shares, per-count allocatable limits,
+enqueue admission against capability, hierarchical water-filling of deserved shares."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import decisions as d
+from runtime.snapshot import UNLIMITED
+
+
+def share(allocated: np.ndarray, deserved: np.ndarray, columns: np.ndarray) -> float:
+    """max over resources of allocated / deserved (a resource deserved 0 but used counts 1)."""
+    best = 0.0
+    for r in columns:
+        a, s = allocated[r], deserved[r]
+        if s > 0:
+            best = max(best, a / s)
+        elif a > 0:
+            best = max(best, 1.0)
+    return best
+
+
+def count_within(limit: np.ndarray, allocated: np.ndarray, request: np.ndarray, count: int) -> tuple[int, int]:
+    """How many tasks of `request` fit under `limit` on the requested resources, and the first
+    resource that binds (-1 when all `count` fit)."""
+    allowed, binding = count, -1
+    for r in np.nonzero(request)[0]:
+        if limit[r] >= UNLIMITED:
+            continue
+        room = int(limit[r]) - int(allocated[r])
+        n = room // int(request[r]) if room >= 0 else 0
+        if n < allowed:
+            allowed, binding = max(n, 0), int(r)
+    return allowed, binding
+
+
+def real_capability(ssn, q: int) -> np.ndarray:
+    """min(capability, parent's real capability − Σ guarantees of the siblings)."""
+    snap = ssn.snap
+    if q == 0:
+        return snap.capability[0]
+    parent = snap.queues[q].parent
+    siblings = [s for s in snap.queues[parent].children if s != q]
+    others = snap.guarantee[siblings].sum(axis=0) if siblings else 0
+    parent_cap = real_capability(ssn, parent)
+    room = np.maximum(np.where(parent_cap >= UNLIMITED, UNLIMITED, parent_cap - others), 0)
+    return np.minimum(snap.capability[q], room)
+
+
+def enqueue_check(ssn, j: int, caps: np.ndarray):
+    """Volcano's admission: queue open and minResources + allocated + inqueue ≤ real capability,
+    for the queue and every ancestor. Returns None when admitted, else a Reason."""
+    job = ssn.snap.jobs[j]
+    queue = ssn.snap.queues[job.queue]
+    if not queue.open:
+        return d.Reason(d.QUEUE, f"queue {queue.name} is closed", {"queue": queue.name})
+    if job.min_resources is None:
+        return None
+    req = job.min_resources
+    cols = np.nonzero(req)[0]
+    pods_col = ssn.snap.resource_index["pods"]
+    for q in ssn.queue_chain[job.queue]:
+        need = req + ssn.queue_allocated[q] + ssn.queue_inqueue[q]
+        over = [int(r) for r in cols if r != pods_col and need[r] > caps[q][r]]
+        if over:
+            name = ssn.snap.queues[q].name
+            res = ", ".join(ssn.snap.resources[r] for r in over)
+            return d.Reason(d.QUEUE, f"queue {name} over capability ({res})",
+                            {"queue": name, "resources": [ssn.snap.resources[r] for r in over]})
+    return None
+
+
+def hierarchical_deserved(ssn, caps: np.ndarray) -> np.ndarray:
+    """Deserved shares, top-down: each parent's deserved is water-filled among its children by
+    weight, capped by real capability and request, raised to guarantee. A queue that may not
+    borrow is capped at its fair share (its weight's part of the parent, raised to guarantee);
+    `borrow_limit` caps what it may take above that fair share."""
+    snap = ssn.snap
+    q_n, r_n = len(snap.queues), snap.n_resources
+    deserved = np.zeros((q_n, r_n), dtype=np.float64)
+    deserved[0] = snap.total
+    request = ssn.queue_request.astype(np.float64)
+    order = [0]
+    i = 0
+    while i < len(order):
+        parent = order[i]
+        i += 1
+        children = snap.queues[parent].children
+        if not children:
+            continue
+        order.extend(children)
+        budget = deserved[parent]
+        weights = np.array([snap.queues[c].weight for c in children], dtype=np.float64)
+        fair = budget[None, :] * (weights / weights.sum())[:, None]
+        guarantee = snap.guarantee[children].astype(np.float64)
+        fair = np.maximum(fair, guarantee)
+        cap = caps[children].astype(np.float64)
+        for k, c in enumerate(children):
+            info = snap.queues[c]
+            if not info.borrow:
+                cap[k] = np.minimum(cap[k], fair[k])
+            else:
+                limit = snap.borrow_limit[c]
+                cap[k] = np.where(limit >= UNLIMITED, cap[k], np.minimum(cap[k], fair[k] + limit))
+        out = np.zeros((len(children), r_n), dtype=np.float64)
+        ssn.k.water_fill(budget.astype(np.float64), weights, np.ascontiguousarray(request[children]),
+                         np.ascontiguousarray(cap), np.ascontiguousarray(guarantee), out)
+        deserved[children] = out
+    deserved[:, snap.resource_index["pods"]] = UNLIMITED
+    return deserved

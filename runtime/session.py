@@ -1,0 +1,469 @@
+"""The session: one cycle's mutable view of the snapshot, the plugins' callbacks, statements.
+
+Plugins register callbacks at named extension points (`Session.register`); the session asks
+them through the combinators below, which implement the tier rules of Volcano:
+
+| question                          | rule                                                      |
+|-----------------------------------|-----------------------------------------------------------|
+| job / queue / task order          | keys compared lexicographically in tier and plugin order  |
+|                                   | (= first non-equal answer wins), then creation, then uid  |
+| predicate                         | all must pass                                             |
+| node score                        | sum (kernel terms folded into `score_params`, plus arrays) |
+| job ready, preemptive             | all must agree (default yes)                              |
+| allocatable                       | the smallest count any plugin allows                      |
+| job pipelined, job enqueueable    | a reject anywhere says no; a permit in a tier says yes;   |
+|                                   | otherwise next tier; default yes                          |
+| job starving                      | first tier with an opinion decides (all of it); default no |
+| overused                          | any says yes                                              |
+| preemptable / reclaimable victims | per tier the intersection; first non-empty tier decides   |
+
+Every change goes through a `Statement`, committed or discarded as a unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from compiler.plan import Plan
+from runtime import decisions as d
+from runtime.kernels import Kernels
+from runtime.snapshot import (
+    ALLOCATED, BOUND, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED, JobInfo, Snapshot, TaskClass,
+)
+
+ORDER_POINTS = ("job_order", "queue_order", "task_order")
+PERMIT, REJECT, ABSTAIN = True, False, None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One static predicate over all nodes for a task class: `passing[n]` and the message for
+    the nodes that fail it ("node(s) didn't match Pod's node affinity/selector")."""
+
+    message: str
+    passing: np.ndarray
+
+
+@dataclass(frozen=True)
+class Verdict:
+    vote: bool | None              # PERMIT, REJECT or ABSTAIN
+    reason: d.Reason | None = None
+
+
+@dataclass
+class Options:
+    scheduler_name: str = "volcano"
+    pure_python: bool | None = None          # None: POLICYDSL_PURE_PYTHON decides
+
+
+class Session:
+    def __init__(self, plan: Plan, snap: Snapshot, kernels: Kernels):
+        self.plan = plan
+        self.snap = snap
+        self.k = kernels
+        n, r = snap.allocatable.shape
+        self.used = snap.used.copy()
+        self.releasing = snap.releasing.copy()
+        self.pipelined = np.zeros_like(self.used)
+        self.status = snap.status.copy()
+        self.task_node = snap.task_node.copy()
+        self.task_devices: dict[int, dict[str, tuple[int, ...]]] = {}
+        self.total = snap.total.astype(np.int64)
+        q_n, j_n = len(snap.queues), len(snap.jobs)
+        # Allocated = what ready tasks hold (allocated, bound); a queue's includes its subtree.
+        self.job_allocated = np.zeros((j_n, r), dtype=np.int64)
+        self.job_ready = np.zeros(j_n, dtype=np.int64)
+        self.job_pipelined = np.zeros(j_n, dtype=np.int64)
+        self.job_pending = np.zeros(j_n, dtype=np.int64)
+        self.job_request = np.zeros((j_n, r), dtype=np.int64)   # all non-terminal tasks
+        self.queue_allocated = np.zeros((q_n, r), dtype=np.int64)
+        self.queue_request = np.zeros((q_n, r), dtype=np.int64)
+        self.queue_inqueue = np.zeros((q_n, r), dtype=np.int64)
+        self.job_phase = [job.phase for job in snap.jobs]
+        self.queue_chain = [self._chain(q) for q in range(q_n)]
+        self._init_accounting()
+        # Callbacks per point: a list of tiers, each a list of (plugin name, fn).
+        self.callbacks: dict[str, list[list[tuple[str, Callable]]]] = {}
+        self.score_params = np.zeros(4 + 2 * r, dtype=np.float64)
+        self.static_scorers: list[Callable[[TaskClass], np.ndarray | None]] = []
+        self.device_hooks: Any = None       # set by the deviceshare plugin
+        self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
+        self.queue_deserved: np.ndarray | None = None   # set by proportion / capacity
+        self.plugins: dict[str, Any] = {}
+        self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
+        self._static_cache: dict[int, np.ndarray] = {}
+        # Outcome
+        self.evictions: list[d.Eviction] = []
+        self.task_reasons: dict[int, list[d.Reason]] = {}
+        self.job_reasons: dict[int, list[d.Reason]] = {}
+        self.attempted: set[int] = set()     # jobs an action tried to place
+        self._tier_index = 0
+
+    # --- accounting ----------------------------------------------------------------------
+    def _chain(self, q: int) -> list[int]:
+        """The queue and its ancestors up to (not including) root."""
+        out = []
+        while q > 0:
+            out.append(q)
+            q = self.snap.queues[q].parent
+        return out
+
+    def _init_accounting(self) -> None:
+        snap = self.snap
+        req = snap.request
+        for job in snap.jobs:
+            tasks = job.tasks
+            st = self.status[tasks]
+            ready_mask = (st == ALLOCATED) | (st == BOUND)
+            self.job_ready[job.index] = int(ready_mask.sum() + (st == SUCCEEDED).sum())
+            self.job_pending[job.index] = int((st == PENDING).sum())
+            live = st != SUCCEEDED
+            self.job_allocated[job.index] = req[tasks[ready_mask]].sum(axis=0)
+            self.job_request[job.index] = req[tasks[live & (st != RELEASING)]].sum(axis=0)
+            if job.queue >= 0:
+                for q in self.queue_chain[job.queue]:
+                    self.queue_allocated[q] += self.job_allocated[job.index]
+                    self.queue_request[q] += self.job_request[job.index]
+                if job.min_resources is not None and job.phase != "Pending":
+                    short = np.maximum(job.min_resources - self.job_allocated[job.index], 0)
+                    if job.phase == "Inqueue" or short.any():
+                        for q in self.queue_chain[job.queue]:
+                            self.queue_inqueue[q] += short
+        self.queue_allocated[0] = self.queue_allocated[[c for c in self.snap.queues[0].children]].sum(axis=0) \
+            if self.snap.queues[0].children else 0
+        self.queue_request[0] = self.queue_request[self.snap.queues[0].children].sum(axis=0) \
+            if self.snap.queues[0].children else 0
+
+    def _account(self, t: int, sign: int, ready: bool) -> None:
+        job = self.snap.jobs[self.snap.task_job[t]]
+        vec = self.snap.request[t] * sign
+        if ready:
+            self.job_allocated[job.index] += vec
+            self.job_ready[job.index] += sign
+            if job.queue >= 0:
+                for q in self.queue_chain[job.queue]:
+                    self.queue_allocated[q] += vec
+                self.queue_allocated[0] += vec
+        else:
+            self.job_pipelined[job.index] += sign
+
+    # --- registration --------------------------------------------------------------------
+    def register(self, point: str, plugin: str, fn: Callable) -> None:
+        tiers = self.callbacks.setdefault(point, [])
+        while len(tiers) <= self._tier_index:
+            tiers.append([])
+        tiers[self._tier_index].append((plugin, fn))
+
+    def open_plugins(self, registry: dict[str, type]) -> None:
+        for ti, tier in enumerate(self.plan.tiers):
+            self._tier_index = ti
+            for spec in tier.plugins:
+                cls = registry.get(spec.name)
+                if cls is None:
+                    continue
+                plugin = cls(spec)
+                self.plugins[spec.name] = plugin
+                plugin.on_session_open(self)
+        for point, tiers in self.callbacks.items():
+            self.callbacks[point] = [t for t in tiers if t]
+
+    def enabled(self, plugin_spec, point: str) -> bool:
+        return plugin_spec.enabled(point)
+
+    def fns(self, point: str) -> list[list[tuple[str, Callable]]]:
+        return self.callbacks.get(point, [])
+
+    # --- combinators ---------------------------------------------------------------------
+    def job_key(self, j: int) -> tuple:
+        job = self.snap.jobs[j]
+        return tuple(fn(j) for tier in self.fns("job_order") for _, fn in tier) + (job.creation, job.uid)
+
+    def queue_key(self, q: int) -> tuple:
+        return tuple(fn(q) for tier in self.fns("queue_order") for _, fn in tier) + (self.snap.queues[q].name,)
+
+    def task_key(self, t: int) -> tuple:
+        pod = self.snap.pods[t]
+        return tuple(fn(t) for tier in self.fns("task_order") for _, fn in tier) + (pod.creation, pod.uid)
+
+    def job_ready_ok(self, j: int) -> bool:
+        return all(fn(j) for tier in self.fns("job_ready") for _, fn in tier)
+
+    def _votes(self, point: str, *args) -> Verdict:
+        for tier in self.fns(point):
+            permit = None
+            for _, fn in tier:
+                verdict: Verdict = fn(*args)
+                if verdict.vote is REJECT:
+                    return verdict
+                if verdict.vote is PERMIT:
+                    permit = verdict
+            if permit is not None:
+                return permit
+        return Verdict(PERMIT)
+
+    def job_pipelined_ok(self, j: int) -> bool:
+        return self._votes("job_pipelined", j).vote is not REJECT
+
+    def job_enqueueable(self, j: int) -> Verdict:
+        return self._votes("job_enqueued", j)
+
+    def job_starving(self, j: int) -> bool:
+        for tier in self.fns("job_starving"):
+            answers = [fn(j) for _, fn in tier]
+            answers = [a for a in answers if a is not None]
+            if answers:
+                return all(answers)
+        return False
+
+    def job_valid(self, j: int) -> d.Reason | None:
+        job = self.snap.jobs[j]
+        if job.problem:
+            return d.Reason(d.JOB, job.problem)
+        for tier in self.fns("job_valid"):
+            for _, fn in tier:
+                reason = fn(j)
+                if reason is not None:
+                    return reason
+        return None
+
+    def overused(self, q: int) -> bool:
+        return any(fn(q) for tier in self.fns("overused") for _, fn in tier)
+
+    def allocatable_count(self, q: int, request: np.ndarray, count: int) -> tuple[int, d.Reason | None]:
+        reason = None
+        for tier in self.fns("allocatable"):
+            for _, fn in tier:
+                allowed, why = fn(q, request, count)
+                if allowed < count:
+                    count, reason = allowed, why
+        return count, reason
+
+    def preemptive(self, q: int, t: int) -> bool:
+        return all(fn(q, t) for tier in self.fns("preemptive") for _, fn in tier)
+
+    def victims(self, point: str, preemptor: int, candidates: list[int]) -> list[int]:
+        for tier in self.fns(point):
+            chosen: set[int] | None = None
+            for _, fn in tier:
+                picked = set(fn(preemptor, candidates))
+                chosen = picked if chosen is None else chosen & picked
+            if chosen:
+                return [c for c in candidates if c in chosen]
+        return []
+
+    # --- nodes for a task class ----------------------------------------------------------
+    def class_mask(self, cls: TaskClass) -> tuple[np.ndarray, list[Check]]:
+        """Nodes passing every static predicate (all but resources and devices), cached."""
+        cached = self._mask_cache.get(cls.index)
+        if cached is None:
+            checks = [Check("node(s) were unschedulable", self.snap.schedulable)]
+            for tier in self.fns("predicate"):
+                for _, fn in tier:
+                    checks.extend(fn(cls))
+            mask = np.ones(self.snap.n_nodes, dtype=bool)
+            for check in checks:
+                mask &= check.passing
+            cached = self._mask_cache[cls.index] = (mask.view(np.uint8), checks)
+        return cached
+
+    def class_static_score(self, cls: TaskClass) -> np.ndarray:
+        cached = self._static_cache.get(cls.index)
+        if cached is None:
+            cached = np.zeros(self.snap.n_nodes, dtype=np.float64)
+            for scorer in self.static_scorers:
+                extra = scorer(cls)
+                if extra is not None:
+                    cached += extra
+            self._static_cache[cls.index] = cached
+        return cached
+
+    def fit_request(self, t: int) -> np.ndarray:
+        """The request the fit kernel checks: device-managed columns are the card check's."""
+        req = self.snap.request[t]
+        if self.device_hooks is not None and self.snap.device_managed.any():
+            req = np.where(self.snap.device_managed, 0, req)
+        return req
+
+    def no_node_reason(self, t: int, extra: Iterable[tuple[str, np.ndarray]] = ()) -> d.Reason:
+        """"0/5 nodes are available: 3 insufficient cpu, 2 node(s) had untolerated taint {gpu: true}"."""
+        cls = self.snap.classes[self.snap.task_class[t]]
+        _, checks = self.class_mask(cls)
+        n = self.snap.n_nodes
+        remaining = np.ones(n, dtype=bool)
+        counts: dict[str, int] = {}
+        for check in checks:
+            failing = remaining & ~check.passing
+            if failing.any():
+                counts[check.message] = counts.get(check.message, 0) + int(failing.sum())
+            remaining &= check.passing
+        req = self.fit_request(t)
+        free = self.snap.allocatable - self.used + self.releasing - self.pipelined
+        short_any = np.zeros(n, dtype=bool)
+        for r, name in enumerate(self.snap.resources):
+            if req[r] == 0:
+                continue
+            short = remaining & (free[:, r] < req[r])
+            if short.any():
+                label = "too many pods" if name == "pods" else f"insufficient {name}"
+                counts[label] = counts.get(label, 0) + int(short.sum())
+                short_any |= short
+        remaining &= ~short_any
+        for message, passing in extra:
+            failing = remaining & ~passing
+            if failing.any():
+                counts[message] = counts.get(message, 0) + int(failing.sum())
+            remaining &= passing
+        parts = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        text = f"0/{n} nodes are available"
+        if parts:
+            text += ": " + ", ".join(f"{c} {m}" for m, c in parts)
+        return d.Reason(d.NODES, text, {"nodes": n, "counts": dict(counts)})
+
+    def add_reason(self, t: int, reason: d.Reason) -> None:
+        reasons = self.task_reasons.setdefault(t, [])
+        if reason not in reasons:
+            reasons.append(reason)
+
+    # --- readiness counts ----------------------------------------------------------------
+    def role_counts(self, job: JobInfo, statuses: tuple[int, ...]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in job.tasks:
+            if self.status[t] in statuses:
+                role = self.snap.pods[t].task_role
+                counts[role] = counts.get(role, 0) + 1
+        return counts
+
+    def zero_request(self, t: int) -> bool:
+        req = self.snap.request[t]
+        pods_col = self.snap.resource_index["pods"]
+        return not (req[:pods_col].any() or req[pods_col + 1:].any())
+
+    def pending_tasks(self, j: int) -> list[int]:
+        job = self.snap.jobs[j]
+        tasks = [int(t) for t in job.tasks if self.status[t] == PENDING]
+        if self.fns("task_order"):
+            tasks.sort(key=self.task_key)
+        return tasks
+
+    def new_statement(self) -> "Statement":
+        return Statement(self)
+
+
+@dataclass
+class _Op:
+    kind: str              # "place" | "evict"
+    tasks: np.ndarray      # task indices
+    nodes: np.ndarray      # their nodes
+    statuses: np.ndarray   # ALLOCATED / PIPELINED for place; the prior status for evict
+    reason: d.Reason | None = None
+
+
+class Statement:
+    """A unit of change: placements and evictions applied to the session at once, undone by
+    `discard()`. (Volcano's Statement.) Placements of identical tasks are kept as one batch."""
+
+    def __init__(self, ssn: Session):
+        self.ssn = ssn
+        self.ops: list[_Op] = []
+
+    def record_batch(self, tasks: np.ndarray, nodes: np.ndarray, statuses: np.ndarray) -> None:
+        """Placements of tasks of one job and one class, whose node arrays (used, pipelined) the
+        placement kernel already updated."""
+        ssn = self.ssn
+        if not len(tasks):
+            return
+        j = int(ssn.snap.task_job[tasks[0]])
+        ssn.status[tasks] = statuses
+        ssn.task_node[tasks] = nodes
+        ssn.job_pending[j] -= len(tasks)
+        self._account_batch(j, tasks, statuses, 1)
+        self.ops.append(_Op("place", tasks, nodes, statuses))
+
+    def _account_batch(self, j: int, tasks: np.ndarray, statuses: np.ndarray, sign: int) -> None:
+        ssn = self.ssn
+        n_ready = int((statuses == ALLOCATED).sum())
+        n_pipe = len(tasks) - n_ready
+        if n_ready:
+            vec = ssn.snap.request[tasks[statuses == ALLOCATED]].sum(axis=0) * sign
+            ssn.job_allocated[j] += vec
+            ssn.job_ready[j] += n_ready * sign
+            q = ssn.snap.jobs[j].queue
+            if q >= 0:
+                for c in ssn.queue_chain[q]:
+                    ssn.queue_allocated[c] += vec
+                ssn.queue_allocated[0] += vec
+        if n_pipe:
+            ssn.job_pipelined[j] += n_pipe * sign
+
+    def place(self, t: int, node: int, status: int, devices: dict | None = None) -> None:
+        req = self.ssn.fit_request(t)
+        if status == ALLOCATED:
+            self.ssn.used[node] += req
+        else:
+            self.ssn.pipelined[node] += req
+        if devices:
+            self.ssn.task_devices[t] = devices
+        self.record_batch(np.array([t], dtype=np.int64), np.array([node], dtype=np.int64),
+                          np.array([status], dtype=np.int8))
+
+    def evict(self, t: int, reason: d.Reason) -> None:
+        ssn = self.ssn
+        node = int(ssn.task_node[t])
+        prior = int(ssn.status[t])
+        ssn.releasing[node] += ssn.fit_request(t)
+        ssn.status[t] = RELEASING
+        ssn._account(t, -1, True)
+        self.ops.append(_Op("evict", np.array([t]), np.array([node]), np.array([prior], dtype=np.int8), reason))
+
+    def commit(self) -> None:
+        for op in self.ops:
+            if op.kind == "evict":
+                self.ssn.evictions.append(d.Eviction(self.ssn.snap.task_keys[int(op.tasks[0])], op.reason))
+        self.ops = []
+
+    def discard(self) -> None:
+        ssn = self.ssn
+        for op in reversed(self.ops):
+            if op.kind == "place":
+                j = int(ssn.snap.task_job[op.tasks[0]])
+                for t, node, status in zip(op.tasks, op.nodes, op.statuses):
+                    req = ssn.fit_request(int(t))
+                    if status == ALLOCATED:
+                        ssn.used[node] -= req
+                    else:
+                        ssn.pipelined[node] -= req
+                    devices = ssn.task_devices.pop(int(t), None)
+                    if devices and ssn.device_hooks is not None:
+                        ssn.device_hooks.release(int(t), int(node), devices)
+                self._account_batch(j, op.tasks, op.statuses, -1)
+                ssn.status[op.tasks] = PENDING
+                ssn.task_node[op.tasks] = -1
+                ssn.job_pending[j] += len(op.tasks)
+            else:
+                t, node = int(op.tasks[0]), int(op.nodes[0])
+                ssn.releasing[node] -= ssn.fit_request(t)
+                ssn.status[t] = op.statuses[0]
+                ssn._account(t, 1, True)
+        self.ops = []
+
+    def to_pipelined(self) -> None:
+        """Keep the placements as reservations only: allocated become pipelined (no binding)."""
+        ssn = self.ssn
+        for op in self.ops:
+            if op.kind != "place":
+                continue
+            j = int(ssn.snap.task_job[op.tasks[0]])
+            alloc = op.statuses == ALLOCATED
+            if not alloc.any():
+                continue
+            self._account_batch(j, op.tasks, op.statuses, -1)
+            for t, node in zip(op.tasks[alloc], op.nodes[alloc]):
+                req = ssn.fit_request(int(t))
+                ssn.used[node] -= req
+                ssn.pipelined[node] += req
+            op.statuses = np.where(alloc, PIPELINED, op.statuses).astype(np.int8)
+            ssn.status[op.tasks] = op.statuses
+            self._account_batch(j, op.tasks, op.statuses, 1)

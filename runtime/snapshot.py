@@ -1,0 +1,616 @@
+"""The struct-of-arrays snapshot one cycle schedules on.
+
+Built from a ClusterState and the Plan: nodes × resources int64 matrices (allocatable, used,
+releasing), label and taint bitsets, per-task request vectors and status, job and queue
+arrays. The kernels read these arrays; plugins and actions index them. The node part is
+cached across cycles (`SnapshotCache`) while the state's `node_generation` is unchanged, so a
+steady cluster rebuilds only the pod-dependent arrays.
+
+Queues come from the policy and from Queue objects: a queue the policy declares is taken from
+the policy (the object's spec is ignored); Queue objects add the queues the policy does not
+name; the policy's implicit `default` queue yields to a `default` Queue object. Every queue
+without a parent hangs under `root` (index 0), whose capability is the whole cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from compiler import catalog as cat
+from compiler.plan import DevicePlan, Plan, QueuePlan
+from runtime.model import (
+    PG_PENDING, PG_RUNNING, ClusterState, MatchExpression, Node, Pod, PodGroup, Taint, group_key_of,
+)
+
+INT64_MAX = np.iinfo(np.int64).max
+UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow
+
+# Task status codes (int8 array `Snapshot.status`).
+PENDING = 0
+ALLOCATED = 1       # placed this cycle, will bind
+PIPELINED = 2       # placed on room that releasing pods will free
+BOUND = 3           # running or bound
+RELEASING = 4       # being evicted / terminating, still holds its node's resources
+SUCCEEDED = 5       # finished: holds nothing, still counts for its gang
+READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
+
+BASE_RESOURCES = ("cpu", "memory", "pods")
+NVLINK_LABEL = "policydsl.io/nvlink-islands"
+NUMA_LABEL = "policydsl.io/gpu-numa"
+TOPOLOGY_LABELS = {"nvlink": NVLINK_LABEL, "numa": NUMA_LABEL}
+
+
+@dataclass
+class QueueInfo:
+    index: int
+    name: str
+    parent: int                      # -1 for root
+    weight: int
+    priority: int
+    reclaimable: bool
+    borrow: bool
+    open: bool
+    declared_in_policy: bool
+    children: list[int] = field(default_factory=list)
+
+    @property
+    def leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass
+class JobInfo:
+    index: int
+    key: str                         # namespace/name of the PodGroup (or the pod, if implicit)
+    podgroup: PodGroup | None
+    implicit: bool
+    queue: int                       # -1 when the queue is unknown
+    queue_name: str
+    min_member: int
+    min_task_member: dict[str, int]
+    min_resources: np.ndarray | None
+    priority: int
+    creation: float
+    uid: str
+    phase: str
+    tasks: np.ndarray                # task indices, in task order
+    problem: str | None = None       # why the job cannot run at all (missing PodGroup, ...)
+
+
+@dataclass(frozen=True)
+class TaskClass:
+    """Tasks that the predicates and scorers cannot tell apart (same request and constraints)."""
+
+    index: int
+    request: tuple[int, ...]
+    node_selector: tuple[tuple[str, str], ...]
+    required_terms: tuple
+    preferred_terms: tuple
+    tolerations: tuple
+    device_request: tuple[tuple[str, int], ...]
+
+
+@dataclass
+class DeviceInventory:
+    """The cards of one DevicePlan across all nodes (flat arrays, `card_node` says whose)."""
+
+    plan: DevicePlan
+    memory_resource: str | None
+    memory_unit: int                 # bytes per unit of the memory resource (MiB for Volcano's)
+    card_node: np.ndarray            # (C,) node index
+    card_local: np.ndarray           # (C,) card index on its node
+    card_island: np.ndarray          # (C,) topology group on its node (0 when none)
+    card_memory: np.ndarray          # (C,) bytes
+    used_memory: np.ndarray          # (C,)
+    used_compute: np.ndarray         # (C,) percent
+    tasks: np.ndarray                # (C,) tasks sharing the card
+    whole: np.ndarray                # (C,) bool: taken whole
+    model_ok: np.ndarray             # (N,) bool: node's card model is accepted
+
+
+@dataclass
+class Snapshot:
+    plan: Plan
+    resources: tuple[str, ...]
+    resource_index: dict[str, int]
+    device_managed: np.ndarray       # (R,) bool: columns the device plugin checks per card
+    # nodes
+    node_names: list[str]
+    node_objects: list[Node]
+    allocatable: np.ndarray          # (N,R) int64
+    used: np.ndarray                 # (N,R) int64: every pod on the node, releasing included
+    releasing: np.ndarray            # (N,R) int64
+    schedulable: np.ndarray          # (N,) bool (not cordoned)
+    label_bits: np.ndarray           # (N,W) uint64
+    label_index: dict[tuple[str, str], int]
+    label_key_index: dict[str, int]
+    taint_bits: np.ndarray           # (N,Wt) uint64: NoSchedule / NoExecute taints
+    prefer_taint_bits: np.ndarray    # (N,Wp) uint64: PreferNoSchedule taints
+    taints: list[Taint]
+    prefer_taints: list[Taint]
+    # tasks
+    pods: list[Pod]
+    task_keys: list[str]
+    request: np.ndarray              # (T,R) int64 (pods column = 1)
+    status: np.ndarray               # (T,) int8
+    task_node: np.ndarray            # (T,) int64, -1 when not placed
+    task_job: np.ndarray             # (T,) int64
+    task_priority: np.ndarray        # (T,) int64
+    task_class: np.ndarray           # (T,) int64
+    classes: list[TaskClass]
+    # jobs and queues
+    jobs: list[JobInfo]
+    queues: list[QueueInfo]
+    queue_index: dict[str, int]
+    capability: np.ndarray           # (Q,R) int64, UNLIMITED where uncapped
+    guarantee: np.ndarray            # (Q,R)
+    deserved: np.ndarray | None      # (Q,R) explicit deserved (capacity), UNLIMITED where unset
+    borrow_limit: np.ndarray         # (Q,R), UNLIMITED where unset
+    total: np.ndarray                # (R,) allocatable of schedulable nodes
+    devices: list[DeviceInventory]
+    foreign_pods: int = 0            # pods of other schedulers counted in `used`
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_names)
+
+    @property
+    def n_resources(self) -> int:
+        return len(self.resources)
+
+    def vector(self, amounts: dict[str, int] | None, fill: int = 0) -> np.ndarray:
+        out = np.full(self.n_resources, fill, dtype=np.int64)
+        for name, value in (amounts or {}).items():
+            if name in self.resource_index:
+                out[self.resource_index[name]] = value
+        return out
+
+    def describe(self, vector: np.ndarray) -> dict[str, int]:
+        return {r: int(v) for r, v in zip(self.resources, vector) if v and v < UNLIMITED}
+
+    def nbytes(self) -> int:
+        """Memory held by the arrays (the Python object lists are shared with the state)."""
+        total = 0
+        for value in self.__dict__.values():
+            if isinstance(value, np.ndarray):
+                total += value.nbytes
+        for inv in self.devices:
+            total += sum(v.nbytes for v in inv.__dict__.values() if isinstance(v, np.ndarray))
+        return total
+
+
+# --- building --------------------------------------------------------------------------------
+
+@dataclass
+class _NodeArrays:
+    generation: int
+    resources: tuple[str, ...]
+    names: list[str]
+    objects: list[Node]
+    allocatable: np.ndarray
+    schedulable: np.ndarray
+    label_bits: np.ndarray
+    label_index: dict
+    label_key_index: dict
+    taint_bits: np.ndarray
+    prefer_taint_bits: np.ndarray
+    taints: list[Taint]
+    prefer_taints: list[Taint]
+
+
+class SnapshotCache:
+    """Keeps the node arrays between cycles while the node set and resource list are unchanged."""
+
+    def __init__(self) -> None:
+        self._nodes: _NodeArrays | None = None
+        self.node_rebuilds = 0
+
+    def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
+        cached = self._nodes
+        if cached is not None and cached.generation == state.node_generation and cached.resources == resources:
+            return cached
+        self._nodes = _build_nodes(state, resources)
+        self.node_rebuilds += 1
+        return self._nodes
+
+
+def device_plans(plan: Plan) -> list[DevicePlan]:
+    """The policy's device plans plus the ones deviceshare's Volcano switches imply."""
+    plans = list(plan.devices)
+    share = plan.plugin("deviceshare")
+    known = {d.resource for d in plans}
+    if share is not None and "volcano.sh/gpu-number" not in known:
+        if share.arguments.get("gpu_sharing"):
+            plans.append(DevicePlan("volcano.sh/gpu-number", sharing="memory", memory_resource="volcano.sh/gpu-memory",
+                                    policy=share.arguments.get("schedule_policy", "binpack")))
+        elif share.arguments.get("gpu_number"):
+            plans.append(DevicePlan("volcano.sh/gpu-number", sharing="whole"))
+    return plans
+
+
+def memory_resource_of(device: DevicePlan) -> str | None:
+    if device.sharing != "memory":
+        return None
+    return device.memory_resource or "volcano.sh/gpu-memory"
+
+
+def memory_unit_of(resource: str | None) -> int:
+    # Volcano's volcano.sh/gpu-memory (and vgpu-memory) count MiB; other resources count bytes.
+    return 2**20 if resource in ("volcano.sh/gpu-memory", "volcano.sh/vgpu-memory") else 1
+
+
+def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volcano",
+                   cache: SnapshotCache | None = None) -> Snapshot:
+    devices = device_plans(plan)
+    managed = set()
+    for d in devices:
+        if d.sharing == "memory":
+            managed.update(r for r in (d.resource, memory_resource_of(d), d.cores_resource) if r)
+    resources = _resource_list(state, plan, managed)
+    index = {r: i for i, r in enumerate(resources)}
+    nodes = (cache or SnapshotCache()).node_arrays(state, resources)
+    n, r = len(nodes.names), len(resources)
+    node_pos = {name: i for i, name in enumerate(nodes.names)}
+
+    used = np.zeros((n, r), dtype=np.int64)
+    releasing = np.zeros((n, r), dtype=np.int64)
+    pods_col = index["pods"]
+
+    # Tasks: pods of our scheduler, in (group, creation, uid) order so a job's tasks are together.
+    ours: list[Pod] = []
+    foreign = 0
+    for pod in state.pods.values():
+        mine = pod.scheduler_name == scheduler_name
+        if pod.node_name and not pod.terminal and pod.node_name in node_pos:
+            row = node_pos[pod.node_name]
+            for res, amount in pod.requests.items():
+                col = index.get(res)
+                if col is not None:
+                    used[row, col] += amount
+                    if pod.releasing:
+                        releasing[row, col] += amount
+            used[row, pods_col] += 1
+            if pod.releasing:
+                releasing[row, pods_col] += 1
+            if not mine:
+                foreign += 1
+        if mine and not (pod.phase == "Failed"):
+            ours.append(pod)
+    ours.sort(key=lambda p: (group_key_of(p), -state.pod_priority(p), p.creation, p.uid))
+
+    t = len(ours)
+    request = np.zeros((t, r), dtype=np.int64)
+    status = np.zeros(t, dtype=np.int8)
+    task_node = np.full(t, -1, dtype=np.int64)
+    task_job = np.zeros(t, dtype=np.int64)
+    task_priority = np.zeros(t, dtype=np.int64)
+    task_class = np.zeros(t, dtype=np.int64)
+    class_ids: dict[tuple, int] = {}
+    classes: list[TaskClass] = []
+    managed_cols = [index[m] for m in managed if m in index]
+    for i, pod in enumerate(ours):
+        for res, amount in pod.requests.items():
+            col = index.get(res)
+            if col is not None:
+                request[i, col] = amount
+        request[i, pods_col] = 1
+        task_priority[i] = state.pod_priority(pod)
+        if pod.phase == "Succeeded":
+            status[i] = SUCCEEDED
+        elif pod.node_name:
+            task_node[i] = node_pos.get(pod.node_name, -1)
+            status[i] = RELEASING if pod.releasing else BOUND
+        else:
+            status[i] = PENDING
+            device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in managed or
+                                          any(res == d.resource for d in devices)))
+            key = (tuple(request[i]), tuple(sorted(pod.node_selector.items())), pod.required_terms,
+                   pod.preferred_terms, pod.tolerations, device_request)
+            cid = class_ids.get(key)
+            if cid is None:
+                cid = class_ids[key] = len(classes)
+                classes.append(TaskClass(cid, key[0], key[1], key[2], key[3], key[4], device_request))
+            task_class[i] = cid
+    device_managed = np.zeros(r, dtype=bool)
+    device_managed[managed_cols] = True
+
+    queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
+    jobs = _build_jobs(state, plan, ours, task_job, task_priority, queue_index, queues, index, r)
+
+    total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
+    capability[0] = np.minimum(capability[0], total)
+    snapshot = Snapshot(
+        plan=plan, resources=resources, resource_index=index, device_managed=device_managed,
+        node_names=nodes.names, node_objects=nodes.objects, allocatable=nodes.allocatable, used=used,
+        releasing=releasing, schedulable=nodes.schedulable, label_bits=nodes.label_bits,
+        label_index=nodes.label_index, label_key_index=nodes.label_key_index, taint_bits=nodes.taint_bits,
+        prefer_taint_bits=nodes.prefer_taint_bits, taints=nodes.taints, prefer_taints=nodes.prefer_taints,
+        pods=ours, task_keys=[p.key for p in ours], request=request, status=status, task_node=task_node,
+        task_job=task_job, task_priority=task_priority, task_class=task_class, classes=classes,
+        jobs=jobs, queues=queues, queue_index=queue_index, capability=capability, guarantee=guarantee,
+        deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[], foreign_pods=foreign,
+    )
+    snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
+    return snapshot
+
+
+def _resource_list(state: ClusterState, plan: Plan, managed: set[str]) -> tuple[str, ...]:
+    seen: set[str] = set(managed)
+    for node in state.nodes.values():
+        seen.update(node.allocatable)
+    for pod in state.pods.values():
+        seen.update(pod.requests)
+    for q in plan.queues:
+        for m in (q.capability, q.guarantee, q.deserved, q.borrow_limit):
+            seen.update(m or {})
+    for q in state.queues.values():
+        for m in (q.capability, q.guarantee, q.deserved):
+            seen.update(m or {})
+    for d in plan.devices:
+        seen.add(d.resource)
+    return BASE_RESOURCES + tuple(sorted(seen - set(BASE_RESOURCES)))
+
+
+def _bitset(rows: list[Iterable[int]], width: int) -> np.ndarray:
+    words = max(1, (width + 63) // 64)
+    out = np.zeros((len(rows), words), dtype=np.uint64)
+    for i, bits in enumerate(rows):
+        for b in bits:
+            out[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return out
+
+
+def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
+    names = sorted(state.nodes)
+    objects = [state.nodes[n] for n in names]
+    index = {r: i for i, r in enumerate(resources)}
+    allocatable = np.zeros((len(names), len(resources)), dtype=np.int64)
+    label_index: dict[tuple[str, str], int] = {}
+    label_key_index: dict[str, int] = {}
+    taint_index: dict[Taint, int] = {}
+    prefer_index: dict[Taint, int] = {}
+    label_rows, taint_rows, prefer_rows = [], [], []
+    for i, node in enumerate(objects):
+        for res, amount in node.allocatable.items():
+            allocatable[i, index[res]] = amount
+        bits = []
+        for k, v in node.labels.items():
+            bits.append(label_key_index.setdefault(k, len(label_index) + len(label_key_index)))
+            bits.append(label_index.setdefault((k, v), len(label_index) + len(label_key_index)))
+        label_rows.append(bits)
+        taint_rows.append([taint_index.setdefault(t, len(taint_index)) for t in node.taints
+                           if t.effect in ("NoSchedule", "NoExecute")])
+        prefer_rows.append([prefer_index.setdefault(t, len(prefer_index)) for t in node.taints
+                            if t.effect == "PreferNoSchedule"])
+    return _NodeArrays(
+        generation=state.node_generation, resources=resources, names=names, objects=objects,
+        allocatable=allocatable, schedulable=np.array([not n.unschedulable for n in objects], dtype=bool),
+        label_bits=_bitset(label_rows, len(label_index) + len(label_key_index)), label_index=label_index,
+        label_key_index=label_key_index, taint_bits=_bitset(taint_rows, len(taint_index)),
+        prefer_taint_bits=_bitset(prefer_rows, len(prefer_index)), taints=list(taint_index),
+        prefer_taints=list(prefer_index),
+    )
+
+
+def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int):
+    specs: dict[str, QueuePlan] = {}
+    for q in plan.queues:
+        specs[q.name] = q
+    for obj in state.queues.values():
+        existing = specs.get(obj.name)
+        if existing is not None and existing.declared:
+            continue   # the policy wins
+        specs[obj.name] = QueuePlan(
+            name=obj.name, parent=obj.parent or cat.ROOT_QUEUE, weight=obj.weight, capability=obj.capability,
+            guarantee=obj.guarantee, deserved=obj.deserved, priority=obj.priority, reclaimable=obj.reclaimable,
+            state=obj.state, declared=False)
+    queues = [QueueInfo(0, cat.ROOT_QUEUE, -1, 1, 0, False, True, True, True)]
+    queue_index = {cat.ROOT_QUEUE: 0}
+    ordered = sorted(s for s in specs if s != cat.ROOT_QUEUE)
+    for name in ordered:
+        q = specs[name]
+        queue_index[name] = len(queues)
+        queues.append(QueueInfo(len(queues), name, 0, q.weight, q.priority, q.reclaimable, q.borrow,
+                                q.state == "open", q.name in {p.name for p in plan.queues if p.declared}))
+    for name in ordered:
+        q = specs[name]
+        info = queues[queue_index[name]]
+        parent = queue_index.get(q.parent or cat.ROOT_QUEUE, 0)
+        info.parent = parent if parent != info.index else 0
+    # A parent cycle from objects would hang the hierarchy walk: such queues go under root.
+    for info in queues[1:]:
+        seen, cur = {info.index}, info.parent
+        while cur > 0:
+            if cur in seen:
+                info.parent = 0
+                break
+            seen.add(cur)
+            cur = queues[cur].parent
+    for info in queues[1:]:
+        queues[info.parent].children.append(info.index)
+    q_n = len(queues)
+    capability = np.full((q_n, r), UNLIMITED, dtype=np.int64)
+    guarantee = np.zeros((q_n, r), dtype=np.int64)
+    deserved = np.full((q_n, r), UNLIMITED, dtype=np.int64)
+    borrow_limit = np.full((q_n, r), UNLIMITED, dtype=np.int64)
+    for name, qi in queue_index.items():
+        q = specs.get(name)
+        if q is None:
+            continue
+        for arr, values in ((capability, q.capability), (guarantee, q.guarantee), (deserved, q.deserved),
+                            (borrow_limit, q.borrow_limit)):
+            for res, amount in (values or {}).items():
+                if res in index:
+                    arr[qi, index[res]] = amount
+    return queues, queue_index, capability, guarantee, deserved, borrow_limit
+
+
+def _build_jobs(state, plan, ours, task_job, task_priority, queue_index, queues, index, r) -> list[JobInfo]:
+    jobs: list[JobInfo] = []
+    by_key: dict[str, int] = {}
+    members: list[list[int]] = []
+    for i, pod in enumerate(ours):
+        key = group_key_of(pod)
+        j = by_key.get(key)
+        if j is None:
+            j = by_key[key] = len(members)
+            members.append([])
+        members[j].append(i)
+        task_job[i] = j
+    for key, j in by_key.items():
+        tasks = np.array(members[j], dtype=np.int64)
+        first = ours[members[j][0]]
+        group = state.podgroups.get(key) if first.group else None
+        problem = None
+        if first.group and group is None:
+            problem = f"PodGroup {key} does not exist"
+        if group is not None:
+            queue_name = group.queue
+            min_member = group.min_member
+            priority = (state.priority_classes.get(group.priority_class, state.default_priority)
+                        if group.priority_class else int(task_priority[tasks].max()))
+            min_res = None
+            if group.min_resources:
+                min_res = np.zeros(r, dtype=np.int64)
+                for res, amount in group.min_resources.items():
+                    if res in index:
+                        min_res[index[res]] = amount
+            phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
+        else:
+            queue_name = cat.DEFAULT_QUEUE
+            min_member, priority, min_res = 1, int(task_priority[tasks].max()), None
+            # An implicit group of a placed pod runs; a waiting one starts Pending like the
+            # PodGroup Volcano's controller would create for it.
+            phase = PG_RUNNING if first.node_name else PG_PENDING
+            creation, uid, min_task = first.creation, first.uid, {}
+        q = queue_index.get(queue_name, -1)
+        if q < 0 and problem is None:
+            problem = f"queue {queue_name} does not exist"
+        elif q >= 0 and not queues[q].leaf and problem is None:
+            problem = f"queue {queue_name} is not a leaf queue"
+        jobs.append(JobInfo(j, key, group, group is None, q, queue_name, min_member, min_task, min_res, priority,
+                            creation, uid, phase, tasks, problem))
+    return jobs
+
+
+# --- devices ---------------------------------------------------------------------------------
+
+def parse_card_groups(value: str) -> list[list[int]]:
+    """`0-3_4-7` or `0.1_2.3` -> [[0,1,2,3],[4,5,6,7]] (label values allow only [-_.A-Za-z0-9])."""
+    groups = []
+    for part in value.split("_"):
+        cards: list[int] = []
+        for item in part.split("."):
+            if "-" in item:
+                lo, _, hi = item.partition("-")
+                cards.extend(range(int(lo), int(hi) + 1))
+            elif item:
+                cards.append(int(item))
+        if cards:
+            groups.append(cards)
+    return groups
+
+
+def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) -> DeviceInventory:
+    mem_res = memory_resource_of(device)
+    unit = memory_unit_of(mem_res)
+    card_node, card_local, card_island, card_memory = [], [], [], []
+    first_card: dict[int, int] = {}
+    model_ok = np.ones(snap.n_nodes, dtype=bool)
+    topo_label = TOPOLOGY_LABELS.get(device.topology)
+    for ni, node in enumerate(snap.node_objects):
+        count = int(node.allocatable.get(device.resource, 0))
+        if device.models:
+            model_ok[ni] = node.labels.get(device.model_label) in device.models
+        if count <= 0:
+            continue
+        if device.card_memory:
+            per_card = device.card_memory
+        elif mem_res and node.allocatable.get(mem_res):
+            per_card = node.allocatable[mem_res] * unit // count
+        else:
+            per_card = 0
+        islands: dict[int, int] = {}
+        if topo_label and node.labels.get(topo_label):
+            try:
+                for g, cards in enumerate(parse_card_groups(node.labels[topo_label])):
+                    for c in cards:
+                        islands[c] = g
+            except ValueError:
+                islands = {}
+        first_card[ni] = len(card_node)
+        for c in range(count):
+            card_node.append(ni)
+            card_local.append(c)
+            card_island.append(islands.get(c, 0))
+            card_memory.append(per_card)
+    c_n = len(card_node)
+    inv = DeviceInventory(
+        plan=device, memory_resource=mem_res, memory_unit=unit,
+        card_node=np.array(card_node, dtype=np.int64), card_local=np.array(card_local, dtype=np.int64),
+        card_island=np.array(card_island, dtype=np.int64), card_memory=np.array(card_memory, dtype=np.int64),
+        used_memory=np.zeros(c_n, dtype=np.int64), used_compute=np.zeros(c_n, dtype=np.int64),
+        tasks=np.zeros(c_n, dtype=np.int64), whole=np.zeros(c_n, dtype=bool), model_ok=model_ok,
+    )
+    node_pos = {name: i for i, name in enumerate(snap.node_names)}
+    for pod in state.pods.values():
+        if not pod.node_name or pod.terminal or pod.node_name not in node_pos:
+            continue
+        ni = node_pos[pod.node_name]
+        if ni not in first_card:
+            continue
+        cards = pod.devices.get(device.resource)
+        if cards is None and "volcano.sh/gpu-index" in pod.annotations and _requests_device(pod, device, mem_res):
+            try:
+                cards = tuple(int(c) for c in pod.annotations["volcano.sh/gpu-index"].split(",") if c != "")
+            except ValueError:
+                cards = ()
+        if not cards:
+            continue
+        need = device_need(device, mem_res, unit, pod.requests)
+        for c in cards:
+            ci = first_card[ni] + c
+            if ci >= c_n or inv.card_node[ci] != ni:
+                continue
+            if device.sharing == "whole":
+                inv.whole[ci] = True
+            else:
+                inv.used_memory[ci] += need.memory
+                inv.used_compute[ci] += need.compute
+            inv.tasks[ci] += 1
+    return inv
+
+
+def _requests_device(pod: Pod, device: DevicePlan, mem_res: str | None) -> bool:
+    return bool(pod.requests.get(device.resource) or (mem_res and pod.requests.get(mem_res)))
+
+
+@dataclass(frozen=True)
+class DeviceNeed:
+    cards: int
+    memory: int          # bytes per card (shared), 0 for whole cards
+    compute: int         # percent per card (shared)
+
+
+def device_need(device: DevicePlan, mem_res: str | None, unit: int, requests: dict[str, int]) -> DeviceNeed:
+    """What a pod asks of one device plan: how many cards, and per card memory and compute."""
+    if device.sharing == "whole":
+        return DeviceNeed(int(requests.get(device.resource, 0)), 0, 0)
+    memory = int(requests.get(mem_res, 0)) * unit if mem_res else 0
+    cards = int(requests.get(device.resource, 0)) or (1 if memory else 0)
+    if cards == 0:
+        return DeviceNeed(0, 0, 0)
+    if memory == 0 and device.card_memory:
+        memory = device.card_memory      # a shared-plan card request without memory takes a card
+    if device.slice and memory:
+        memory = -(-memory // device.slice) * device.slice
+    if device.cores_resource and requests.get(device.cores_resource):
+        compute = int(requests[device.cores_resource])
+    elif device.compute_percent and device.slice and memory:
+        compute = int(round(memory // device.slice * device.compute_percent))
+    else:
+        compute = 0
+    return DeviceNeed(cards, memory, min(compute, 100))
