@@ -1,0 +1,91 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Score and placement kernels.
+
+place_batch scores every node once for a run of identical tasks, keeps the keys in a max
+segment tree (idle fit above future fit, then score, then lowest index), and after each
+placement re-keys only the node it changed: a gang of k tasks costs one scan plus k·log N.
+"""
+
+import numpy as np
+cimport numpy as cnp
+
+include "_core.pxi"
+
+
+def score_nodes(const long long[:, ::1] alloc, const long long[:, ::1] used, const long long[::1] req,
+                const double[::1] params, const double[::1] static, double[::1] out):
+    cdef Py_ssize_t n
+    with nogil:
+        for n in range(alloc.shape[0]):
+            out[n] = c_score(alloc, used, req, params, n) + static[n]
+
+
+cdef inline double c_key(const long long[:, ::1] alloc, const long long[:, ::1] used,
+                         const long long[:, ::1] releasing, const long long[:, ::1] pipelined,
+                         const long long[::1] req, const unsigned char[::1] mask, const double[::1] static,
+                         const double[::1] params, Py_ssize_t n) noexcept nogil:
+    cdef int state
+    if not mask[n]:
+        return -INFINITY
+    state = c_fit_state(alloc, used, releasing, pipelined, req, n)
+    if state == 0:
+        return -INFINITY
+    return c_score(alloc, used, req, params, n) + static[n] + (IDLE_BONUS if state == 2 else FUTURE_BONUS)
+
+
+cdef inline void c_pull(double* key, long long* idx, Py_ssize_t i) noexcept nogil:
+    cdef Py_ssize_t a = 2 * i, b = 2 * i + 1
+    # Ties go to the lower node index (the left child holds lower indexes).
+    if key[b] > key[a]:
+        key[i] = key[b]
+        idx[i] = idx[b]
+    else:
+        key[i] = key[a]
+        idx[i] = idx[a]
+
+
+def place_batch(const long long[:, ::1] alloc, long long[:, ::1] used, const long long[:, ::1] releasing,
+                long long[:, ::1] pipelined, const long long[::1] req, const unsigned char[::1] mask,
+                const double[::1] static, const double[::1] params, Py_ssize_t k,
+                long long[::1] out_nodes, signed char[::1] out_kind):
+    cdef Py_ssize_t n_nodes = alloc.shape[0], r_n = req.shape[0]
+    cdef Py_ssize_t size = 1, i, n, r, placed = 0, best
+    cdef double best_key
+    cdef bint idle
+    while size < n_nodes:
+        size *= 2
+    cdef cnp.ndarray[cnp.float64_t, ndim=1] key_arr = np.full(2 * size, -np.inf)
+    cdef cnp.ndarray[cnp.int64_t, ndim=1] idx_arr = np.full(2 * size, -1, dtype=np.int64)
+    cdef double* key = <double*>key_arr.data
+    cdef long long* idx = <long long*>idx_arr.data
+    if n_nodes == 0:
+        return 0
+    with nogil:
+        for n in range(n_nodes):
+            key[size + n] = c_key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+            idx[size + n] = n
+        i = size - 1
+        while i >= 1:
+            c_pull(key, idx, i)
+            i -= 1
+        while placed < k:
+            best_key = key[1]
+            if best_key == -INFINITY:
+                break
+            best = idx[1]
+            idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+            for r in range(r_n):
+                if idle:
+                    used[best, r] += req[r]
+                else:
+                    pipelined[best, r] += req[r]
+            out_nodes[placed] = best
+            out_kind[placed] = 2 if idle else 1
+            placed += 1
+            i = size + best
+            key[i] = c_key(alloc, used, releasing, pipelined, req, mask, static, params, best)
+            i //= 2
+            while i >= 1:
+                c_pull(key, idx, i)
+                i //= 2
+    return placed
