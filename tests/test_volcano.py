@@ -18,7 +18,8 @@ from compiler.pipeline import compile_text
 from compiler.quantities import to_base_units
 from compiler.volcano import policy_text as pt
 from compiler.volcano.exporter import export_volcano_text
-from compiler.volcano.importer import ConfigReader, import_volcano, import_volcano_text
+from compiler.volcano.config_reader import ConfigReader
+from compiler.volcano.importer import import_volcano, import_volcano_text
 from compiler.volcano.located_yaml import YamlText
 from policydsl.cli import main
 from policydsl.diagnostics import Severity

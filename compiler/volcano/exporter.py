@@ -20,12 +20,12 @@ from compiler import catalog as cat
 from compiler.pipeline import Compilation, compile_file, compile_text
 from compiler.quantities import format_base_units
 from compiler.volcano import codes
+from compiler.volcano.config_reader import CONFIG_KEY
 from policydsl.diagnostics import Diagnostic, Severity, SourceCache, make
 
 QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
 CONFIGMAP_NAME = "volcano-scheduler-configmap"
 CONFIGMAP_NAMESPACE = "volcano-system"
-CONFIG_KEY = "volcano-scheduler.conf"
 
 Report = Callable[[str, tuple, str | None], None]     # message, IR path, hint
 

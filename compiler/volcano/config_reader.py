@@ -1,0 +1,392 @@
+"""A Volcano scheduler config, raw or inside a ConfigMap, read into a SchedulerConfig.
+
+Names are looked up in the catalog: flags by `Flag.volcano`, arguments by `Argument.volcano`,
+a plugin's score weight by `PluginSpec.weight_volcano`, resource-weight lists such as
+`binpack.resources` by their key and `<key>.<resource>`. Nothing is translated by a table of
+its own. See compiler.volcano.codes for which findings are errors.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from yaml.nodes import MappingNode, Node
+
+from compiler import catalog as cat
+from compiler.volcano import codes
+from compiler.volcano.located_yaml import (
+    BOOL_TAG,
+    STR_TAG,
+    YamlSyntaxError,
+    YamlText,
+    entries,
+    is_mapping,
+    is_null,
+    is_scalar,
+    is_sequence,
+    kind_of,
+    lookup,
+)
+from compiler.volcano.model import PluginConfig, SchedulerConfig, TierConfig
+from compiler.volcano.reading import Invalid, NodeReader, part_span
+from policydsl.diagnostics import Severity, Span, did_you_mean
+
+CONFIG_KEY = "volcano-scheduler.conf"          # the ConfigMap key Volcano's chart uses
+_FLAG_LIKE = re.compile(r"enabled?[A-Z]")
+
+
+class ConfigReader(NodeReader):
+    """A scheduler config (raw or in a ConfigMap) into a SchedulerConfig."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.configmap_name: str | None = None   # set when the config came from a ConfigMap
+
+    def read(self, src: YamlText) -> SchedulerConfig | None:
+        try:
+            docs = src.documents()
+        except YamlSyntaxError as err:
+            self.report(codes.BAD_YAML, str(err), err.span)
+            return None
+        found = self.find_config(src, docs)
+        if found is None:
+            return None
+        config_src, node, origin = found
+        return self.config(config_src, node, origin)
+
+    def find_config(self, src: YamlText, docs: list[Node]) -> tuple[YamlText, MappingNode, str] | None:
+        if not docs:
+            self.report(codes.BAD_YAML, "the file holds no Volcano config", src.point(0, 0),
+                        "write `actions: \"enqueue, allocate, backfill\"` and `tiers:`")
+            return None
+        chosen = None
+        for doc in docs:
+            if not is_mapping(doc):
+                self.report(codes.BAD_YAML, f"expected a mapping with `actions` and `tiers`, got {kind_of(doc)}",
+                            src.span(doc))
+                continue
+            kind = lookup(doc, "kind")
+            if kind is not None and is_scalar(kind.value) and kind.value.value == "ConfigMap":
+                found = self.from_configmap(src, doc)
+            elif any(lookup(doc, key) for key in ("actions", "tiers", "configurations")):
+                found = (src, doc, "")
+            else:
+                what = f"a {kind.value.value}" if kind is not None and is_scalar(kind.value) else "this document"
+                self.report(codes.NOT_IMPORTED, f"{what} is not a Volcano scheduler config; skipped", src.span(doc))
+                continue
+            if found is None:
+                continue
+            if chosen is None:
+                chosen = found
+            else:
+                self.report(codes.NOT_IMPORTED, "a second scheduler config in the file; only the first is imported",
+                            found[0].span(found[1]))
+        if chosen is None and not any(d.severity >= Severity.ERROR for d in self.diagnostics):
+            self.report(codes.BAD_YAML, "no Volcano scheduler config found", src.point(0, 0))
+        return chosen
+
+    def from_configmap(self, src: YamlText, doc: MappingNode) -> tuple[YamlText, MappingNode, str] | None:
+        metadata = lookup(doc, "metadata")
+        name_entry = lookup(metadata.value, "name") if metadata and is_mapping(metadata.value) else None
+        name = str(name_entry.value.value) if name_entry and is_scalar(name_entry.value) else "ConfigMap"
+        data = lookup(doc, "data")
+        if data is None or not is_mapping(data.value):
+            self.report(codes.BAD_YAML, f"ConfigMap `{name}` has no `data` mapping", src.span(doc),
+                        f"put the config under `data: {{{CONFIG_KEY}: |...}}`")
+            return None
+        keys = {e.key: e for e in entries(data.value)}
+        entry = keys.get(CONFIG_KEY)
+        if entry is None:
+            conf = [e for key, e in keys.items() if key.endswith(".conf")]
+            if len(conf) != 1:
+                self.report(codes.BAD_YAML, f"ConfigMap `{name}` has no `{CONFIG_KEY}` key", src.span(data.key_node),
+                            "its keys: " + (", ".join(keys) or "none"))
+                return None
+            entry = conf[0]
+        if not is_scalar(entry.value) or entry.value.tag != STR_TAG:
+            self.report(codes.BAD_YAML, f"`{entry.key}` must hold the config as text (`{entry.key}: |`)",
+                        src.span(entry.value))
+            return None
+        inner = src.embedded(entry.value)
+        try:
+            docs = inner.documents()
+        except YamlSyntaxError as err:
+            self.report(codes.BAD_YAML, str(err), err.span)
+            return None
+        if len(docs) != 1 or not is_mapping(docs[0]):
+            self.report(codes.BAD_YAML, f"`{entry.key}` must hold one mapping with `actions` and `tiers`",
+                        src.span(entry.value))
+            return None
+        self.configmap_name = name
+        return inner, docs[0], f"ConfigMap {name}, key {entry.key}"
+
+    def config(self, src: YamlText, node: MappingNode, origin: str) -> SchedulerConfig:
+        actions: list[str] = []
+        left_out_actions: list[str] = []
+        tiers: list[TierConfig] = []
+        configurations: dict[str, dict[str, Any]] = {}
+        have_actions = False
+        for entry in self.mapping_entries(src, node):
+            if entry.key == "actions":
+                have_actions = True
+                self.actions(src, entry.value, actions, left_out_actions, configurations)
+            elif entry.key == "tiers":
+                tiers = self.tiers(src, entry.value)
+            elif entry.key == "configurations":
+                self.configurations(src, entry.value, configurations)
+            else:
+                self.report(codes.NOT_IMPORTED, f"`{entry.key}` is not part of a scheduling policy; not imported",
+                            src.span(entry.key_node), "keep it in the scheduler's own config or flags")
+        canonical = sorted(actions, key=cat.CANONICAL_ACTION_ORDER.index)
+        written = tuple(actions) if canonical != actions else ()
+        if written:
+            actions_node = lookup(node, "actions").value
+            self.report(codes.ACTION_ORDER, "actions reordered to " + ", ".join(canonical) + "; Volcano runs them as "
+                        "listed (" + ", ".join(actions) + ")", src.span(actions_node),
+                        "a policy runs actions in the order enqueue, allocate, preempt, reclaim, backfill")
+            actions = canonical
+        if not have_actions:
+            self.report(codes.BAD_YAML, "the config has no `actions`", src.span(node),
+                        "Volcano's default is `actions: \"enqueue, allocate, backfill\"`")
+        elif not actions and not left_out_actions:
+            self.report(codes.BAD_VALUE, "`actions` names no action", src.span(lookup(node, "actions").value))
+        return SchedulerConfig(tuple(actions), tuple(tiers), configurations, origin, tuple(left_out_actions), written)
+
+    # --- actions ----------------------------------------------------------------------------
+    def action_name(self, src: YamlText, name: str, span: Span, actions: list[str], left_out: list[str]) -> None:
+        if name in cat.ACTIONS:
+            actions.append(name)
+            return
+        left_out.append(name)
+        self.report(codes.UNKNOWN_ACTION, f"unknown action `{name}`", span,
+                    did_you_mean(name, cat.ACTIONS) or "policydsl has " + ", ".join(cat.ACTIONS))
+
+    def actions(self, src: YamlText, node: Node, actions: list[str], left_out: list[str],
+                configurations: dict[str, dict[str, Any]]) -> None:
+        if is_scalar(node) and node.tag == STR_TAG:
+            position = 0
+            for part in node.value.split(","):
+                name = part.strip()
+                start = position + (len(part) - len(part.lstrip()))
+                position += len(part) + 1
+                if name:
+                    self.action_name(src, name, part_span(src, node, start, start + len(name)), actions, left_out)
+            return
+        if is_sequence(node):
+            # The list form some Volcano configs use: `- enqueue` or `- name: enqueue` with arguments.
+            for item in node.value:
+                if is_scalar(item) and item.tag == STR_TAG:
+                    self.action_name(src, item.value.strip(), src.span(item), actions, left_out)
+                elif is_mapping(item) and lookup(item, "name") is not None:
+                    name_node = lookup(item, "name").value
+                    if not is_scalar(name_node):
+                        self.report(codes.BAD_VALUE, "an action name must be a string", src.span(name_node))
+                        continue
+                    self.action_name(src, name_node.value.strip(), src.span(name_node), actions, left_out)
+                    self.configuration(src, item, configurations)
+                else:
+                    self.report(codes.BAD_VALUE, f"expected an action name, got {kind_of(item)}", src.span(item))
+            return
+        self.report(codes.BAD_VALUE, f"`actions` must be a comma-separated string, got {kind_of(node)}", src.span(node),
+                    'for example `actions: "enqueue, allocate, backfill"`')
+
+    def configurations(self, src: YamlText, node: Node, out: dict[str, dict[str, Any]]) -> None:
+        if is_null(node):
+            return
+        if not is_sequence(node):
+            self.report(codes.BAD_VALUE, f"`configurations` must be a list, got {kind_of(node)}", src.span(node))
+            return
+        for item in node.value:
+            if not is_mapping(item) or lookup(item, "name") is None:
+                self.report(codes.BAD_VALUE, "each configuration needs a `name` (the action) and `arguments`",
+                            src.span(item))
+                continue
+            name_node = lookup(item, "name").value
+            name = name_node.value.strip() if is_scalar(name_node) else ""
+            if name not in cat.ACTIONS:
+                self.report(codes.UNKNOWN_ACTION, f"configuration for unknown action `{name}` is not imported",
+                            src.span(name_node), did_you_mean(name, cat.ACTIONS), severity=Severity.WARNING)
+                continue
+            self.configuration(src, item, out)
+
+    def configuration(self, src: YamlText, item: MappingNode, out: dict[str, dict[str, Any]]) -> None:
+        name = lookup(item, "name").value.value.strip()
+        spec = cat.ACTIONS[name]
+        for entry in self.mapping_entries(src, item):
+            if entry.key == "name":
+                continue
+            if entry.key != "arguments":
+                self.report(codes.NOT_IMPORTED, f"`{entry.key}` of action `{name}` is not imported",
+                            src.span(entry.key_node))
+                continue
+            if is_null(entry.value):
+                continue
+            if not is_mapping(entry.value):
+                self.report(codes.BAD_VALUE, f"`arguments` must be a mapping, got {kind_of(entry.value)}",
+                            src.span(entry.value))
+                continue
+            by_key = {a.volcano: a for a in spec.arguments if a.volcano}
+            target = out.setdefault(name, {})
+            for arg_entry in self.mapping_entries(src, entry.value):
+                arg = by_key.get(arg_entry.key)
+                if arg is None:
+                    self.report(codes.UNKNOWN_ARGUMENT, f"action `{name}` has no argument `{arg_entry.key}`; not imported",
+                                src.span(arg_entry.key_node),
+                                did_you_mean(arg_entry.key, by_key) or _known(list(by_key)))
+                    continue
+                try:
+                    target[arg.name] = self.argument_value(arg, arg_entry.value)
+                except Invalid as err:
+                    self.report(codes.BAD_VALUE, f"`{arg_entry.key}`: {err}", src.span(arg_entry.value))
+
+    # --- tiers and plugins ------------------------------------------------------------------
+    def tiers(self, src: YamlText, node: Node) -> list[TierConfig]:
+        if is_null(node):
+            return []
+        if not is_sequence(node):
+            self.report(codes.BAD_VALUE, f"`tiers` must be a list, got {kind_of(node)}", src.span(node))
+            return []
+        tiers = []
+        for tier in node.value:
+            plugins_entry = lookup(tier, "plugins") if is_mapping(tier) else None
+            if plugins_entry is None:
+                self.report(codes.BAD_VALUE, "each tier is a mapping with a `plugins` list", src.span(tier))
+                continue
+            for entry in self.mapping_entries(src, tier):
+                if entry.key != "plugins":
+                    self.report(codes.NOT_IMPORTED, f"tier key `{entry.key}` is not imported", src.span(entry.key_node))
+            tiers.append(self.tier(src, plugins_entry.value))
+        return tiers
+
+    def tier(self, src: YamlText, node: Node) -> TierConfig:
+        if is_null(node):
+            return TierConfig(())
+        if not is_sequence(node):
+            self.report(codes.BAD_VALUE, f"`plugins` must be a list, got {kind_of(node)}", src.span(node))
+            return TierConfig(())
+        plugins: list[PluginConfig] = []
+        left_out: list[str] = []
+        for item in node.value:
+            name_entry = lookup(item, "name") if is_mapping(item) else None
+            if name_entry is None or not is_scalar(name_entry.value) or is_null(name_entry.value):
+                self.report(codes.BAD_VALUE, "each plugin is a mapping with a `name`", src.span(item))
+                continue
+            name = str(name_entry.value.value).strip()
+            spec = cat.PLUGINS.get(name)
+            if spec is None:
+                left_out.append(name)
+                self.report(codes.UNKNOWN_PLUGIN, f"unknown plugin `{name}`; not imported", src.span(name_entry.value),
+                            did_you_mean(name, cat.PLUGINS) or "policydsl has " + ", ".join(cat.PLUGINS))
+                continue
+            plugins.append(self.plugin(src, item, spec))
+        return TierConfig(tuple(plugins), tuple(left_out))
+
+    def plugin(self, src: YamlText, node: MappingNode, spec: cat.PluginSpec) -> PluginConfig:
+        flags: dict[str, bool] = {}
+        arguments: dict[str, Any] = {}
+        weight = None
+        for entry in self.mapping_entries(src, node):
+            if entry.key == "name":
+                continue
+            if entry.key == "arguments":
+                weight = self.plugin_arguments(src, entry.value, spec, arguments)
+                continue
+            flag = cat.FLAGS_BY_VOLCANO.get(entry.key)
+            if flag is None:
+                hint = did_you_mean(entry.key, cat.FLAGS_BY_VOLCANO) if _FLAG_LIKE.match(entry.key) else None
+                self.report(codes.IGNORED_FLAG, f"Volcano ignores `{entry.key}` on plugin `{spec.name}`; not imported",
+                            src.span(entry.key_node), hint or "plugin entries take `name`, `arguments` and `enable*` flags")
+                continue
+            if flag.name not in spec.points:
+                own = [f.volcano for f in cat.FLAGS if f.name in spec.points]
+                self.report(codes.IGNORED_FLAG,
+                            f"plugin `{spec.name}` has no {flag.name.replace('_', ' ')} extension point, "
+                            f"so `{entry.key}` does nothing; not imported",
+                            src.span(entry.key_node), "its flags: " + (", ".join(own) or "none"))
+                continue
+            try:
+                if not (is_scalar(entry.value) and entry.value.tag == BOOL_TAG):
+                    raise Invalid(f"expected true or false, got {kind_of(entry.value)}")
+                flags[flag.name] = self.boolean(entry.value)
+            except Invalid as err:
+                self.report(codes.BAD_VALUE, f"`{entry.key}`: {err}", src.span(entry.value),
+                            "Volcano reads flags as YAML booleans")
+        return PluginConfig(spec.name, weight, flags, arguments)
+
+    def plugin_arguments(self, src: YamlText, node: Node, spec: cat.PluginSpec, out: dict[str, Any]) -> int | float | None:
+        """Fill `out` with the plugin's arguments; return its score weight if one is given."""
+        if is_null(node):
+            return None
+        if not is_mapping(node):
+            self.report(codes.BAD_VALUE, f"`arguments` must be a mapping, got {kind_of(node)}", src.span(node))
+            return None
+        by_key = {a.volcano: a for a in spec.arguments if a.volcano}
+        lists = {a.volcano: a for a in spec.arguments if a.volcano and a.kind == cat.RESOURCE_WEIGHTS}
+        weight = None
+        listed: dict[str, list[str]] = {}                    # argument name -> listed resources
+        weights: dict[str, dict[str, tuple[Any, Node]]] = {}  # argument name -> resource -> (weight, key node)
+        for entry in self.mapping_entries(src, node):
+            key = entry.key
+            try:
+                if spec.weight_volcano and key == spec.weight_volcano:
+                    weight = self.number(entry.value)
+                    if weight < 0:
+                        raise Invalid(f"{weight} is below the minimum 0")
+                    continue
+                if key in lists:
+                    arg = lists[key]
+                    names = [part.strip() for part in self.text(entry.value).split(",") if part.strip()]
+                    listed[arg.name] = names
+                    out.setdefault(arg.name, {})           # keeps the written position of the setting
+                    continue
+                prefix = next((k for k in lists if key.startswith(k + ".")), None)
+                if prefix is not None:
+                    arg = lists[prefix]
+                    value = self.number(entry.value)
+                    if value < 0:
+                        raise Invalid(f"{value} is below the minimum 0")
+                    weights.setdefault(arg.name, {})[key[len(prefix) + 1:]] = (value, entry.key_node)
+                    out.setdefault(arg.name, {})
+                    continue
+                arg = by_key.get(key)
+                if arg is None:
+                    known = list(by_key) + [k + ".<resource>" for k in lists] + (
+                        [spec.weight_volcano] if spec.weight_volcano else [])
+                    self.report(codes.UNKNOWN_ARGUMENT, f"plugin `{spec.name}` has no argument `{key}`; not imported",
+                                src.span(entry.key_node),
+                                _moved_to(key, spec) or did_you_mean(key, known) or _known(known))
+                    continue
+                out[arg.name] = self.argument_value(arg, entry.value)
+            except Invalid as err:
+                self.report(codes.BAD_VALUE, f"`{key}`: {err}", src.span(entry.value))
+        for name in [n for n in out if n in {a.name for a in lists.values()}]:
+            names = listed.get(name, [])
+            given = weights.get(name, {})
+            for resource, (_, key_node) in given.items():
+                if resource not in names:
+                    list_key = next(k for k, a in lists.items() if a.name == name)
+                    self.report(codes.IGNORED_FLAG,
+                                f"`{resource}` is not listed in `{list_key}`, so Volcano ignores its weight; not imported",
+                                src.span(key_node), f"add it to `{list_key}`")
+            resolved = {resource: given[resource][0] if resource in given else 1 for resource in names}
+            if resolved:
+                out[name] = resolved
+            else:
+                del out[name]
+        return weight
+
+
+def _moved_to(key: str, spec: cat.PluginSpec) -> str | None:
+    """A hint when another plugin takes this setting, as `predicate.GPUSharingEnable` (old
+    Volcano) moved to `deviceshare.GPUSharingEnable`."""
+    setting = key.rpartition(".")[2]
+    for other in cat.PLUGINS.values():
+        for arg in other.arguments:
+            if other is not spec and arg.volcano and arg.volcano.rpartition(".")[2] == setting:
+                return f"plugin `{other.name}` takes this as `{arg.volcano}`"
+    return None
+
+
+def _known(keys: list[str]) -> str:
+    return "it takes: " + ", ".join(keys) if keys else "it takes no arguments"
