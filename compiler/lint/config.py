@@ -101,7 +101,7 @@ _LEVELS = ["info", "warning", "error"]
 _CODE_LIST = {"type": "list", "schema": {"type": "string"}, "nullable": True}
 _SCHEMA = {
     "lint": {
-        "type": "dict", "nullable": True,
+        "type": "dict", "nullable": True, "allow_unknown": False,
         "schema": {
             "disable": _CODE_LIST,
             "select": _CODE_LIST,

@@ -71,7 +71,7 @@ SLICE_TOO_BIG = CodeInfo(
 def slice_above_card_memory(ctx: LintContext) -> Iterator[Diagnostic]:
     for device in ctx.devices:
         card, piece = device.values.get("card_memory"), device.values.get("slice")
-        if card and piece and piece > card:
+        if _shared(device) and card and piece and piece > card:
             yield finding(SLICE_TOO_BIG, f"slice {_memory(piece)} is larger than card_memory {_memory(card)}",
                           _span(ctx, device, "slice"), f"make the slice at most {_memory(card)}")
 

@@ -156,8 +156,11 @@ CHILD_DESERVED = CodeInfo(
 rule(CHILD_DESERVED)(_children_sum_rule(CHILD_DESERVED, "deserved", "deserved"))
 
 
-def _own_bound_rule(info: CodeInfo, low_key: str, high_key: str, relation: str, hint: str):
-    """Within one queue, `low_key` must not exceed `high_key` on any resource both set."""
+def _own_bound_rule(info: CodeInfo, low_key: str, high_key: str, relation: str, hint: str,
+                    point_at: str | None = None):
+    """Within one queue, `low_key` must not exceed `high_key` on any resource both set.
+
+    The finding points at `point_at` (default `low_key`): the value the fix changes."""
 
     def check(ctx: LintContext) -> Iterator[Diagnostic]:
         for queue in ctx.queues:
@@ -169,7 +172,7 @@ def _own_bound_rule(info: CodeInfo, low_key: str, high_key: str, relation: str, 
                         info,
                         f"queue `{queue.name}`'s {low_key} {_amount(resource, amount)} {resource} is above "
                         f"its {high_key} {_amount(resource, high)}{relation}",
-                        _value_span(ctx, queue, low_key, resource), hint,
+                        _value_span(ctx, queue, point_at or low_key, resource), hint,
                     )
 
     check.__name__ = info.name.replace("-", "_")
@@ -205,12 +208,12 @@ DESERVED_BELOW_GUARANTEE = CodeInfo(
     why="A queue's deserved share is raised to its guarantee anyway, so the lower deserved value is never "
         "used and misleads the reader.",
     fix="Set deserved to at least the guarantee, or drop it.",
-    bad=_CAPACITY_HEAD + "queue batch {\n  deserved = { cpu: 4 }\n  guarantee = { cpu: 8 }  # expect: PD210\n}\n",
+    bad=_CAPACITY_HEAD + "queue batch {\n  deserved = { cpu: 4 }  # expect: PD210\n  guarantee = { cpu: 8 }\n}\n",
     good=_CAPACITY_HEAD + "queue batch {\n  deserved = { cpu: 8 }\n  guarantee = { cpu: 4 }\n}\n",
 )
 rule(DESERVED_BELOW_GUARANTEE)(_own_bound_rule(
     DESERVED_BELOW_GUARANTEE, "guarantee", "deserved", ", so deserved is raised to the guarantee",
-    "set deserved to at least the guarantee, or remove it"))
+    "set deserved to at least the guarantee, or remove it", point_at="deserved"))
 
 
 BORROW_LIMIT_WITHOUT_BORROW = CodeInfo(
