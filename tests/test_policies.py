@@ -10,7 +10,7 @@ import yaml
 
 from compiler.pipeline import compile_file, compile_text
 from compiler.volcano.exporter import export_volcano
-from compiler.volcano.importer import import_volcano
+from compiler.volcano.importer import import_volcano, import_volcano_text
 from policydsl.diagnostics import Severity
 
 ROOT = Path(__file__).parent.parent
@@ -106,3 +106,25 @@ def test_colocation_evicts_by_priority_within_and_across_queues():
     assert online.reclaimable is False and offline.reclaimable is True
     assert online.priority > offline.priority and online.weight > offline.weight
     assert plan.plugin("overcommit").arguments["factor"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["volcano-default.policy", "colocation.policy"])
+def test_policies_volcano_can_express_survive_export_then_import(name):
+    """Policy -> Volcano config and Queues -> policy gives the same plan."""
+    exported = export_volcano(str(ROOT / "policies" / name), queues=True)
+    assert exported.exit_code == 0 and not [d for d in exported.diagnostics if d.code == "PD610"]
+    config, *queues = exported.text.split("---\n")
+    again = import_volcano_text(config, "volcano-scheduler.conf", "---\n".join(queues) if queues else None)
+    assert again.exit_code == 0
+    assert _meaning(compile_text(again.text).plan) == _meaning(compiled(name))
+
+
+@pytest.mark.parametrize("name, words", [("multi-tenant.policy", ["`nlp`: Volcano has no borrow limit",
+                                                                  "`research`: Volcano has no switch to stop"]),
+                                         ("gpu-sharing.policy", ["`nvidia.com/gpu-40gb` have no Volcano",
+                                                                 "`nvidia.com/gpu-80gb` have no Volcano"])])
+def test_export_names_what_volcano_cannot_run(name, words):
+    exported = export_volcano(str(ROOT / "policies" / name), queues=True)
+    assert exported.exit_code == 0
+    messages = " ".join(d.message for d in exported.diagnostics if d.code == "PD610")
+    assert all(word in messages for word in words)

@@ -39,10 +39,6 @@ _FLAG_LIKE = re.compile(r"enabled?[A-Z]")
 class ConfigReader(NodeReader):
     """A scheduler config (raw or in a ConfigMap) into a SchedulerConfig."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.configmap_name: str | None = None   # set when the config came from a ConfigMap
-
     def read(self, src: YamlText) -> SchedulerConfig | None:
         try:
             docs = src.documents()
@@ -118,7 +114,6 @@ class ConfigReader(NodeReader):
             self.report(codes.BAD_YAML, f"`{entry.key}` must hold one mapping with `actions` and `tiers`",
                         src.span(entry.value))
             return None
-        self.configmap_name = name
         return inner, docs[0], f"ConfigMap {name}, key {entry.key}"
 
     def config(self, src: YamlText, node: MappingNode, origin: str) -> SchedulerConfig:

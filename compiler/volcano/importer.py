@@ -120,9 +120,9 @@ def policy_doc(config: SchedulerConfig, queues: list[QueueConfig], name: str,
     return doc
 
 
-def _policy_name(config_path: str, origin_name: str | None) -> str:
-    if origin_name:
-        return origin_name
+def _policy_name(config_path: str) -> str:
+    """The file's name without its suffix: more telling than a ConfigMap's, which Volcano's chart
+    always calls volcano-scheduler-configmap."""
     name = Path(config_path).name
     for suffix in (".yaml", ".yml", ".conf"):
         if name.endswith(suffix):
@@ -149,7 +149,7 @@ def import_volcano_text(config_text: str, config_path: str = CONFIG_KEY, queues_
         return result
     result.config = config
     result.queues = tuple(queues)
-    doc = policy_doc(config, queues, name or _policy_name(config_path, reader.configmap_name), config_path,
+    doc = policy_doc(config, queues, name or _policy_name(config_path), config_path,
                      queues_path if queues_text is not None else None)
     result.text = pt.render(doc)
     return result

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="volcano-scheduler.conf, or a ConfigMap YAML that holds it")
     parser.add_argument("--queues", metavar="FILE",
                         help="Queue objects (multi-document YAML or a List) to import as the queue tree")
-    parser.add_argument("--name", help="the policy name (default: the ConfigMap's or the file's name)")
+    parser.add_argument("--name", help="the policy name (default: the config file's name without its suffix)")
     parser.add_argument("-o", "--output", help="write the policy here instead of stdout")
 
 
