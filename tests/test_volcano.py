@@ -334,6 +334,13 @@ def test_configmap_positions_point_into_the_configmap_file():
     assert (diag.code, diag.span.line, diag.span.column) == ("PD604", line, text.splitlines()[line - 1].index("sla") + 1)
 
 
+def test_configmap_keys_besides_the_config_are_reported():
+    text = (FIXTURES / "deviceshare-vgpu.yaml").read_text() + "  notes.txt: hello\n"
+    result = import_volcano_text(text, "cm.yaml")
+    assert codes_at(result) == {("PD609", len(text.splitlines()))}
+    assert result.exit_code == 0
+
+
 def test_configmap_without_the_config_key_is_an_error():
     text = "kind: ConfigMap\napiVersion: v1\nmetadata: {name: cm}\ndata:\n  a.txt: x\n  b.txt: y\n"
     result = import_volcano_text(text, "cm.yaml")

@@ -100,6 +100,10 @@ class ConfigReader(NodeReader):
                             "its keys: " + (", ".join(keys) or "none"))
                 return None
             entry = conf[0]
+        for other in keys.values():
+            if other is not entry:
+                self.report(codes.NOT_IMPORTED, f"ConfigMap `{name}`: `{other.key}` is not a scheduler config; "
+                            "not imported", src.span(other.key_node))
         if not is_scalar(entry.value) or entry.value.tag != STR_TAG:
             self.report(codes.BAD_YAML, f"`{entry.key}` must hold the config as text (`{entry.key}: |`)",
                         src.span(entry.value))
