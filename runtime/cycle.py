@@ -52,13 +52,15 @@ def collect(ssn: Session) -> d.Decisions:
     out = d.Decisions(evictions=list(ssn.evictions))
     placed = np.nonzero((snap.status == PENDING) & ((ssn.status == ALLOCATED) | (ssn.status == PIPELINED)))[0]
     names = snap.node_names
-    for t in placed:
-        t = int(t)
-        node = names[int(ssn.task_node[t])]
-        if ssn.status[t] == ALLOCATED:
-            out.bindings.append(d.Binding(snap.task_keys[t], node, ssn.task_devices.get(t, {})))
+    keys = snap.task_keys
+    devices = ssn.task_devices
+    nodes = ssn.task_node[placed].tolist()
+    allocated = (ssn.status[placed] == ALLOCATED).tolist()
+    for t, node, bind in zip(placed.tolist(), nodes, allocated):
+        if bind:
+            out.bindings.append(d.Binding(keys[t], names[node], devices.get(t, {})))
         else:
-            out.pipelined[snap.task_keys[t]] = node
+            out.pipelined[keys[t]] = names[node]
     for t in np.nonzero(ssn.status == PENDING)[0]:
         t = int(t)
         j = int(snap.task_job[t])

@@ -38,7 +38,7 @@ class Reason:
         return self.message
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Binding:
     pod: str
     node: str

@@ -83,6 +83,10 @@ class Session:
         self.queue_request = np.zeros((q_n, r), dtype=np.int64)
         self.queue_inqueue = np.zeros((q_n, r), dtype=np.int64)
         self.job_phase = [job.phase for job in snap.jobs]
+        pods_col = snap.resource_index["pods"]
+        # Zero-request (best-effort) tasks: nothing requested but the pod slot.
+        self.zero = ~np.delete(snap.request, pods_col, axis=1).any(axis=1) if len(snap.request) else \
+            np.zeros(0, dtype=bool)
         self.queue_chain = [self._chain(q) for q in range(q_n)]
         self._init_accounting()
         # Callbacks per point: a list of tiers, each a list of (plugin name, fn).
@@ -337,14 +341,14 @@ class Session:
         return counts
 
     def zero_request(self, t: int) -> bool:
-        req = self.snap.request[t]
-        pods_col = self.snap.resource_index["pods"]
-        return not (req[:pods_col].any() or req[pods_col + 1:].any())
+        return bool(self.zero[t])
 
     def pending_tasks(self, j: int) -> list[int]:
         job = self.snap.jobs[j]
-        tasks = [int(t) for t in job.tasks if self.status[t] == PENDING]
-        if self.fns("task_order"):
+        tasks = job.tasks[self.status[job.tasks] == PENDING].tolist()
+        # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
+        # the priority plugin alone gives, so only other task orders need a sort.
+        if any(name != "priority" for tier in self.fns("task_order") for name, _ in tier):
             tasks.sort(key=self.task_key)
         return tasks
 

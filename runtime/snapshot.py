@@ -291,6 +291,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     class_ids: dict[tuple, int] = {}
     classes: list[TaskClass] = []
     managed_cols = [index[m] for m in managed if m in index]
+    device_names = managed | {d.resource for d in devices}
     for i, pod in enumerate(ours):
         for res, amount in pod.requests.items():
             col = index.get(res)
@@ -305,8 +306,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
             status[i] = RELEASING if pod.releasing else BOUND
         else:
             status[i] = PENDING
-            device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in managed or
-                                          any(res == d.resource for d in devices)))
+            device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
+                if device_names else ()
             key = (tuple(request[i]), tuple(sorted(pod.node_selector.items())), pod.required_terms,
                    pod.preferred_terms, pod.tolerations, device_request)
             cid = class_ids.get(key)

@@ -39,7 +39,7 @@ def run(ssn: Session) -> None:
 def allocate_job(ssn: Session, j: int) -> None:
     snap = ssn.snap
     job = snap.jobs[j]
-    tasks = [t for t in ssn.pending_tasks(j) if not ssn.zero_request(t)]
+    tasks = [t for t in ssn.pending_tasks(j) if not ssn.zero[t]]
     if not tasks:
         return
     ssn.attempted.add(j)

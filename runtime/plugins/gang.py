@@ -20,8 +20,8 @@ class GangPlugin(Plugin):
     def on_session_open(self, ssn) -> None:
         self.ssn = ssn
         jobs = ssn.snap.jobs
-        self.zero_pending = [sum(1 for t in job.tasks if ssn.status[t] == PENDING and ssn.zero_request(t))
-                             for job in jobs]
+        pending_zero = (ssn.status == PENDING) & ssn.zero
+        self.zero_pending = [bool(pending_zero[job.tasks].any()) for job in jobs]
 
         def ready(j: int) -> bool:
             job = jobs[j]
@@ -78,7 +78,8 @@ class GangPlugin(Plugin):
         if not self.zero_pending[j]:
             return 0
         ssn = self.ssn
-        return sum(1 for t in ssn.snap.jobs[j].tasks if ssn.status[t] == PENDING and ssn.zero_request(t))
+        tasks = ssn.snap.jobs[j].tasks
+        return int(((ssn.status[tasks] == PENDING) & ssn.zero[tasks]).sum())
 
     def _roles_ok(self, j: int, statuses: tuple[int, ...]) -> bool:
         job = self.ssn.snap.jobs[j]
