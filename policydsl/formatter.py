@@ -122,17 +122,15 @@ class _Printer:
             return
         self.emit(indent, prefix + inline_value(value) + suffix, anchor)
 
-    def settings(self, indent: int, settings: tuple[n.Setting, ...]) -> None:
-        for setting in settings:
-            self.value(indent, f"{setting.key.value} = ", setting.value, _start(setting.span))
+    def setting(self, indent: int, setting: n.Setting) -> None:
+        self.value(indent, f"{setting.key.value} = ", setting.value, _start(setting.span))
 
-    def block(self, indent: int, head: str, node_span: Span, members, print_member,
-              blank_before: bool = False) -> None:
+    def block(self, indent: int, head: str, node_span: Span, members, print_member) -> None:
         """`head {` members `}`, or `head {}` when empty and no comment is inside."""
         if not members and not self.has_comment_inside(node_span):
-            self.emit(indent, head + " {}", _start(node_span), blank_before=blank_before)
+            self.emit(indent, head + " {}", _start(node_span))
             return
-        self.emit(indent, head + " {", _start(node_span), blank_before=blank_before)
+        self.emit(indent, head + " {", _start(node_span))
         for member in members:
             print_member(indent + 1, member)
         self.emit(indent, "}", _last_char(node_span), closer=True)
@@ -159,13 +157,11 @@ class _Printer:
             head = "tier" + (f" {quote(item.label.value)}" if item.label is not None else "")
             self.block(0, head, item.span, item.plugins, self.plugin)
         elif isinstance(item, n.ActionConfig):
-            self.block(0, f"action {item.name.value}", item.span, item.settings,
-                       lambda indent, s: self.settings(indent, (s,)))
+            self.block(0, f"action {item.name.value}", item.span, item.settings, self.setting)
         elif isinstance(item, n.Queue):
             self.queue(0, item)
         elif isinstance(item, n.Device):
-            self.block(0, f"device {quote(item.resource.value)}", item.span, item.settings,
-                       lambda indent, s: self.settings(indent, (s,)))
+            self.block(0, f"device {quote(item.resource.value)}", item.span, item.settings, self.setting)
         else:
             raise TypeError(f"not a policy item: {item!r}")
         self.lines[start].blank_before = blank_before
@@ -190,7 +186,7 @@ class _Printer:
         if not (plugin.has_block or plugin.settings):
             self.emit(indent, head, _start(plugin.span))
             return
-        self.block(indent, head, plugin.span, plugin.settings, lambda i, s: self.settings(i, (s,)))
+        self.block(indent, head, plugin.span, plugin.settings, self.setting)
 
     def queue(self, indent: int, queue: n.Queue) -> None:
         members: list[n.Setting | n.Queue]
@@ -208,7 +204,7 @@ class _Printer:
             if isinstance(node, n.Queue):
                 self.queue(inner, node)
             else:
-                self.settings(inner, (node,))
+                self.setting(inner, node)
             self.lines[first].blank_before = id(node) in set_apart
 
         self.block(indent, f"queue {queue.name.value}", queue.span, members, member)

@@ -62,7 +62,8 @@ def read_source(path: Path) -> tuple[str | None, Diagnostic | None]:
 def decode_source(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:
     """Bytes to text, or a PD002 diagnostic at the line and column of the first bad byte."""
     try:
-        return data.decode("utf-8"), None
+        # A byte-order mark (left by some Windows editors) is not part of the text.
+        return data.decode("utf-8").removeprefix("\ufeff"), None
     except UnicodeDecodeError as err:
         # Everything before the first bad byte decodes; columns count characters, as Lark's do.
         before = data[: err.start].decode("utf-8")

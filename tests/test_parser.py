@@ -357,6 +357,11 @@ def test_bad_utf8_is_pd002_at_line_and_column(tmp_path):
     assert "0xff" in diag.message
 
 
+def test_utf8_byte_order_mark_is_ignored(tmp_path):
+    loaded = load(write(tmp_path, "bom.policy", "\ufeff".encode() + HEAD.encode()))
+    assert loaded.ok, loaded.diagnostics
+
+
 def test_empty_file_on_disk_is_pd003(tmp_path):
     loaded = load(write(tmp_path, "empty.policy", ""))
     assert [d.code for d in loaded.diagnostics] == ["PD003"]
