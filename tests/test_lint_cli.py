@@ -274,3 +274,21 @@ def test_entry_point_runs_as_a_process(tree):
     done = subprocess.run([sys.executable, "-m", "policydsl", "lint", "p.policy", "-q"], capture_output=True,
                           text=True, cwd=Path.cwd(), env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 1 and "[PD201]" in done.stdout and done.stderr == ""
+
+
+def test_unreadable_policy_exits_2(tree, capsys, monkeypatch):
+    import policydsl.loader as loader
+    from policydsl.diagnostics import IO_ERROR, Span, make
+
+    tree("ok.policy", CLEAN)
+    tree("locked.policy", CLEAN)
+    real = loader.read_source
+
+    def refuse_locked(path):
+        if path.name == "locked.policy":
+            return None, make(IO_ERROR, f"cannot read {path}: Permission denied", Span.point(str(path), 1, 1))
+        return real(path)
+
+    monkeypatch.setattr(loader, "read_source", refuse_locked)
+    code, out, _ = lint(capsys, ".")
+    assert code == 2 and "locked.policy:1:1: error[PD001] cannot read locked.policy: Permission denied" in out

@@ -10,8 +10,8 @@ import pytest
 
 from compiler import lint
 from compiler.lint.config import ConfigError, LintConfig, find_config, parse_config
-from compiler.lint.docs import all_codes
-from compiler.lint.registry import RULES, documented_codes, is_configurable, resolve_code
+from compiler.lint.docs import all_codes, policy_examples
+from compiler.lint.registry import RULES, is_configurable, resolve_code
 from compiler.lint.runner import lint_paths
 from compiler.pipeline import compile_text
 from policydsl.diagnostics import Severity
@@ -58,7 +58,7 @@ def test_registry_has_at_least_twenty_documented_lint_rules():
     assert len(names) == len(set(names)), "rule names must be unique"
 
 
-@pytest.mark.parametrize("info", documented_codes(), ids=lambda info: info.code)
+@pytest.mark.parametrize("info", policy_examples(), ids=lambda info: info.code)
 def test_example_fires_on_bad_at_its_line_and_is_quiet_on_good(info, example_dir):
     bad = compile_text(info.bad, str(example_dir / "example.policy"))
     expected_lines = {line for line, code in expectations(info.bad) if code == info.code}

@@ -77,7 +77,6 @@ class LintContext:
         self.action_configs: list[n.ActionConfig] = [i for i in items if isinstance(i, n.ActionConfig)]
         self.tiers: list[n.Tier] = [i for i in items if isinstance(i, n.Tier)]
         self.constants: list[n.Const] = [i for i in items if isinstance(i, n.Const)]
-        self.includes: list[n.Include] = [i for i in items if isinstance(i, n.Include)]
         self.queues = self._queues(items)
         self.plugins = self._plugins()
         self.devices = [DeviceView(i, node, values) for i, (node, values) in
@@ -159,9 +158,6 @@ class LintContext:
 
     def span(self, path: IRPath, fallback: Span | None = None) -> Span | None:
         return self.lowered.spans.get(path, fallback)
-
-    def main_header_span(self) -> Span | None:
-        return self.loaded.main.header.span if self.loaded.main else None
 
     def children(self, queue: QueueView) -> list[QueueView]:
         return [q for q in self.queues if q.parent_index == queue.index]

@@ -28,6 +28,15 @@ SECTION_TITLES = {
 }
 
 
+# Codes whose bad/good examples are policy text (PD6xx examples would be Volcano YAML).
+POLICY_PREFIXES = ("PD0", "PD1", "PD2", "PD3", "PD4", "PD5")
+
+
+def policy_examples() -> list[CodeInfo]:
+    """Every code with policy-text examples: what the example tests compile."""
+    return [info for info in all_codes().values() if info.bad and info.code.startswith(POLICY_PREFIXES)]
+
+
 def all_codes() -> dict[str, CodeInfo]:
     """The whole registry, in code order."""
     for module in CODE_MODULES:

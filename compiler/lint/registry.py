@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from policydsl.diagnostics import CODES, BAD_SUPPRESSION, CodeInfo, Diagnostic, Severity, Span, register_code
+from policydsl.diagnostics import BAD_SUPPRESSION, CODES, CodeInfo, Diagnostic, Span, register_code
 
 if TYPE_CHECKING:
     from compiler.lint.context import LintContext
@@ -75,10 +75,4 @@ def finding(info: CodeInfo, message: str, span: Span | None, hint: str | None = 
     return Diagnostic(info.code, info.severity, message, span, hint, tuple(notes))
 
 
-def documented_codes() -> list[CodeInfo]:
-    """Every code with a bad/good example, in code order: what the docs and example tests cover."""
-    return sorted((info for info in CODES.values() if info.bad), key=lambda info: info.code)
-
-
-__all__ = ["RULES", "Rule", "rule", "finding", "is_configurable", "resolve_code", "documented_codes",
-           "Severity"]
+__all__ = ["RULES", "Rule", "rule", "finding", "is_configurable", "resolve_code"]

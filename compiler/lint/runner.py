@@ -98,7 +98,8 @@ def lint_paths(paths: list[str], *, config_file: str | None = None, select: froz
     configs = {file: config_for(file, explicit).with_overrides(select=select, ignore=ignore, fail_level=fail_level)
                for file in files}
     loaded = {file: load(file) for file in files}
-    included = {Path(p).resolve() for result in loaded.values() for p in result.paths[:-1]}
+    included = {Path(p).resolve() for file, result in loaded.items() for p in result.paths
+                if Path(p).resolve() != file.resolve()}
 
     run = LintRun(files=[str(f) for f in files], diagnostics=[], failing=[])
     seen: set[tuple] = set()
