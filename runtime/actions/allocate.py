@@ -65,7 +65,7 @@ def allocate_job(ssn: Session, j: int) -> None:
         stmt.to_pipelined()
         stmt.commit()
     else:
-        gang = gang_reason(ssn, j, placed_total)
+        gang = gang_reason(ssn, j)
         stmt.discard()
         if job.min_member > 1:
             for t in tasks:

@@ -92,9 +92,10 @@ def failure_reason(ssn: Session, t: int) -> d.Reason:
     return ssn.no_node_reason(t, extra)
 
 
-def gang_reason(ssn: Session, j: int, placed: int) -> d.Reason:
+def gang_reason(ssn: Session, j: int) -> d.Reason:
+    """Called before the statement is discarded: ready counts this attempt's placements."""
     job = ssn.snap.jobs[j]
-    got = int(ssn.job_ready[j]) + placed
+    got = int(ssn.job_ready[j]) + int(ssn.job_pipelined[j])
     short = max(job.min_member - got, 0)
     return d.Reason(d.GANG, f"gang short by {short} ({got}/{job.min_member})",
                     {"ready": got, "min_member": job.min_member})

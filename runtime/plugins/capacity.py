@@ -24,7 +24,12 @@ class CapacityPlugin(Plugin):
     def on_session_open(self, ssn) -> None:
         snap = ssn.snap
         pods_col = snap.resource_index["pods"]
-        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col], dtype=np.int64)
+        # Shared: resources the cluster has (a device-managed resource without node capacity,
+        # like a card-memory request, is the device plugin's business), the pod count aside.
+        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col and ssn.total[r] > 0],
+                                dtype=np.int64)
+        colmask = np.zeros(snap.n_resources, dtype=np.int64)
+        colmask[self.columns] = 1
         self.caps = np.array([qs.real_capability(ssn, q) for q in range(len(snap.queues))], dtype=np.int64)
         deserved = np.where(snap.deserved >= UNLIMITED, snap.guarantee, snap.deserved)
         deserved = np.minimum(deserved, self.caps)
@@ -43,7 +48,7 @@ class CapacityPlugin(Plugin):
         def allocatable(q: int, request: np.ndarray, count: int):
             allowed, reason = count, None
             for c in ssn.queue_chain[q]:
-                n, binding = qs.count_within(self.caps[c], ssn.queue_allocated[c], request, allowed)
+                n, binding = qs.count_within(self.caps[c], ssn.queue_allocated[c], request * colmask, allowed)
                 if n < allowed:
                     allowed = n
                     name = snap.queues[c].name

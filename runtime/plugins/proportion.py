@@ -32,7 +32,12 @@ class ProportionPlugin(Plugin):
         snap = ssn.snap
         self.ssn = ssn
         pods_col = snap.resource_index["pods"]
-        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col], dtype=np.int64)
+        # Shared: resources the cluster has (a device-managed resource without node capacity,
+        # like a card-memory request, is the device plugin's business), the pod count aside.
+        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col and ssn.total[r] > 0],
+                                dtype=np.int64)
+        colmask = np.zeros(snap.n_resources, dtype=np.int64)
+        colmask[self.columns] = 1
         des = self.deserved(ssn)
         self.limit = np.minimum(np.floor(des), UNLIMITED).astype(np.int64)
         ssn.queue_deserved = self.limit
@@ -49,7 +54,7 @@ class ProportionPlugin(Plugin):
         def allocatable(q: int, request: np.ndarray, count: int):
             allowed, reason = count, None
             for c in ssn.queue_chain[q]:
-                n, binding = qs.count_within(self.limit[c], ssn.queue_allocated[c], request, allowed)
+                n, binding = qs.count_within(self.limit[c], ssn.queue_allocated[c], request * colmask, allowed)
                 if n < allowed:
                     allowed = n
                     name = snap.queues[c].name
