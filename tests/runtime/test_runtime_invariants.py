@@ -1,0 +1,138 @@
+"""Invariants over generated clusters, every action on: capacity, cards, capability, gangs,
+victims, guarantees."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime.model import ClusterState, PodGroup
+from runtime.snapshot import device_plans
+from runtime_helpers import GiB, STANDARD_TIERS, cycle, node, pod, policy
+
+ALL_ACTIONS = "enqueue, allocate, preempt, reclaim, backfill"
+PLAN = policy(STANDARD_TIERS.replace("plugin binpack", "plugin binpack\n  plugin deviceshare") + """
+queue q1 { weight = 2 capability = { cpu: 6 } }
+queue q2 { weight = 1 guarantee = { cpu: 2 } reclaimable = true }
+device "nvidia.com/gpu" { sharing = memory card_memory = 16Gi slice = 4Gi memory_resource = "example.com/gpu-mem" }
+""", actions=ALL_ACTIONS)
+MEM = "example.com/gpu-mem"
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def clusters(draw):
+    state = ClusterState()
+    n_nodes = draw(st.integers(1, 4))
+    for i in range(n_nodes):
+        node(state, f"n{i}", cpu=draw(st.sampled_from([2000, 4000, 8000])), memory=16 * GiB,
+             **({"nvidia.com/gpu": draw(st.integers(0, 2))}))
+    free = {n: dict(state.nodes[n].allocatable) for n in state.nodes}
+    for j in range(draw(st.integers(1, 6))):
+        size = draw(st.integers(1, 4))
+        min_member = draw(st.integers(1, size))
+        queue = draw(st.sampled_from(["q1", "q2", "default"]))
+        priority = draw(st.integers(0, 3))
+        cpu = draw(st.sampled_from([0, 500, 1000, 2000]))
+        gpu_mem = draw(st.sampled_from([0, 0, 4 * GiB, 8 * GiB]))
+        running = draw(st.booleans())
+        state.add_podgroup(PodGroup("ns", f"j{j}", min_member=min_member, queue=queue,
+                                    phase="Running" if running else "Pending", uid=f"pg{j}", creation=float(j)))
+        for t in range(size):
+            where = None
+            if running and not gpu_mem:
+                where = next((n for n, f in free.items() if f["cpu"] >= cpu and f["pods"] >= 1), None)
+                if where:
+                    free[where]["cpu"] -= cpu
+                    free[where]["pods"] -= 1
+            pod(state, f"j{j}-{t}", cpu=cpu, memory=GiB if cpu else 0, group=f"j{j}", priority=priority,
+                node_name=where, creation=float(j), requests={MEM: gpu_mem} if gpu_mem else {})
+    return state
+
+
+def ready_count(state: ClusterState, group: str) -> int:
+    return sum(1 for p in state.pods.values() if p.group == group and p.node_name and not p.releasing)
+
+
+def check_cycle(state: ClusterState, decisions) -> None:
+    before_ready = {g.name: ready_count(state, g.name) for g in state.podgroups.values()}
+    before_queue = queue_cpu(state)
+    by_pod = {p.key: p for p in state.pods.values()}
+    state.apply(decisions)
+    # No node beyond allocatable (releasing pods still hold their room).
+    for name, n in state.nodes.items():
+        pods = [p for p in state.pods.values() if p.node_name == name and not p.terminal]
+        for res, cap in n.allocatable.items():
+            if res in ("nvidia.com/gpu",):
+                continue
+            used = len(pods) if res == "pods" else sum(p.requests.get(res, 0) for p in pods)
+            assert used <= cap, (name, res, used, cap)
+        # No card beyond its memory.
+        per_card: dict[int, int] = {}
+        for p in pods:
+            for card in p.devices.get("nvidia.com/gpu", ()):
+                per_card[card] = per_card.get(card, 0) + -(-p.requests.get(MEM, 0) // (4 * GiB)) * 4 * GiB
+        assert all(v <= 16 * GiB for v in per_card.values()), per_card
+    # Gangs all-or-nothing: a job that got bindings is at its minimum.
+    bound_groups = {by_pod[b.pod].group for b in decisions.bindings}
+    for g in bound_groups:
+        group = state.podgroups[f"ns/{g}"]
+        assert ready_count(state, g) >= group.min_member, g
+    # Victims: lower priority than their preemptor; no gang below its minimum.
+    for e in decisions.evictions:
+        victim = by_pod[e.pod]
+        if e.reason.kind == "preemption":
+            preemptor = by_pod[e.reason.details["preemptor"]]
+            assert state.pod_priority(victim) < state.pod_priority(preemptor)
+    for g, was in before_ready.items():
+        group = state.podgroups[f"ns/{g}"]
+        if group.min_member > 1 and was >= group.min_member:
+            assert ready_count(state, g) >= group.min_member, g
+    # No queue beyond capability (unless it already was).
+    after = queue_cpu(state)
+    assert after.get("q1", 0) <= max(6000, before_queue.get("q1", 0))
+
+
+def queue_cpu(state: ClusterState) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in state.pods.values():
+        if p.node_name and not p.releasing and not p.terminal and p.group:
+            q = state.podgroups[f"ns/{p.group}"].queue
+            out[q] = out.get(q, 0) + p.requests.get("cpu", 0)
+    return out
+
+
+@SETTINGS
+@given(clusters(), st.booleans())
+def test_invariants_hold_over_cycles(state, pure):
+    assert device_plans(PLAN)
+    for _ in range(3):
+        decisions = cycle(PLAN, state, pure)
+        check_cycle(state, decisions)
+        state.advance()
+
+
+GUARANTEE_PLAN = policy(STANDARD_TIERS + """
+queue big { weight = 8 }
+queue small { weight = 1 guarantee = { cpu: 3 } }
+""", actions=ALL_ACTIONS)
+
+
+@SETTINGS
+@given(st.integers(4, 10), st.integers(0, 12), st.integers(1, 6), st.booleans())
+def test_guarantee_is_honored_while_demand_exists(cpus, big_running, small_pending, pure):
+    """One-cpu pods, one-pod jobs: after a few cycles the guaranteed queue holds
+    min(guarantee, demand) even when the other queue filled the cluster first."""
+    state = ClusterState()
+    node(state, "n", cpu=cpus * 1000, memory=64 * GiB)
+    for i in range(min(big_running, cpus)):
+        state.add_podgroup(PodGroup("ns", f"b{i}", queue="big", phase="Running", uid=f"b{i}"))
+        pod(state, f"b{i}", cpu=1000, memory=0, group=f"b{i}", node_name="n")
+    for i in range(small_pending):
+        state.add_podgroup(PodGroup("ns", f"s{i}", queue="small", phase="Pending", uid=f"s{i}", creation=1.0))
+        pod(state, f"s{i}", cpu=1000, memory=0, group=f"s{i}")
+    for _ in range(3):
+        decisions = cycle(GUARANTEE_PLAN, state, pure)
+        state.apply(decisions)
+        state.advance()
+    assert queue_cpu(state).get("small", 0) >= min(3, small_pending) * 1000
