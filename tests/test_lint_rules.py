@@ -261,3 +261,13 @@ def test_nearest_config_wins_walking_up(tmp_path):
 
 def test_check_returns_nothing_without_lowered_ir():
     assert lint.check(None, None, None) == []
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("gpu", 'did you mean "nvidia.com/gpu" or "amd.com/gpu"?'),
+    ("memroy", "did you mean `memory`?"),
+    ("fpga", 'extended resources are named like "vendor.com/name"'),
+])
+def test_unknown_resource_hints(name, hint):
+    found = compile_text(HEAD + f"queue a {{ capability = {{ {name}: 1 }} }}\n", "t.policy").diagnostics
+    assert [(d.code, d.hint) for d in found] == [("PD520", hint)]

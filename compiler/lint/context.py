@@ -72,7 +72,6 @@ class LintContext:
         self.document = document
         self.ir: dict = lowered.ir or {}
         items = list(loaded.items())
-        self.items = items
         self.action_lists: list[n.Actions] = [i for i in items if isinstance(i, n.Actions)]
         self.action_configs: list[n.ActionConfig] = [i for i in items if isinstance(i, n.ActionConfig)]
         self.tiers: list[n.Tier] = [i for i in items if isinstance(i, n.Tier)]
@@ -109,6 +108,9 @@ class LintContext:
     def _plugins(self) -> list[PluginView]:
         views = []
         ir_tiers = self.ir.get("tiers", [])
+        # Once validated, the document has every default filled in: read flags and arguments
+        # from it. When validation failed, fill the same defaults from the catalog.
+        normalized = self.document["tiers"] if self.document is not None else None
         for t, tier in enumerate(self.tiers):
             known = 0
             ir_plugins = ir_tiers[t]["plugins"] if t < len(ir_tiers) else []
@@ -119,15 +121,12 @@ class LintContext:
                     continue
                 lowered = ir_plugins[known]
                 path = ("tiers", t, "plugins", known)
+                if normalized is not None:
+                    full = normalized[t]["plugins"][known]
+                    plan = PluginPlan(spec.name, full["weight"], full["flags"], full["arguments"])
+                else:
+                    plan = _with_defaults(spec, lowered)
                 known += 1
-                flags = {f.name: f.default for f in cat.FLAGS if f.name in spec.points}
-                flags.update(lowered.get("flags", {}))
-                arguments = {a.name: a.default for a in spec.arguments}
-                arguments.update(lowered.get("arguments", {}))
-                weight = lowered.get("weight")
-                if weight is None and spec.scores:
-                    weight = spec.default_weight
-                plan = PluginPlan(spec.name, weight, flags, arguments)
                 views.append(PluginView(t, tier, node, path, plan, dict(lowered.get("arguments", {}))))
         return views
 
@@ -161,6 +160,17 @@ class LintContext:
 
     def children(self, queue: QueueView) -> list[QueueView]:
         return [q for q in self.queues if q.parent_index == queue.index]
+
+
+def _with_defaults(spec: cat.PluginSpec, lowered: dict) -> PluginPlan:
+    flags = {f.name: f.default for f in cat.FLAGS if f.name in spec.points}
+    flags.update(lowered.get("flags", {}))
+    arguments = {a.name: a.default for a in spec.arguments}
+    arguments.update(lowered.get("arguments", {}))
+    weight = lowered.get("weight")
+    if weight is None and spec.scores:
+        weight = spec.default_weight
+    return PluginPlan(spec.name, weight, flags, arguments)
 
 
 def setting(settings: tuple[n.Setting, ...], key: str) -> n.Setting | None:

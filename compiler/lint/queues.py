@@ -97,8 +97,8 @@ def _children_sum_rule(info: CodeInfo, child_key: str, parent_key: str):
                     if total > limit:
                         yield finding(
                             info,
-                            f"the {child_key} of `{parent.name}`'s children sum to {_amount(resource, total)} "
-                            f"{resource}, above `{parent.name}`'s {parent_key} {_amount(resource, limit)}",
+                            f"the children of `{parent.name}` add up to {child_key} {_amount(resource, total)} "
+                            f"{resource}, above its {parent_key} {_amount(resource, limit)}",
                             _value_span(ctx, child, child_key, resource),
                             f"lower the children's {child_key}, or raise `{parent.name}`'s {parent_key}",
                             [f"`{parent.name}`'s {parent_key} is set at {_value_span(ctx, parent, parent_key, resource)}"],

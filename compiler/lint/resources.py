@@ -54,6 +54,14 @@ UNKNOWN_RESOURCE = CodeInfo(
 _SUGGESTIONS = (*cat.STANDARD_RESOURCES, *cat.WELL_KNOWN_DEVICE_RESOURCES)
 
 
+def _hint(name: str) -> str:
+    # `gpu` most likely means a vendor's `*/gpu`, not `cpu`, which a spelling match would offer.
+    vendors = [r for r in cat.WELL_KNOWN_DEVICE_RESOURCES if r.rpartition("/")[2].lower() == name.lower()]
+    if vendors:
+        return "did you mean " + " or ".join(f'"{r}"' for r in vendors) + "?"
+    return did_you_mean(name, _SUGGESTIONS) or 'extended resources are named like "vendor.com/name"'
+
+
 @rule(UNKNOWN_RESOURCE)
 def unknown_resource(ctx: LintContext) -> Iterator[Diagnostic]:
     reported: set[Span] = set()
@@ -61,8 +69,7 @@ def unknown_resource(ctx: LintContext) -> Iterator[Diagnostic]:
     def check(name: str, span: Span) -> Iterator[Diagnostic]:
         if not cat.is_known_resource(name) and span not in reported:
             reported.add(span)
-            hint = did_you_mean(name, _SUGGESTIONS) or 'extended resources are named like "vendor.com/name"'
-            yield finding(UNKNOWN_RESOURCE, f"`{name}` is not a Kubernetes resource name", span, hint)
+            yield finding(UNKNOWN_RESOURCE, f"`{name}` is not a Kubernetes resource name", span, _hint(name))
 
     for resource_map, _ in _resource_maps(ctx):
         for entry in resource_map.entries:
