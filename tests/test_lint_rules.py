@@ -271,3 +271,21 @@ def test_check_returns_nothing_without_lowered_ir():
 def test_unknown_resource_hints(name, hint):
     found = compile_text(HEAD + f"queue a {{ capability = {{ {name}: 1 }} }}\n", "t.policy").diagnostics
     assert [(d.code, d.hint) for d in found] == [("PD520", hint)]
+
+
+def test_every_fixture_span_underlines_the_text_it_is_about(fixture_run):
+    """Columns are 1-based and end-exclusive: the caret starts on a token, never on space or a comment."""
+    for diag in fixture_run.diagnostics:
+        line = Path(diag.span.path).read_text().splitlines()[diag.span.line - 1]
+        end = diag.span.end_column if diag.span.end_line == diag.span.line else len(line) + 1
+        underlined = line[diag.span.column - 1:end - 1]
+        assert underlined.strip() and not underlined.startswith((" ", "#")), (str(diag.span), diag.code, line)
+
+
+@pytest.mark.parametrize("name", FIXTURE_FILES)
+def test_lint_never_raises_on_damaged_policies(name):
+    """Deleting any one line leaves broken blocks, missing values and dangling names: never a traceback."""
+    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
+    for drop in range(len(lines)):
+        text = "".join(lines[:drop] + lines[drop + 1:])
+        compile_text(text, str(FIXTURES / name))
