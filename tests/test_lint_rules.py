@@ -210,6 +210,13 @@ def test_bad_suppression_codes_are_reported_where_they_are_written():
     assert "PD77" in found[0].message and "cannot be disabled" in found[1].message
 
 
+def test_misspelt_directive_and_empty_list_are_reported():
+    text = HEAD + "# policydsl: disabel=PD201\n# policydsl: disable=\n"
+    found = compile_text(text, "t.policy").diagnostics
+    assert [(d.code, d.span.line, d.message) for d in found] == [
+        ("PD014", 7, "unknown directive `disabel`"), ("PD014", 8, "suppression names no code")]
+
+
 def test_suppression_in_one_file_does_not_reach_another(tmp_path):
     (tmp_path / "inc.policy").write_text('policy "inc" version 1\ntier { }\n')
     main = tmp_path / "main.policy"
