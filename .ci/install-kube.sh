@@ -9,7 +9,7 @@
 # The binaries are cached outside the repo, in
 #   ${POLICYDSL_CACHE:-$HOME/.cache/policydsl}/kube/<version>/bin/
 # and built only when missing, so this is cheap to run on every CI run.
-# The first build takes 10-30 minutes on 2 cores.
+# The first build takes about 6 minutes on 2 idle cores (longer when busy).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,7 +62,7 @@ if ! command -v go >/dev/null 2>&1; then
     fi
 fi
 
-log "building ${missing[*]} $version with $(go version) (first time only; 10-30 minutes)"
+log "building ${missing[*]} $version with $(go version) (first time only; several minutes)"
 log "output: $bin_dir"
 
 # Build in a copy of the wrapper module inside the cache, so the go.sum that
