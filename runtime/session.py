@@ -99,6 +99,10 @@ class Session:
         self.plugins: dict[str, Any] = {}
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
+        # Nodes whose used/pipelined/releasing changed, in order; a class's placement tree
+        # re-keys only the nodes logged since it was last used.
+        self.changed: list[int] = []
+        self.trees: dict[int, tuple[Any, int]] = {}
         # Outcome
         self.evictions: list[d.Eviction] = []
         self.task_reasons: dict[int, list[d.Reason]] = {}
@@ -382,6 +386,7 @@ class Statement:
         j = int(ssn.snap.task_job[tasks[0]])
         ssn.status[tasks] = statuses
         ssn.task_node[tasks] = nodes
+        ssn.changed.extend(nodes.tolist())
         ssn.job_pending[j] -= len(tasks)
         self._account_batch(j, tasks, statuses, 1)
         self.ops.append(_Op("place", tasks, nodes, statuses))
@@ -418,6 +423,7 @@ class Statement:
         node = int(ssn.task_node[t])
         prior = int(ssn.status[t])
         ssn.releasing[node] += ssn.fit_request(t)
+        ssn.changed.append(node)
         ssn.status[t] = RELEASING
         ssn._account(t, -1, True)
         self.ops.append(_Op("evict", np.array([t]), np.array([node]), np.array([prior], dtype=np.int8), reason))
@@ -431,6 +437,7 @@ class Statement:
     def discard(self) -> None:
         ssn = self.ssn
         for op in reversed(self.ops):
+            ssn.changed.extend(op.nodes.tolist())
             if op.kind == "place":
                 j = int(ssn.snap.task_job[op.tasks[0]])
                 for t, node, status in zip(op.tasks, op.nodes, op.statuses):
@@ -464,6 +471,7 @@ class Statement:
             if not alloc.any():
                 continue
             self._account_batch(j, op.tasks, op.statuses, -1)
+            ssn.changed.extend(op.nodes.tolist())
             for t, node in zip(op.tasks[alloc], op.nodes[alloc]):
                 req = ssn.fit_request(int(t))
                 ssn.used[node] -= req

@@ -78,12 +78,31 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int, request=None) -> i
         return placed
     nodes = np.empty(limit, dtype=np.int64)
     kinds = np.empty(limit, dtype=np.int8)
-    placed = ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
-                               ssn.score_params, limit, nodes, kinds)
+    tree = class_tree(ssn, cls.index, req, mask, static)
+    placed = tree.place(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
+                        ssn.score_params, limit, nodes, kinds)
     if placed:
         statuses = np.where(kinds[:placed] == IDLE, ALLOCATED, PIPELINED).astype(np.int8)
         stmt.record_batch(np.asarray(run[:placed], dtype=np.int64), nodes[:placed], statuses)
+    # The tree already re-keyed the nodes it placed on.
+    ssn.trees[cls.index] = (tree, len(ssn.changed))
     return placed
+
+
+def class_tree(ssn: Session, cid: int, req, mask, static):
+    """The class's placement tree, brought up to date: rebuilt when new or when many nodes
+    changed since its last use, else only the changed nodes re-keyed."""
+    snap = ssn.snap
+    tree, seen = ssn.trees.get(cid, (None, 0))
+    log = ssn.changed
+    if tree is None or len(log) - seen > max(64, snap.n_nodes // 8):
+        tree = ssn.k.PlacementTree(snap.n_nodes)
+        tree.build(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static, ssn.score_params)
+    elif len(log) > seen:
+        changed = np.unique(np.asarray(log[seen:], dtype=np.int64))
+        tree.refresh(changed, snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
+                     ssn.score_params)
+    return tree
 
 
 def failure_reason(ssn: Session, t: int) -> d.Reason:

@@ -3,7 +3,8 @@
 `load()` returns the compiled Cython kernels (runtime/kernels/*.pyx, built by `pip install -e .`
 or `python setup.py build_ext --inplace`), or the pure-Python reference when asked for
 (`load(pure=True)` or the environment variable POLICYDSL_PURE_PYTHON=1). Both expose the same
-functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill.
+functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, and the
+PlacementTree class (place_batch's tree kept per task class between jobs).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Kernels:
     place_batch: Callable
     dominant_shares: Callable
     water_fill: Callable
+    PlacementTree: type
 
 
 def pure_python_requested() -> bool:
@@ -39,10 +41,10 @@ def load(pure: bool | None = None) -> Kernels:
     if pure:
         from runtime.kernels import reference as ref
         return Kernels("python", ref.fit_states, ref.score_nodes, ref.place_batch, ref.dominant_shares,
-                       ref.water_fill)
+                       ref.water_fill, ref.PlacementTree)
     try:
         from runtime.kernels import fit, place, share
     except ImportError as err:
         raise KernelsNotBuilt(f"{BUILD_HINT} ({err})") from None
     return Kernels("compiled", fit.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
-                   share.water_fill)
+                   share.water_fill, place.PlacementTree)

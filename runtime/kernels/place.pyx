@@ -89,3 +89,89 @@ def place_batch(const long long[:, ::1] alloc, long long[:, ::1] used, const lon
                 c_pull(key, idx, i)
                 i //= 2
     return placed
+
+
+cdef class PlacementTree:
+    """place_batch's segment tree kept between uses by one task class: `build` scores every
+    node, `refresh` re-keys only the nodes changed since (by other classes' placements,
+    evictions, discards), `place` places like place_batch."""
+
+    cdef Py_ssize_t size, n_nodes
+    cdef object key_arr, idx_arr
+
+    def __init__(self, Py_ssize_t n_nodes):
+        self.n_nodes = n_nodes
+        self.size = 1
+        while self.size < n_nodes:
+            self.size *= 2
+        self.key_arr = np.full(2 * self.size, -np.inf)
+        self.idx_arr = np.full(2 * self.size, -1, dtype=np.int64)
+
+    def build(self, const long long[:, ::1] alloc, const long long[:, ::1] used,
+              const long long[:, ::1] releasing, const long long[:, ::1] pipelined, const long long[::1] req,
+              const unsigned char[::1] mask, const double[::1] static, const double[::1] params):
+        cdef double[::1] kv = self.key_arr
+        cdef long long[::1] iv = self.idx_arr
+        cdef double* key = &kv[0]
+        cdef long long* idx = &iv[0]
+        cdef Py_ssize_t n, i, size = self.size
+        with nogil:
+            for n in range(self.n_nodes):
+                key[size + n] = c_key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+                idx[size + n] = n
+            i = size - 1
+            while i >= 1:
+                c_pull(key, idx, i)
+                i -= 1
+
+    def refresh(self, const long long[::1] nodes, const long long[:, ::1] alloc, const long long[:, ::1] used,
+                const long long[:, ::1] releasing, const long long[:, ::1] pipelined, const long long[::1] req,
+                const unsigned char[::1] mask, const double[::1] static, const double[::1] params):
+        cdef double[::1] kv = self.key_arr
+        cdef long long[::1] iv = self.idx_arr
+        cdef double* key = &kv[0]
+        cdef long long* idx = &iv[0]
+        cdef Py_ssize_t j, n, i, size = self.size
+        with nogil:
+            for j in range(nodes.shape[0]):
+                n = nodes[j]
+                i = size + n
+                key[i] = c_key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+                i //= 2
+                while i >= 1:
+                    c_pull(key, idx, i)
+                    i //= 2
+
+    def place(self, const long long[:, ::1] alloc, long long[:, ::1] used, const long long[:, ::1] releasing,
+              long long[:, ::1] pipelined, const long long[::1] req, const unsigned char[::1] mask,
+              const double[::1] static, const double[::1] params, Py_ssize_t k,
+              long long[::1] out_nodes, signed char[::1] out_kind):
+        cdef double[::1] kv = self.key_arr
+        cdef long long[::1] iv = self.idx_arr
+        cdef double* key = &kv[0]
+        cdef long long* idx = &iv[0]
+        cdef Py_ssize_t size = self.size, r_n = req.shape[0], placed = 0, best, i, r
+        cdef double best_key
+        cdef bint idle
+        with nogil:
+            while placed < k:
+                best_key = key[1]
+                if best_key == -INFINITY:
+                    break
+                best = idx[1]
+                idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+                for r in range(r_n):
+                    if idle:
+                        used[best, r] += req[r]
+                    else:
+                        pipelined[best, r] += req[r]
+                out_nodes[placed] = best
+                out_kind[placed] = 2 if idle else 1
+                placed += 1
+                i = size + best
+                key[i] = c_key(alloc, used, releasing, pipelined, req, mask, static, params, best)
+                i //= 2
+                while i >= 1:
+                    c_pull(key, idx, i)
+                    i //= 2
+        return placed

@@ -196,3 +196,41 @@ def water_fill(total, weights, request, cap, guarantee, out) -> int:
         if not changed or rounds > 1000:
             break
     return rounds
+
+
+class PlacementTree:
+    """Keys of one task class over all nodes, kept between uses: `build` scores every node,
+    `refresh` re-keys the nodes changed since, `place` places like place_batch."""
+
+    def __init__(self, n_nodes: int):
+        self.keys = [NEG_INF] * n_nodes
+
+    def build(self, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
+        self.keys = [_key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+                     for n in range(alloc.shape[0])]
+
+    def refresh(self, nodes, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
+        for n in nodes:
+            self.keys[n] = _key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+
+    def place(self, alloc, used, releasing, pipelined, req, mask, static, params, k, out_nodes, out_kind) -> int:
+        placed = 0
+        r_n = len(req)
+        while placed < k:
+            best, best_key = -1, NEG_INF
+            for n, key in enumerate(self.keys):
+                if key > best_key:
+                    best, best_key = n, key
+            if best < 0:
+                break
+            idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+            for r in range(r_n):
+                if idle:
+                    used[best, r] += req[r]
+                else:
+                    pipelined[best, r] += req[r]
+            out_nodes[placed] = best
+            out_kind[placed] = IDLE if idle else FUTURE
+            placed += 1
+            self.keys[best] = _key(alloc, used, releasing, pipelined, req, mask, static, params, best)
+        return placed
