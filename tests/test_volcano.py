@@ -260,12 +260,24 @@ spec: {capability: {cpu: 100}}
 
 def test_unknown_action_is_a_located_error():
     result = imported("unknown-action.conf")
-    assert codes_at(result) == {("PD603", 1)}
-    assert sorted(d.span.column for d in result.diagnostics) == [20, 29]   # `alocate`, `reserve`
-    assert result.diagnostics[0].hint == "did you mean `allocate`?"
+    unknown = [d for d in result.diagnostics if d.code == "PD603"]
+    assert sorted(d.span.column for d in unknown) == [20, 29]   # `alocate`, `reserve`
+    assert unknown[0].hint == "did you mean `allocate`?"
+    # Without them the policy has no `allocate`, which policydsl's own checks refuse.
+    assert codes_at(result) == {("PD603", 1), ("PD612", 1)}
     assert result.exit_code == 1
     assert "actions [enqueue, backfill]" in result.text
     assert "not imported: action `alocate`, `reserve`" in result.text
+
+
+def test_configs_policydsl_refuses_are_errors_on_the_config():
+    # Volcano runs preempt even when no plugin may pick victims; policydsl's lint refuses it.
+    result = import_volcano_text("# no victim pickers\nactions: \"enqueue, allocate, preempt\"\ntiers:\n"
+                                 "- plugins:\n  - name: gang\n    enablePreemptable: false\n  - name: predicates\n",
+                                 "p.conf")
+    [diag] = result.diagnostics
+    assert (diag.code, diag.span.line, diag.span.column) == ("PD612", 2, 1)
+    assert "PD304" in diag.message and result.exit_code == 1
 
 
 def test_malformed_yaml_is_a_located_error_and_no_policy():
@@ -358,6 +370,12 @@ def test_actions_list_form_and_unknown_configuration_argument():
     plan = compile_text(result.text).plan
     assert plan.actions == ("enqueue", "allocate", "backfill")
     assert plan.action_arguments["enqueue"]["overcommit_factor"] == 1.3
+
+
+def test_unknown_action_in_the_list_form_is_a_located_error():
+    result = import_volcano_text("actions:\n- name: elect\n  arguments: {x: 1}\n- allocate\ntiers: []\n", "ci.conf")
+    assert codes_at(result) == {("PD603", 2)} and result.exit_code == 1
+    assert compile_text(result.text).plan.actions == ("allocate",)
 
 
 @pytest.mark.parametrize("entry, expected", [

@@ -74,3 +74,9 @@ ACTION_ORDER = register_code(CodeInfo(
         "reclaim before backfill; the next cycle (1s later) runs everything again, so little changes.",
     fix="Nothing to do, unless the order mattered to you; then review the imported `actions`.",
 ))
+POLICY_REJECTED = register_code(CodeInfo(
+    "PD612", "volcano-policy-rejected", Severity.ERROR, "the imported policy fails policydsl's own checks",
+    why="Volcano accepts some configs policydsl refuses to run, e.g. `preempt` with no plugin that picks "
+        "victims, or no `allocate` at all; the imported policy says the same thing and fails `policydsl lint`.",
+    fix="Fix the Volcano config (or the imported policy) as the quoted check says.",
+))

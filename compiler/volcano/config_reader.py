@@ -150,7 +150,10 @@ class ConfigReader(NodeReader):
                         "Volcano's default is `actions: \"enqueue, allocate, backfill\"`")
         elif not actions and not left_out_actions:
             self.report(codes.BAD_VALUE, "`actions` names no action", src.span(lookup(node, "actions").value))
-        return SchedulerConfig(tuple(actions), tuple(tiers), configurations, origin, tuple(left_out_actions), written)
+        anchor = lookup(node, "actions") or next(entries(node), None)
+        span = src.span(anchor.key_node) if anchor else src.span(node)
+        return SchedulerConfig(tuple(actions), tuple(tiers), configurations, origin, tuple(left_out_actions), written,
+                               span)
 
     # --- actions ----------------------------------------------------------------------------
     def action_name(self, src: YamlText, name: str, span: Span, actions: list[str], left_out: list[str]) -> None:
@@ -183,7 +186,8 @@ class ConfigReader(NodeReader):
                         self.report(codes.BAD_VALUE, "an action name must be a string", src.span(name_node))
                         continue
                     self.action_name(src, name_node.value.strip(), src.span(name_node), actions, left_out)
-                    self.configuration(src, item, configurations)
+                    if name_node.value.strip() in cat.ACTIONS:
+                        self.configuration(src, item, configurations)
                 else:
                     self.report(codes.BAD_VALUE, f"expected an action name, got {kind_of(item)}", src.span(item))
             return

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler import catalog as cat
+from compiler.pipeline import compile_text
 from compiler.volcano import codes
 from compiler.volcano import policy_text as pt
 from compiler.volcano.config_reader import CONFIG_KEY, ConfigReader
@@ -152,7 +153,16 @@ def import_volcano_text(config_text: str, config_path: str = CONFIG_KEY, queues_
     doc = policy_doc(config, queues, name or _policy_name(config_path), config_path,
                      queues_path if queues_text is not None else None)
     result.text = pt.render(doc)
+    result.diagnostics.extend(_policy_checks(result.text, config))
     return result
+
+
+def _policy_checks(text: str, config: SchedulerConfig) -> list[Diagnostic]:
+    """Errors the imported policy itself would get from `policydsl lint`, reported on the config
+    they come from: the policy text is not a file yet, so there is nothing else to point at."""
+    compiled = compile_text(text, "<imported policy>")
+    return [make(codes.POLICY_REJECTED, f"the imported policy fails check {d.code} ({d.name}): {d.message}",
+                 config.span, d.hint) for d in compiled.errors]
 
 
 def _read(path: str, result: ImportResult) -> str | None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from policydsl.diagnostics import Span
+
 
 @dataclass(frozen=True)
 class PluginConfig:
@@ -45,6 +47,7 @@ class SchedulerConfig:
     origin: str = field(default="", compare=False)
     left_out_actions: tuple[str, ...] = field(default=(), compare=False)
     written_actions: tuple[str, ...] = field(default=(), compare=False)   # Volcano's order, if it differs
+    span: Span | None = field(default=None, compare=False)   # where the config starts, for findings on all of it
 
 
 @dataclass(frozen=True)
