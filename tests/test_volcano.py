@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compiler import catalog as cat
 from compiler.pipeline import compile_text
@@ -525,3 +527,34 @@ def test_cli_export_with_queues(capsys, tmp_path):
 ])
 def test_policy_values_render_to_text_the_parser_reads_back(value, text):
     assert pt.render_value(value) == text
+
+
+# --- any YAML: diagnostics, never a traceback; any policy printed parses and lowers --------
+
+_WORDS = ["actions", "tiers", "plugins", "name", "arguments", "configurations", "enablePreemptable",
+          "enableHierarchy", "enableOverused", "binpack.weight", "binpack.resources", "binpack.resources.a.b/c",
+          "overcommit-factor", "deviceshare.SchedulePolicy", "leastrequested.weight", "kind", "data",
+          "volcano-scheduler.conf", *cat.PLUGINS, *cat.ACTIONS, "sla"]
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 70000), st.floats(allow_nan=True, allow_infinity=True),
+                     st.sampled_from(_WORDS), st.sampled_from(["enqueue, allocate", "a.b/c, cpu", "1.5", "ten", ""]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                          st.dictionaries(st.sampled_from(_WORDS), inner, max_size=4)),
+                       max_leaves=12)
+_PLUGINS = st.lists(st.fixed_dictionaries({"name": st.sampled_from(_WORDS)},
+                                          optional={"arguments": _VALUES, "enablePreemptable": _SCALARS,
+                                                    "enabledOverused": _SCALARS}), max_size=4)
+_CONFIGS = st.one_of(_VALUES, st.fixed_dictionaries(
+    {"actions": st.one_of(_SCALARS, st.lists(st.sampled_from(list(cat.ACTIONS)), max_size=5).map(", ".join)),
+     "tiers": st.lists(st.fixed_dictionaries({"plugins": _PLUGINS}), max_size=3)},
+    optional={"configurations": _VALUES}))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_CONFIGS)
+def test_any_yaml_gives_diagnostics_and_a_policy_that_parses(data):
+    result = import_volcano_text(yaml.safe_dump(data), "any.conf")
+    assert result.exit_code in (0, 1)
+    if result.text is not None:
+        compiled = compile_text(result.text, "any.policy")
+        assert [d for d in compiled.errors if d.code[:3] in ("PD0", "PD1")] == []
+        assert result.exit_code == (1 if compiled.errors or result.errors else 0)
