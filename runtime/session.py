@@ -122,28 +122,37 @@ class Session:
     def _init_accounting(self) -> None:
         snap = self.snap
         req = snap.request
+        st = self.status
+        jobs_of = snap.task_job
+        j_n = len(snap.jobs)
+        ready = (st == ALLOCATED) | (st == BOUND)
+        self.job_ready[:] = np.bincount(jobs_of[ready | (st == SUCCEEDED)], minlength=j_n)[:j_n]
+        self.job_pending[:] = np.bincount(jobs_of[st == PENDING], minlength=j_n)[:j_n]
+        np.add.at(self.job_allocated, jobs_of[ready], req[ready])
+        live = (st != SUCCEEDED) & (st != RELEASING)
+        np.add.at(self.job_request, jobs_of[live], req[live])
+        job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
+        known = job_queue >= 0
+        direct_alloc = np.zeros_like(self.queue_allocated)
+        direct_req = np.zeros_like(self.queue_request)
+        np.add.at(direct_alloc, job_queue[known], self.job_allocated[known])
+        np.add.at(direct_req, job_queue[known], self.job_request[known])
+        # Each queue holds its own jobs' and, through the chains, its descendants'.
+        for q, chain in enumerate(self.queue_chain):
+            if q == 0 or not (direct_alloc[q].any() or direct_req[q].any()):
+                continue
+            for c in chain:
+                self.queue_allocated[c] += direct_alloc[q]
+                self.queue_request[c] += direct_req[q]
         for job in snap.jobs:
-            tasks = job.tasks
-            st = self.status[tasks]
-            ready_mask = (st == ALLOCATED) | (st == BOUND)
-            self.job_ready[job.index] = int(ready_mask.sum() + (st == SUCCEEDED).sum())
-            self.job_pending[job.index] = int((st == PENDING).sum())
-            live = st != SUCCEEDED
-            self.job_allocated[job.index] = req[tasks[ready_mask]].sum(axis=0)
-            self.job_request[job.index] = req[tasks[live & (st != RELEASING)]].sum(axis=0)
-            if job.queue >= 0:
-                for q in self.queue_chain[job.queue]:
-                    self.queue_allocated[q] += self.job_allocated[job.index]
-                    self.queue_request[q] += self.job_request[job.index]
-                if job.min_resources is not None and job.phase != "Pending":
-                    short = np.maximum(job.min_resources - self.job_allocated[job.index], 0)
-                    if job.phase == "Inqueue" or short.any():
-                        for q in self.queue_chain[job.queue]:
-                            self.queue_inqueue[q] += short
-        self.queue_allocated[0] = self.queue_allocated[[c for c in self.snap.queues[0].children]].sum(axis=0) \
-            if self.snap.queues[0].children else 0
-        self.queue_request[0] = self.queue_request[self.snap.queues[0].children].sum(axis=0) \
-            if self.snap.queues[0].children else 0
+            if job.queue >= 0 and job.min_resources is not None and job.phase != "Pending":
+                short = np.maximum(job.min_resources - self.job_allocated[job.index], 0)
+                if job.phase == "Inqueue" or short.any():
+                    for q in self.queue_chain[job.queue]:
+                        self.queue_inqueue[q] += short
+        children = self.snap.queues[0].children
+        self.queue_allocated[0] = self.queue_allocated[children].sum(axis=0) if children else 0
+        self.queue_request[0] = self.queue_request[children].sum(axis=0) if children else 0
 
     def _account(self, t: int, sign: int, ready: bool) -> None:
         job = self.snap.jobs[self.snap.task_job[t]]
