@@ -100,9 +100,15 @@ def _message(err) -> str:
     return f"`{err.field}`: {text}" if err.field is not None else text
 
 
-def _validate(document: dict, schema: dict, prefix: IRPath, lowered: Lowered,
+@functools.lru_cache(maxsize=None)
+def _validator(plugin: str | None) -> Validator:
+    """One validator per schema: building one costs more than a validation."""
+    return Validator(top_schema() if plugin is None else plugin_schema(plugin), purge_unknown=False)
+
+
+def _validate(document: dict, plugin: str | None, prefix: IRPath, lowered: Lowered,
               diagnostics: list[Diagnostic]) -> dict | None:
-    validator = Validator(schema, purge_unknown=False)
+    validator = _validator(plugin)
     if validator.validate(document):
         return validator.document
     for err in _flatten(validator._errors):
@@ -124,11 +130,11 @@ def validate(lowered: Lowered) -> tuple[dict | None, list[Diagnostic]]:
     """Validate and normalize the IR piece by piece (plugins each against their own schema)."""
     assert lowered.ir is not None
     diagnostics: list[Diagnostic] = []
-    document = _validate(lowered.ir, top_schema(), (), lowered, diagnostics)
+    document = _validate(lowered.ir, None, (), lowered, diagnostics)
     tiers = []
     for t, tier in enumerate(lowered.ir["tiers"]):
         plugins = [
-            _validate(plugin, plugin_schema(plugin["name"]), ("tiers", t, "plugins", p), lowered, diagnostics)
+            _validate(plugin, plugin["name"], ("tiers", t, "plugins", p), lowered, diagnostics)
             for p, plugin in enumerate(tier["plugins"])
         ]
         tiers.append(plugins)
