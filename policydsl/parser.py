@@ -244,13 +244,15 @@ class ParseResult:
     diagnostics: tuple[Diagnostic, ...]
 
 
-def _syntax_diagnostic(path: str, err: UnexpectedInput, text: str) -> Diagnostic:
+def _syntax_diagnostic(path: str, err: UnexpectedInput, text: str, start: str = "start") -> Diagnostic:
+    """`text` is what the parser was given (with `start` as its start symbol): positions in `err`
+    are offsets into it."""
     line = getattr(err, "line", None) or 1
     column = getattr(err, "column", None) or 1
     if isinstance(err, UnexpectedCharacters):
         char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else ""
         message = f"unexpected character {char!r}"
-        expected = _acceptable_before(text, err.pos_in_stream) or err.allowed or set()
+        expected = _acceptable_before(text, err.pos_in_stream, start) or err.allowed or set()
         span = Span(path, line, column, line, column + 1)
         if char == '"':
             message = "unterminated string"
@@ -286,11 +288,11 @@ def _accepts(err: UnexpectedInput) -> set[str]:
         return set(getattr(err, "expected", ()) or ())
 
 
-def _acceptable_before(text: str, position: int) -> set[str]:
+def _acceptable_before(text: str, position: int, start: str) -> set[str]:
     """For a character no token starts with: the terminals the parser could take at that point,
     found by feeding it the text before the character."""
     try:
-        interactive = _parser().lark.parse_interactive(text[:position], start="start")
+        interactive = _parser().lark.parse_interactive(text[:position], start=start)
         interactive.exhaust_lexer()
         return set(interactive.accepts())
     except Exception:  # the text before may itself be broken; the lexer's guess is used then
@@ -366,7 +368,7 @@ def _recover(parser: _Parser, path: str, text: str, err: UnexpectedInput) -> lis
             parser.lark.parse(rest, start="items")
             return found
         except UnexpectedInput as again:
-            found.append(_syntax_diagnostic(path, again, text))
+            found.append(_syntax_diagnostic(path, again, rest, start="items"))
             next_line = getattr(again, "line", None) or len(lines)
             error_line = max(next_line, resume + 1)
     return found

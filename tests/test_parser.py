@@ -303,6 +303,20 @@ def test_several_syntax_errors_in_one_run():
     assert [(d.code, d.span.line) for d in result.diagnostics] == [("PD010", 2), ("PD010", 4), ("PD010", 6)]
 
 
+def test_errors_found_after_recovery_describe_the_right_text():
+    text = HEAD + (
+        "queue a { weight = }\n"
+        "queue b {}\n"
+        "queue c { weight = @ }\n"     # line 4
+        'queue d { x = "abc\n'         # line 5
+        "}\n"
+    )
+    later = [(d.span.line, d.span.column, d.message, d.hint) for d in parse_text(text).diagnostics[1:]]
+    assert later[0][:3] == (4, 20, "unexpected character '@'")
+    assert later[0][3].startswith("expected a value")
+    assert later[1][:3] == (5, 15, "unterminated string")
+
+
 def test_bad_escape_is_pd011_at_the_string():
     result = parse_text(HEAD + 'const A = "a\\qb"\n', "esc.policy")
     assert result.policy is None
