@@ -326,6 +326,12 @@ def test_cli_check_lists_files_that_would_change(files, capsys):
     assert main(["fmt", "--check", str(clean)]) == 0
 
 
+def test_cli_file_named_twice_is_formatted_once(files, capsys):
+    folder, _, messy = files
+    assert main(["fmt", "--check", str(folder), str(messy)]) == 1
+    assert capsys.readouterr().out == f"would reformat {messy}\n"
+
+
 def test_cli_diff(files, capsys):
     _, clean, messy = files
     assert main(["fmt", "--diff", str(messy), str(clean)]) == 1

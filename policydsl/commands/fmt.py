@@ -44,7 +44,7 @@ def _targets(paths: list[str]) -> tuple[list[str], list[str]]:
             found.append(raw)
         else:
             missing.append(raw)
-    return found, missing
+    return list(dict.fromkeys(found)), missing  # a file named twice is formatted once
 
 
 def _unified_diff(before: str, after: str, shown: str) -> str:
