@@ -113,3 +113,28 @@ def test_missing_build_names_the_fix(monkeypatch):
     with pytest.raises(KernelsNotBuilt, match="pip install -e ."):
         load(pure=False)
     assert "pip install -e ." in BUILD_HINT
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_placement_tree_matches_reference_after_refresh(compiled, seed):
+    rng = np.random.default_rng(500 + seed)
+    n, r = int(rng.integers(1, 50)), 3
+    alloc, used, releasing, pipelined = random_nodes(rng, n, r)
+    req = np.array([1000, 2000, 1], dtype=np.int64)
+    mask = (rng.random(n) < 0.9).astype(np.uint8)
+    static = rng.random(n)
+    params = random_params(rng, r)
+    changed = np.unique(rng.integers(0, n, size=3)).astype(np.int64)
+    outcomes = []
+    for kernels in (REF, compiled):
+        u, p = used.copy(), pipelined.copy()
+        tree = kernels.PlacementTree(n)
+        tree.build(alloc, u, releasing, p, req, mask, static, params)
+        nodes, kinds = np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int8)
+        first = tree.place(alloc, u, releasing, p, req, mask, static, params, 4, nodes, kinds)
+        # Another class frees room on some nodes; only those are re-keyed.
+        u[changed] = 0
+        tree.refresh(changed, alloc, u, releasing, p, req, mask, static, params)
+        second = tree.place(alloc, u, releasing, p, req, mask, static, params, 8, nodes, kinds)
+        outcomes.append((first, second, nodes[:second].tolist(), kinds[:second].tolist(), u.tolist()))
+    assert outcomes[0] == outcomes[1]
