@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             text, problem = decode_source(sys.stdin.buffer.read(), shown)
         else:
             text, problem = read_source(Path(target))
-        if problem is not None or text is None:
+        if problem is not None:
             print(render(problem), file=sys.stderr)
             status = max(status, EXIT_IO if problem.code == IO_ERROR.code else EXIT_FINDINGS)
             continue
