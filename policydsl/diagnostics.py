@@ -118,7 +118,9 @@ class SourceCache:
         self._lines: dict[str, list[str]] = {}
 
     def add(self, path: str, text: str) -> None:
-        self._lines[path] = text.splitlines()
+        # Only "\n" ends a line, as in the parser's line count; str.splitlines() would also
+        # split on form feeds and U+2028 and quote the wrong line.
+        self._lines[path] = [line.rstrip("\r") for line in text.split("\n")]
 
     def line(self, path: str, number: int) -> str | None:
         lines = self._lines.get(path)
