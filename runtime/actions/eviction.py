@@ -74,6 +74,19 @@ def minimal_victims(ssn: Session, need: np.ndarray, victims: list[int]) -> list[
     return chosen
 
 
+def settle(ssn: Session, stmt, j: int) -> None:
+    """End of a preemptor job's turn in preempt or reclaim. As in Volcano, these actions only
+    reserve: every placement becomes pipelined (a task that happened to fit on idle room
+    included) and binds in a later allocate, which checks the queue's share and the gang again.
+    Binding it here would bind part of a gang that is only pipelined, not ready. Committed when
+    the job is pipelined, otherwise the evictions are undone."""
+    if ssn.job_pipelined_ok(j):
+        stmt.to_pipelined()
+        stmt.commit()
+    else:
+        stmt.discard()
+
+
 def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int], bool],
               reason_for: Callable[[int], d.Reason], on_node: dict[int, list[int]]) -> bool:
     """Make room for task t: pipeline it where releasing pods already make room, else evict the

@@ -1,7 +1,8 @@
 """preempt: for starving jobs, within one queue: evicts preemptable pods of other jobs of the
 same queue that the preemptable plugins allow (priority, gang, conformance, drf), the fewest
-that make room (runtime.actions.eviction). A preemptor job's evictions commit only when the
-job becomes pipelined; otherwise they are discarded."""
+that make room (runtime.actions.eviction). The preemptor's placements are reservations only
+(pipelined, never bindings); they and the evictions commit only when the job becomes
+pipelined, otherwise they are discarded."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import heapq
 
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, pending_of
-from runtime.actions.eviction import evict_for, pods_by_node
+from runtime.actions.eviction import evict_for, pods_by_node, settle
 from runtime.session import Session
 
 
@@ -39,7 +40,4 @@ def run(ssn: Session) -> None:
 
                 if not evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node):
                     break
-            if ssn.job_pipelined_ok(j):
-                stmt.commit()
-            else:
-                stmt.discard()
+            settle(ssn, stmt, j)

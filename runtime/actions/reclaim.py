@@ -1,7 +1,8 @@
 """reclaim: across queues. For starving jobs of queues that are not overused and may reclaim
 (preemptive), evicts pods of other queues whose `reclaimable` is not false, as the reclaimable
 plugins allow (proportion/capacity: only while the victim's queue is above its deserved share;
-gang; conformance) — the fewest that make room. Committed only when the job is pipelined."""
+gang; conformance) — the fewest that make room. Placements are pipelined reservations, never bindings;
+committed only when the job is pipelined."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import heapq
 
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, pending_of
-from runtime.actions.eviction import evict_for, pods_by_node
+from runtime.actions.eviction import evict_for, pods_by_node, settle
 from runtime.session import Session
 
 
@@ -43,7 +44,4 @@ def run(ssn: Session) -> None:
 
                 if not evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node):
                     break
-            if ssn.job_pipelined_ok(j):
-                stmt.commit()
-            else:
-                stmt.discard()
+            settle(ssn, stmt, j)
