@@ -193,6 +193,10 @@ class Session:
     def fns(self, point: str) -> list[list[tuple[str, Callable]]]:
         return self.callbacks.get(point, [])
 
+    def answers(self, point: str, plugin: str) -> bool:
+        """Whether `plugin` registered a callback at `point`."""
+        return any(name == plugin for tier in self.fns(point) for name, _ in tier)
+
     # --- combinators ---------------------------------------------------------------------
     def job_key(self, j: int) -> tuple:
         job = self.snap.jobs[j]

@@ -18,6 +18,10 @@ def run(ssn: Session) -> None:
     snap = ssn.snap
     heaps = eligible_jobs(ssn)
     on_node = pods_by_node(ssn)
+    # With the priority plugin voting on victims, its refusal is final: a victim's job has a
+    # lower priority than the preemptor's. (Volcano lets a later tier, e.g. drf, evict pods of
+    # equal priority when priority's answer is empty — runtime/README.md.)
+    by_priority = ssn.answers("preemptable", "priority")
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         jobs = heaps[q]
         while jobs:
@@ -35,8 +39,9 @@ def run(ssn: Session) -> None:
                                     {"preemptor": pod})
 
                 def may_evict(v: int) -> bool:
-                    return (snap.jobs[snap.task_job[v]].queue == q and snap.task_job[v] != j
-                            and snap.pods[v].preemptable)
+                    victim = snap.jobs[snap.task_job[v]]
+                    return (victim.queue == q and victim.index != j and snap.pods[v].preemptable
+                            and (not by_priority or victim.priority < snap.jobs[j].priority))
 
                 if not evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node):
                     break

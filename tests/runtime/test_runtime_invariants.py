@@ -144,6 +144,23 @@ def test_preemptor_gang_is_never_bound_below_its_minimum(pure):
         state.advance()
 
 
+def test_preempt_never_takes_a_victim_of_equal_priority(pure):
+    """Regression (found by the property above): priority refuses the equal-priority victim,
+    and drf in the next tier used to let it through (Volcano's tier rule)."""
+    state = ClusterState()
+    node(state, "n0", cpu=2000, memory=16 * GiB)
+    state.add_podgroup(PodGroup("ns", "j0", min_member=1, queue="q1", phase="Running", uid="pg0"))
+    for t in range(2):
+        pod(state, f"j0-{t}", cpu=1000, memory=GiB, group="j0", priority=0, node_name="n0")
+    state.add_podgroup(PodGroup("ns", "j1", min_member=1, queue="q1", phase="Pending", uid="pg1", creation=1.0))
+    pod(state, "j1-0", cpu=500, memory=GiB, group="j1", priority=0, creation=1.0)
+    assert cycle(PLAN, state, pure).evictions == []
+    for t in range(2):
+        state.pods[f"ns/j0-{t}"].priority = -1       # now lower: preempt takes one of them
+    evicted = [e.pod for e in cycle(PLAN, state, pure).evictions]
+    assert len(evicted) == 1 and evicted[0].startswith("ns/j0-")
+
+
 GUARANTEE_PLAN = policy(STANDARD_TIERS + """
 queue big { weight = 8 }
 queue small { weight = 1 guarantee = { cpu: 3 } }
