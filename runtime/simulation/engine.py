@@ -1,0 +1,329 @@
+"""The discrete-event simulation: arrivals, scheduling cycles, completions, evictions.
+
+Time advances in scheduling cycles every `period` seconds (Volcano's schedule period). At a
+cycle's time the simulator first creates the objects that arrived, completes the pods whose
+duration is over (they free their node, still count for their gang; a job whose pods all
+finished leaves the cluster), and lets the pods evicted in an earlier cycle leave — a job
+controller recreates each one pending, as Volcano's does. Then it runs the Plan's actions
+once, applies the decisions (bindings start their pods' clocks), and measures.
+
+Cycles on an unchanged cluster decide nothing new (the engine is deterministic), so after a
+cycle that bound, evicted and re-phased nothing, and with no pod leaving, the clock jumps to
+the first cycle at or after the next arrival or completion. A run of `--cycles N` skips
+nothing: it runs N consecutive cycles.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from compiler.plan import Plan
+from runtime.actions import registry as action_registry
+from runtime.cycle import collect, open_session
+from runtime.decisions import Decisions, Reason
+from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
+from runtime.session import Options
+from runtime.simulation.metrics import GangViolation, Metrics, Recorder, queue_of
+from runtime.simulation.workload import Arrival, Scenario, copy_podgroup, copy_pod
+
+DEFAULT_PERIOD = 1.0
+# A run without --until or --cycles ends when nothing is left to happen; these bound a run
+# whose policy never settles (evicting and re-placing the same pods forever).
+HORIZON = 30 * 86400.0
+MAX_CYCLES = 200_000
+
+_ARRIVE, _COMPLETE = 0, 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    cycles: int | None = None        # run exactly this many consecutive cycles
+    until: float | None = None       # stop at this simulated time (seconds)
+    period: float = DEFAULT_PERIOD   # seconds between cycles
+    max_cycles: int = MAX_CYCLES
+    horizon: float = HORIZON
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    index: int                       # 0-based count of cycles run
+    time: float
+    decisions: Decisions
+
+
+@dataclass
+class SimulationResult:
+    metrics: Metrics
+    placements: dict[str, str]                     # pod -> node of its first binding
+    bind_times: dict[str, float]                   # pod -> time of its first binding
+    job_starts: dict[str, float]                   # job -> first time minMember of its pods ran
+    waiting_reasons: dict[str, tuple[Reason, ...]]  # pods waiting at the end -> their last reasons
+    podgroup_phases: dict[str, str]                # PodGroup -> phase at the end
+    evicted: dict[str, int]                        # pod -> times evicted
+    end_time: float
+    cycles: int
+    stopped: str                                   # drained | until | cycles | cycle limit | horizon
+    state: ClusterState = field(repr=False)
+
+
+@dataclass
+class _Job:
+    key: str
+    min_member: int
+    waiting_since: float | None
+    pods: set[str] = field(default_factory=set)
+    running: int = 0                 # bound, not evicted, not finished
+    done: int = 0
+    violating: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.running + self.done >= self.min_member
+
+
+class Simulation:
+    def __init__(self, plan: Plan, scenario: Scenario, limits: Limits = Limits(), options: Options | None = None,
+                 on_cycle: Callable[[CycleOutcome], None] | None = None,
+                 on_progress: Callable[[float], None] | None = None):
+        self.plan = plan
+        self.scenario = scenario
+        self.limits = limits
+        self.options = options or Options()
+        self.on_cycle = on_cycle
+        self.on_progress = on_progress
+        self.state = copy.deepcopy(scenario.initial)
+        self.recorder = Recorder()
+        self.jobs: dict[str, _Job] = {}
+        self.events: list[tuple[float, int, int, object]] = []
+        self._seq = 0
+        self.placements: dict[str, str] = {}
+        self.bind_times: dict[str, float] = {}
+        self.job_starts: dict[str, float] = {}
+        self.waiting_reasons: dict[str, tuple[Reason, ...]] = {}
+        self.finished_groups: dict[str, str] = {}
+        self.evicted: dict[str, int] = {}
+        self._bound_uid: dict[str, str] = {}
+        self._actions = action_registry()
+
+    # --- events -------------------------------------------------------------------------
+    def _push(self, time: float, kind: int, payload: object) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (time, self._seq, kind, payload))
+
+    def _mine(self, pod: Pod) -> bool:
+        return pod.scheduler_name == self.options.scheduler_name
+
+    def _job_of(self, pod: Pod, now: float) -> _Job:
+        key = group_key_of(pod)
+        job = self.jobs.get(key)
+        if job is None:
+            group = self.state.podgroups.get(key) if pod.group else None
+            job = self.jobs[key] = _Job(key, group.min_member if group else 1, now)
+            self.recorder.job_arrived(queue_of(self.state, pod))
+        return job
+
+    def _start(self) -> None:
+        for arrival in self.scenario.arrivals:
+            self._push(arrival.time, _ARRIVE, arrival)
+        for key, pod in self.state.pods.items():
+            if pod.node_name and not pod.terminal and key in self.scenario.durations:
+                self._bound_uid[key] = pod.uid
+                self._push(self.scenario.durations[key], _COMPLETE, (key, pod.uid))
+            if not self._mine(pod):
+                continue
+            job = self._job_of(pod, 0.0)
+            job.pods.add(key)
+            if pod.phase == "Succeeded":
+                job.done += 1
+            elif pod.node_name and not pod.releasing:
+                job.running += 1
+        for job in self.jobs.values():
+            if job.ready:
+                job.waiting_since = None
+                self.job_starts[job.key] = 0.0
+
+    def _arrive(self, arrival: Arrival, now: float) -> None:
+        if arrival.podgroup is not None:
+            group = copy_podgroup(arrival.podgroup)
+            group.creation = now
+            self.state.add_podgroup(group)
+            job = self.jobs.get(group.key)
+            if job is not None:       # pods came first: the group sets the gang size
+                job.min_member = group.min_member
+            return
+        pod = copy_pod(arrival.pod)
+        pod.creation = now
+        self.state.add_pod(pod)
+        if self._mine(pod):
+            job = self._job_of(pod, now)
+            job.pods.add(pod.key)
+
+    def _complete(self, key: str, uid: str, now: float) -> None:
+        pod = self.state.pods.get(key)
+        # A stale event: the pod was evicted (and recreated) since it was bound.
+        if pod is None or pod.uid != uid or pod.releasing or not pod.node_name or pod.terminal:
+            return
+        self.state.complete_pod(key)
+        if not self._mine(pod):
+            self.state.remove_pod(key)
+            return
+        job = self.jobs.get(group_key_of(pod))
+        if job is None:
+            return
+        job.running -= 1
+        job.done += 1
+        if job.done == len(job.pods):
+            queue = queue_of(self.state, pod)
+            self.recorder.job_completed(queue)
+            for member in job.pods:
+                self.state.remove_pod(member)
+            if pod.group and job.key in self.state.podgroups:
+                self.finished_groups[job.key] = PG_COMPLETED
+                self.state.remove_podgroup(job.key)
+            del self.jobs[job.key]
+
+    def _leave(self, now: float) -> bool:
+        """Evicted pods leave; their job's controller recreates them pending."""
+        releasing = [p for p in self.state.pods.values() if p.releasing]
+        for pod in releasing:
+            self.state.remove_pod(pod.key)
+            if not self._mine(pod) or group_key_of(pod) not in self.jobs:
+                continue
+            count = self.evicted.get(pod.key, 0)
+            again = copy_pod(pod, uid_suffix=f"-r{count}")
+            again.node_name, again.phase, again.releasing, again.creation = None, PENDING, False, now
+            again.annotations.pop("volcano.sh/gpu-index", None)
+            self.state.add_pod(again)
+        return bool(releasing)
+
+    # --- one cycle ----------------------------------------------------------------------
+    def _cycle(self, now: float) -> tuple[Decisions, object]:
+        ssn = open_session(self.plan, self.state, self.options)
+        for name in self.plan.actions:
+            self._actions[name](ssn)
+        return collect(ssn), ssn
+
+    def _apply(self, decisions: Decisions, now: float) -> bool:
+        """Make the decisions true and keep the books; True when anything changed."""
+        state = self.state
+        changed = bool(decisions.bindings or decisions.evictions)
+        for status in decisions.podgroups:
+            group = state.podgroups.get(status.name)
+            if group is not None and group.phase != status.phase:
+                changed = True
+        state.apply(decisions)
+        touched: set[str] = set()
+        for binding in decisions.bindings:
+            pod = state.pods.get(binding.pod)
+            if pod is None:
+                continue
+            self.placements.setdefault(binding.pod, binding.node)
+            self.bind_times.setdefault(binding.pod, now)
+            self.waiting_reasons.pop(binding.pod, None)
+            duration = self.scenario.durations.get(binding.pod)
+            if duration is not None:
+                self._push(now + duration, _COMPLETE, (binding.pod, pod.uid))
+            job = self.jobs.get(group_key_of(pod))
+            if job is not None:
+                job.running += 1
+                touched.add(job.key)
+        for eviction in decisions.evictions:
+            pod = state.pods.get(eviction.pod)
+            if pod is None:
+                continue
+            self.evicted[eviction.pod] = self.evicted.get(eviction.pod, 0) + 1
+            job = self.jobs.get(group_key_of(pod))
+            if job is not None and self._mine(pod):
+                job.running -= 1
+                touched.add(job.key)
+                self.recorder.evicted(queue_of(state, pod))
+        for item in decisions.unschedulable:
+            self.waiting_reasons[item.pod] = item.reasons
+        for key in touched:
+            self._account(self.jobs[key], now)
+        return changed
+
+    def _account(self, job: _Job, now: float) -> None:
+        queue = self._queue_of_job(job)
+        if job.waiting_since is not None and job.ready:
+            self.recorder.job_started(queue, now - job.waiting_since)
+            self.job_starts.setdefault(job.key, now)
+            job.waiting_since = None
+        elif job.waiting_since is None and not job.ready:
+            job.waiting_since = now
+        violating = job.min_member > 1 and job.running > 0 and not job.ready
+        if violating and not job.violating:
+            self.recorder.gang_violation(GangViolation(now, job.key, job.running, job.min_member))
+        job.violating = violating
+
+    def _queue_of_job(self, job: _Job) -> str:
+        group = self.state.podgroups.get(job.key)
+        return group.queue if group is not None else "default"
+
+    # --- the loop -----------------------------------------------------------------------
+    def run(self) -> SimulationResult:
+        limits = self.limits
+        period = limits.period
+        self._start()
+        cycles = 0
+        index = 0                   # the next cycle's position on the period grid
+        dirty = True
+        stopped = "drained"
+        last_time = 0.0
+        while True:
+            if limits.cycles is not None and cycles >= limits.cycles:
+                stopped = "cycles"
+                break
+            if cycles >= limits.max_cycles:
+                stopped = "cycle limit"
+                break
+            if not dirty and limits.cycles is None:
+                if not self.events:
+                    break
+                index = max(index, math.ceil(self.events[0][0] / period - 1e-9))
+            now = index * period
+            if limits.until is not None and now > limits.until:
+                stopped = "until"
+                break
+            if now > limits.horizon:
+                stopped = "horizon"
+                break
+            while self.events and self.events[0][0] <= now + 1e-9:
+                _, _, kind, payload = heapq.heappop(self.events)
+                if kind == _ARRIVE:
+                    self._arrive(payload, now)
+                else:
+                    self._complete(payload[0], payload[1], now)
+            left = self._leave(now)
+            decisions, ssn = self._cycle(now)
+            changed = self._apply(decisions, now)
+            self.recorder.sample(now, self.state, ssn, self.options.scheduler_name)
+            if self.on_cycle is not None:
+                self.on_cycle(CycleOutcome(cycles, now, decisions))
+            if self.on_progress is not None:
+                self.on_progress(now)
+            cycles += 1
+            last_time = now
+            index += 1
+            dirty = changed or left or any(p.releasing for p in self.state.pods.values())
+        # With --until the last state holds to the end even when the run drained earlier.
+        end = max(limits.until, last_time) if limits.until is not None and limits.cycles is None else last_time
+        still = [(self._queue_of_job(job), end - job.waiting_since)
+                 for job in self.jobs.values() if job.waiting_since is not None]
+        metrics = self.recorder.finish(end, cycles, still)
+        phases = dict(self.finished_groups)
+        phases.update({key: group.phase for key, group in self.state.podgroups.items()})
+        waiting = {k: v for k, v in self.waiting_reasons.items()
+                   if k in self.state.pods and not self.state.pods[k].node_name}
+        return SimulationResult(metrics, self.placements, self.bind_times, self.job_starts, waiting, phases,
+                                self.evicted, end, cycles, stopped, self.state)
+
+
+def simulate(plan: Plan, scenario: Scenario, limits: Limits = Limits(), options: Options | None = None,
+             on_cycle: Callable[[CycleOutcome], None] | None = None,
+             on_progress: Callable[[float], None] | None = None) -> SimulationResult:
+    return Simulation(plan, scenario, limits, options, on_cycle, on_progress).run()

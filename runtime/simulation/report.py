@@ -1,0 +1,203 @@
+"""`--report DIR`: one self-contained HTML page (index.html) with the run's metrics and three
+plots drawn as inline SVG by this module: utilization over time, queue shares over time
+(deserved dashed), and per-queue wait distributions (empirical CDFs). No script, no
+stylesheet or font from elsewhere."""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import Sequence
+
+from runtime.simulation.engine import SimulationResult
+from runtime.simulation.summary import STOP_REASONS, percent, wait_text
+from runtime.simulation.workload import format_duration
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+WIDTH, HEIGHT = 760, 300
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 60, 170, 30, 45
+MAX_POINTS = 2000
+
+Series = tuple[str, Sequence[tuple[float, float]], bool, int]     # (label, points, dashed, colour)
+
+
+def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    if high <= low:
+        return [low]
+    raw = (high - low) / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    first = math.ceil(low / step) * step
+    ticks = []
+    value = first
+    while value <= high + step * 1e-9:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def _time_ticks(high: float) -> list[float]:
+    """Ticks at round durations (seconds, minutes, hours)."""
+    for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400):
+        if high / step <= 8:
+            return [i * step for i in range(int(high // step) + 1)]
+    step = 86400 * math.ceil(high / 86400 / 8)
+    return [i * step for i in range(int(high // step) + 1)]
+
+
+def _thin(points: Sequence[tuple[float, float]]) -> Sequence[tuple[float, float]]:
+    if len(points) <= MAX_POINTS:
+        return points
+    every = math.ceil(len(points) / MAX_POINTS)
+    return list(points[::every]) + [points[-1]]
+
+
+def line_chart(title: str, series: list[Series], x_max: float, y_max: float, x_is_time: bool = True,
+               y_is_percent: bool = True, step: bool = True, x_label: str = "time") -> str:
+    """An SVG line chart; `step` draws each value held until the next point."""
+    plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+    x_max = x_max if x_max > 0 else 1.0
+    y_max = y_max if y_max > 0 else 1.0
+
+    def sx(x: float) -> float:
+        return MARGIN_LEFT + plot_w * min(max(x / x_max, 0.0), 1.0)
+
+    def sy(y: float) -> float:
+        return MARGIN_TOP + plot_h * (1.0 - min(max(y / y_max, 0.0), 1.0))
+
+    esc = html.escape
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{esc(title)}">',
+             f'<text x="{MARGIN_LEFT}" y="18" font-size="14" font-weight="bold">{esc(title)}</text>',
+             f'<rect x="{MARGIN_LEFT}" y="{MARGIN_TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+    for y in _nice_ticks(0.0, y_max):
+        label = f"{y * 100:.0f}%" if y_is_percent else f"{y:g}"
+        parts.append(f'<line x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT + plot_w}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" '
+                     f'stroke="#eee"/>')
+        parts.append(f'<text x="{MARGIN_LEFT - 6}" y="{sy(y) + 4:.1f}" font-size="11" text-anchor="end">'
+                     f'{esc(label)}</text>')
+    for x in (_time_ticks(x_max) if x_is_time else _nice_ticks(0.0, x_max)):
+        label = format_duration(x) if x_is_time else f"{x:g}"
+        parts.append(f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{MARGIN_TOP + plot_h}" '
+                     f'y2="{MARGIN_TOP + plot_h + 4}" stroke="#999"/>')
+        parts.append(f'<text x="{sx(x):.1f}" y="{MARGIN_TOP + plot_h + 17}" font-size="11" text-anchor="middle">'
+                     f'{esc(label)}</text>')
+    parts.append(f'<text x="{MARGIN_LEFT + plot_w / 2:.1f}" y="{HEIGHT - 6}" font-size="11" '
+                 f'text-anchor="middle">{esc(x_label)}</text>')
+    for i, (label, points, dashed, colour) in enumerate(series):
+        color = PALETTE[colour % len(PALETTE)]
+        points = _thin(points)
+        if not points:
+            continue
+        coords: list[str] = []
+        for k, (x, y) in enumerate(points):
+            if step and k > 0:
+                coords.append(f"{sx(x):.1f},{sy(points[k - 1][1]):.1f}")
+            coords.append(f"{sx(x):.1f},{sy(y):.1f}")
+        if step:
+            coords.append(f"{sx(x_max):.1f},{sy(points[-1][1]):.1f}")
+        dash = ' stroke-dasharray="5,4"' if dashed else ""
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.8"{dash} '
+                     f'points="{" ".join(coords)}"><title>{esc(label)}</title></polyline>')
+        ly = MARGIN_TOP + 8 + 18 * i
+        lx = MARGIN_LEFT + plot_w + 12
+        parts.append(f'<line x1="{lx}" x2="{lx + 22}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>')
+        parts.append(f'<text x="{lx + 28}" y="{ly + 4}" font-size="11">{esc(label)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def utilization_chart(result: SimulationResult) -> str:
+    samples = result.metrics.samples
+    resources = sorted({r for s in samples for r in s.utilization})
+    series = [(r, [(s.time, s.utilization.get(r, 0.0)) for s in samples], False, i) for i, r in enumerate(resources)]
+    return line_chart("Utilization over time", series, result.end_time, 1.0)
+
+
+def shares_chart(result: SimulationResult) -> str:
+    samples = result.metrics.samples
+    series: list[Series] = []
+    for i, name in enumerate(result.metrics.queues):
+        series.append((f"{name} share", [(s.time, s.shares.get(name, 0.0)) for s in samples], False, i))
+        if any(name in s.deserved for s in samples):
+            series.append((f"{name} deserved", [(s.time, s.deserved.get(name, 0.0)) for s in samples], True, i))
+    return line_chart("Queue shares over time (dominant resource; deserved dashed)", series, result.end_time, 1.0)
+
+
+def waits_chart(result: SimulationResult) -> str:
+    series: list[Series] = []
+    longest = 0.0
+    for i, q in enumerate(result.metrics.queues.values()):
+        if not q.waits:
+            continue
+        n = len(q.waits)
+        points = [(0.0, 0.0)] + [(w, (i + 1) / n) for i, w in enumerate(q.waits)]
+        series.append((f"{q.name} ({n} jobs)", points, False, i))
+        longest = max(longest, q.waits[-1])
+    return line_chart("Wait distribution per queue (fraction of jobs started within)", series,
+                      longest * 1.05 or 1.0, 1.0, x_label="wait")
+
+
+def render_html(result: SimulationResult, policy: str, description: str) -> str:
+    m = result.metrics
+    esc = html.escape
+    rows = "\n".join(
+        f"<tr><td>{esc(q.name)}</td><td>{q.jobs}</td><td>{q.started}</td><td>{q.completed}</td><td>{q.waiting}</td>"
+        f"<td>{wait_text(q.wait_p50)}</td><td>{wait_text(q.wait_p95)}</td><td>{wait_text(q.wait_p99)}</td>"
+        f"<td>{percent(q.share)}</td><td>{percent(q.deserved)}</td>"
+        f"<td>{'-' if q.fairness is None else f'{q.fairness:.2f}'}</td><td>{q.evictions}</td></tr>"
+        for q in m.queues.values())
+    cluster = [
+        ("utilization", ", ".join(f"{r} {percent(v)}" for r, v in m.utilization.items()) or "-"),
+        ("fragmentation", ", ".join(f"{r} {percent(v)}" for r, v in m.fragmentation.items()) or "-"),
+        ("fairness index", "-" if m.fairness is None else f"{m.fairness:.3f}"),
+        ("evictions", str(m.evictions)),
+        ("gang violations", str(len(m.gang_violations))),
+    ]
+    cluster_rows = "\n".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in cluster)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>policydsl simulation: {esc(policy)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }}
+figure {{ margin: 1.5em 0; }}
+</style>
+</head>
+<body>
+<h1>Simulation of policy {esc(policy)}</h1>
+<p>{esc(description)}</p>
+<p>Simulated {esc(format_duration(result.end_time))} in {result.cycles} cycles
+({esc(STOP_REASONS.get(result.stopped, result.stopped))}).</p>
+<h2>Queues</h2>
+<table>
+<tr><th>queue</th><th>jobs</th><th>started</th><th>done</th><th>waiting</th><th>wait p50</th><th>p95</th>
+<th>p99</th><th>share</th><th>deserved</th><th>fairness</th><th>evictions</th></tr>
+{rows}
+</table>
+<h2>Cluster</h2>
+<table>
+{cluster_rows}
+</table>
+<h2>Plots</h2>
+<figure>{utilization_chart(result)}</figure>
+<figure>{shares_chart(result)}</figure>
+<figure>{waits_chart(result)}</figure>
+</body>
+</html>
+"""
+
+
+def write_report(directory: str | Path, result: SimulationResult, policy: str, description: str) -> Path:
+    """Write DIR/index.html (the folder is created); returns its path. Raises OSError."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    page = folder / "index.html"
+    page.write_text(render_html(result, policy, description), encoding="utf-8")
+    return page

@@ -1,0 +1,98 @@
+"""Text output of a simulation: per-cycle decision lines and rich tables of the metrics."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from runtime.simulation.engine import CycleOutcome, SimulationResult
+from runtime.simulation.metrics import Metrics
+from runtime.simulation.workload import format_duration
+
+STOP_REASONS = {
+    "drained": "nothing left to happen",
+    "until": "reached --until",
+    "cycles": "ran the requested cycles",
+    "cycle limit": "hit the cycle limit (the policy never settles?)",
+    "horizon": "hit the 30-day horizon",
+}
+
+
+def console(stream: TextIO | None = None) -> Console:
+    stream = stream or sys.stdout
+    tty = stream.isatty() if hasattr(stream, "isatty") else False
+    return Console(file=stream, width=None if tty else 120, highlight=False, soft_wrap=not tty)
+
+
+def wait_text(seconds: float | None) -> str:
+    return "-" if seconds is None else format_duration(seconds)
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def cycle_lines(outcome: CycleOutcome) -> list[str]:
+    d = outcome.decisions
+    lines = [f"cycle {outcome.index + 1} at {format_duration(outcome.time)}: {len(d.bindings)} bound, "
+             f"{len(d.evictions)} evicted, {len(d.pipelined)} pipelined, {len(d.unschedulable)} waiting"]
+    for b in sorted(d.bindings, key=lambda b: b.pod):
+        devices = "".join(f" {res}={','.join(map(str, cards))}" for res, cards in sorted(b.devices.items()))
+        lines.append(f"  bind   {b.pod} -> {b.node}{devices}")
+    for e in sorted(d.evictions, key=lambda e: e.pod):
+        lines.append(f"  evict  {e.pod}: {e.reason.message}")
+    for pod, node in sorted(d.pipelined.items()):
+        lines.append(f"  pipeline {pod} -> {node} (after releasing pods leave)")
+    for u in sorted(d.unschedulable, key=lambda u: u.pod):
+        lines.append(f"  wait   {u.pod}: {'; '.join(r.message for r in u.reasons)}")
+    for g in sorted(d.podgroups, key=lambda g: g.name):
+        lines.append(f"  group  {g.name}: {g.phase}")
+    return lines
+
+
+def queue_table(metrics: Metrics) -> Table:
+    table = Table(box=box.SIMPLE, show_edge=False, title="queues", title_justify="left")
+    for column in ("queue", "jobs", "started", "done", "waiting", "wait p50", "p95", "p99", "share", "deserved",
+                   "fairness", "evictions"):
+        table.add_column(column, justify="left" if column == "queue" else "right")
+    for q in metrics.queues.values():
+        table.add_row(q.name, str(q.jobs), str(q.started), str(q.completed), str(q.waiting), wait_text(q.wait_p50),
+                      wait_text(q.wait_p95), wait_text(q.wait_p99), percent(q.share), percent(q.deserved),
+                      "-" if q.fairness is None else f"{q.fairness:.2f}", str(q.evictions))
+    return table
+
+
+def cluster_table(metrics: Metrics) -> Table:
+    table = Table(box=box.SIMPLE, show_edge=False, title="cluster", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value")
+    table.add_row("utilization", ", ".join(f"{r} {percent(v)}" for r, v in metrics.utilization.items()) or "-")
+    table.add_row("fragmentation", ", ".join(f"{r} {percent(v)}" for r, v in metrics.fragmentation.items())
+                  or "- (no pod waited)")
+    table.add_row("fairness index", "-" if metrics.fairness is None else f"{metrics.fairness:.3f}")
+    table.add_row("evictions", str(metrics.evictions))
+    violations = len(metrics.gang_violations)
+    detail = ""
+    if violations:
+        first = metrics.gang_violations[0]
+        detail = (f" (first: {first.job} at {format_duration(first.time)} ran {first.running} of "
+                  f"minMember {first.min_member})")
+    table.add_row("gang violations", f"{violations}{detail}")
+    return table
+
+
+def print_summary(out: Console, result: SimulationResult, policy: str, description: str) -> None:
+    m = result.metrics
+    out.print(f"policy {policy} on {description}")
+    out.print(f"simulated {format_duration(result.end_time)} in {result.cycles} cycles "
+              f"({STOP_REASONS.get(result.stopped, result.stopped)})")
+    out.print()
+    if m.queues:
+        out.print(queue_table(m))
+    else:
+        out.print("no jobs")
+    out.print(cluster_table(m))
