@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -20,7 +22,15 @@ from runtime.plugins import registry as plugin_registry
 from runtime.session import Options, Session
 from runtime.snapshot import ALLOCATED, PENDING, PIPELINED, SUCCEEDED, SnapshotCache, build_snapshot
 
-__all__ = ["Options", "run_cycle", "open_session", "collect"]
+__all__ = ["Options", "CycleObserver", "run_cycle", "open_session", "collect"]
+
+
+class CycleObserver(Protocol):
+    """Told how long each action took and shown the session before it closes (metrics)."""
+
+    def action_finished(self, action: str, seconds: float) -> None: ...
+
+    def session_finished(self, ssn: Session) -> None: ...
 
 
 def open_session(plan: Plan, state: ClusterState, options: Options | None = None,
@@ -37,14 +47,20 @@ def open_session(plan: Plan, state: ClusterState, options: Options | None = None
 
 
 def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
-              cache: SnapshotCache | None = None) -> d.Decisions:
+              cache: SnapshotCache | None = None, observer: CycleObserver | None = None) -> d.Decisions:
     """Run the Plan's actions once over the state. The state is not changed (see
     ClusterState.apply). Raises ObjectError when a PodGroup names an unknown queue."""
     ssn = open_session(plan, state, options, cache)
     actions = action_registry()
     for name in plan.actions:
+        started = time.perf_counter()
         actions[name](ssn)
-    return collect(ssn)
+        if observer is not None:
+            observer.action_finished(name, time.perf_counter() - started)
+    decisions = collect(ssn)
+    if observer is not None:
+        observer.session_finished(ssn)
+    return decisions
 
 
 def collect(ssn: Session) -> d.Decisions:

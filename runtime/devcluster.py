@@ -29,7 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -140,8 +140,11 @@ def find_binaries() -> KubeBinaries:
 # --------------------------------------------------------------------------- up / down
 
 
-def up(directory: Path, *, crds_dir: Path | None = None) -> DevCluster:
+def up(directory: Path, *, crds_dir: Path | None = None, apiserver_args: Sequence[str] = ()) -> DevCluster:
     """Start etcd + kube-apiserver in the background and install the CRDs.
+
+    `apiserver_args` are appended to kube-apiserver's flags (a later flag wins),
+    e.g. the benchmark's `--enable-priority-and-fairness=false`.
 
     Everything the cluster needs lives in `directory` (kubeconfig, keys, certs,
     logs/, devcluster.json) except etcd's data, which goes to tmpfs: it is
@@ -170,7 +173,7 @@ def up(directory: Path, *, crds_dir: Path | None = None) -> DevCluster:
 
         token = os.urandom(16).hex()
         apiserver_pid = _start_apiserver(
-            binaries.kube_apiserver, directory, token, etcd_client_port, apiserver_port, logs
+            binaries.kube_apiserver, directory, token, etcd_client_port, apiserver_port, logs, extra_args=apiserver_args
         )
         started.append((apiserver_pid, "kube-apiserver"))
         server = f"https://127.0.0.1:{apiserver_port}"
@@ -224,6 +227,48 @@ def down(directory: Path) -> None:
     _stop_pid(cluster.etcd_pid, "etcd")
     shutil.rmtree(cluster.etcd_data_dir, ignore_errors=True)
     state.unlink(missing_ok=True)
+
+
+def stop_apiserver(directory: Path) -> DevCluster:
+    """Stop only the kube-apiserver of the cluster in `directory`; etcd keeps the data.
+
+    For tests of what clients do while the API server is gone; `start_apiserver` brings it
+    back on the same port with the same token and certificates.
+    """
+    cluster = DevCluster.from_json((Path(directory).resolve() / STATE_FILE).read_text())
+    _stop_pid(cluster.apiserver_pid, "kube-apiserver")
+    return cluster
+
+
+def start_apiserver(directory: Path) -> DevCluster:
+    """Start the kube-apiserver of the cluster in `directory` again (after `stop_apiserver`),
+    wait for /readyz and record its new pid. Returns the updated cluster."""
+    directory = Path(directory).resolve()
+    cluster = DevCluster.from_json((directory / STATE_FILE).read_text())
+    if _alive(cluster.apiserver_pid, "kube-apiserver"):
+        return cluster
+    binaries = find_binaries()
+    logs = directory / "logs"
+    token = cluster.token
+    pid = _start_apiserver(
+        binaries.kube_apiserver, directory, token, cluster.etcd_client_port, cluster.apiserver_port, logs
+    )
+    restarted = DevCluster(**{**asdict(cluster), "apiserver_pid": pid})
+    (directory / STATE_FILE).write_text(restarted.to_json())
+    _wait_until(
+        lambda: _http_ok(f"{cluster.server}/readyz", token=token),
+        what="kube-apiserver /readyz after restart",
+        pid=(pid, "kube-apiserver"),
+        log=logs / "kube-apiserver.log",
+        timeout=READY_TIMEOUT_S,
+    )
+    return restarted
+
+
+def restart_apiserver(directory: Path) -> DevCluster:
+    """`stop_apiserver` then `start_apiserver`."""
+    stop_apiserver(directory)
+    return start_apiserver(directory)
 
 
 def install_crds(cluster: DevCluster, crds_dir: Path) -> list[str]:
@@ -288,7 +333,13 @@ def _start_etcd(etcd: Path, data_dir: Path, client_port: int, peer_port: int, lo
 
 
 def _start_apiserver(
-    apiserver: Path, directory: Path, token: str, etcd_port: int, port: int, logs: Path
+    apiserver: Path,
+    directory: Path,
+    token: str,
+    etcd_port: int,
+    port: int,
+    logs: Path,
+    extra_args: Sequence[str] = (),
 ) -> int:
     pki = directory / "pki"
     pki.mkdir(exist_ok=True)
@@ -331,6 +382,7 @@ def _start_apiserver(
             "--max-mutating-requests-inflight=1500",
             "--profiling=false",
             "--v=1",
+            *extra_args,
         ],
         logs / "kube-apiserver.log",
     )

@@ -93,6 +93,19 @@ def load_text(text: str, source: str = "<input>", policy_queues: Iterable[str] |
     return load_objects(((source, doc) for doc in documents), policy_queues=policy_queues)
 
 
+def read_object(obj: dict, state: ClusterState, source: str = "<api>") -> None:
+    """Add one object dict (with `kind`) to `state`, without load_objects' cross-object checks:
+    a watch delivers objects one at a time and in any order. Raises ObjectError naming it."""
+    kind = obj.get("kind", "") if isinstance(obj, dict) else ""
+    reader = _READERS.get(kind)
+    if reader is None:
+        raise ObjectError([ObjectProblem(source, str(kind) or "object", "", f"unknown kind `{kind}`")])
+    try:
+        reader(obj, state)
+    except _Bad as err:
+        raise ObjectError([ObjectProblem(source, kind, _display_name(obj), str(err))]) from None
+
+
 def parse_documents(text: str, suffix: str = "") -> list[Any]:
     """YAML (multi-document) or JSON text to documents; raises ValueError with the position."""
     if suffix == ".json":

@@ -1,0 +1,176 @@
+"""`policydsl run --policy FILE`: the scheduler, against a Kubernetes cluster or the embedded one."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import uuid
+
+HELP = "run the scheduler against a cluster (or the embedded simulator)"
+DESCRIPTION = (
+    "Schedule pods whose schedulerName matches, every --schedule-period: watch the cluster, run the "
+    "policy's actions, bind, evict, and write PodGroup/Queue status and Events. With --leader-elect only "
+    "the replica holding the Lease writes. SIGTERM or SIGINT finishes the current cycle, releases the "
+    "lease and exits 0. Exit 2: invalid policy, bad kubeconfig, unreachable API server."
+)
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(text: str) -> float:
+    """"1s", "500ms", "2m", "1.5" (seconds) -> seconds."""
+    match = _DURATION.match(text.strip())
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a positive duration (examples: 1s, 500ms, 2m)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", required=True, metavar="FILE", help="the policy file (or a folder with main.policy)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--kubeconfig", metavar="PATH",
+                       help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
+    where.add_argument("--cluster", metavar="embedded:SNAPSHOT",
+                       help="run on the embedded simulator loaded from SNAPSHOT (a file or folder of objects)")
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("--scheduler-name", default="volcano", help="schedule pods with this schedulerName (default: volcano)")
+    parser.add_argument("--schedule-period", type=duration, default=1.0, metavar="DURATION",
+                        help="time from one cycle's start to the next (default: 1s)")
+    parser.add_argument("--metrics-addr", default="127.0.0.1:8080", metavar="HOST:PORT",
+                        help="serve /metrics, /healthz and /readyz here; port 0 picks one; `off` disables "
+                             "(default: 127.0.0.1:8080)")
+    election = parser.add_argument_group("leader election")
+    election.add_argument("--leader-elect", action="store_true", help="only the holder of the Lease schedules")
+    election.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease (default: kube-system)")
+    election.add_argument("--lease-name", default="policydsl-scheduler", help="name of the Lease (default: policydsl-scheduler)")
+    election.add_argument("--lease-duration", type=duration, default=15.0, metavar="DURATION",
+                          help="how long a standby waits for an unrenewed lease (default: 15s)")
+    election.add_argument("--renew-deadline", type=duration, default=10.0, metavar="DURATION",
+                          help="the leader stops when it could not renew for this long (default: 10s)")
+    election.add_argument("--retry-period", type=duration, default=2.0, metavar="DURATION",
+                          help="how often to renew or try to acquire (default: 2s)")
+    election.add_argument("--identity", help="this replica's name in the Lease (default: hostname_random)")
+    parser.add_argument("--cycles", type=int, default=0, metavar="N", help="stop after N cycles (default: run until stopped)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("policydsl.run")
+
+    plan = _compile(args.policy)
+    if plan is None:
+        return 2
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set():
+            return
+        log.info("%s: finishing the current cycle, then stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    from runtime.kube.scheduler import Scheduler
+    from runtime.metrics import Metrics, MetricsServer
+
+    metrics = Metrics()
+    identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    elector = None
+    if args.cluster:
+        cluster = _embedded(args.cluster, plan)
+        if cluster is None:
+            return 2
+        where = args.cluster
+    else:
+        from runtime.kube.api import ConnectError, connect
+        from runtime.kube.cluster import KubeCluster
+
+        try:
+            api = connect(args.kubeconfig, args.context)
+        except ConnectError as err:
+            print(f"policydsl run: {err}", file=sys.stderr)
+            return 2
+        if args.leader_elect:
+            from runtime.kube.leader import LeaseElector
+
+            try:
+                elector = LeaseElector(api, args.lease_namespace, args.lease_name, identity,
+                                       lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
+                                       retry_period=args.retry_period,
+                                       on_change=lambda leading: metrics.is_leader.set(1 if leading else 0))
+            except ValueError as err:
+                print(f"policydsl run: {err}", file=sys.stderr)
+                return 2
+        may_write = elector.is_leader if elector is not None else (lambda: True)
+        cluster = KubeCluster(api, args.scheduler_name, identity=identity, metrics=metrics, may_write=may_write)
+        where = api.host
+
+    scheduler = Scheduler(plan, cluster, scheduler_name=args.scheduler_name, period=args.schedule_period,
+                          metrics=metrics, elector=elector)
+    server = None
+    if args.metrics_addr and args.metrics_addr != "off":
+        try:
+            server = MetricsServer(args.metrics_addr, metrics, ready=scheduler.readiness, healthy=scheduler.health)
+        except (OSError, ValueError) as err:
+            print(f"policydsl run: cannot serve metrics on {args.metrics_addr}: {err}", file=sys.stderr)
+            cluster.stop()
+            return 2
+        server.start()
+        log.info("metrics on http://%s/metrics", server.address)
+
+    log.info("scheduling pods of %s with policy %s (revision %s) on %s as %s", args.scheduler_name, plan.name,
+             plan.revision, where, identity)
+    cluster.start()
+    if elector is not None:
+        elector.start()
+    try:
+        scheduler.run(stop, max_cycles=args.cycles)
+    finally:
+        if elector is not None:
+            elector.stop(release=True)
+        cluster.stop()
+        if server is not None:
+            server.stop()
+    log.info("stopped after %d cycles", scheduler.cycles)
+    return 0
+
+
+def _compile(path: str):  # -> Plan | None
+    from compiler.pipeline import compile_file
+    from policydsl.diagnostics import Severity, render
+
+    result = compile_file(path)
+    for diag in result.diagnostics:
+        if diag.severity >= Severity.WARNING:
+            print(render(diag, result.sources), file=sys.stderr)
+    if result.plan is None:
+        print(f"policydsl run: {path}: the policy has errors, not starting", file=sys.stderr)
+    return result.plan
+
+
+def _embedded(spec: str, plan):  # -> EmbeddedCluster | None
+    from runtime.kube.embedded import EmbeddedCluster
+    from runtime.objects import ObjectError, load_path
+
+    scheme, _, location = spec.partition(":")
+    if scheme != "embedded" or not location:
+        print(f"policydsl run: --cluster must be embedded:SNAPSHOT, got `{spec}`", file=sys.stderr)
+        return None
+    try:
+        state = load_path(os.path.expanduser(location), policy_queues=[q.name for q in plan.queues])
+    except ObjectError as err:
+        for problem in err.problems:
+            print(f"policydsl run: {problem}", file=sys.stderr)
+        return None
+    return EmbeddedCluster(state)

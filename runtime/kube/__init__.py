@@ -1,0 +1,16 @@
+"""The scheduler connected to a Kubernetes cluster.
+
+| module | what |
+|---|---|
+| `api.py` | JSON requests and watches over the kubernetes client's authenticated pool; `connect()` |
+| `convert.py` | API objects (dicts) to the model, via runtime.objects |
+| `cache.py` | list+watch into a ClusterState: resume, relist on 410, reconnect; overlays of own writes |
+| `binder.py` | Binding subresource, concurrent, retries; device cards as Binding annotations |
+| `evictor.py` | policy/v1 Eviction (PodDisruptionBudgets apply) |
+| `status.py` | PodGroup status (merge patch of the object) and Queue status (/status), only on change |
+| `events.py` | Events with the engine's reasons, deduplicated and rate-limited |
+| `leader.py` | leader election on a Lease |
+| `cluster.py` | `KubeCluster`: all of the above as the scheduler's ClusterConnection |
+| `embedded.py` | `EmbeddedCluster`: a ClusterState in memory as the ClusterConnection |
+| `scheduler.py` | `Scheduler`: the loop, `run_once`, `set_plan` |
+"""

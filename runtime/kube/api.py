@@ -1,0 +1,231 @@
+"""JSON over the kubernetes client's authenticated connection pool.
+
+The generated API classes validate every argument with pydantic and deserialize every answer
+into typed models, which costs more CPU than the request itself when a scheduler issues
+thousands of binds and reads thousands of watch events. `KubeApi` keeps the client's
+configuration, authentication (kubeconfig, in-cluster, exec plugins) and urllib3 pool, and
+speaks plain dicts: the API's own JSON, which `runtime.objects` parses.
+
+    api = connect(kubeconfig="~/.kube/config")      # ConnectError says what is wrong
+    pod = api.get("/api/v1/namespaces/default/pods/p")
+    api.post(".../pods/p/binding", {...})            # ApiError(status, reason, message)
+    for event in api.watch("/api/v1/pods", {"resourceVersion": rv}): ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import urllib3
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+# Generous pool: binds, evictions and status writes run concurrently, watches hold one each.
+POOL_SIZE = 96
+CONNECT_TIMEOUT_S = 5.0
+REQUEST_TIMEOUT_S = 30.0
+
+
+class ApiError(Exception):
+    """A request failed. `status` is the HTTP status, 0 when no answer came (connection refused,
+    reset, timed out)."""
+
+    def __init__(self, status: int, reason: str, message: str = "", retry_after: float | None = None):
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        super().__init__(f"{status} {reason}: {message}" if status else f"no answer: {message}")
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying: no answer, throttled, or a server-side error."""
+        return self.status == 0 or self.status == 429 or self.status >= 500
+
+
+class ConnectError(Exception):
+    """The API server cannot be used: bad kubeconfig, unreachable, or credentials refused."""
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
+    object: dict[str, Any]
+
+
+class KubeApi:
+    def __init__(self, api_client: Any):
+        self.client = api_client
+        self.host = api_client.configuration.host
+        self._open: set[Any] = set()
+        self._lock = threading.Lock()
+
+    # --- requests ------------------------------------------------------------------------
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
+                content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        """Send one request; the decoded JSON answer, or ApiError."""
+        response = self._send(method, path, query, body, content_type, (CONNECT_TIMEOUT_S, timeout))
+        try:
+            data = response.data
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiError(0, type(err).__name__, str(err)) from None
+        if not 200 <= response.status < 300:
+            raise _error_of(response.status, response.reason or "", data, response.headers.get("Retry-After"))
+        return json.loads(data) if data else None
+
+    def get(self, path: str, query: Mapping[str, Any] | None = None, timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        return self.request("GET", path, query=query, timeout=timeout)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, body=body)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body=body)
+
+    def merge_patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    def delete(self, path: str, body: Any = None) -> Any:
+        return self.request("DELETE", path, body=body)
+
+    def watch(self, path: str, query: Mapping[str, Any], timeout_seconds: int) -> Iterator[WatchEvent]:
+        """Events of one watch request until the server ends it (after `timeout_seconds`),
+        the connection drops (ApiError status 0) or `close()` is called."""
+        query = {**query, "watch": "true", "timeoutSeconds": str(timeout_seconds)}
+        response = self._send("GET", path, query, None, JSON, (CONNECT_TIMEOUT_S, timeout_seconds + 30.0))
+        if response.status != 200:
+            raise _error_of(response.status, response.reason or "", response.data, None)
+        with self._lock:
+            self._open.add(response)
+        try:
+            for line in _lines(response):
+                if line:
+                    raw = json.loads(line)
+                    yield WatchEvent(raw.get("type", ""), raw.get("object") or {})
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            raise ApiError(0, type(err).__name__, str(err)) from None
+        finally:
+            with self._lock:
+                self._open.discard(response)
+            response.release_conn()
+
+    def close(self) -> None:
+        """Unblock every open watch and drop the pool."""
+        with self._lock:
+            open_now = list(self._open)
+        for response in open_now:
+            try:
+                response.shutdown()
+            except Exception:  # noqa: BLE001 - closing a dying socket may fail any way it likes
+                pass
+        self.client.close()
+
+    def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str,
+              timeout: tuple[float, float]) -> Any:
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        try:
+            _, url, headers, body, _ = self.client.param_serialize(
+                method, path, query_params=list((query or {}).items()), header_params=headers, body=body,
+                auth_settings=["BearerToken"])
+            return self.client.call_api(method, url, headers, body, _request_timeout=timeout).response
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiError(0, type(err).__name__, _short(err)) from None
+        except Exception as err:  # the client wraps TLS errors in its own ApiException(status=0)
+            status = getattr(err, "status", None)
+            if status is None:
+                raise
+            raise ApiError(int(status or 0), str(getattr(err, "reason", "")), _short(err)) from None
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        while True:
+            end = buffer.find(b"\n")
+            if end < 0:
+                break
+            yield buffer[:end]
+            buffer = buffer[end + 1:]
+    if buffer.strip():
+        yield buffer
+
+
+def _error_of(status: int, reason: str, data: bytes | None, retry_after: str | None) -> ApiError:
+    message = ""
+    if data:
+        try:
+            message = str(json.loads(data).get("message", ""))
+        except (ValueError, AttributeError):
+            message = data[:200].decode(errors="replace")
+    try:
+        delay = float(retry_after) if retry_after else None
+    except ValueError:
+        delay = None
+    return ApiError(status, reason, message, delay)
+
+
+def _short(err: BaseException) -> str:
+    """urllib3 nests the cause several levels deep; the innermost says what happened."""
+    reason = getattr(err, "reason", None)
+    while isinstance(reason, BaseException) and getattr(reason, "reason", None) is not None:
+        reason = reason.reason
+    return str(reason or err).splitlines()[0][:300]
+
+
+# --- connecting ------------------------------------------------------------------------------
+
+def configuration(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A kubernetes client Configuration from `kubeconfig`, else in-cluster, else $KUBECONFIG or
+    ~/.kube/config. Raises ConnectError with the reason."""
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
+    cfg = k8s_client.Configuration()
+    try:
+        if kubeconfig:
+            path = Path(kubeconfig).expanduser()
+            if not path.is_file():
+                raise ConnectError(f"cannot read kubeconfig {kubeconfig}: no such file")
+            k8s_config.load_kube_config(config_file=str(path), context=context, client_configuration=cfg,
+                                        persist_config=False)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        else:
+            path = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]).expanduser()
+            if not path.is_file():
+                raise ConnectError("no cluster configuration: pass --kubeconfig PATH, set KUBECONFIG, "
+                                   "or run inside a pod (in-cluster config)")
+            k8s_config.load_kube_config(config_file=str(path), context=context, client_configuration=cfg,
+                                        persist_config=False)
+    except ConnectError:
+        raise
+    except Exception as err:  # ConfigException, YAML errors, missing keys: all mean a bad file
+        where = kubeconfig or "the cluster configuration"
+        raise ConnectError(f"invalid kubeconfig {where}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") \
+            from None
+    cfg.connection_pool_maxsize = POOL_SIZE
+    return cfg
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, *, probe_timeout: float = 10.0) -> KubeApi:
+    """A KubeApi whose server answered GET /version, or ConnectError saying why not."""
+    from kubernetes import client as k8s_client
+
+    cfg = configuration(kubeconfig, context)
+    api = KubeApi(k8s_client.ApiClient(cfg))
+    try:
+        api.request("GET", "/version", timeout=probe_timeout)
+    except ApiError as err:
+        api.close()
+        if err.status in (401, 403):
+            raise ConnectError(f"the API server at {cfg.host} refused our credentials ({err.status} {err.reason})") \
+                from None
+        raise ConnectError(f"cannot reach the API server at {cfg.host}: {err.message or err.reason}") from None
+    return api

@@ -1,0 +1,359 @@
+"""The scheduler's view of the cluster, kept current by list+watch.
+
+One thread per resource (Nodes, Pods, PodGroups, Queues, PriorityClasses) lists, then watches
+from the list's resourceVersion. A watch that ends (server timeout, dropped connection, API
+server restart) resumes from the last resourceVersion it saw (bookmarks keep it fresh); only
+when the server answers 410 Gone — that version is no longer in its window — does the thread
+list again and replace everything it holds for that resource. Connection errors back off
+exponentially (capped) and never end the thread.
+
+`snapshot()` copies the maps (objects are replaced on every change, never mutated, so a
+shallow copy is a consistent picture) and lays the scheduler's own recent writes over it:
+pods it bound or evicted whose watch events have not arrived yet. Without that overlay the
+next cycle would place other pods onto room that is already taken.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from runtime.kube import convert
+from runtime.kube.api import ApiError, KubeApi
+from runtime.model import ClusterState, Condition, Node, Pod, PodGroup, QueueObject
+
+log = logging.getLogger("policydsl.kube.cache")
+
+PAGE_SIZE = 500
+WATCH_SECONDS = (240, 480)  # the server ends each watch after a random time in this range
+BACKOFF_S = (0.2, 5.0)  # first and longest wait between failed attempts
+ERROR_LOG_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    path: str  # list and watch, all namespaces
+    api_version: str
+
+
+NODES = Resource("Node", "/api/v1/nodes", "v1")
+PODS = Resource("Pod", "/api/v1/pods", "v1")
+PODGROUPS = Resource("PodGroup", "/apis/scheduling.volcano.sh/v1beta1/podgroups", convert.VOLCANO_API)
+QUEUES = Resource("Queue", "/apis/scheduling.volcano.sh/v1beta1/queues", convert.VOLCANO_API)
+PRIORITY_CLASSES = Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", "scheduling.k8s.io/v1")
+RESOURCES = (PRIORITY_CLASSES, NODES, QUEUES, PODGROUPS, PODS)
+
+
+class Gone(Exception):
+    """410: the resourceVersion we hold is older than the server's window; list again."""
+
+
+def _static(node: Node) -> tuple:
+    """What the snapshot's cached node arrays depend on."""
+    return (node.allocatable, node.labels, node.taints, node.unschedulable)
+
+
+class ClusterCache:
+    def __init__(self, api: KubeApi, scheduler_name: str,
+                 on_watch_restart: Callable[[str, str], None] | None = None) -> None:
+        self.api = api
+        self.scheduler_name = scheduler_name
+        self._on_restart = on_watch_restart or (lambda kind, reason: None)
+        self._lock = threading.Lock()
+        self._state = ClusterState()
+        self._classes: dict[str, convert.PriorityClass] = {}
+        self._pg_status: dict[str, dict[str, Any]] = {}
+        self._queue_status: dict[str, dict[str, Any]] = {}
+        # The scheduler's own writes that the watch has not shown yet.
+        self._assumed: dict[str, tuple[str, dict[str, str]]] = {}
+        self._releasing: set[str] = set()
+        self._synced: dict[str, threading.Event] = {r.kind: threading.Event() for r in RESOURCES}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._bad_objects: dict[str, str] = {}  # key -> resourceVersion already reported
+        self.changes = threading.Condition(self._lock)  # notified on every applied event
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        for resource in RESOURCES:
+            thread = threading.Thread(target=self._reflect, args=(resource,), name=f"watch-{resource.kind}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.api.close()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+
+    @property
+    def synced(self) -> bool:
+        return all(event.is_set() for event in self._synced.values())
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for event in self._synced.values():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not event.wait(left):
+                return False
+        return True
+
+    # --- reads -----------------------------------------------------------------------------
+    def snapshot(self) -> ClusterState:
+        with self._lock:
+            src = self._state
+            state = ClusterState(
+                nodes=dict(src.nodes), pods=dict(src.pods), podgroups=dict(src.podgroups),
+                queues=dict(src.queues), priority_classes=dict(src.priority_classes),
+                default_priority=src.default_priority, node_generation=src.node_generation,
+            )
+            assumed = list(self._assumed.items())
+            releasing = list(self._releasing)
+        for key, (node, annotations) in assumed:
+            pod = state.pods.get(key)
+            if pod is not None and pod.node_name is None:
+                state.pods[key] = replace(pod, node_name=node, annotations={**pod.annotations, **annotations})
+        for key in releasing:
+            pod = state.pods.get(key)
+            if pod is not None and not pod.releasing:
+                state.pods[key] = replace(pod, releasing=True)
+        return state
+
+    def pod(self, key: str) -> Pod | None:
+        with self._lock:
+            return self._state.pods.get(key)
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        with self._lock:
+            return self._state.podgroups.get(key)
+
+    def podgroup_status(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._pg_status.get(key)
+
+    def queue_status(self, name: str) -> dict[str, Any] | None:
+        """The status of a Queue *object* of the cluster (None for queues only the policy has)."""
+        with self._lock:
+            return self._queue_status.get(name) if name in self._state.queues else None
+
+    def queue_objects(self) -> list[str]:
+        with self._lock:
+            return list(self._state.queues)
+
+    # --- the scheduler's own writes --------------------------------------------------------
+    def assume_bound(self, key: str, node: str, annotations: dict[str, str]) -> None:
+        with self._lock:
+            pod = self._state.pods.get(key)
+            if pod is not None and pod.node_name is None:
+                self._assumed[key] = (node, annotations)
+
+    def assume_releasing(self, key: str) -> None:
+        with self._lock:
+            pod = self._state.pods.get(key)
+            if pod is not None and not pod.releasing:
+                self._releasing.add(key)
+
+    def assumed_count(self) -> int:
+        with self._lock:
+            return len(self._assumed)
+
+    def record_podgroup_status(self, key: str, status: dict[str, Any]) -> None:
+        """A status the scheduler wrote: seen by the next cycle before the watch echoes it."""
+        with self._lock:
+            group = self._state.podgroups.get(key)
+            if group is None:
+                return
+            merged = {**self._pg_status.get(key, {}), **status}
+            self._pg_status[key] = merged
+            self._state.podgroups[key] = replace(group, phase=str(merged.get("phase") or group.phase),
+                                                 conditions=_conditions(merged))
+
+    def record_queue_status(self, name: str, status: dict[str, Any]) -> None:
+        with self._lock:
+            if name in self._state.queues:
+                self._queue_status[name] = {**self._queue_status.get(name, {}), **status}
+
+    # --- reflector ---------------------------------------------------------------------------
+    def _reflect(self, resource: Resource) -> None:
+        version: str | None = None
+        delay = BACKOFF_S[0]
+        failing_since: float | None = None
+        last_logged = 0.0
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    version = self._list(resource)
+                    self._synced[resource.kind].set()
+                version = self._watch(resource, version)
+                if failing_since is not None:
+                    log.info("watch %s: connected again after %.1fs", resource.kind, time.monotonic() - failing_since)
+                failing_since, delay = None, BACKOFF_S[0]
+            except Gone:
+                log.info("watch %s: resourceVersion %s expired (410 Gone), listing again", resource.kind, version)
+                self._on_restart(resource.kind, "expired")
+                version = None
+            except ApiError as err:
+                if self._stop.is_set():
+                    return
+                if err.status == 410:
+                    self._on_restart(resource.kind, "expired")
+                    version = None
+                    continue
+                self._on_restart(resource.kind, "error")
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                if now - last_logged >= ERROR_LOG_EVERY_S:
+                    log.warning("watch %s failed (%s); retrying with backoff", resource.kind, err)
+                    last_logged = now
+                self._stop.wait(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, BACKOFF_S[1])
+
+    def _list(self, resource: Resource) -> str:
+        items: list[dict[str, Any]] = []
+        query: dict[str, Any] = {"limit": PAGE_SIZE}
+        while True:
+            try:
+                page = self.api.get(resource.path, query)
+            except ApiError as err:
+                if err.status == 410 and "continue" in query:  # the continue token expired: start over
+                    items, query = [], {"limit": PAGE_SIZE}
+                    continue
+                raise
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                version = str(meta.get("resourceVersion", ""))
+                break
+            query = {"limit": PAGE_SIZE, "continue": meta["continue"]}
+        self._replace(resource, items)
+        return version
+
+    def _watch(self, resource: Resource, version: str) -> str:
+        query = {"resourceVersion": version, "allowWatchBookmarks": "true"}
+        for event in self.api.watch(resource.path, query, random.randint(*WATCH_SECONDS)):
+            if self._stop.is_set():
+                break
+            if event.type == "ERROR":
+                code = int(event.object.get("code") or 0)
+                if code == 410:
+                    raise Gone()
+                raise ApiError(code, str(event.object.get("reason", "")), str(event.object.get("message", "")))
+            meta = event.object.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version)
+            if event.type == "BOOKMARK":
+                continue
+            with self._lock:
+                if event.type == "DELETED":
+                    self._delete(resource, event.object)
+                else:
+                    self._upsert(resource, event.object)
+                self.changes.notify_all()
+        return version
+
+    # --- applying objects (caller holds the lock) ----------------------------------------------
+    def _replace(self, resource: Resource, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            st = self._state
+            if resource is NODES:
+                st.nodes = {}
+                st.node_generation += 1
+            elif resource is PODS:
+                st.pods = {}
+            elif resource is PODGROUPS:
+                st.podgroups, self._pg_status = {}, {}
+            elif resource is QUEUES:
+                st.queues, self._queue_status = {}, {}
+            elif resource is PRIORITY_CLASSES:
+                self._classes = {}
+            for item in items:
+                self._upsert(resource, item)
+            if resource is PODS:  # drop overlays the listed state already shows (or never will)
+                self._assumed = {k: v for k, v in self._assumed.items()
+                                 if k in st.pods and st.pods[k].node_name is None}
+                self._releasing = {k for k in self._releasing if k in st.pods and not st.pods[k].releasing}
+            if resource is PRIORITY_CLASSES:
+                self._refresh_classes()
+            self.changes.notify_all()
+
+    def _upsert(self, resource: Resource, obj: dict[str, Any]) -> None:
+        st = self._state
+        key = convert.object_key(obj)
+        try:
+            if resource is PODS:
+                pod = convert.pod_from(obj, st.priority_classes)
+                if convert.pod_matters(pod, self.scheduler_name):
+                    st.pods[pod.key] = pod
+                    if pod.node_name is not None:
+                        self._assumed.pop(pod.key, None)
+                    if pod.releasing:
+                        self._releasing.discard(pod.key)
+                else:
+                    self._forget_pod(pod.key)
+            elif resource is NODES:
+                node = convert.node_from(obj)
+                old = st.nodes.get(node.name)
+                st.nodes[node.name] = node
+                if old is None or _static(old) != _static(node):
+                    st.node_generation += 1
+            elif resource is PODGROUPS:
+                group = convert.podgroup_from(obj)
+                st.podgroups[group.key] = group
+                self._pg_status[group.key] = dict(obj.get("status") or {})
+            elif resource is QUEUES:
+                queue = convert.queue_from(obj)
+                st.queues[queue.name] = queue
+                self._queue_status[queue.name] = dict(obj.get("status") or {})
+            elif resource is PRIORITY_CLASSES:
+                pc = convert.priority_class_from(obj)
+                self._classes[pc.name] = pc
+                self._refresh_classes()
+        except convert.ObjectError as err:
+            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            if self._bad_objects.get(key) != version:
+                self._bad_objects[key] = version
+                log.warning("ignoring %s %s: %s", resource.kind, key, "; ".join(p.message for p in err.problems))
+            self._delete(resource, obj)
+
+    def _delete(self, resource: Resource, obj: dict[str, Any]) -> None:
+        st = self._state
+        key = convert.object_key(obj)
+        if resource is PODS:
+            self._forget_pod(key)
+        elif resource is NODES:
+            if st.nodes.pop(key, None) is not None:
+                st.node_generation += 1
+        elif resource is PODGROUPS:
+            st.podgroups.pop(key, None)
+            self._pg_status.pop(key, None)
+        elif resource is QUEUES:
+            st.queues.pop(key, None)
+            self._queue_status.pop(key, None)
+        elif resource is PRIORITY_CLASSES:
+            self._classes.pop(key, None)
+            self._refresh_classes()
+
+    def _forget_pod(self, key: str) -> None:
+        self._state.pods.pop(key, None)
+        self._assumed.pop(key, None)
+        self._releasing.discard(key)
+
+    def _refresh_classes(self) -> None:
+        st = self._state
+        st.priority_classes = {pc.name: pc.value for pc in self._classes.values()}
+        st.default_priority = next((pc.value for pc in self._classes.values() if pc.global_default), 0)
+
+
+def _conditions(status: dict[str, Any]) -> list[Condition]:
+    return [Condition(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
+                      str(c.get("message", ""))) for c in status.get("conditions") or [] if isinstance(c, dict)]
+
+
+__all__ = ["ClusterCache", "Resource", "RESOURCES", "Gone", "QueueObject"]

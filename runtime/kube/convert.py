@@ -1,0 +1,83 @@
+"""Kubernetes objects as the API sends them (JSON dicts) to the cluster model.
+
+Parsing is `runtime.objects`' (the same code reads snapshot files), one object at a time.
+Items of a List answer carry no `kind`, so the caller says which kind it listed. Objects the
+typed client returned can be turned into dicts with `ApiClient.sanitize_for_serialization`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.model import FAILED, SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
+from runtime.objects import ObjectError, read_object
+
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool
+
+
+def _with_kind(obj: dict[str, Any], kind: str, api_version: str) -> dict[str, Any]:
+    if obj.get("kind") == kind and obj.get("apiVersion"):
+        return obj
+    return {**obj, "kind": kind, "apiVersion": obj.get("apiVersion") or api_version}
+
+
+def node_from(obj: dict[str, Any]) -> Node:
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "Node", "v1"), scratch)
+    return next(iter(scratch.nodes.values()))
+
+
+def pod_from(obj: dict[str, Any], priority_classes: Mapping[str, int]) -> Pod:
+    """The pod; its priority from spec.priority, else from `priority_classes` (only read)."""
+    scratch = ClusterState(priority_classes=priority_classes)  # type: ignore[arg-type]
+    read_object(_with_kind(obj, "Pod", "v1"), scratch)
+    return next(iter(scratch.pods.values()))
+
+
+def podgroup_from(obj: dict[str, Any]) -> PodGroup:
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "PodGroup", VOLCANO_API), scratch)
+    return next(iter(scratch.podgroups.values()))
+
+
+def queue_from(obj: dict[str, Any]) -> QueueObject:
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "Queue", VOLCANO_API), scratch)
+    return next(iter(scratch.queues.values()))
+
+
+def priority_class_from(obj: dict[str, Any]) -> PriorityClass:
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "PriorityClass", "scheduling.k8s.io/v1"), scratch)
+    name, value = next(iter(scratch.priority_classes.items()))
+    return PriorityClass(name, value, bool(obj.get("globalDefault")))
+
+
+def pod_matters(pod: Pod, scheduler_name: str) -> bool:
+    """Pods the scheduler must know: its own (to place, or counting for their gang), and every
+    other pod that holds room on a node."""
+    if pod.scheduler_name == scheduler_name:
+        return pod.phase != FAILED
+    return pod.node_name is not None and pod.phase not in (SUCCEEDED, FAILED)
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    """namespace/name for namespaced objects, name otherwise."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
+__all__ = [
+    "ObjectError", "PriorityClass", "node_from", "pod_from", "podgroup_from", "queue_from", "priority_class_from",
+    "pod_matters", "object_key",
+]

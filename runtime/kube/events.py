@@ -1,0 +1,147 @@
+"""Kubernetes Events that say why a pod waits (the engine's reasons), deduplicated and rate-limited.
+
+A waiting pod is reported again each cycle with the same reason; an Event is created only when
+the message for that pod changes or the last one is older than `refresh_s`. Sending is
+asynchronous (a bounded queue and one sender thread) behind a token bucket, so a thousand
+waiting pods never slow a cycle down nor flood the API server; what does not fit the queue
+is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runtime.kube.api import ApiError, KubeApi
+
+log = logging.getLogger("policydsl.kube.events")
+
+MAX_MESSAGE = 1024  # the API server rejects longer Event messages
+QUEUE_SIZE = 2000
+
+
+@dataclass(frozen=True)
+class InvolvedObject:
+    kind: str  # Pod | PodGroup
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}/{self.uid}"
+
+
+@dataclass(frozen=True)
+class EventItem:
+    obj: InvolvedObject
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+class TokenBucket:
+    """`rate` tokens per second, at most `burst` saved up."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens = float(burst)
+        self.stamp = clock()
+
+    def wait_time(self) -> float:
+        """Take a token: 0 if one was there, else how long until one will be (already taken)."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        self.tokens -= 1
+        return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
+
+
+class EventRecorder:
+    def __init__(self, api: KubeApi, component: str, instance: str, *, rate: float = 20.0, burst: int = 200,
+                 refresh_s: float = 300.0, may_write: Callable[[], bool] = lambda: True,
+                 on_dropped: Callable[[], None] | None = None) -> None:
+        self.api = api
+        self.component = component
+        self.instance = instance
+        self.refresh_s = refresh_s
+        self.may_write = may_write
+        self._bucket = TokenBucket(rate, burst)
+        self._queue: queue.Queue[EventItem | None] = queue.Queue(QUEUE_SIZE)
+        self._last: dict[tuple[str, str], tuple[str, float]] = {}  # (object, reason) -> (message, sent at)
+        self._lock = threading.Lock()
+        self._on_dropped = on_dropped or (lambda: None)
+        self._thread: threading.Thread | None = None
+        self.sent = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._send_loop, name="events", daemon=True)
+        self._thread.start()
+
+    def stop(self, flush_s: float = 1.0) -> None:
+        if self._thread is None:
+            return
+        try:
+            self._queue.put(None, timeout=flush_s)
+        except queue.Full:
+            pass
+        self._thread.join(timeout=flush_s)
+
+    def record(self, obj: InvolvedObject, type_: str, reason: str, message: str) -> bool:
+        """Queue an Event unless an identical one went out within refresh_s; True if queued."""
+        message = message[:MAX_MESSAGE]
+        now = time.monotonic()
+        key = (obj.key, reason)
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and last[0] == message and now - last[1] < self.refresh_s:
+                return False
+            self._last[key] = (message, now)
+        try:
+            self._queue.put_nowait(EventItem(obj, type_, reason, message))
+            return True
+        except queue.Full:
+            self._on_dropped()
+            return False
+
+    def forget(self, keep: Callable[[str], bool]) -> None:
+        """Drop dedup entries of objects `keep` rejects (pods that are gone or placed)."""
+        with self._lock:
+            self._last = {k: v for k, v in self._last.items() if keep(k[0])}
+
+    def _send_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            delay = self._bucket.wait_time()
+            if delay:
+                time.sleep(delay)
+            if self.may_write():
+                self._send(item)
+
+    def _send(self, item: EventItem) -> None:
+        stamp = dt.datetime.now(dt.timezone.utc)
+        text = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        o = item.obj
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{o.name}.{time.time_ns():x}", "namespace": o.namespace},
+            "involvedObject": {"kind": o.kind, "apiVersion": o.api_version, "namespace": o.namespace,
+                               "name": o.name, "uid": o.uid},
+            "reason": item.reason, "message": item.message, "type": item.type,
+            "source": {"component": self.component},
+            "firstTimestamp": text, "lastTimestamp": text, "count": 1,
+            "reportingComponent": self.component, "reportingInstance": self.instance,
+        }
+        try:
+            self.api.post(f"/api/v1/namespaces/{o.namespace}/events", body)
+            self.sent += 1
+        except ApiError as err:
+            log.debug("event on %s %s/%s not recorded: %s", o.kind, o.namespace, o.name, err)

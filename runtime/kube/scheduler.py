@@ -1,0 +1,220 @@
+"""The scheduling loop: every period, snapshot the cluster, run one cycle, apply the decisions.
+
+    scheduler = Scheduler(plan, cluster, scheduler_name="volcano", period=1.0, metrics=Metrics())
+    scheduler.run(stop_event)           # until stop_event is set; finishes the cycle in progress
+    scheduler.set_plan(new_plan)        # takes effect at the start of the next cycle
+
+`cluster` is a `ClusterConnection`: `runtime.kube.cluster.KubeCluster` (a real API server) or
+`runtime.kube.embedded.EmbeddedCluster` (a ClusterState in memory). With an `elector`, only
+the leader runs cycles, and every write checks again that it still leads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from compiler.plan import Plan
+from runtime import queueshare
+from runtime.cycle import Options, run_cycle
+from runtime.decisions import Decisions
+from runtime.metrics import Metrics, QueueUsage
+from runtime.model import ClusterState, group_key_of
+from runtime.objects import ObjectProblem, check_queues
+from runtime.session import Session
+from runtime.snapshot import UNLIMITED, SnapshotCache
+
+log = logging.getLogger("policydsl.scheduler")
+
+
+@dataclass
+class ApplyReport:
+    bound: int = 0
+    dropped: int = 0
+    bind_failed: int = 0
+    evicted: int = 0
+    eviction_blocked: int = 0
+    eviction_failed: int = 0
+    status_writes: int = 0
+    events: int = 0
+
+
+class ClusterConnection(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def synced(self) -> bool: ...
+
+    def wait_synced(self, timeout: float | None = None) -> bool: ...
+
+    def snapshot(self) -> ClusterState: ...
+
+    def apply(self, decisions: Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport: ...
+
+    def report_invalid(self, problems: list[ObjectProblem], state: ClusterState) -> None: ...
+
+
+class Elector(Protocol):
+    def is_leader(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    number: int
+    decisions: Decisions
+    applied: ApplyReport
+    seconds: float
+
+
+@dataclass
+class CycleRecord:
+    """The cycle observer: action durations and each queue's usage when the session closes."""
+
+    actions: list[tuple[str, float]] = field(default_factory=list)
+    usage: dict[str, QueueUsage] = field(default_factory=dict)
+
+    def action_finished(self, action: str, seconds: float) -> None:
+        self.actions.append((action, seconds))
+
+    def session_finished(self, ssn: Session) -> None:
+        self.usage = queue_usage(ssn)
+
+
+def queue_usage(ssn: Session) -> dict[str, QueueUsage]:
+    snap = ssn.snap
+    resources = snap.resources
+    columns = np.array([r for r, name in enumerate(resources) if name != "pods" and snap.total[r] > 0],
+                       dtype=np.int64)
+    out: dict[str, QueueUsage] = {}
+    for q, info in enumerate(snap.queues):
+        if q == 0:  # root
+            continue
+        allocated = ssn.queue_allocated[q]
+        alloc = {resources[r]: int(allocated[r]) for r in columns}
+        deserved = share = None
+        if ssn.queue_deserved is not None:
+            row = ssn.queue_deserved[q]
+            deserved = {resources[r]: float(row[r]) for r in columns if row[r] < UNLIMITED}
+            share = float(queueshare.share(allocated, row, columns))
+        out[info.name] = QueueUsage(alloc, deserved, share)
+    return out
+
+
+class Scheduler:
+    def __init__(self, plan: Plan, cluster: ClusterConnection, *, scheduler_name: str = "volcano",
+                 period: float = 1.0, metrics: Metrics | None = None, elector: Elector | None = None,
+                 pure_python: bool | None = None) -> None:
+        self.cluster = cluster
+        self.scheduler_name = scheduler_name
+        self.period = period
+        self.metrics = metrics or Metrics()
+        self.elector = elector
+        self.options = Options(scheduler_name=scheduler_name, pure_python=pure_python)
+        self._plan = plan
+        self._next_plan: Plan | None = None
+        self._plan_lock = threading.Lock()
+        self._snapshot_cache = SnapshotCache()
+        self._reported: set[str] = set()
+        self.cycles = 0
+        self.last_tick = time.monotonic()
+
+    # --- the Plan ------------------------------------------------------------------------------
+    @property
+    def plan(self) -> Plan:
+        return self._plan
+
+    def set_plan(self, plan: Plan) -> None:
+        """Use `plan` from the next cycle on; a cycle in progress finishes with the one it began with."""
+        with self._plan_lock:
+            self._next_plan = plan
+
+    def _take_plan(self) -> Plan:
+        with self._plan_lock:
+            if self._next_plan is not None:
+                self._plan, self._next_plan = self._next_plan, None
+                self._snapshot_cache = SnapshotCache()
+            return self._plan
+
+    # --- health -------------------------------------------------------------------------------
+    def health(self) -> tuple[bool, str]:
+        quiet = time.monotonic() - self.last_tick
+        limit = max(30.0, 10 * self.period)
+        if quiet > limit:
+            return False, f"scheduling loop silent for {quiet:.0f}s"
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        if not self.cluster.synced:
+            return False, "cache not synced yet"
+        return True, "ok"
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    # --- cycles -------------------------------------------------------------------------------
+    def run(self, stop: threading.Event, max_cycles: int = 0) -> None:
+        """Cycle every `period` (start to start) until `stop` is set or `max_cycles` ran."""
+        while not stop.is_set():
+            started = time.monotonic()
+            self.last_tick = started
+            if self.cluster.synced and self.leading():
+                try:
+                    self.run_once()
+                except Exception:  # a bad cycle must not end the scheduler: log, count, go on
+                    self.metrics.cycle_errors.inc()
+                    log.exception("scheduling cycle %d failed", self.cycles)
+                if max_cycles and self.cycles >= max_cycles:
+                    return
+            stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+
+    def run_once(self) -> CycleReport:
+        plan = self._take_plan()  # the swap point: one Plan for the whole cycle
+        started = time.perf_counter()
+        state = self.cluster.snapshot()
+        self._drop_invalid(state, plan)
+        record = CycleRecord()
+        decisions = run_cycle(plan, state, self.options, self._snapshot_cache, observer=record)
+        applied = self.cluster.apply(decisions, state, record.usage) if self.leading() else ApplyReport()
+        seconds = time.perf_counter() - started
+        self.cycles += 1
+        m = self.metrics
+        m.e2e_latency.observe(seconds)
+        for action, spent in record.actions:
+            m.action_latency.labels(action=action).observe(spent)
+        m.pods_scheduled.inc(applied.bound)
+        m.pods_unschedulable.inc(len(decisions.unschedulable))
+        m.pods_waiting.set(len(decisions.unschedulable))
+        m.set_queues(record.usage)
+        if decisions.bindings or decisions.evictions or applied.bind_failed:
+            log.info("cycle %d: %d bound, %d dropped, %d bind failures, %d evicted, %d waiting (%.0f ms)",
+                     self.cycles, applied.bound, applied.dropped, applied.bind_failed, applied.evicted,
+                     len(decisions.unschedulable), seconds * 1000)
+        return CycleReport(self.cycles, decisions, applied, seconds)
+
+    def _drop_invalid(self, state: ClusterState, plan: Plan) -> None:
+        """PodGroups naming a queue nobody defines stay out of the cycle (with their pods) instead
+        of failing it for everybody; each is reported once."""
+        problems = check_queues(state, [q.name for q in plan.queues])
+        if not problems:
+            return
+        bad = {p.name for p in problems}
+        for key in bad:
+            state.podgroups.pop(key, None)
+        # Their waiting pods go too; placed ones stay, they still take room on their nodes.
+        for key in [k for k, pod in state.pods.items()
+                    if pod.group and pod.node_name is None and group_key_of(pod) in bad]:
+            del state.pods[key]
+        fresh = [p for p in problems if str(p) not in self._reported]
+        if fresh:
+            self._reported.update(str(p) for p in fresh)
+            for problem in fresh:
+                log.warning("skipping %s %s: %s", problem.kind, problem.name, problem.message)
+            self.cluster.report_invalid(fresh, state)

@@ -1,0 +1,160 @@
+"""PodGroup and Queue status, written only when it changes.
+
+PodGroup (like Volcano's CRD) has no status subresource: its status is a merge patch of the
+object itself. Queue has one: its status goes to /status. Each cycle computes the status the
+scheduler would write and compares it with the one the cache last saw (or the scheduler last
+wrote); equal means no request at all, which is the common case for a settled cluster.
+
+PodGroup status: `phase`, `conditions` (Unschedulable/NotEnoughResources with the engine's
+reason, Scheduled, or Unschedulable/BindFailed when binds of the gang failed this cycle),
+`running` and `succeeded` pod counts. Queue status: `allocated` and the number of PodGroups
+per phase. A Queue's `state` belongs to whoever opens and closes queues and is left alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.quantities import format_base_units
+from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.cache import PODGROUPS, QUEUES, ClusterCache
+from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, RUNNING, SUCCEEDED, ClusterState, Condition
+
+log = logging.getLogger("policydsl.kube.status")
+
+BIND_FAILED = "BindFailed"
+QUEUE_COUNTS = {PG_PENDING: "pending", PG_INQUEUE: "inqueue", PG_RUNNING: "running", PG_COMPLETED: "completed"}
+
+
+@dataclass(frozen=True)
+class Update:
+    key: str  # namespace/name of a PodGroup, or a Queue name
+    status: dict[str, Any]  # the fields of status the scheduler owns, as they will read
+    patch: dict[str, Any]  # the merge patch of `status` that gets there
+
+
+def now_text() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition_facts(conditions: Iterable[Any]) -> list[tuple[str, str, str, str]]:
+    out = []
+    for c in conditions:
+        if isinstance(c, Condition):
+            out.append((c.type, c.status, c.reason, c.message))
+        elif isinstance(c, dict):
+            out.append((str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
+                        str(c.get("message", ""))))
+    return out
+
+
+def podgroup_update(key: str, current: Mapping[str, Any] | None, phase: str, conditions: tuple[Condition, ...],
+                    counts: Mapping[str, int], *, now: str, transition_id: str) -> Update | None:
+    """The merge patch of `status` that makes the PodGroup say this, or None if it already does.
+    Without conditions from the engine the current ones are kept."""
+    current = current or {}
+    old_conditions = [c for c in current.get("conditions") or [] if isinstance(c, dict)]
+    want = _condition_facts(conditions) if conditions else _condition_facts(old_conditions)
+    same = (current.get("phase") == phase and _condition_facts(old_conditions) == want
+            and all(int(current.get(name) or 0) == value for name, value in counts.items()))
+    if same:
+        return None
+    status: dict[str, Any] = {"phase": phase, **counts}
+    if conditions:
+        previous = {(c.get("type"), c.get("status")): c for c in old_conditions}
+        written = []
+        for c in conditions:
+            before = previous.get((c.type, c.status))
+            # The transition time moves only when the condition's status does.
+            since = before.get("lastTransitionTime") if before else None
+            written.append({"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                            "transitionID": transition_id, "lastTransitionTime": since or now})
+        status["conditions"] = written
+    return Update(key, status, status)
+
+
+def bind_failure_condition(failed: int, total: int, first_error: str) -> Condition:
+    return Condition("Unschedulable", "True", BIND_FAILED,
+                     f"{failed}/{total} binds of the gang failed ({first_error}); retrying next cycle")
+
+
+def pod_counts(state: ClusterState) -> dict[str, dict[str, int]]:
+    """running / succeeded pods per PodGroup key."""
+    counts: dict[str, dict[str, int]] = {}
+    for pod in state.pods.values():
+        if pod.group is None:
+            continue
+        c = counts.setdefault(f"{pod.namespace}/{pod.group}", {"running": 0, "succeeded": 0})
+        if pod.phase == RUNNING:
+            c["running"] += 1
+        elif pod.phase == SUCCEEDED:
+            c["succeeded"] += 1
+    return counts
+
+
+def queue_update(name: str, current: Mapping[str, Any] | None, allocated: Mapping[str, int],
+                 phases: Iterable[str]) -> Update | None:
+    current = current or {}
+    counts = {field: 0 for field in QUEUE_COUNTS.values()}
+    for phase in phases:
+        if phase in QUEUE_COUNTS:
+            counts[QUEUE_COUNTS[phase]] += 1
+    quantities = {res: format_base_units(res, amount) for res, amount in sorted(allocated.items())
+                  if amount > 0 and res != "pods"}
+    same = (dict(current.get("allocated") or {}) == quantities
+            and all(int(current.get(field) or 0) == value for field, value in counts.items()))
+    if same:
+        return None
+    # A merge patch merges maps: resources no longer allocated must be removed explicitly.
+    removed = {res: None for res in current.get("allocated") or {} if res not in quantities}
+    return Update(name, {**counts, "allocated": quantities}, {**counts, "allocated": {**quantities, **removed}})
+
+
+def new_transition_id() -> str:
+    return str(uuid.uuid4())
+
+
+class StatusWriter:
+    def __init__(self, api: KubeApi, cache: ClusterCache, executor: Executor, *,
+                 may_write: Callable[[], bool] = lambda: True) -> None:
+        self.api = api
+        self.cache = cache
+        self.executor = executor
+        self.may_write = may_write
+
+    def write_podgroups(self, updates: list[Update]) -> int:
+        def one(update: Update) -> bool:
+            namespace, name = update.key.split("/", 1)
+            path = f"{PODGROUPS.path.rsplit('/', 1)[0]}/namespaces/{namespace}/podgroups/{name}"
+            if self._patch(path, update, "PodGroup"):
+                self.cache.record_podgroup_status(update.key, update.status)
+                return True
+            return False
+
+        return sum(self.executor.map(one, updates))
+
+    def write_queues(self, updates: list[Update]) -> int:
+        def one(update: Update) -> bool:
+            if self._patch(f"{QUEUES.path}/{update.key}/status", update, "Queue"):
+                self.cache.record_queue_status(update.key, update.status)
+                return True
+            return False
+
+        return sum(self.executor.map(one, updates))
+
+    def _patch(self, path: str, update: Update, kind: str) -> bool:
+        if not self.may_write():
+            return False
+        try:
+            self.api.merge_patch(path, {"status": update.patch})
+            return True
+        except ApiError as err:
+            if err.status != 404:  # deleted meanwhile: nothing to say
+                log.warning("writing status of %s %s: %s", kind, update.key, err)
+            return False

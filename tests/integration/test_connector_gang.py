@@ -1,0 +1,67 @@
+"""Gangs on a real API server: all-or-nothing binding, and why a gang waits."""
+
+from __future__ import annotations
+
+import pytest
+
+from .connector_helpers import (  # noqa: F401 - fixtures
+    InProcess, Objects, in_process, kube_api, objects, unique_scheduler_name, wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_gang_of_eight_on_four_nodes_is_bound_whole(objects: Objects, in_process) -> None:
+    name = unique_scheduler_name()
+    nodes = [f"{objects.namespace}-n{i}" for i in range(4)]
+    for node in nodes:
+        objects.node(node, cpu="4", memory="16Gi")
+    pods = objects.gang("train", 8, name, cpu="2", memory="1Gi")
+    scheduler: InProcess = in_process(name)
+    wait_for(lambda: scheduler.sees(objects.namespace, 8), 10, "the cache to see the gang")
+
+    report = scheduler.cycle()
+
+    assert report.applied.bound == 8
+    bound = wait_for(lambda: len(objects.bound()) == 8 and objects.bound(), 10, "all 8 pods bound")
+    assert sorted(bound) == sorted(pods)
+    # 2 cpu each on 4-cpu nodes: exactly two per node.
+    assert sorted(list(bound.values()).count(n) for n in nodes) == [2, 2, 2, 2]
+    group = wait_for(lambda: objects.read_podgroup("train").get("status", {}).get("phase") == "Running"
+                     and objects.read_podgroup("train"), 10, "PodGroup phase Running")
+    assert [c["type"] for c in group["status"]["conditions"]] == ["Scheduled"]
+
+
+def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Objects, in_process) -> None:
+    name = unique_scheduler_name()
+    for i in range(4):
+        objects.node(f"{objects.namespace}-n{i}", cpu="4", memory="16Gi")
+    # 3 cpu each: one pod per node, 4 of the 8 would fit — a gang of 8 takes none.
+    pods = objects.gang("too-big", 8, name, cpu="3", memory="1Gi")
+    scheduler: InProcess = in_process(name)
+    wait_for(lambda: scheduler.sees(objects.namespace, 8), 10, "the cache to see the gang")
+
+    first = scheduler.cycle()
+    second = scheduler.cycle()
+
+    assert first.applied.bound == second.applied.bound == 0
+    assert objects.bound() == {}
+    waiting = {u.pod for u in second.decisions.unschedulable}
+    assert waiting == {f"{objects.namespace}/{p}" for p in pods}
+
+    group = wait_for(lambda: objects.read_podgroup("too-big").get("status", {}).get("conditions")
+                     and objects.read_podgroup("too-big"), 10, "a PodGroup condition")
+    condition = group["status"]["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Unschedulable", "True",
+                                                                              "NotEnoughResources")
+    assert condition["message"].startswith("8/8 tasks in gang unschedulable")
+    assert "4 insufficient cpu" in condition["message"]
+    assert group["status"]["phase"] in ("Pending", "Inqueue")
+
+    events = wait_for(lambda: objects.events_for(pods[0]), 10, "an Event on a waiting pod")
+    assert events[0]["reason"] == "FailedScheduling"
+    assert events[0]["type"] == "Warning"
+    assert "0/4 nodes are available: 4 insufficient cpu" in events[0]["message"]
+    # The second cycle found the same reason: no second Event, no second status write.
+    assert len(objects.events_for(pods[0])) == 1
+    assert second.applied.status_writes == 0
