@@ -1,0 +1,480 @@
+"""The side-by-side benchmark: every scheduler, the same workloads, one API server.
+
+    python -m bench.e2e [--scale 0.1] [--only kube-scheduler,ceiling,a] [--timeout 600]
+                        [--markdown docs/benchmarks.md] [--json results.json]
+
+One dev cluster (runtime.devcluster, API-server rate limits off) serves the
+whole run. For each workload the harness creates the fake nodes and queues,
+then for each scheduler in turn (SCHEDULERS in bench/e2e/schedulers.py): a
+fresh namespace, the scheduler started and proven live by binding a probe
+pod, a watch started, the workload created by `loadgen create` at full speed,
+and the run over when every pod is bound or at the timeout. Then the
+scheduler is stopped and its pods and PodGroups deleted, so runs are
+independent. See bench/e2e/measure.py for what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import select
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from bench.e2e import binaries, report, workloads
+from bench.e2e.measure import RunResult, read_watch_records, request_totals, summarize
+from bench.e2e.schedulers import PEERS, SCHEDULERS, SCHEDULER_NAME_PREFIX, Launch, Scheduler
+from bench.e2e.workloads import WORKLOADS, Workload
+from runtime import devcluster
+
+# Rate limits off for the benchmark: every client here is system:masters and
+# so exempt from priority and fairness anyway, but without APF the in-flight
+# limits below are the only ones, and they are out of reach.
+APISERVER_ARGS = (
+    "--enable-priority-and-fairness=false",
+    "--max-requests-inflight=10000",
+    "--max-mutating-requests-inflight=5000",
+)
+STARTUP_TIMEOUT_S = 180.0  # scheduler start to probe pod bound (vc-scheduler syncs its caches first)
+SETTLE_S = 2.0  # after the last bind, for trailing status writes to count against the scheduler
+PROBE_NAMESPACE = "bench-probe"
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot go on; the message says why."""
+
+
+@dataclass(frozen=True)
+class Options:
+    scale: float
+    schedulers: tuple[Scheduler, ...]
+    workloads: tuple[Workload, ...]
+    timeout_s: float
+    create_concurrency: int
+    ceiling_concurrency: tuple[int, ...]
+    workdir: Path
+
+
+# ------------------------------------------------------------------ processes
+
+
+class Child:
+    """A program the harness started; stopped by its own pid only."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None,
+                 capture_stdout: bool = False) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture_stdout else self._log,
+            stderr=self._log,
+            env={**os.environ, **(env or {})},
+            cwd=binaries.REPO_ROOT,
+            start_new_session=True,  # a Ctrl-C on the harness does not hit it half-way
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def read_line(self, timeout: float) -> str | None:
+        """The next stdout line, or None at timeout or EOF (only with capture_stdout)."""
+        assert self.proc.stdout is not None
+        # select() cannot see what the buffered reader already holds; once the
+        # child has exited, a blocking read ends at EOF anyway.
+        if self.alive():
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+            if not ready:
+                return None
+        line = self.proc.stdout.readline()
+        return line.decode().strip() if line else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.proc.wait(timeout)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+
+    def log_tail(self, lines: int = 15) -> str:
+        self._log.flush()
+        tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return "\n".join(tail)
+
+
+def _free_ports(count: int) -> tuple[int, ...]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return tuple(sock.getsockname()[1] for sock in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# ------------------------------------------------------------------ the cluster side
+
+
+class Bench:
+    """One dev cluster and the runs made on it."""
+
+    def __init__(self, cluster: devcluster.DevCluster, options: Options, log: IO[str]) -> None:
+        from kubernetes import client as k8s
+
+        self.cluster = cluster
+        self.options = options
+        self.log = log
+        self.api_client = cluster.api_client()
+        self.core = k8s.CoreV1Api(self.api_client)
+        self.custom = k8s.CustomObjectsApi(self.api_client)
+        self.tools = binaries.loadtools_dir()
+        self.tool_env = {"BENCH_KUBE_TOKEN": cluster.token}
+        self.runs_dir = options.workdir / "runs"
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+
+    def say(self, message: str) -> None:
+        print(f"[{dt.datetime.now():%H:%M:%S}] {message}", file=self.log, flush=True)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # ---- objects
+
+    def _loadgen_create(self, jobs_file: Path, log_name: str, concurrency: int) -> dict[str, Any]:
+        child = Child(
+            [str(self.tools / "loadgen"), "create", f"--server={self.cluster.server}",
+             f"--ca-file={self.cluster.ca_cert}", f"--concurrency={concurrency}", f"--jobs={jobs_file}"],
+            self.runs_dir / log_name, env=self.tool_env, capture_stdout=True,
+        )
+        try:
+            child.wait()
+            line = child.read_line(timeout=5.0)
+        finally:
+            child.stop()
+        if child.proc.returncode != 0 or not line:
+            raise BenchError(f"loadgen create failed (exit {child.proc.returncode}):\n{child.log_tail()}")
+        summary: dict[str, Any] = json.loads(line)
+        if summary["failed"]:
+            raise BenchError(f"loadgen create: {summary['failed']} requests failed, e.g. {summary['errors'][:2]}")
+        return summary
+
+    def create_nodes(self, count: int) -> None:
+        jobs_file = self.runs_dir / f"nodes-{count}.jsonl"
+        workloads.write_jobs_file(jobs_file, workloads.node_requests(count))
+        started = time.monotonic()
+        self._loadgen_create(jobs_file, f"nodes-{count}.log", concurrency=32)
+        node = self.core.read_node(workloads.node_name(count - 1))
+        if not (node.status and node.status.allocatable):
+            raise BenchError(f"node {node.metadata.name} has no allocatable after create")
+        self.say(f"created {count} nodes in {time.monotonic() - started:.1f}s")
+
+    def delete_nodes(self) -> None:
+        self.core.delete_collection_node(label_selector="bench.policydsl/node=true")
+        self._wait_until(lambda: not self.core.list_node(label_selector="bench.policydsl/node=true", limit=1).items,
+                         "bench nodes deleted", 300)
+
+    def create_queues(self, count: int) -> None:
+        from kubernetes.client.rest import ApiException
+
+        for index in range(count):
+            body = workloads.queue_manifest(index)
+            try:
+                created = self.custom.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                created = self.custom.get_cluster_custom_object(
+                    "scheduling.volcano.sh", "v1beta1", "queues", body["metadata"]["name"])
+            # Volcano's queue controller opens a queue; nothing else here would.
+            created["status"] = {"state": "Open"}
+            self.custom.replace_cluster_custom_object_status(
+                "scheduling.volcano.sh", "v1beta1", "queues", body["metadata"]["name"], created)
+
+    def delete_queues(self, count: int) -> None:
+        for index in range(count):
+            self.custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues",
+                                                     workloads.queue_name(index))
+
+    def ensure_namespace(self, name: str) -> None:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def wipe_namespace(self, namespace: str) -> None:
+        """Delete every pod (no grace: there is no kubelet) and PodGroup; the empty namespace stays
+        (without a namespace controller a deleted namespace would never finish terminating)."""
+        self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        self.custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups")
+        self._wait_until(lambda: not self.core.list_namespaced_pod(namespace, limit=1).items,
+                         f"pods of {namespace} deleted", 300)
+
+    def _wait_until(self, condition: Any, what: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise BenchError(f"timed out waiting for {what}")
+            time.sleep(0.2)
+
+    # ---- one scheduler
+
+    def start_scheduler(self, scheduler: Scheduler, variant: int | None, workload: Workload, run_id: str) -> Child:
+        workdir = self.runs_dir / run_id
+        workdir.mkdir(exist_ok=True)
+        launch = Launch(
+            server=self.cluster.server,
+            ca_cert=self.cluster.ca_cert,
+            kubeconfig=self.cluster.kubeconfig,
+            scheduler_name=SCHEDULER_NAME_PREFIX + scheduler.key,
+            workdir=workdir,
+            ports=_free_ports(2),  # type: ignore[arg-type]
+            token=self.cluster.token,
+            variant=variant,
+        )
+        command = scheduler.command(launch)
+        (workdir / "command.txt").write_text(shlex.join(command.argv) + "\n")
+        child = Child(command.argv, workdir / "scheduler.log", env=command.env)
+        try:
+            self._probe(scheduler, launch.scheduler_name, workload, run_id, child)
+        except BaseException:
+            child.stop()
+            raise
+        return child
+
+    def _probe(self, scheduler: Scheduler, scheduler_name: str, workload: Workload, run_id: str,
+               child: Child) -> None:
+        """Bind one pod through the scheduler: it is up, synced and really scheduling."""
+        name = f"probe-{run_id}"
+        if scheduler.podgroups:
+            body = workloads.podgroup_manifest(PROBE_NAMESPACE, name, 1, workloads.queue_name(0))
+            self.custom.create_namespaced_custom_object(
+                "scheduling.volcano.sh", "v1beta1", PROBE_NAMESPACE, "podgroups", body)
+        pod = workloads.pod_manifest(PROBE_NAMESPACE, name, scheduler_name, name if scheduler.podgroups else None)
+        self.core.create_namespaced_pod(PROBE_NAMESPACE, pod)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not self.core.read_namespaced_pod(name, PROBE_NAMESPACE).spec.node_name:
+            if not child.alive():
+                raise BenchError(f"{scheduler.key} exited (code {child.proc.returncode}) before binding "
+                                 f"a probe pod; last lines of {child.log_path}:\n{child.log_tail()}")
+            if time.monotonic() > deadline:
+                raise BenchError(f"{scheduler.key} did not bind a probe pod within {STARTUP_TIMEOUT_S:.0f}s; "
+                                 f"last lines of {child.log_path}:\n{child.log_tail()}")
+            time.sleep(0.2)
+        self.wipe_namespace(PROBE_NAMESPACE)
+
+    def run_one(self, scheduler: Scheduler, variant: int | None, workload: Workload) -> RunResult:
+        run_id = f"{workload.key}-{scheduler.key}" + (f"-{variant}" if variant is not None else "")
+        namespace = f"bench-{run_id}"
+        self.ensure_namespace(namespace)
+        jobs_file = self.runs_dir / f"{run_id}.jsonl"
+        objects = workloads.write_jobs_file(jobs_file, workloads.job_requests(
+            workload, namespace, SCHEDULER_NAME_PREFIX + scheduler.key, scheduler.podgroups))
+        try:
+            scheduler_proc = self.start_scheduler(scheduler, variant, workload, run_id)
+        except BenchError as exc:
+            self.say(f"{run_id}: {exc}")
+            return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc))
+        watcher: Child | None = None
+        try:
+            records_file = self.runs_dir / f"{run_id}.tsv"
+            watcher = Child(
+                [str(self.tools / "loadgen"), "watch", f"--server={self.cluster.server}",
+                 f"--ca-file={self.cluster.ca_cert}", f"--namespace={namespace}",
+                 f"--expect={workload.pods}", f"--out={records_file}", f"--timeout={self.options.timeout_s}s"],
+                self.runs_dir / f"{run_id}-watch.log", env=self.tool_env, capture_stdout=True,
+            )
+            if watcher.read_line(timeout=30.0) != "ready":
+                raise BenchError(f"loadgen watch did not start:\n{watcher.log_tail()}")
+            before = request_totals(self.cluster.server, self.cluster.token, self.cluster.ca_cert)
+            self.say(f"{run_id}: creating {objects} objects ({workload.pods} pods)")
+            created = self._loadgen_create(jobs_file, f"{run_id}-create.log", self.options.create_concurrency)
+            watcher.wait(self.options.timeout_s + 60)
+            watched = json.loads(watcher.read_line(timeout=5.0) or "{}")
+            if not watched:
+                raise BenchError(f"loadgen watch ended without a summary:\n{watcher.log_tail()}")
+            end_ns = time.time_ns()
+            time.sleep(SETTLE_S)
+            after = request_totals(self.cluster.server, self.cluster.token, self.cluster.ca_cert)
+        except BenchError as exc:
+            self.say(f"{run_id}: {exc}")
+            return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc))
+        finally:
+            if watcher is not None:
+                watcher.stop()
+            scheduler_proc.stop()
+        result = summarize(
+            workload=workload.key,
+            scheduler=scheduler.key,
+            variant=variant,
+            pods=workload.pods,
+            records=read_watch_records(records_file),
+            first_create_ns=created["first_sent_ns"],
+            last_create_ns=created["last_done_ns"],
+            end_ns=end_ns,
+            objects_created=created["created"],
+            requests_before=before,
+            requests_after=after,
+            harness_requests=created["requests"] + watched["requests"],
+            timed_out=bool(watched["timed_out"]),
+        )
+        self.say(f"{run_id}: bound {result.bound}/{result.pods} in {result.seconds}s = {result.pods_per_s} pods/s, "
+                 f"P50 {result.p50_ms} ms, P99 {result.p99_ms} ms, {result.requests_per_pod} requests/pod"
+                 + (" (TIMED OUT)" if result.timed_out else ""))
+        self.wipe_namespace(namespace)
+        return result
+
+
+# ------------------------------------------------------------------ the whole run
+
+
+def run_benchmark(options: Options, log: IO[str] = sys.stderr) -> tuple[list[RunResult], dict[str, str]]:
+    """Run everything selected; returns the results and, per skipped scheduler, why."""
+    skipped: dict[str, str] = {}
+    runnable = []
+    for scheduler in options.schedulers:
+        reason = scheduler.availability()
+        if reason:
+            skipped[scheduler.key] = reason
+            print(f"skipping {scheduler.key}: {reason}", file=log, flush=True)
+        else:
+            runnable.append(scheduler)
+    binaries.loadtools_dir()  # build (seconds) before the cluster is up
+
+    results: list[RunResult] = []
+    cluster_dir = options.workdir / "cluster"
+    cluster = devcluster.up(cluster_dir, apiserver_args=APISERVER_ARGS)
+    bench = Bench(cluster, options, log)
+    try:
+        bench.ensure_namespace(PROBE_NAMESPACE)
+        for workload in options.workloads:
+            takers = [s for s in runnable if s.gangs or not workload.gangs]
+            if not takers:
+                continue
+            bench.say(f"workload {workload.title}")
+            bench.create_nodes(workload.nodes)
+            bench.create_queues(workload.queues)
+            for scheduler in takers:
+                variants = options.ceiling_concurrency if scheduler.ceiling else scheduler.variants
+                for variant in variants:
+                    results.append(bench.run_one(scheduler, variant, workload))
+            bench.delete_queues(workload.queues)
+            bench.delete_nodes()
+    finally:
+        bench.close()
+        devcluster.down(cluster_dir)
+    return results, skipped
+
+
+def _parse_only(items: list[str]) -> tuple[tuple[Scheduler, ...], tuple[str, ...]]:
+    names = [name.strip() for item in items for name in item.split(",") if name.strip()]
+    scheduler_keys = {s.key for s in SCHEDULERS}
+    workload_keys = {w.key for w in WORKLOADS}
+    unknown = [name for name in names if name not in scheduler_keys | workload_keys]
+    if unknown:
+        raise BenchError(f"--only: unknown {', '.join(unknown)} (schedulers: {', '.join(sorted(scheduler_keys))}; "
+                         f"workloads: {', '.join(sorted(workload_keys))})")
+    chosen_schedulers = tuple(s for s in SCHEDULERS if s.key in names) or SCHEDULERS
+    chosen_workloads = tuple(w.key for w in WORKLOADS if w.key in names) or tuple(w.key for w in WORKLOADS)
+    return chosen_schedulers, chosen_workloads
+
+
+def _positive_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.e2e", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply every workload's nodes and jobs by this (e.g. 0.1 for a quick run)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAMES",
+                        help="comma-separated schedulers (" + ", ".join(s.key for s in SCHEDULERS)
+                        + ") and/or workloads (" + ", ".join(w.key for w in WORKLOADS) + "); default: all")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="per run: a scheduler that has not bound every pod by then is reported with what "
+                        "it bound (default 600)")
+    parser.add_argument("--create-concurrency", type=int, default=16, metavar="N",
+                        help="jobs the harness creates at once (default 16)")
+    parser.add_argument("--ceiling-concurrency", type=_positive_ints, default=None, metavar="N,N,...",
+                        help="raw binder concurrencies to try; the best is the ceiling (default 8,32,128)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the cluster logs, scheduler logs and raw watch records here (default: a temp dir)")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="write the report here")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write every run's figures here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 < args.scale <= 10:
+        parser.error("--scale must be in (0, 10]")
+    if args.create_concurrency < 1:
+        parser.error("--create-concurrency must be at least 1")
+    try:
+        schedulers, workload_keys = _parse_only(args.only)
+    except BenchError as exc:
+        parser.error(str(exc))
+    ceiling = next(s for s in SCHEDULERS if s.ceiling)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="policydsl-bench-e2e-"))
+    options = Options(
+        scale=args.scale,
+        schedulers=schedulers,
+        workloads=tuple(w.scaled(args.scale) for w in WORKLOADS if w.key in workload_keys),
+        timeout_s=args.timeout,
+        create_concurrency=args.create_concurrency,
+        ceiling_concurrency=args.ceiling_concurrency or tuple(v for v in ceiling.variants if v is not None),
+        workdir=workdir.resolve(),
+    )
+    command = "python -m bench.e2e" + ("" if argv is None and len(sys.argv) <= 1 else " " + shlex.join(
+        sys.argv[1:] if argv is None else argv))
+    try:
+        results, skipped = run_benchmark(options)
+    except (BenchError, binaries.MissingBinary, devcluster.DevClusterError) as exc:
+        print(f"bench.e2e: {exc}", file=sys.stderr)
+        return 1
+    document = report.Report(results=results, skipped=skipped, workloads=options.workloads, command=command,
+                             machine=report.machine(), peers=PEERS, when=dt.datetime.now(dt.timezone.utc))
+    print(document.markdown())
+    if args.markdown:
+        document.write_markdown(args.markdown)
+    if args.json:
+        args.json.write_text(json.dumps(document.to_json(), indent=2) + "\n")
+    print(f"work directory (logs, watch records): {workdir}", file=sys.stderr)
+    # A run that binds only part of its pods is a result; one that could not run is not.
+    return 1 if skipped or any(r.error for r in results) else 0

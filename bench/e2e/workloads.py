@@ -1,0 +1,169 @@
+"""The benchmark's workloads and the Kubernetes objects that make them up.
+
+Every scheduler gets the same objects, except that schedulers speaking
+Volcano's API (vc-scheduler, ours) also get one PodGroup per job, created
+just before the job's pods, as Volcano's controllers would: its job
+controller for gangs, its PodGroup controller (one group of minMember 1 per
+pod) for plain pods. kube-scheduler and the raw binder get bare pods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod → PodGroup link
+PODGROUP_API = "/apis/scheduling.volcano.sh/v1beta1"
+
+# Fake node shape and pod request: small enough that every workload fits
+# several times over, so placement never fails for lack of room and the
+# schedulers are compared on the work of deciding and binding.
+NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+POD_REQUEST = {"cpu": "100m", "memory": "128Mi"}
+POD_REQUEST_BASE = {"cpu": 0.1, "memory": 128 * 2**20}  # the same, for a PodGroup's minResources
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str  # what --only names it by
+    nodes: int
+    jobs: int
+    gang_size: int  # 1: plain pods
+    queues: int = 4
+
+    @property
+    def pods(self) -> int:
+        return self.jobs * self.gang_size
+
+    @property
+    def gangs(self) -> bool:
+        return self.gang_size > 1
+
+    @property
+    def title(self) -> str:
+        shape = f"{self.jobs:,} gangs of {self.gang_size}" if self.gangs else f"{self.pods:,} pods"
+        return f"({self.key}) {self.nodes:,} nodes / {shape}"
+
+    def scaled(self, factor: float) -> Workload:
+        """Nodes and jobs times `factor` (at least one of each); gang size and queues kept."""
+        return replace(self, nodes=max(1, round(self.nodes * factor)), jobs=max(1, round(self.jobs * factor)))
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("a", nodes=1_000, jobs=10_000, gang_size=1),
+    Workload("b", nodes=1_000, jobs=2_000, gang_size=8),
+    Workload("c", nodes=5_000, jobs=20_000, gang_size=1),
+)
+
+
+def node_name(index: int) -> str:
+    return f"bench-node-{index:05d}"
+
+
+def node_manifest(index: int) -> dict[str, Any]:
+    """A Node as a kubelet registers it: allocatable == capacity, Ready. Nothing updates it again."""
+    name = node_name(index)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "bench.policydsl/node": "true"},
+        },
+        "status": {
+            "capacity": dict(NODE_CAPACITY),
+            "allocatable": dict(NODE_CAPACITY),
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fake node (no kubelet)"}
+            ],
+        },
+    }
+
+
+def queue_name(index: int) -> str:
+    return f"bench-q{index}"
+
+
+def queue_manifest(index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": queue_name(index)},
+        "spec": {"weight": 1, "reclaimable": True},
+    }
+
+
+def pod_manifest(namespace: str, name: str, scheduler_name: str, group: str | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app": "bench"}}
+    if group is not None:
+        metadata["annotations"] = {GROUP_ANNOTATION: group}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "schedulerName": scheduler_name,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {"requests": dict(POD_REQUEST)}}],
+        },
+    }
+
+
+def podgroup_manifest(namespace: str, name: str, min_member: int, queue: str) -> dict[str, Any]:
+    """A PodGroup as Volcano's controllers create it: minMember, minResources, queue, phase Pending."""
+    min_resources = {
+        "cpu": f"{round(POD_REQUEST_BASE['cpu'] * 1000 * min_member)}m",
+        "memory": str(POD_REQUEST_BASE["memory"] * min_member),
+    }
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member, "minResources": min_resources, "queue": queue},
+        "status": {"phase": "Pending"},
+    }
+
+
+def _post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"method": "POST", "path": path, "body": body}
+
+
+def job_requests(
+    workload: Workload, namespace: str, scheduler_name: str, podgroups: bool
+) -> Iterator[list[dict[str, Any]]]:
+    """Per job, the create requests in order: its PodGroup (when `podgroups`), then its pods.
+
+    Jobs go round-robin over the queues. Pod names are `job-NNNNN-T`.
+    """
+    pods_path = f"/api/v1/namespaces/{namespace}/pods"
+    groups_path = f"{PODGROUP_API}/namespaces/{namespace}/podgroups"
+    for job in range(workload.jobs):
+        group = f"job-{job:05d}"
+        steps = []
+        if podgroups:
+            steps.append(_post(groups_path, podgroup_manifest(namespace, group, workload.gang_size,
+                                                              queue_name(job % workload.queues))))
+        for task in range(workload.gang_size):
+            pod = pod_manifest(namespace, f"{group}-{task}", scheduler_name, group if podgroups else None)
+            steps.append(_post(pods_path, pod))
+        yield steps
+
+
+def node_requests(count: int) -> Iterator[list[dict[str, Any]]]:
+    for index in range(count):
+        yield [_post("/api/v1/nodes", node_manifest(index))]
+
+
+def write_jobs_file(path: Path, jobs: Iterator[list[dict[str, Any]]]) -> int:
+    """Write the JSON-lines input of `loadgen create`; returns the number of requests in it."""
+    count = 0
+    with path.open("w") as out:
+        for steps in jobs:
+            out.write(json.dumps(steps, separators=(",", ":")))
+            out.write("\n")
+            count += len(steps)
+    return count
