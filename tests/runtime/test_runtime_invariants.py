@@ -23,26 +23,30 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 @st.composite
 def clusters(draw):
+    """Small clusters, mostly full of running jobs (some partly placed), with pending gangs of
+    the same or higher priority: preempt and reclaim have work to do."""
     state = ClusterState()
-    n_nodes = draw(st.integers(1, 4))
+    n_nodes = draw(st.integers(1, 5))
     for i in range(n_nodes):
-        node(state, f"n{i}", cpu=draw(st.sampled_from([2000, 4000, 8000])), memory=16 * GiB,
+        node(state, f"n{i}", cpu=draw(st.sampled_from([1000, 2000, 4000, 8000])), memory=16 * GiB,
              **({"nvidia.com/gpu": draw(st.integers(0, 2))}))
     free = {n: dict(state.nodes[n].allocatable) for n in state.nodes}
-    for j in range(draw(st.integers(1, 6))):
-        size = draw(st.integers(1, 4))
+    for j in range(draw(st.integers(1, 8))):
+        size = draw(st.integers(1, 5))
         min_member = draw(st.integers(1, size))
         queue = draw(st.sampled_from(["q1", "q2", "default"]))
-        priority = draw(st.integers(0, 3))
-        cpu = draw(st.sampled_from([0, 500, 1000, 2000]))
-        gpu_mem = draw(st.sampled_from([0, 0, 4 * GiB, 8 * GiB]))
-        running = draw(st.booleans())
-        state.add_podgroup(PodGroup("ns", f"j{j}", min_member=min_member, queue=queue,
-                                    phase="Running" if running else "Pending", uid=f"pg{j}", creation=float(j)))
+        running = draw(st.integers(0, 2)) > 0
+        priority = draw(st.integers(0, 2)) if running else draw(st.integers(0, 4))
+        cpu = draw(st.sampled_from([0, 500, 1000, 2000, 3000]))
+        gpu_mem = draw(st.sampled_from([0, 0, 0, 4 * GiB, 8 * GiB]))
+        phase = "Running" if running else draw(st.sampled_from(["Pending", "Inqueue"]))
+        state.add_podgroup(PodGroup("ns", f"j{j}", min_member=min_member, queue=queue, phase=phase,
+                                    uid=f"pg{j}", creation=float(j)))
+        order = draw(st.permutations(sorted(free)))
         for t in range(size):
             where = None
-            if running and not gpu_mem:
-                where = next((n for n, f in free.items() if f["cpu"] >= cpu and f["pods"] >= 1), None)
+            if running and not gpu_mem and draw(st.integers(0, 4)) > 0:
+                where = next((n for n in order if free[n]["cpu"] >= cpu and free[n]["pods"] >= 1), None)
                 if where:
                     free[where]["cpu"] -= cpu
                     free[where]["pods"] -= 1
@@ -109,13 +113,16 @@ def pure(request):
 
 
 @SETTINGS
-@given(clusters(), st.booleans())
-def test_invariants_hold_over_cycles(state, pure):
+@given(clusters(), st.booleans(), st.data())
+def test_invariants_hold_over_cycles(state, pure, data):
     assert device_plans(PLAN)
-    for _ in range(3):
+    for _ in range(4):
         decisions = cycle(PLAN, state, pure)
         check_cycle(state, decisions)
         state.advance()
+        running = sorted(k for k, p in state.pods.items() if p.node_name and not p.terminal)
+        if running and data.draw(st.booleans()):
+            state.complete_pod(data.draw(st.sampled_from(running)))     # frees room, still counts
 
 
 def test_preemptor_gang_is_never_bound_below_its_minimum(pure):
