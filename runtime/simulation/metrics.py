@@ -15,7 +15,8 @@ Definitions (docs/simulator.md repeats them):
 - *fragmentation* of a resource = of its free capacity on nodes that could hold a waiting pod
   asking for it (were the node empty), the part on nodes where no such pod fits now (by
   resources alone, all of them considered; selectors and taints aside), time-averaged over
-  the time pods wait;
+  the time pods wait; for the memory of a device shared by memory slices the same is measured
+  per card (idle card memory no waiting slice fits);
 - all time averages weight each sample (taken after every cycle) by how long it held.
 """
 
@@ -28,6 +29,7 @@ from typing import Iterable
 import numpy as np
 
 from runtime.model import ClusterState, Pod, group_key_of
+from runtime.snapshot import device_need
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:
@@ -170,6 +172,7 @@ class Recorder:
         allocated: dict[str, dict[str, int]] = {}
         waiting: dict[str, int] = {}
         shapes: set[tuple[int, ...]] = set()
+        waiting_requests: list[dict[str, int]] = []
         for pod in state.pods.values():
             if pod.terminal:
                 continue
@@ -185,6 +188,7 @@ class Recorder:
                 name = queue_of(state, pod)
                 waiting[name] = waiting.get(name, 0) + 1
                 shapes.add(tuple(pod.requests.get(r, 0) for r in resources))
+                waiting_requests.append(pod.requests)
         used_total = {r: 0 for r in resources}
         for name, used in used_by_node.items():
             if name in state.nodes and not state.nodes[name].unschedulable:
@@ -205,6 +209,8 @@ class Recorder:
         ratios = [shares[name] / deserved[name] for name in waiting if deserved.get(name)]
         fairness = jain_index(ratios) if ratios else None
         fragmentation = self._fragmentation(state, used_by_node, resources, shapes) if shapes else {}
+        if waiting_requests:
+            fragmentation.update(_card_fragmentation(snap, waiting_requests))
         self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness))
 
     @staticmethod
@@ -265,6 +271,29 @@ class Recorder:
         fairness = _weighted((f for f, _ in fair), [w for _, w in fair]) if fair else None
         return Metrics(end, cycles, queues, utilization, fragmentation, fairness, self.evictions,
                        tuple(self.violations), tuple(self.samples))
+
+
+def _card_fragmentation(snap, waiting: list[dict[str, int]]) -> dict[str, float]:
+    """Per card for devices shared by memory (the session's inventories hold the cycle's
+    placements): of the idle memory on cards that could hold a waiting task's slice were
+    they empty, the part on cards where no waiting task's slice fits now."""
+    out = {}
+    for inv in snap.devices:
+        if inv.plan.sharing != "memory" or not len(inv.card_node) or inv.memory_resource is None:
+            continue
+        needs = {device_need(inv.plan, inv.memory_resource, inv.memory_unit, requests).memory for requests in waiting}
+        needs.discard(0)
+        if not needs:
+            continue
+        sizes = np.array(sorted(needs), dtype=np.int64)
+        free = np.where(inv.whole, 0, np.maximum(inv.card_memory - inv.used_memory, 0))
+        hosts = inv.model_ok[inv.card_node] & ~inv.whole
+        candidate = hosts & (inv.card_memory[:, None] >= sizes[None, :]).any(axis=1)
+        stranded = candidate & ~(free[:, None] >= sizes[None, :]).any(axis=1)
+        total_free = int(free[candidate].sum())
+        if total_free > 0:
+            out[inv.memory_resource] = float(free[stranded].sum()) / total_free
+    return out
 
 
 def queue_of(state: ClusterState, pod: Pod) -> str:

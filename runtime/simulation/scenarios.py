@@ -95,20 +95,30 @@ def example_scenario(plan: Plan) -> Scenario:
 
 
 def load_scenario(plan: Plan, snapshot: str | Path | None = None, workload: str | Path | None = None) -> Scenario:
-    """The run's inputs. Neither given: the built-in example. Only a workload: it runs on the
-    example cluster unless it brings Nodes of its own. Only a snapshot: the snapshot's pods
-    are the whole workload. Raises ObjectError naming bad objects."""
+    """The run's inputs from files (see `scenario_from_documents`). Raises ObjectError naming
+    bad objects."""
+    parts = []
+    if snapshot is not None:
+        parts.append(f"snapshot {snapshot}")
+    if workload is not None:
+        parts.append(f"workload {workload}")
+    return scenario_from_documents(plan, read_documents(snapshot) if snapshot is not None else None,
+                                   read_documents(workload) if workload is not None else None, ", ".join(parts))
+
+
+def scenario_from_documents(plan: Plan, snapshot: list[Document] | None, workload: list[Document] | None,
+                            description: str = "") -> Scenario:
+    """Neither input: the built-in example. Only a workload: it runs on the example cluster
+    unless it brings Nodes of its own. Only a snapshot: the snapshot's pods are the whole
+    workload."""
     if snapshot is None and workload is None:
         return example_scenario(plan)
     queues = [q.name for q in plan.queues]
-    workload_docs = read_documents(workload) if workload is not None else []
-    if snapshot is not None:
-        snapshot_docs = read_documents(snapshot)
-        description = f"snapshot {snapshot}" + (f", workload {workload}" if workload is not None else "")
-    elif any(isinstance(d, dict) and d.get("kind") == "Node" for _, d in flatten(workload_docs)):
-        snapshot_docs = []
-        description = f"workload {workload}"
-    else:
-        snapshot_docs = read_documents(EXAMPLE_CLUSTER)
-        description = f"workload {workload} on the built-in example cluster"
-    return build_scenario(snapshot_docs, workload_docs, queues, description=description)
+    workload = workload or []
+    if snapshot is None:
+        if any(isinstance(d, dict) and d.get("kind") == "Node" for _, d in flatten(workload)):
+            snapshot = []
+        else:
+            snapshot = read_documents(EXAMPLE_CLUSTER)
+            description += " on the built-in example cluster"
+    return build_scenario(snapshot, workload, queues, description=description)
