@@ -1,0 +1,122 @@
+"""Binding on a real API server: races with deletions and other schedulers, failed binds in a
+gang, device cards as annotations."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.cycle import run_cycle
+from runtime.kube.api import ApiError
+
+from .connector_helpers import (  # noqa: F401 - fixtures
+    GANG_POLICY, InProcess, Objects, in_process, kube_api, objects, unique_scheduler_name, wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_pod_deleted_or_bound_elsewhere_meanwhile_is_dropped(objects: Objects, in_process) -> None:
+    name = unique_scheduler_name()
+    for i in range(2):
+        objects.node(f"{objects.namespace}-n{i}", cpu="8", memory="16Gi")
+    for pod in ("a", "b", "c"):
+        objects.pod(pod, name)
+    scheduler: InProcess = in_process(name)
+    wait_for(lambda: scheduler.sees(objects.namespace, 3), 10, "the cache to see the pods")
+    state = scheduler.cluster.snapshot()
+    decisions = run_cycle(scheduler.scheduler.plan, state, scheduler.scheduler.options)
+    assert len(decisions.bindings) == 3
+
+    # Between the decision and the binds: `a` is deleted, `b` is bound by somebody else.
+    ns = objects.namespace
+    objects.api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/a", query={"gracePeriodSeconds": "0"})
+    elsewhere = f"{ns}-n1" if decisions.binding_of(f"{ns}/b").node == f"{ns}-n0" else f"{ns}-n0"
+    objects.api.post(f"/api/v1/namespaces/{ns}/pods/b/binding",
+                     {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "b"},
+                      "target": {"apiVersion": "v1", "kind": "Node", "name": elsewhere}})
+
+    report = scheduler.cluster.apply(decisions, state, {})
+
+    assert (report.bound, report.dropped, report.bind_failed) == (1, 2, 0)
+    assert objects.bound() == {"b": elsewhere, "c": decisions.binding_of(f"{ns}/c").node}
+    # The next cycle has nothing left to do and binds nothing twice.
+    wait_for(lambda: scheduler.cluster.cache.pod(f"{ns}/b").node_name == elsewhere, 10, "the watch to show b bound")
+    assert scheduler.cycle().decisions.bindings == []
+
+
+class FailingBinds:
+    """Stands in for the API the binder uses: Binding posts for the named pods fail with 500."""
+
+    def __init__(self, api, pods: set[str]) -> None:
+        self.api, self.pods, self.attempts = api, pods, 0
+
+    def post(self, path: str, body):
+        if path.endswith("/binding") and body["metadata"]["name"] in self.pods:
+            self.attempts += 1
+            raise ApiError(500, "Internal Server Error", "injected failure")
+        return self.api.post(path, body)
+
+
+def test_failed_bind_in_a_gang_is_reported_and_repaired_next_cycle(objects: Objects, in_process) -> None:
+    name = unique_scheduler_name()
+    for i in range(4):
+        objects.node(f"{objects.namespace}-n{i}", cpu="4", memory="16Gi")
+    pods = objects.gang("job", 8, name, cpu="2", memory="1Gi")
+    scheduler: InProcess = in_process(name)
+    wait_for(lambda: scheduler.sees(objects.namespace, 8), 10, "the cache to see the gang")
+    failing = FailingBinds(scheduler.cluster.binder.api, {pods[3]})
+    scheduler.cluster.binder.api = failing
+
+    first = scheduler.cycle()
+
+    assert (first.applied.bound, first.applied.bind_failed) == (7, 1)
+    assert failing.attempts == scheduler.cluster.binder.attempts  # transient: retried, then given up
+    assert pods[3] not in objects.bound() and len(objects.bound()) == 7
+    status = objects.read_podgroup("job")["status"]
+    assert status["phase"] == "Inqueue"
+    assert [(c["type"], c["reason"]) for c in status["conditions"]] == [("Unschedulable", "BindFailed")]
+    assert "1/8 binds of the gang failed" in status["conditions"][0]["message"]
+    assert "injected failure" in status["conditions"][0]["message"]
+    wait_for(lambda: objects.events_for(pods[3]), 10, "a FailedBinding Event")
+    assert objects.events_for(pods[3])[0]["reason"] == "FailedBinding"
+
+    scheduler.cluster.binder.api = failing.api
+    second = scheduler.cycle()
+
+    assert [b.pod for b in second.decisions.bindings] == [f"{objects.namespace}/{pods[3]}"]
+    assert second.applied.bound == 1
+    assert len(objects.bound()) == 8
+    status = objects.read_podgroup("job")["status"]
+    assert status["phase"] == "Running"
+    assert [(c["type"], c["reason"]) for c in status["conditions"]] == [("Scheduled", "Scheduled")]
+
+
+DEVICE_POLICY = GANG_POLICY.replace("plugin binpack", "plugin binpack\n  plugin deviceshare") + \
+    'device "nvidia.com/gpu" { }\n'
+
+
+def test_device_cards_are_on_the_pod_when_it_is_bound(objects: Objects, in_process) -> None:
+    name = unique_scheduler_name()
+    node = f"{objects.namespace}-gpu"
+    objects.node(node, cpu="16", memory="64Gi", **{"nvidia.com/gpu": "4"})
+    objects.pod("two-cards", name, cpu="1", extra={"nvidia.com/gpu": "2"})
+    scheduler: InProcess = in_process(name, DEVICE_POLICY)
+    wait_for(lambda: scheduler.sees(objects.namespace, 1), 10, "the cache to see the pod")
+
+    first = scheduler.cycle()
+
+    assert first.applied.bound == 1
+    pod = objects.pods()["two-cards"]
+    assert pod["spec"]["nodeName"] == node
+    first_cards = set(pod["metadata"]["annotations"]["volcano.sh/gpu-index"].split(","))
+    assert len(first_cards) == 2
+
+    # The cards in use come back through the watch (annotation): the next pod gets the others.
+    objects.pod("two-more", name, cpu="1", extra={"nvidia.com/gpu": "2"})
+    wait_for(lambda: scheduler.sees(objects.namespace, 2), 10, "the cache to see the second pod")
+    wait_for(lambda: scheduler.cluster.cache.pod(f"{objects.namespace}/two-cards").node_name, 10,
+             "the watch to show the first pod bound")
+    second = scheduler.cycle()
+    assert second.applied.bound == 1
+    cards = set(objects.pods()["two-more"]["metadata"]["annotations"]["volcano.sh/gpu-index"].split(","))
+    assert len(cards) == 2 and not cards & first_cards
