@@ -112,30 +112,9 @@ def place_batch(alloc, used, releasing, pipelined, req, mask, static, params, k:
     """Place up to k identical tasks one by one on the best node (idle before future fit, then
     score, then lowest index). Updates used (allocated) or pipelined in place. Stops at the
     first task that fits nowhere; returns how many were placed."""
-    n_nodes = alloc.shape[0]
-    keys = [_key(alloc, used, releasing, pipelined, req, mask, static, params, n) for n in range(n_nodes)]
-    r_n = len(req)
-    placed = 0
-    while placed < k:
-        best = -1
-        best_key = NEG_INF
-        for n in range(n_nodes):
-            if keys[n] > best_key:
-                best_key = keys[n]
-                best = n
-        if best < 0:
-            break
-        idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
-        for r in range(r_n):
-            if idle:
-                used[best, r] += req[r]
-            else:
-                pipelined[best, r] += req[r]
-        out_nodes[placed] = best
-        out_kind[placed] = IDLE if idle else FUTURE
-        placed += 1
-        keys[best] = _key(alloc, used, releasing, pipelined, req, mask, static, params, best)
-    return placed
+    tree = PlacementTree(alloc.shape[0])
+    tree.build(alloc, used, releasing, pipelined, req, mask, static, params)
+    return tree.place(alloc, used, releasing, pipelined, req, mask, static, params, k, out_nodes, out_kind)
 
 
 def dominant_shares(allocated, total, out) -> None:
@@ -199,30 +178,57 @@ def water_fill(total, weights, request, cap, guarantee, out) -> int:
 
 
 class PlacementTree:
-    """Keys of one task class over all nodes, kept between uses: `build` scores every node,
-    `refresh` re-keys the nodes changed since, `place` places like place_batch."""
+    """Keys of one task class over all nodes in a max segment tree, kept between uses: `build`
+    scores every node, `refresh` re-keys the nodes changed since, `place` takes the best node
+    (ties to the lowest index) and re-keys only it. The compiled PlacementTree, line for line."""
 
     def __init__(self, n_nodes: int):
-        self.keys = [NEG_INF] * n_nodes
+        self.n_nodes = n_nodes
+        size = 1
+        while size < n_nodes:
+            size *= 2
+        self.size = size
+        self.key = [NEG_INF] * (2 * size)
+        self.idx = [-1] * (2 * size)
+
+    def _pull(self, i: int) -> None:
+        key, idx = self.key, self.idx
+        a, b = 2 * i, 2 * i + 1
+        if key[b] > key[a]:
+            key[i] = key[b]
+            idx[i] = idx[b]
+        else:
+            key[i] = key[a]
+            idx[i] = idx[a]
+
+    def _rekey(self, n: int, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
+        i = self.size + n
+        self.key[i] = _key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+        i //= 2
+        while i >= 1:
+            self._pull(i)
+            i //= 2
 
     def build(self, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
-        self.keys = [_key(alloc, used, releasing, pipelined, req, mask, static, params, n)
-                     for n in range(alloc.shape[0])]
+        size = self.size
+        for n in range(self.n_nodes):
+            self.key[size + n] = _key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+            self.idx[size + n] = n
+        for i in range(size - 1, 0, -1):
+            self._pull(i)
 
     def refresh(self, nodes, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
         for n in nodes:
-            self.keys[n] = _key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+            self._rekey(int(n), alloc, used, releasing, pipelined, req, mask, static, params)
 
     def place(self, alloc, used, releasing, pipelined, req, mask, static, params, k, out_nodes, out_kind) -> int:
         placed = 0
         r_n = len(req)
         while placed < k:
-            best, best_key = -1, NEG_INF
-            for n, key in enumerate(self.keys):
-                if key > best_key:
-                    best, best_key = n, key
-            if best < 0:
+            best_key = self.key[1]
+            if best_key == NEG_INF:
                 break
+            best = self.idx[1]
             idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
             for r in range(r_n):
                 if idle:
@@ -232,5 +238,5 @@ class PlacementTree:
             out_nodes[placed] = best
             out_kind[placed] = IDLE if idle else FUTURE
             placed += 1
-            self.keys[best] = _key(alloc, used, releasing, pipelined, req, mask, static, params, best)
+            self._rekey(best, alloc, used, releasing, pipelined, req, mask, static, params)
         return placed
