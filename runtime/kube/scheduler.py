@@ -32,6 +32,8 @@ from runtime.snapshot import UNLIMITED, SnapshotCache
 
 log = logging.getLogger("policydsl.scheduler")
 
+ERROR_LOG_EVERY_S = 30.0
+
 
 @dataclass
 class ApplyReport:
@@ -125,6 +127,8 @@ class Scheduler:
         self._reported: set[str] = set()
         self.cycles = 0
         self.last_tick = time.monotonic()
+        self._last_error: str | None = None
+        self._last_error_logged = 0.0
 
     # --- the Plan ------------------------------------------------------------------------------
     @property
@@ -168,12 +172,25 @@ class Scheduler:
             if self.cluster.synced and self.leading():
                 try:
                     self.run_once()
-                except Exception:  # a bad cycle must not end the scheduler: log, count, go on
+                    self._last_error = None
+                except Exception as err:  # a bad cycle must not end the scheduler: log, count, go on
                     self.metrics.cycle_errors.inc()
-                    log.exception("scheduling cycle %d failed", self.cycles)
+                    self._log_failure(err)
                 if max_cycles and self.cycles >= max_cycles:
                     return
             stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+
+    def _log_failure(self, err: Exception) -> None:
+        """The traceback once; the same failure again only every ERROR_LOG_EVERY_S."""
+        text = f"{type(err).__name__}: {err}"
+        now = time.monotonic()
+        if text != self._last_error:
+            log.exception("scheduling cycle %d failed", self.cycles + 1)
+        elif now - self._last_error_logged >= ERROR_LOG_EVERY_S:
+            log.error("scheduling cycles still failing: %s", text)
+        else:
+            return
+        self._last_error, self._last_error_logged = text, now
 
     def run_once(self) -> CycleReport:
         plan = self._take_plan()  # the swap point: one Plan for the whole cycle
