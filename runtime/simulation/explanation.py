@@ -190,7 +190,9 @@ def _explain_pod(state: ClusterState, key: str, decisions: d.Decisions, options:
         return Explanation(status="pipelined", summary=f"{key} would run on node {node} once the pods being "
                            f"evicted there leave ({where})", node=node, **common)
     causes = _causes([decisions.reasons_for(key)])
-    return Explanation(status="waiting", summary=f"{key} waits ({where}, PodGroup phase {phase or '-'})",
+    if pod.group:
+        where += f", PodGroup phase {phase or '-'}"
+    return Explanation(status="waiting", summary=f"{key} waits ({where})",
                        causes=causes, condition=condition, **common)
 
 

@@ -39,7 +39,8 @@ def compile_policy(path: str | Path) -> Plan:
 
 
 def problems_text(err: ObjectError) -> str:
-    return "\n".join(str(p) for p in err.problems)
+    """One line per problem: `file: Kind ns/name: message`, or `file: message` for the file."""
+    return "\n".join(str(p) if p.kind or p.name else f"{p.source}: {p.message}" for p in err.problems)
 
 
 def load_inputs(plan: Plan, snapshot: str | Path | None, workload: str | Path | None) -> Scenario:

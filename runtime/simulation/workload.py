@@ -164,13 +164,13 @@ def build_scenario(snapshot: list[Document], workload: list[Document], policy_qu
     """Load both inputs as one set of objects (so every problem is reported at once and a
     PodGroup may name a Queue of either input), then split off the objects that arrive later."""
     problems: list[ObjectProblem] = []
-    expanded: list[Document] = []
-    for source, doc in flatten(workload):
+    documents: list[Document] = []
+    # Workload generators may sit in either input; what they make arrives like any object.
+    for source, doc in flatten(snapshot) + flatten(workload):
         if isinstance(doc, dict) and doc.get("kind") == WORKLOAD_KIND:
-            expanded.extend(expand_workload(source, doc, problems))
+            documents.extend(expand_workload(source, doc, problems))
         else:
-            expanded.append((source, doc))
-    documents = flatten(snapshot) + expanded
+            documents.append((source, doc))
     problems.extend(_duplicates(documents))
     timing = _timing(documents, problems)
     try:

@@ -1,0 +1,115 @@
+"""`policydsl explain`: why a pod or PodGroup waits, by kind of reason, or where it goes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim_helpers import POLICIES, node, pod, podgroup, policy_text, run_cli, write_objects, write_policy
+
+TAINT = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
+
+
+def explain(capsys, tmp_path, objects, target, *extra):
+    snapshot = write_objects(tmp_path / "cluster.yaml", objects)
+    return run_cli(capsys, "explain", target, "--snapshot", snapshot, *extra)
+
+
+def test_failed_predicates_are_counted_per_node(tmp_path, capsys):
+    objects = [node("n1"), node("gpu", taints=TAINT), pod("filler", cpu="2", node_name="n1"), pod("fat", cpu="3")]
+    code, out, _ = explain(capsys, tmp_path, objects, "ns/fat")
+    assert code == 0
+    assert out.splitlines() == [
+        "ns/fat waits (no PodGroup, queue default)",
+        "  why:",
+        "  - no node fits: 0/2 nodes are available: 1 insufficient cpu, 1 node(s) had untolerated taint {gpu: yes}",
+        "      1 node: insufficient cpu",
+        "      1 node: node(s) had untolerated taint {gpu: yes}",
+    ]
+
+
+def test_a_pod_that_would_be_bound_says_where(tmp_path, capsys):
+    code, out, _ = explain(capsys, tmp_path, [node("n1"), node("gpu", taints=TAINT), pod("web")], "ns/web")
+    assert code == 0
+    assert out.strip() == "ns/web would be bound to node n1 this cycle (no PodGroup, queue default)"
+
+
+def test_a_running_pod_says_so(tmp_path, capsys):
+    code, out, _ = explain(capsys, tmp_path, [node("n1"), pod("web", node_name="n1")], "ns/web")
+    assert code == 0 and out.strip() == "ns/web is already running on node n1"
+
+
+def test_queue_over_capability(tmp_path, capsys):
+    policy = write_policy(tmp_path / "small.policy", policy_text(
+        "small", "enqueue, allocate", "  plugin predicates\n  plugin proportion",
+        "queue small { capability = { cpu: 2 } }\n"))
+    objects = [node("n1", cpu="8"), podgroup("job", queue="small", min_member=3, minResources={"cpu": "3"})]
+    objects += [pod(f"job-{i}", group="job") for i in range(3)]
+    code, out, _ = explain(capsys, tmp_path, objects, "ns/job", "--policy", policy)
+    assert code == 0
+    assert out.startswith("PodGroup ns/job (queue small, minMember 3): phase Pending after one cycle; 3 pods, 3 wait")
+    assert "- queue limit: queue small over capability (cpu) (3 pods)" in out
+
+
+def test_gang_short_by_n(tmp_path, capsys):
+    objects = [node("n1", cpu="4"), podgroup("train", min_member=3, phase="Inqueue")]
+    objects += [pod(f"train-{i}", group="train", cpu="2") for i in range(3)]
+    code, out, _ = explain(capsys, tmp_path, objects, "ns/train", "--output", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert (result["kind"], result["status"], result["phase"]) == ("podgroup", "waiting", "Inqueue")
+    gang = [c for c in result["causes"] if c["kind"] == "gang"]
+    assert gang == [{"kind": "gang", "message": "gang short by 1 (2/3)", "pods": 3,
+                     "details": {"ready": 2, "min_member": 3}}]
+    assert result["condition"].startswith("Unschedulable: 3/3 tasks in gang unschedulable")
+
+
+def test_device_memory_fragmentation(tmp_path, capsys):
+    card_node = node("pcie", cpu="16", memory="64Gi", labels={"nvidia.com/gpu.product": "NVIDIA-A100-PCIE-40GB"},
+                     **{"nvidia.com/gpu-40gb": "2", "nvidia.com/gpu-40gb-memory": "80Gi"})
+    objects = [card_node]
+    for card in (0, 1):
+        running = pod(f"model-{card}", node_name="pcie", **{"nvidia.com/gpu-40gb-memory": "25Gi"})
+        running["metadata"]["annotations"]["volcano.sh/gpu-index"] = str(card)
+        objects.append(running)
+    objects.append(pod("late", **{"nvidia.com/gpu-40gb-memory": "20Gi"}))
+    code, out, _ = explain(capsys, tmp_path, objects, "ns/late", "--policy", POLICIES / "gpu-sharing.policy")
+    assert code == 0
+    assert "- device: device memory fragmented: no card with 20Gi idle on 1 node" in out
+    # 30Gi are idle in all: the node has the memory, just not on one card.
+    assert "insufficient nvidia.com/gpu-40gb-memory" not in out
+
+
+def test_not_admitted_by_enqueue(tmp_path, capsys):
+    objects = [node("n1", cpu="4"), podgroup("huge", minResources={"cpu": "100"}), pod("huge-0", group="huge")]
+    code, out, _ = explain(capsys, tmp_path, objects, "ns/huge-0", "--output", "json")
+    assert code == 0
+    result = json.loads(out)
+    [cause] = result["causes"]
+    assert cause["kind"] == "enqueue" and "overcommitted on cpu" in cause["message"]
+    assert result["phase"] == "Pending"
+
+
+def test_another_schedulers_pod(tmp_path, capsys):
+    other = pod("web")
+    other["spec"]["schedulerName"] = "default-scheduler"
+    code, out, _ = explain(capsys, tmp_path, [node("n1"), other], "ns/web")
+    assert code == 0 and "has schedulerName default-scheduler" in out
+
+
+def test_unknown_pod_is_a_clear_error(tmp_path, capsys):
+    code, out, err = explain(capsys, tmp_path, [node("n1"), pod("web")], "ns/wbe")
+    assert code == 2 and out == ""
+    assert err.strip() == "policydsl explain: no pod or PodGroup `ns/wbe` in the snapshot; did you mean ns/web?"
+
+
+def test_bad_snapshot_is_a_usage_error(tmp_path, capsys):
+    code, _, err = explain(capsys, tmp_path, [node("n1", cpu="many")], "ns/web")
+    assert code == 2 and "Node n1: `status.allocatable.cpu`" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("target, kind", [("web", "pod"), ("default/web", "pod")])
+def test_a_bare_name_means_namespace_default(tmp_path, capsys, target, kind):
+    code, out, _ = explain(capsys, tmp_path, [node("n1"), pod("web", ns="default")], target, "--output", "json")
+    assert code == 0 and json.loads(out)["kind"] == kind
