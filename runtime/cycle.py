@@ -66,20 +66,20 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
 def collect(ssn: Session) -> d.Decisions:
     snap = ssn.snap
     out = d.Decisions(evictions=list(ssn.evictions))
-    placed = np.nonzero((snap.status == PENDING) & ((ssn.status == ALLOCATED) | (ssn.status == PIPELINED)))[0]
+    status = ssn.status
+    placed = np.flatnonzero((snap.status == PENDING) & ((status == ALLOCATED) | (status == PIPELINED)))
     names = snap.node_names
     keys = snap.task_keys
     devices = ssn.task_devices
     nodes = ssn.task_node[placed].tolist()
-    allocated = (ssn.status[placed] == ALLOCATED).tolist()
-    for t, node, bind in zip(placed.tolist(), nodes, allocated):
-        if bind:
-            out.bindings.append(d.Binding(keys[t], names[node], devices.get(t, {})))
-        else:
-            out.pipelined[keys[t]] = names[node]
-    for t in np.nonzero(ssn.status == PENDING)[0]:
-        t = int(t)
-        j = int(snap.task_job[t])
+    bind = status[placed] == ALLOCATED
+    tasks = placed.tolist()
+    out.bindings = [d.Binding(keys[t], names[node], devices.get(t, {}))
+                    for t, node, b in zip(tasks, nodes, bind.tolist()) if b]
+    if not bind.all():
+        out.pipelined = {keys[t]: names[node] for t, node, b in zip(tasks, nodes, bind.tolist()) if not b}
+    waiting = np.flatnonzero(status == PENDING)
+    for t, j in zip(waiting.tolist(), snap.task_job[waiting].tolist()):
         reasons = list(ssn.task_reasons.get(t, ()))
         for reason in ssn.job_reasons.get(j, ()):
             if reason not in reasons:
@@ -91,36 +91,46 @@ def collect(ssn: Session) -> d.Decisions:
                 reasons.append(d.Reason(d.JOB, "zero-request pod waits for backfill, which the policy does not run"))
             else:
                 reasons.append(d.Reason(d.JOB, "not reached this cycle"))
-        out.unschedulable.append(d.Unschedulable(snap.task_keys[t], tuple(reasons)))
-    for job in snap.jobs:
-        if job.implicit:
-            continue
-        out.podgroups.append(_podgroup_status(ssn, job))
+        out.unschedulable.append(d.Unschedulable(keys[t], tuple(reasons)))
+    j_n = len(snap.jobs)
+    counts = _JobCounts(
+        ready=ssn.job_ready.tolist(),
+        pending=np.bincount(snap.task_job[waiting], minlength=j_n).tolist(),
+        succeeded=np.bincount(snap.task_job[status == SUCCEEDED], minlength=j_n).tolist())
+    out.podgroups = [_podgroup_status(ssn, job, counts) for job in snap.jobs if not job.implicit]
     return out
 
 
-def _podgroup_status(ssn: Session, job) -> d.PodGroupStatus:
+@dataclass(frozen=True)
+class _JobCounts:
+    """Per-job task counts after the actions, as lists indexed by job."""
+
+    ready: list[int]
+    pending: list[int]
+    succeeded: list[int]
+
+
+def _podgroup_status(ssn: Session, job, counts: _JobCounts) -> d.PodGroupStatus:
     j = job.index
     phase = ssn.job_phase[j]
-    statuses = ssn.status[job.tasks]
-    ready = int(ssn.job_ready[j])
-    if len(statuses) and np.all(statuses == SUCCEEDED):
+    size = len(job.tasks)
+    ready = counts.ready[j]
+    if size and counts.succeeded[j] == size:
         phase = PG_COMPLETED
     elif phase != PG_PENDING and ready >= job.min_member and ready > 0:
         phase = PG_RUNNING
     elif phase == PG_RUNNING and ready < job.min_member:
         phase = PG_INQUEUE
     conditions: tuple[Condition, ...] = ()
-    pending = int((statuses == PENDING).sum())
     if phase in (PG_INQUEUE, PG_PENDING) and (j in ssn.attempted or ssn.job_reasons.get(j)):
         detail = ""
-        first = next((r for t in job.tasks for r in ssn.task_reasons.get(int(t), ()) if r.kind != d.GANG), None)
+        first = next((r for t in job.tasks.tolist() for r in ssn.task_reasons.get(t, ()) if r.kind != d.GANG), None)
         if first is None and ssn.job_reasons.get(j):
             first = ssn.job_reasons[j][0]
         if first is not None:
             detail = f": {first.message}"
         conditions = (Condition("Unschedulable", "True", "NotEnoughResources",
-                                f"{pending}/{len(job.tasks)} tasks in gang unschedulable{detail}"),)
+                                f"{counts.pending[j]}/{size} tasks in gang unschedulable{detail}"),)
     elif phase == PG_RUNNING:
-        conditions = (Condition("Scheduled", "True", "Scheduled", f"{ready}/{len(job.tasks)} tasks ready"),)
+        conditions = (Condition("Scheduled", "True", "Scheduled", f"{ready}/{size} tasks ready"),)
     return d.PodGroupStatus(job.key, phase, conditions)

@@ -89,6 +89,16 @@ class Session:
             np.zeros(0, dtype=bool)
         self.queue_chain = [self._chain(q) for q in range(q_n)]
         self._init_accounting()
+        chain_ptr = np.zeros(q_n + 1, dtype=np.int64)
+        chain_ptr[1:] = np.cumsum([len(c) for c in self.queue_chain]) if q_n else 0
+        chains = np.array([c for chain in self.queue_chain for c in chain], dtype=np.int64)
+        job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
+        self.ledger = kernels.Ledger(
+            snap.request, snap.task_job, snap.task_class, self.zero.view(np.uint8), self.status, self.task_node,
+            self.used, self.pipelined, self.releasing, snap.job_first, self.job_allocated, self.job_ready,
+            self.job_pipelined, self.job_pending, job_queue, self.queue_allocated, chain_ptr, chains)
+        self._fit_columns = np.ones(r, dtype=np.int64)
+        self._custom_task_order = False
         # Callbacks per point: a list of tiers, each a list of (plugin name, fn).
         self.callbacks: dict[str, list[list[tuple[str, Callable]]]] = {}
         self.score_params = np.zeros(4 + 2 * r, dtype=np.float64)
@@ -99,9 +109,8 @@ class Session:
         self.plugins: dict[str, Any] = {}
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
-        # Nodes whose used/pipelined/releasing changed, in order; a class's placement tree
-        # re-keys only the nodes logged since it was last used.
-        self.changed: list[int] = []
+        # A class's placement tree and the ledger's log length when it was last used: it
+        # re-keys only the nodes logged since.
         self.trees: dict[int, tuple[Any, int]] = {}
         # Outcome
         self.evictions: list[d.Eviction] = []
@@ -154,19 +163,6 @@ class Session:
         self.queue_allocated[0] = self.queue_allocated[children].sum(axis=0) if children else 0
         self.queue_request[0] = self.queue_request[children].sum(axis=0) if children else 0
 
-    def _account(self, t: int, sign: int, ready: bool) -> None:
-        job = self.snap.jobs[self.snap.task_job[t]]
-        vec = self.snap.request[t] * sign
-        if ready:
-            self.job_allocated[job.index] += vec
-            self.job_ready[job.index] += sign
-            if job.queue >= 0:
-                for q in self.queue_chain[job.queue]:
-                    self.queue_allocated[q] += vec
-                self.queue_allocated[0] += vec
-        else:
-            self.job_pipelined[job.index] += sign
-
     # --- registration --------------------------------------------------------------------
     def register(self, point: str, plugin: str, fn: Callable) -> None:
         tiers = self.callbacks.setdefault(point, [])
@@ -186,6 +182,13 @@ class Session:
                 plugin.on_session_open(self)
         for point, tiers in self.callbacks.items():
             self.callbacks[point] = [t for t in tiers if t]
+        if self.device_hooks is not None and self.snap.device_managed.any():
+            # Card columns are the device plugin's check, not the node's.
+            self._fit_columns = (~self.snap.device_managed).astype(np.int64)
+            self.ledger.set_held(self._fit_columns.astype(np.uint8))
+        # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
+        # the priority plugin alone gives, so only other task orders need a sort.
+        self._custom_task_order = any(name != "priority" for tier in self.fns("task_order") for name, _ in tier)
 
     def enabled(self, plugin_spec, point: str) -> bool:
         return plugin_spec.enabled(point)
@@ -303,10 +306,7 @@ class Session:
 
     def fit_request(self, t: int) -> np.ndarray:
         """The request the fit kernel checks: device-managed columns are the card check's."""
-        req = self.snap.request[t]
-        if self.device_hooks is not None and self.snap.device_managed.any():
-            req = np.where(self.snap.device_managed, 0, req)
-        return req
+        return self.snap.request[t] * self._fit_columns
 
     def no_node_reason(self, t: int, extra: Iterable[tuple[str, np.ndarray]] = ()) -> d.Reason:
         """"0/5 nodes are available: 3 insufficient cpu, 2 node(s) had untolerated taint {gpu: true}"."""
@@ -363,132 +363,82 @@ class Session:
     def pending_tasks(self, j: int) -> list[int]:
         job = self.snap.jobs[j]
         tasks = job.tasks[self.status[job.tasks] == PENDING].tolist()
-        # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
-        # the priority plugin alone gives, so only other task orders need a sort.
-        if any(name != "priority" for tier in self.fns("task_order") for name, _ in tier):
+        if self._custom_task_order:
             tasks.sort(key=self.task_key)
         return tasks
+
+    def pending_runs(self, j: int, skip_zero: bool) -> list[list[int]]:
+        """Job j's pending tasks in task order (without zero-request ones when asked), as runs
+        of consecutive tasks of one class."""
+        if not self._custom_task_order:
+            return self.ledger.pending_runs(j, skip_zero)
+        runs: list[list[int]] = []
+        classes = self.snap.task_class
+        for t in self.pending_tasks(j):
+            if skip_zero and self.zero[t]:
+                continue
+            if runs and classes[runs[-1][0]] == classes[t]:
+                runs[-1].append(t)
+            else:
+                runs.append([t])
+        return runs
 
     def new_statement(self) -> "Statement":
         return Statement(self)
 
 
-@dataclass
-class _Op:
-    kind: str              # "place" | "evict"
-    tasks: np.ndarray      # task indices
-    nodes: np.ndarray      # their nodes
-    statuses: np.ndarray   # ALLOCATED / PIPELINED for place; the prior status for evict
-    reason: d.Reason | None = None
+_PLACE, _EVICT = 0, 1
 
 
 class Statement:
-    """A unit of change: placements and evictions applied to the session at once, undone by
-    `discard()`. (Volcano's Statement.) Placements of identical tasks are kept as one batch."""
+    """A unit of change: placements and evictions applied to the session at once (through its
+    ledger), undone by `discard()`. (Volcano's Statement.) Placements of identical tasks are
+    kept as one batch."""
 
     def __init__(self, ssn: Session):
         self.ssn = ssn
-        self.ops: list[_Op] = []
+        self.ops: list[tuple] = []     # (_PLACE, tasks) | (_EVICT, task, prior status, reason)
 
-    def record_batch(self, tasks: np.ndarray, nodes: np.ndarray, statuses: np.ndarray) -> None:
-        """Placements of tasks of one job and one class, whose node arrays (used, pipelined) the
-        placement kernel already updated."""
-        ssn = self.ssn
-        if not len(tasks):
-            return
-        j = int(ssn.snap.task_job[tasks[0]])
-        ssn.status[tasks] = statuses
-        ssn.task_node[tasks] = nodes
-        ssn.changed.extend(nodes.tolist())
-        ssn.job_pending[j] -= len(tasks)
-        self._account_batch(j, tasks, statuses, 1)
-        self.ops.append(_Op("place", tasks, nodes, statuses))
-
-    def _account_batch(self, j: int, tasks: np.ndarray, statuses: np.ndarray, sign: int) -> None:
-        ssn = self.ssn
-        n_ready = int((statuses == ALLOCATED).sum())
-        n_pipe = len(tasks) - n_ready
-        if n_ready:
-            vec = ssn.snap.request[tasks[statuses == ALLOCATED]].sum(axis=0) * sign
-            ssn.job_allocated[j] += vec
-            ssn.job_ready[j] += n_ready * sign
-            q = ssn.snap.jobs[j].queue
-            if q >= 0:
-                for c in ssn.queue_chain[q]:
-                    ssn.queue_allocated[c] += vec
-                ssn.queue_allocated[0] += vec
-        if n_pipe:
-            ssn.job_pipelined[j] += n_pipe * sign
+    def placed(self, tasks: np.ndarray, nodes: np.ndarray, kinds: np.ndarray, n: int) -> None:
+        """Record the first n placements a placement kernel made (its node arrays updated)."""
+        if n:
+            self.ssn.ledger.placed(tasks, nodes, kinds, n)
+            self.ops.append((_PLACE, tasks[:n]))
 
     def place(self, t: int, node: int, status: int, devices: dict | None = None) -> None:
-        req = self.ssn.fit_request(t)
-        if status == ALLOCATED:
-            self.ssn.used[node] += req
-        else:
-            self.ssn.pipelined[node] += req
+        """Place t on node as ALLOCATED or PIPELINED without a kernel (node arrays included)."""
         if devices:
             self.ssn.task_devices[t] = devices
-        self.record_batch(np.array([t], dtype=np.int64), np.array([node], dtype=np.int64),
-                          np.array([status], dtype=np.int8))
+        self.ssn.ledger.occupy(t, node, status)
+        self.ops.append((_PLACE, np.array([t], dtype=np.int64)))
 
     def evict(self, t: int, reason: d.Reason) -> None:
-        ssn = self.ssn
-        node = int(ssn.task_node[t])
-        prior = int(ssn.status[t])
-        ssn.releasing[node] += ssn.fit_request(t)
-        ssn.changed.append(node)
-        ssn.status[t] = RELEASING
-        ssn._account(t, -1, True)
-        self.ops.append(_Op("evict", np.array([t]), np.array([node]), np.array([prior], dtype=np.int8), reason))
+        prior = self.ssn.ledger.evict(t)
+        self.ops.append((_EVICT, t, prior, reason))
 
     def commit(self) -> None:
+        keys = self.ssn.snap.task_keys
         for op in self.ops:
-            if op.kind == "evict":
-                self.ssn.evictions.append(d.Eviction(self.ssn.snap.task_keys[int(op.tasks[0])], op.reason))
+            if op[0] == _EVICT:
+                self.ssn.evictions.append(d.Eviction(keys[op[1]], op[3]))
         self.ops = []
 
     def discard(self) -> None:
         ssn = self.ssn
         for op in reversed(self.ops):
-            ssn.changed.extend(op.nodes.tolist())
-            if op.kind == "place":
-                j = int(ssn.snap.task_job[op.tasks[0]])
-                for t, node, status in zip(op.tasks, op.nodes, op.statuses):
-                    req = ssn.fit_request(int(t))
-                    if status == ALLOCATED:
-                        ssn.used[node] -= req
-                    else:
-                        ssn.pipelined[node] -= req
-                    devices = ssn.task_devices.pop(int(t), None)
-                    if devices and ssn.device_hooks is not None:
-                        ssn.device_hooks.release(int(t), int(node), devices)
-                self._account_batch(j, op.tasks, op.statuses, -1)
-                ssn.status[op.tasks] = PENDING
-                ssn.task_node[op.tasks] = -1
-                ssn.job_pending[j] += len(op.tasks)
+            if op[0] == _PLACE:
+                if ssn.task_devices:
+                    for t in op[1].tolist():
+                        devices = ssn.task_devices.pop(t, None)
+                        if devices and ssn.device_hooks is not None:
+                            ssn.device_hooks.release(t, int(ssn.task_node[t]), devices)
+                ssn.ledger.unplace(op[1])
             else:
-                t, node = int(op.tasks[0]), int(op.nodes[0])
-                ssn.releasing[node] -= ssn.fit_request(t)
-                ssn.status[t] = op.statuses[0]
-                ssn._account(t, 1, True)
+                ssn.ledger.unevict(op[1], op[2])
         self.ops = []
 
     def to_pipelined(self) -> None:
         """Keep the placements as reservations only: allocated become pipelined (no binding)."""
-        ssn = self.ssn
         for op in self.ops:
-            if op.kind != "place":
-                continue
-            j = int(ssn.snap.task_job[op.tasks[0]])
-            alloc = op.statuses == ALLOCATED
-            if not alloc.any():
-                continue
-            self._account_batch(j, op.tasks, op.statuses, -1)
-            ssn.changed.extend(op.nodes.tolist())
-            for t, node in zip(op.tasks[alloc], op.nodes[alloc]):
-                req = ssn.fit_request(int(t))
-                ssn.used[node] -= req
-                ssn.pipelined[node] += req
-            op.statuses = np.where(alloc, PIPELINED, op.statuses).astype(np.int8)
-            ssn.status[op.tasks] = op.statuses
-            self._account_batch(j, op.tasks, op.statuses, 1)
+            if op[0] == _PLACE:
+                self.ssn.ledger.pipeline(op[1])

@@ -139,10 +139,11 @@ class Snapshot:
     task_node: np.ndarray            # (T,) int64, -1 when not placed
     task_job: np.ndarray             # (T,) int64
     task_priority: np.ndarray        # (T,) int64
-    task_class: np.ndarray           # (T,) int64
+    task_class: np.ndarray           # (T,) int64 (pending tasks; 0 for the others)
     classes: list[TaskClass]
     # jobs and queues
     jobs: list[JobInfo]
+    job_first: np.ndarray            # (J+1,) int64: job j's tasks are job_first[j]:job_first[j+1]
     queues: list[QueueInfo]
     queue_index: dict[str, int]
     capability: np.ndarray           # (Q,R) int64, UNLIMITED where uncapped
@@ -189,6 +190,7 @@ class _NodeArrays:
     generation: int
     resources: tuple[str, ...]
     names: list[str]
+    position: dict[str, int]
     objects: list[Node]
     allocatable: np.ndarray
     schedulable: np.ndarray
@@ -206,7 +208,18 @@ class SnapshotCache:
 
     def __init__(self) -> None:
         self._nodes: _NodeArrays | None = None
+        self._node_resources: tuple[int, set[str]] | None = None
         self.node_rebuilds = 0
+
+    def node_resources(self, state: ClusterState) -> set[str]:
+        """The resource names the nodes offer."""
+        cached = self._node_resources
+        if cached is None or cached[0] != state.node_generation:
+            names: set[str] = set()
+            for node in state.nodes.values():
+                names.update(node.allocatable)
+            cached = self._node_resources = (state.node_generation, names)
+        return cached[1]
 
     def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
         cached = self._nodes
@@ -249,77 +262,77 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     for d in devices:
         if d.sharing == "memory":
             managed.update(r for r in (d.resource, memory_resource_of(d), d.cores_resource) if r)
-    resources = _resource_list(state, plan, managed)
+    cache = cache or SnapshotCache()
+    pods = _read_pods(state, scheduler_name)
+    resources = _resource_list(state, plan, managed, pods.shapes, cache)
     index = {r: i for i, r in enumerate(resources)}
-    nodes = (cache or SnapshotCache()).node_arrays(state, resources)
+    nodes = cache.node_arrays(state, resources)
     n, r = len(nodes.names), len(resources)
-    node_pos = {name: i for i, name in enumerate(nodes.names)}
-
-    used = np.zeros((n, r), dtype=np.int64)
-    releasing = np.zeros((n, r), dtype=np.int64)
+    node_pos = nodes.position
     pods_col = index["pods"]
 
-    # Tasks: pods of our scheduler, in (group, creation, uid) order so a job's tasks are together.
-    ours: list[Pod] = []
-    foreign = 0
-    for pod in state.pods.values():
-        mine = pod.scheduler_name == scheduler_name
-        if pod.node_name and not pod.terminal and pod.node_name in node_pos:
-            row = node_pos[pod.node_name]
-            for res, amount in pod.requests.items():
-                col = index.get(res)
-                if col is not None:
-                    used[row, col] += amount
-                    if pod.releasing:
-                        releasing[row, col] += amount
-            used[row, pods_col] += 1
-            if pod.releasing:
-                releasing[row, pods_col] += 1
-            if not mine:
-                foreign += 1
-        if mine and not (pod.phase == "Failed"):
-            ours.append(pod)
-    ours.sort(key=lambda p: (group_key_of(p), -state.pod_priority(p), p.creation, p.uid))
+    # One row per distinct request map: pods share a few shapes, so rows are built once each.
+    shapes = np.zeros((len(pods.shapes), r), dtype=np.int64)
+    for sid, requests in enumerate(pods.shapes):
+        for res, amount in requests.items():
+            shapes[sid, index[res]] = amount
+    shapes[:, pods_col] = 1
 
+    # Node usage: every non-terminal pod on a known node, whoever's it is.
+    used = np.zeros((n, r), dtype=np.int64)
+    releasing = np.zeros((n, r), dtype=np.int64)
+    on_node = [(node_pos[name], sid, gone) for name, sid, gone in pods.placed if name in node_pos]
+    if on_node:
+        rows, sids, gone = (np.array(col, dtype=np.int64) for col in zip(*on_node))
+        np.add.at(used, rows, shapes[sids])
+        gone = gone.astype(bool)
+        np.add.at(releasing, rows[gone], shapes[sids[gone]])
+    foreign = sum(1 for name in pods.foreign_on if name in node_pos)
+
+    # Tasks: pods of our scheduler in (job, priority desc, creation, uid) order, so that each
+    # job's tasks are one contiguous range.
+    order = sorted(range(len(pods.ours)), key=pods.sort_keys.__getitem__)
+    ours = [pods.ours[i] for i in order]
     t = len(ours)
-    request = np.zeros((t, r), dtype=np.int64)
+    task_shape = np.array([pods.our_shapes[i] for i in order], dtype=np.int64)
+    request = shapes[task_shape] if t else np.zeros((0, r), dtype=np.int64)
+    task_priority = np.array([pods.sort_keys[i][1] for i in order], dtype=np.int64) * -1 if t else \
+        np.zeros(0, dtype=np.int64)
     status = np.zeros(t, dtype=np.int8)
     task_node = np.full(t, -1, dtype=np.int64)
     task_job = np.zeros(t, dtype=np.int64)
-    task_priority = np.zeros(t, dtype=np.int64)
     task_class = np.zeros(t, dtype=np.int64)
     class_ids: dict[tuple, int] = {}
     classes: list[TaskClass] = []
-    managed_cols = [index[m] for m in managed if m in index]
     device_names = managed | {d.resource for d in devices}
+    shape_key: dict[int, tuple] = {}
     for i, pod in enumerate(ours):
-        for res, amount in pod.requests.items():
-            col = index.get(res)
-            if col is not None:
-                request[i, col] = amount
-        request[i, pods_col] = 1
-        task_priority[i] = state.pod_priority(pod)
         if pod.phase == "Succeeded":
             status[i] = SUCCEEDED
         elif pod.node_name:
             task_node[i] = node_pos.get(pod.node_name, -1)
             status[i] = RELEASING if pod.releasing else BOUND
         else:
-            status[i] = PENDING
-            device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
-                if device_names else ()
-            key = (tuple(request[i]), tuple(sorted(pod.node_selector.items())), pod.required_terms,
-                   pod.preferred_terms, pod.tolerations, device_request)
+            sid = int(task_shape[i])
+            row = shape_key.get(sid)
+            if row is None:
+                row = shape_key[sid] = tuple(shapes[sid].tolist())
+            selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
+            key = (row, selector, pod.required_terms, pod.preferred_terms, pod.tolerations)
             cid = class_ids.get(key)
             if cid is None:
                 cid = class_ids[key] = len(classes)
-                classes.append(TaskClass(cid, key[0], key[1], key[2], key[3], key[4], device_request))
+                device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
+                    if device_names else ()
+                classes.append(TaskClass(cid, row, selector, pod.required_terms, pod.preferred_terms,
+                                         pod.tolerations, device_request))
             task_class[i] = cid
     device_managed = np.zeros(r, dtype=bool)
-    device_managed[managed_cols] = True
+    device_managed[[index[m] for m in managed if m in index]] = True
 
     queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
-    jobs = _build_jobs(state, plan, ours, task_job, task_priority, queue_index, queues, index, r)
+    job_keys = [pods.sort_keys[i][0] for i in order]
+    jobs, job_first = _build_jobs(state, ours, job_keys, task_job, task_priority, queue_index, queues, index, r)
 
     total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
     capability[0] = np.minimum(capability[0], total)
@@ -329,21 +342,69 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         releasing=releasing, schedulable=nodes.schedulable, label_bits=nodes.label_bits,
         label_index=nodes.label_index, label_key_index=nodes.label_key_index, taint_bits=nodes.taint_bits,
         prefer_taint_bits=nodes.prefer_taint_bits, taints=nodes.taints, prefer_taints=nodes.prefer_taints,
-        pods=ours, task_keys=[p.key for p in ours], request=request, status=status, task_node=task_node,
+        pods=ours, task_keys=[pods.keys[i] for i in order], request=request, status=status, task_node=task_node,
         task_job=task_job, task_priority=task_priority, task_class=task_class, classes=classes,
-        jobs=jobs, queues=queues, queue_index=queue_index, capability=capability, guarantee=guarantee,
-        deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[], foreign_pods=foreign,
+        jobs=jobs, job_first=job_first, queues=queues, queue_index=queue_index, capability=capability,
+        guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
+        foreign_pods=foreign,
     )
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
 
 
-def _resource_list(state: ClusterState, plan: Plan, managed: set[str]) -> tuple[str, ...]:
-    seen: set[str] = set(managed)
-    for node in state.nodes.values():
-        seen.update(node.allocatable)
+@dataclass
+class _PodRead:
+    """One pass over the state's pods: distinct request maps, who sits on which node, and our
+    scheduler's pods with their sort keys."""
+
+    shapes: list[dict[str, int]]                 # distinct request maps
+    placed: list[tuple[str, int, bool]]          # (node name, shape, releasing) of pods on nodes
+    foreign_on: list[str]                        # node names of other schedulers' pods
+    ours: list[Pod]
+    our_shapes: list[int]
+    keys: list[str]                              # namespace/name of ours
+    sort_keys: list[tuple]                       # (job key, -priority, creation, uid) of ours
+
+
+def _read_pods(state: ClusterState, scheduler_name: str) -> _PodRead:
+    shape_index: dict[tuple, int] = {}
+    out = _PodRead([], [], [], [], [], [], [])
+    priority_classes, default_priority = state.priority_classes, state.default_priority
     for pod in state.pods.values():
-        seen.update(pod.requests)
+        requests = pod.requests
+        shape_key = tuple(requests.items())
+        sid = shape_index.get(shape_key)
+        if sid is None:
+            sid = shape_index[shape_key] = len(out.shapes)
+            out.shapes.append(requests)
+        phase = pod.phase
+        mine = pod.scheduler_name == scheduler_name
+        if pod.node_name and phase != "Succeeded" and phase != "Failed":
+            out.placed.append((pod.node_name, sid, pod.releasing))
+            if not mine:
+                out.foreign_on.append(pod.node_name)
+        if mine and phase != "Failed":
+            if pod.priority is not None:
+                priority = pod.priority
+            elif pod.priority_class is not None:
+                priority = priority_classes.get(pod.priority_class, default_priority)
+            else:
+                priority = default_priority
+            namespace = pod.namespace
+            out.ours.append(pod)
+            out.our_shapes.append(sid)
+            out.keys.append(f"{namespace}/{pod.name}")
+            job = f"{namespace}/{pod.group}" if pod.group else f"{namespace}/{pod.name}"
+            out.sort_keys.append((job, -priority, pod.creation, pod.uid))
+    return out
+
+
+def _resource_list(state: ClusterState, plan: Plan, managed: set[str], shapes: list[dict[str, int]],
+                   cache: SnapshotCache) -> tuple[str, ...]:
+    seen: set[str] = set(managed)
+    seen.update(cache.node_resources(state))
+    for requests in shapes:
+        seen.update(requests)
     for q in plan.queues:
         for m in (q.capability, q.guarantee, q.deserved, q.borrow_limit):
             seen.update(m or {})
@@ -387,7 +448,8 @@ def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays
         prefer_rows.append([prefer_index.setdefault(t, len(prefer_index)) for t in node.taints
                             if t.effect == "PreferNoSchedule"])
     return _NodeArrays(
-        generation=state.node_generation, resources=resources, names=names, objects=objects,
+        generation=state.node_generation, resources=resources, names=names,
+        position={name: i for i, name in enumerate(names)}, objects=objects,
         allocatable=allocatable, schedulable=np.array([not n.unschedulable for n in objects], dtype=bool),
         label_bits=_bitset(label_rows, len(label_index) + len(label_key_index)), label_index=label_index,
         label_key_index=label_key_index, taint_bits=_bitset(taint_rows, len(taint_index)),
@@ -449,30 +511,33 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
     return queues, queue_index, capability, guarantee, deserved, borrow_limit
 
 
-def _build_jobs(state, plan, ours, task_job, task_priority, queue_index, queues, index, r) -> list[JobInfo]:
+def _build_jobs(state, ours, job_keys, task_job, task_priority, queue_index, queues, index,
+                r) -> tuple[list[JobInfo], np.ndarray]:
+    """Jobs from the sorted tasks (each job's tasks are consecutive)."""
     jobs: list[JobInfo] = []
-    by_key: dict[str, int] = {}
-    members: list[list[int]] = []
-    for i, pod in enumerate(ours):
-        key = group_key_of(pod)
-        j = by_key.get(key)
-        if j is None:
-            j = by_key[key] = len(members)
-            members.append([])
-        members[j].append(i)
-        task_job[i] = j
-    for key, j in by_key.items():
-        tasks = np.array(members[j], dtype=np.int64)
-        first = ours[members[j][0]]
-        group = state.podgroups.get(key) if first.group else None
+    first: list[int] = []
+    previous = None
+    for i, key in enumerate(job_keys):
+        if key != previous:
+            first.append(i)
+            previous = key
+    first.append(len(job_keys))
+    job_first = np.array(first, dtype=np.int64)
+    for j in range(len(first) - 1):
+        lo, hi = first[j], first[j + 1]
+        task_job[lo:hi] = j
+        key = job_keys[lo]
+        tasks = np.arange(lo, hi, dtype=np.int64)
+        head = ours[lo]
+        group = state.podgroups.get(key) if head.group else None
         problem = None
-        if first.group and group is None:
+        if head.group and group is None:
             problem = f"PodGroup {key} does not exist"
         if group is not None:
             queue_name = group.queue
             min_member = group.min_member
             priority = (state.priority_classes.get(group.priority_class, state.default_priority)
-                        if group.priority_class else int(task_priority[tasks].max()))
+                        if group.priority_class else int(task_priority[lo]))
             min_res = None
             if group.min_resources:
                 min_res = np.zeros(r, dtype=np.int64)
@@ -482,11 +547,11 @@ def _build_jobs(state, plan, ours, task_job, task_priority, queue_index, queues,
             phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
         else:
             queue_name = cat.DEFAULT_QUEUE
-            min_member, priority, min_res = 1, int(task_priority[tasks].max()), None
+            min_member, priority, min_res = 1, int(task_priority[lo]), None
             # An implicit group of a placed pod runs; a waiting one starts Pending like the
             # PodGroup Volcano's controller would create for it.
-            phase = PG_RUNNING if first.node_name else PG_PENDING
-            creation, uid, min_task = first.creation, first.uid, {}
+            phase = PG_RUNNING if head.node_name else PG_PENDING
+            creation, uid, min_task = head.creation, head.uid, {}
         q = queue_index.get(queue_name, -1)
         if q < 0 and problem is None:
             problem = f"queue {queue_name} does not exist"
@@ -494,7 +559,7 @@ def _build_jobs(state, plan, ours, task_job, task_priority, queue_index, queues,
             problem = f"queue {queue_name} is not a leaf queue"
         jobs.append(JobInfo(j, key, group, group is None, q, queue_name, min_member, min_task, min_res, priority,
                             creation, uid, phase, tasks, problem))
-    return jobs
+    return jobs, job_first
 
 
 # --- devices ---------------------------------------------------------------------------------

@@ -10,9 +10,7 @@ from __future__ import annotations
 import heapq
 
 from runtime import decisions as d
-from runtime.actions.common import (
-    eligible_jobs, failure_reason, gang_reason, place_run, runs_of,
-)
+from runtime.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
 from runtime.session import Session
 from runtime.snapshot import PENDING
 
@@ -39,26 +37,21 @@ def run(ssn: Session) -> None:
 def allocate_job(ssn: Session, j: int) -> None:
     snap = ssn.snap
     job = snap.jobs[j]
-    tasks = [t for t in ssn.pending_tasks(j) if not ssn.zero[t]]
-    if not tasks:
+    runs = ssn.pending_runs(j, skip_zero=True)
+    if not runs:
         return
     ssn.attempted.add(j)
     stmt = ssn.new_statement()
-    placed_total = 0
-    failed: list[int] = []
-    reason = None
-    for run_tasks in runs_of(ssn, tasks):
+    for run_tasks in runs:
         limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[run_tasks[0]], len(run_tasks))
         placed = place_run(ssn, stmt, run_tasks, limit) if limit > 0 else 0
-        placed_total += placed
         if placed < len(run_tasks):
             failing = run_tasks[placed]
             reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, failing)
-            failed = [t for t in tasks if ssn.status[t] == PENDING]
+            for t in (t for run in runs for t in run):
+                if ssn.status[t] == PENDING:
+                    ssn.add_reason(t, reason)
             break
-    if reason is not None:
-        for t in failed:
-            ssn.add_reason(t, reason)
     if ssn.job_ready_ok(j):
         stmt.commit()
     elif ssn.job_pipelined_ok(j):
@@ -68,5 +61,5 @@ def allocate_job(ssn: Session, j: int) -> None:
         gang = gang_reason(ssn, j)
         stmt.discard()
         if job.min_member > 1:
-            for t in tasks:
+            for t in (t for run in runs for t in run):
                 ssn.add_reason(t, gang)

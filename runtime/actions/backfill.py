@@ -3,9 +3,7 @@ passes the predicates (the pod-count limit included), best score first."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from runtime.actions.common import eligible_jobs, failure_reason, place_run, runs_of
+from runtime.actions.common import eligible_jobs, failure_reason, place_run
 from runtime.session import Session
 from runtime.snapshot import PENDING
 
@@ -13,11 +11,11 @@ from runtime.snapshot import PENDING
 def run(ssn: Session) -> None:
     for heap in eligible_jobs(ssn).values():
         for _, j in sorted(heap):
-            tasks = [t for t in ssn.pending_tasks(j) if ssn.zero_request(t)]
-            if not tasks:
+            runs = [run for run in ssn.pending_runs(j, skip_zero=False) if ssn.zero[run[0]]]
+            if not runs:
                 continue
             stmt = ssn.new_statement()
-            for run_tasks in runs_of(ssn, tasks):
+            for run_tasks in runs:
                 placed = place_run(ssn, stmt, run_tasks, len(run_tasks))
                 if placed < len(run_tasks):
                     reason = failure_reason(ssn, run_tasks[placed])

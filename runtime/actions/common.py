@@ -9,9 +9,7 @@ import numpy as np
 
 from runtime import decisions as d
 from runtime.session import Session
-from runtime.snapshot import ALLOCATED, PENDING, PIPELINED
-
-IDLE = 2
+from runtime.snapshot import PENDING
 
 
 def admitted(ssn: Session, j: int) -> bool:
@@ -38,18 +36,6 @@ def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
     return heaps
 
 
-def runs_of(ssn: Session, tasks: list[int]) -> list[list[int]]:
-    """Consecutive tasks of one class (same request and constraints)."""
-    out: list[list[int]] = []
-    classes = ssn.snap.task_class
-    for t in tasks:
-        if out and classes[out[-1][0]] == classes[t]:
-            out[-1].append(t)
-        else:
-            out.append([t])
-    return out
-
-
 def place_run(ssn: Session, stmt, run: list[int], limit: int, request=None) -> int:
     """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure)."""
     snap = ssn.snap
@@ -69,11 +55,8 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int, request=None) -> i
             if ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, dev_mask, dev_score,
                                  ssn.score_params, 1, nodes, kinds) == 0:
                 break
-            node = int(nodes[0])
-            status = ALLOCATED if kinds[0] == IDLE else PIPELINED
-            devices = hooks.assign(t, node)
-            ssn.task_devices[t] = devices
-            stmt.record_batch(np.array([t], dtype=np.int64), nodes, np.array([status], dtype=np.int8))
+            ssn.task_devices[t] = hooks.assign(t, int(nodes[0]))
+            stmt.placed(np.array([t], dtype=np.int64), nodes, kinds, 1)
             placed += 1
         return placed
     nodes = np.empty(limit, dtype=np.int64)
@@ -81,11 +64,9 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int, request=None) -> i
     tree = class_tree(ssn, cls.index, req, mask, static)
     placed = tree.place(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
                         ssn.score_params, limit, nodes, kinds)
-    if placed:
-        statuses = np.where(kinds[:placed] == IDLE, ALLOCATED, PIPELINED).astype(np.int8)
-        stmt.record_batch(np.asarray(run[:placed], dtype=np.int64), nodes[:placed], statuses)
+    stmt.placed(np.array(run[:placed], dtype=np.int64), nodes, kinds, placed)
     # The tree already re-keyed the nodes it placed on.
-    ssn.trees[cls.index] = (tree, len(ssn.changed))
+    ssn.trees[cls.index] = (tree, ssn.ledger.log_n)
     return placed
 
 
@@ -94,14 +75,13 @@ def class_tree(ssn: Session, cid: int, req, mask, static):
     changed since its last use, else only the changed nodes re-keyed."""
     snap = ssn.snap
     tree, seen = ssn.trees.get(cid, (None, 0))
-    log = ssn.changed
-    if tree is None or len(log) - seen > max(64, snap.n_nodes // 8):
+    logged = ssn.ledger.log_n
+    if tree is None or logged - seen > max(64, snap.n_nodes // 8):
         tree = ssn.k.PlacementTree(snap.n_nodes)
         tree.build(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static, ssn.score_params)
-    elif len(log) > seen:
-        changed = np.unique(np.asarray(log[seen:], dtype=np.int64))
-        tree.refresh(changed, snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
-                     ssn.score_params)
+    elif logged > seen:
+        tree.refresh(ssn.ledger.log_since(seen), snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req,
+                     mask, static, ssn.score_params)
     return tree
 
 

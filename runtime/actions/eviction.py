@@ -17,8 +17,6 @@ from runtime import decisions as d
 from runtime.session import Session
 from runtime.snapshot import BOUND, PIPELINED
 
-IDLE = 2
-
 
 def pods_by_node(ssn: Session) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
@@ -103,8 +101,7 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
     if ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
                          ssn.score_params, 1, nodes, kinds):
         # place_batch updated used/pipelined itself; record without re-adding.
-        status = 1 if kinds[0] == IDLE else PIPELINED
-        stmt.record_batch(np.array([t], dtype=np.int64), nodes, np.array([status], dtype=np.int8))
+        stmt.placed(np.array([t], dtype=np.int64), nodes, kinds, 1)
         return True
     future = snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined
     scores = np.empty(snap.n_nodes, dtype=np.float64)

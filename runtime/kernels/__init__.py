@@ -3,8 +3,9 @@
 `load()` returns the compiled Cython kernels (runtime/kernels/*.pyx, built by `pip install -e .`
 or `python setup.py build_ext --inplace`), or the pure-Python reference when asked for
 (`load(pure=True)` or the environment variable POLICYDSL_PURE_PYTHON=1). Both expose the same
-functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, and the
-PlacementTree class (place_batch's tree kept per task class between jobs).
+functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, the per-row share
+helpers (row_share, queue_share, at_limit, count_within), the PlacementTree class (place_batch's
+tree kept per task class between jobs) and the Ledger class (the session's accounting).
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ class Kernels:
     place_batch: Callable
     dominant_shares: Callable
     water_fill: Callable
+    row_share: Callable
+    queue_share: Callable
+    at_limit: Callable
+    count_within: Callable
     PlacementTree: type
+    Ledger: type
 
 
 def pure_python_requested() -> bool:
@@ -41,10 +47,12 @@ def load(pure: bool | None = None) -> Kernels:
     if pure:
         from runtime.kernels import reference as ref
         return Kernels("python", ref.fit_states, ref.score_nodes, ref.place_batch, ref.dominant_shares,
-                       ref.water_fill, ref.PlacementTree)
+                       ref.water_fill, ref.row_share, ref.queue_share, ref.at_limit, ref.count_within,
+                       ref.PlacementTree, ref.Ledger)
     try:
-        from runtime.kernels import fit, place, share
+        from runtime.kernels import fit, ledger, place, share
     except ImportError as err:
         raise KernelsNotBuilt(f"{BUILD_HINT} ({err})") from None
     return Kernels("compiled", fit.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
-                   share.water_fill, place.PlacementTree)
+                   share.water_fill, share.row_share, share.queue_share, share.at_limit, share.count_within,
+                   place.PlacementTree, ledger.Ledger)

@@ -240,3 +240,191 @@ class PlacementTree:
             placed += 1
             self._rekey(best, alloc, used, releasing, pipelined, req, mask, static, params)
         return placed
+
+
+# --- one row at a time ------------------------------------------------------------------------
+
+UNLIMITED = (2**63 - 1) // 4
+
+
+def row_share(allocated, row: int, total) -> float:
+    best = 0.0
+    for r in range(allocated.shape[1]):
+        if total[r] > 0:
+            s = allocated[row, r] / total[r]
+            if s > best:
+                best = s
+    return best
+
+
+def queue_share(allocated, row: int, deserved, columns) -> float:
+    best = 0.0
+    for r in columns:
+        if deserved[row, r] > 0:
+            s = allocated[row, r] / deserved[row, r]
+            if s > best:
+                best = s
+        elif allocated[row, r] > 0 and best < 1.0:
+            best = 1.0
+    return best
+
+
+def at_limit(allocated, row: int, limit, columns) -> bool:
+    for r in columns:
+        if limit[row, r] > allocated[row, r]:
+            return False
+    return True
+
+
+def count_within(limit, allocated, row: int, request, columns, count: int) -> tuple[int, int]:
+    allowed, binding = count, -1
+    for r in columns:
+        if request[r] == 0 or limit[row, r] >= UNLIMITED:
+            continue
+        room = limit[row, r] - allocated[row, r]
+        n = room // request[r] if room >= 0 else 0
+        if n < allowed:
+            allowed = max(n, 0)
+            binding = int(r)
+    return int(allowed), binding
+
+
+# --- the session's ledger ---------------------------------------------------------------------
+
+PENDING, ALLOCATED, PIPELINED, RELEASING = 0, 1, 2, 4
+
+
+class Ledger:
+    """The compiled Ledger (runtime/kernels/ledger.pyx), method for method."""
+
+    def __init__(self, request, task_job, task_class, zero, status, task_node, used, pipelined, releasing,
+                 job_first, job_allocated, job_ready, job_pipelined, job_pending, job_queue, queue_allocated,
+                 chain_ptr, chains):
+        self.request = request
+        self.task_job = task_job
+        self.task_class = task_class
+        self.zero = zero
+        self.status = status
+        self.task_node = task_node
+        self.used = used
+        self.pipelined = pipelined
+        self.releasing = releasing
+        self.job_first = job_first
+        self.job_allocated = job_allocated
+        self.job_ready = job_ready
+        self.job_pipelined = job_pipelined
+        self.job_pending = job_pending
+        self.job_queue = job_queue
+        self.queue_allocated = queue_allocated
+        self.chain_ptr = chain_ptr
+        self.chains = chains
+        self.held = [1] * request.shape[1]
+        self.log: list[int] = []
+
+    @property
+    def log_n(self) -> int:
+        return len(self.log)
+
+    def set_held(self, held) -> None:
+        self.held = [int(h) for h in held]
+
+    def log_since(self, seen: int) -> list[int]:
+        return self.log[seen:]
+
+    def _account(self, t: int, sign: int, ready: bool) -> None:
+        j = self.task_job[t]
+        if not ready:
+            self.job_pipelined[j] += sign
+            return
+        self.job_ready[j] += sign
+        r_n = self.request.shape[1]
+        for r in range(r_n):
+            self.job_allocated[j, r] += sign * self.request[t, r]
+        q = self.job_queue[j]
+        if q < 0:
+            return
+        for k in range(self.chain_ptr[q], self.chain_ptr[q + 1]):
+            c = self.chains[k]
+            for r in range(r_n):
+                self.queue_allocated[c, r] += sign * self.request[t, r]
+        for r in range(r_n):
+            self.queue_allocated[0, r] += sign * self.request[t, r]
+
+    def _hold(self, arr, node: int, t: int, sign: int) -> None:
+        for r in range(self.request.shape[1]):
+            arr[node, r] += sign * self.request[t, r] * self.held[r]
+
+    def placed(self, tasks, nodes, kinds, n: int) -> None:
+        for i in range(n):
+            t = tasks[i]
+            idle = kinds[i] == IDLE
+            self.status[t] = ALLOCATED if idle else PIPELINED
+            self.task_node[t] = nodes[i]
+            self.job_pending[self.task_job[t]] -= 1
+            self._account(t, 1, idle)
+            self.log.append(int(nodes[i]))
+
+    def occupy(self, t: int, node: int, status: int) -> None:
+        self._hold(self.used if status == ALLOCATED else self.pipelined, node, t, 1)
+        self.status[t] = status
+        self.task_node[t] = node
+        self.job_pending[self.task_job[t]] -= 1
+        self._account(t, 1, status == ALLOCATED)
+        self.log.append(int(node))
+
+    def unplace(self, tasks) -> None:
+        for t in tasks:
+            node = self.task_node[t]
+            ready = self.status[t] == ALLOCATED
+            self._hold(self.used if ready else self.pipelined, node, t, -1)
+            self._account(t, -1, ready)
+            self.status[t] = PENDING
+            self.task_node[t] = -1
+            self.job_pending[self.task_job[t]] += 1
+            self.log.append(int(node))
+
+    def pipeline(self, tasks) -> int:
+        changed = 0
+        for t in tasks:
+            if self.status[t] != ALLOCATED:
+                continue
+            node = self.task_node[t]
+            self._hold(self.used, node, t, -1)
+            self._hold(self.pipelined, node, t, 1)
+            self._account(t, -1, True)
+            self._account(t, 1, False)
+            self.status[t] = PIPELINED
+            self.log.append(int(node))
+            changed += 1
+        return changed
+
+    def evict(self, t: int) -> int:
+        prior = int(self.status[t])
+        node = self.task_node[t]
+        self._hold(self.releasing, node, t, 1)
+        self.status[t] = RELEASING
+        self._account(t, -1, True)
+        self.log.append(int(node))
+        return prior
+
+    def unevict(self, t: int, prior: int) -> None:
+        node = self.task_node[t]
+        self._hold(self.releasing, node, t, -1)
+        self.status[t] = prior
+        self._account(t, 1, True)
+        self.log.append(int(node))
+
+    def pending_runs(self, j: int, skip_zero: bool) -> list[list[int]]:
+        out: list[list[int]] = []
+        run = None
+        last = -1
+        for t in range(self.job_first[j], self.job_first[j + 1]):
+            if self.status[t] != PENDING or (skip_zero and self.zero[t]):
+                continue
+            if run is not None and self.task_class[t] == last:
+                run.append(t)
+            else:
+                run = [t]
+                out.append(run)
+                last = self.task_class[t]
+        return out

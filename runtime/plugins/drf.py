@@ -25,11 +25,9 @@ class DrfPlugin(Plugin):
         total_for_share = total.copy()
         total_for_share[ssn.snap.resource_index["pods"]] = 0
         self.total = total_for_share
-        shares = np.zeros(len(ssn.snap.jobs), dtype=np.float64)
-        if len(shares):
-            ssn.k.dominant_shares(ssn.job_allocated, total_for_share, shares)
-        self.register(ssn, "job_order", lambda j: dominant_share(ssn.job_allocated[j], total_for_share))
-        self.register(ssn, "queue_order", lambda q: dominant_share(ssn.queue_allocated[q], total_for_share))
+        row_share = ssn.k.row_share
+        self.register(ssn, "job_order", lambda j: row_share(ssn.job_allocated, j, total_for_share))
+        self.register(ssn, "queue_order", lambda q: row_share(ssn.queue_allocated, q, total_for_share))
 
         def victims(preemptor: int, candidates: list[int]) -> list[int]:
             pj = ssn.snap.task_job[preemptor]

@@ -36,25 +36,22 @@ class ProportionPlugin(Plugin):
         # like a card-memory request, is the device plugin's business), the pod count aside.
         self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col and ssn.total[r] > 0],
                                 dtype=np.int64)
-        colmask = np.zeros(snap.n_resources, dtype=np.int64)
-        colmask[self.columns] = 1
         des = self.deserved(ssn)
         self.limit = np.minimum(np.floor(des), UNLIMITED).astype(np.int64)
         ssn.queue_deserved = self.limit
 
+        k = ssn.k
+
         def queue_order(q: int) -> tuple:
-            return (-snap.queues[q].priority, qs.share(ssn.queue_allocated[q], self.limit[q], self.columns))
+            return (-snap.queues[q].priority, k.queue_share(ssn.queue_allocated, q, self.limit, self.columns))
 
         def overused(q: int) -> bool:
-            for c in ssn.queue_chain[q]:
-                if np.all(self.limit[c][self.columns] <= ssn.queue_allocated[c][self.columns]):
-                    return True
-            return False
+            return any(k.at_limit(ssn.queue_allocated, c, self.limit, self.columns) for c in ssn.queue_chain[q])
 
         def allocatable(q: int, request: np.ndarray, count: int):
             allowed, reason = count, None
             for c in ssn.queue_chain[q]:
-                n, binding = qs.count_within(self.limit[c], ssn.queue_allocated[c], request * colmask, allowed)
+                n, binding = k.count_within(self.limit, ssn.queue_allocated, c, request, self.columns, allowed)
                 if n < allowed:
                     allowed = n
                     name = snap.queues[c].name

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.kernels import BUILD_HINT, KernelsNotBuilt, load
+from runtime.kernels import BUILD_HINT, KernelsNotBuilt, load, reference
+from runtime.snapshot import UNLIMITED
 
 REF = load(pure=True)
 
@@ -138,3 +139,96 @@ def test_placement_tree_matches_reference_after_refresh(compiled, seed):
         second = tree.place(alloc, u, releasing, p, req, mask, static, params, 8, nodes, kinds)
         outcomes.append((first, second, nodes[:second].tolist(), kinds[:second].tolist(), u.tolist()))
     assert outcomes[0] == outcomes[1]
+
+
+def test_reference_uses_the_snapshot_unlimited():
+    assert reference.UNLIMITED == UNLIMITED
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_row_helpers_match(compiled, seed):
+    rng = np.random.default_rng(700 + seed)
+    q, r = int(rng.integers(1, 6)), int(rng.integers(1, 5))
+    allocated = rng.integers(0, 50, size=(q, r)).astype(np.int64)
+    limit = np.where(rng.random((q, r)) < 0.2, UNLIMITED, rng.integers(0, 60, size=(q, r))).astype(np.int64)
+    total = rng.choice([0.0, 30.0, 400.0], size=r)
+    columns = np.flatnonzero(rng.random(r) < 0.7).astype(np.int64)
+    request = (rng.integers(0, 9, size=r) * (rng.random(r) < 0.7)).astype(np.int64)
+    count = int(rng.integers(0, 12))
+    for row in range(q):
+        for name, args in (("row_share", (allocated, row, total)),
+                           ("queue_share", (allocated, row, limit, columns)),
+                           ("at_limit", (allocated, row, limit, columns)),
+                           ("count_within", (limit, allocated, row, request, columns, count))):
+            assert getattr(REF, name)(*args) == getattr(compiled, name)(*args), (name, row)
+
+
+def ledger_state(rng, t_n=24, j_n=5, n=6, r=3):
+    """Arrays of a small session: jobs of consecutive tasks, queues 1..3 under root, queue 3
+    a child of queue 1 (chains 1:[1], 2:[2], 3:[3, 1])."""
+    sizes = rng.multinomial(t_n - j_n, [1 / j_n] * j_n) + 1
+    job_first = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    task_job = np.repeat(np.arange(j_n), sizes).astype(np.int64)
+    status = rng.choice([0, 0, 0, 3, 5], size=t_n).astype(np.int8)
+    task_node = np.where(status == 3, rng.integers(0, n, size=t_n), -1).astype(np.int64)
+    return dict(
+        request=rng.integers(0, 5, size=(t_n, r)).astype(np.int64) * 100,
+        task_job=task_job, task_class=rng.integers(0, 3, size=t_n).astype(np.int64),
+        zero=(rng.random(t_n) < 0.2).astype(np.uint8), status=status, task_node=task_node,
+        used=rng.integers(0, 900, size=(n, r)).astype(np.int64), pipelined=np.zeros((n, r), dtype=np.int64),
+        releasing=np.zeros((n, r), dtype=np.int64), job_first=job_first,
+        job_allocated=np.zeros((j_n, r), dtype=np.int64), job_ready=np.zeros(j_n, dtype=np.int64),
+        job_pipelined=np.zeros(j_n, dtype=np.int64),
+        job_pending=np.bincount(task_job[status == 0], minlength=j_n).astype(np.int64),
+        job_queue=rng.choice([-1, 1, 2, 3], size=j_n).astype(np.int64),
+        queue_allocated=np.zeros((4, r), dtype=np.int64),
+        chain_ptr=np.array([0, 0, 1, 2, 4], dtype=np.int64), chains=np.array([1, 2, 3, 1], dtype=np.int64))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ledger_matches_reference(compiled, seed):
+    rng = np.random.default_rng(900 + seed)
+    base = ledger_state(rng)
+    held = (rng.random(3) < 0.8).astype(np.uint8)
+    script = []       # the same random operations for both ledgers
+    for _ in range(30):
+        script.append((int(rng.integers(0, 6)), int(rng.integers(0, 1 << 30))))
+    results = []
+    for kernels in (REF, compiled):
+        arrays = {k: v.copy() for k, v in base.items()}
+        ledger = kernels.Ledger(*arrays.values())
+        ledger.set_held(held)
+        placed: list[np.ndarray] = []
+        evicted: list[tuple[int, int]] = []
+        runs_seen = []
+        for op, salt in script:
+            pick = np.random.default_rng(salt)
+            status = arrays["status"]
+            if op in (0, 1):
+                pending = np.flatnonzero(status == 0)
+                if not len(pending):
+                    continue
+                tasks = pick.choice(pending, size=min(3, len(pending)), replace=False).astype(np.int64)
+                nodes = pick.integers(0, 6, size=len(tasks)).astype(np.int64)
+                if op == 0:
+                    kinds = pick.choice([1, 2], size=len(tasks)).astype(np.int8)
+                    ledger.placed(tasks, nodes, kinds, len(tasks))
+                else:
+                    tasks = tasks[:1]
+                    ledger.occupy(int(tasks[0]), int(nodes[0]), int(pick.choice([1, 2])))
+                placed.append(tasks)
+            elif op == 2 and placed:
+                ledger.unplace(placed.pop())
+            elif op == 3 and placed:
+                ledger.pipeline(placed[-1])
+            elif op == 4:
+                running = np.flatnonzero(status == 3)
+                if len(running):
+                    t = int(pick.choice(running))
+                    evicted.append((t, ledger.evict(t)))
+            elif op == 5 and evicted:
+                ledger.unevict(*evicted.pop())
+            runs_seen.append([ledger.pending_runs(j, bool(salt & 1)) for j in range(len(base["job_first"]) - 1)])
+        results.append(({k: v.tolist() for k, v in arrays.items()}, list(ledger.log_since(0)), ledger.log_n,
+                        runs_seen))
+    assert results[0] == results[1]
