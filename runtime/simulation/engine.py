@@ -79,6 +79,7 @@ class _Job:
     running: int = 0                 # bound, not evicted, not finished
     done: int = 0
     violating: bool = False
+    measured: bool = True            # False for a job already running at time 0
 
     @property
     def ready(self) -> bool:
@@ -117,13 +118,14 @@ class Simulation:
     def _mine(self, pod: Pod) -> bool:
         return pod.scheduler_name == self.options.scheduler_name
 
-    def _job_of(self, pod: Pod, now: float) -> _Job:
+    def _job_of(self, pod: Pod, now: float, counted: bool = True) -> _Job:
         key = group_key_of(pod)
         job = self.jobs.get(key)
         if job is None:
             group = self.state.podgroups.get(key) if pod.group else None
             job = self.jobs[key] = _Job(key, group.min_member if group else 1, now)
-            self.recorder.job_arrived(queue_of(self.state, pod))
+            if counted:
+                self.recorder.job_arrived(queue_of(self.state, pod))
         return job
 
     def _start(self) -> None:
@@ -135,16 +137,19 @@ class Simulation:
                 self._push(self.scenario.durations[key], _COMPLETE, (key, pod.uid))
             if not self._mine(pod):
                 continue
-            job = self._job_of(pod, 0.0)
+            job = self._job_of(pod, 0.0, counted=False)
             job.pods.add(key)
             if pod.phase == "Succeeded":
                 job.done += 1
             elif pod.node_name and not pod.releasing:
                 job.running += 1
+        # Jobs already running at time 0 did not wait in this run: they are not measured.
         for job in self.jobs.values():
             if job.ready:
-                job.waiting_since = None
+                job.waiting_since, job.measured = None, False
                 self.job_starts[job.key] = 0.0
+            else:
+                self.recorder.job_arrived(self._queue_of_job(job))
 
     def _arrive(self, arrival: Arrival, now: float) -> None:
         if arrival.podgroup is not None:
@@ -177,8 +182,8 @@ class Simulation:
         job.running -= 1
         job.done += 1
         if job.done == len(job.pods):
-            queue = queue_of(self.state, pod)
-            self.recorder.job_completed(queue)
+            if job.measured:
+                self.recorder.job_completed(queue_of(self.state, pod))
             for member in job.pods:
                 self.state.remove_pod(member)
             if pod.group and job.key in self.state.podgroups:

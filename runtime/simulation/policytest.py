@@ -373,10 +373,10 @@ def _pod_check(pod: str, key: str, value: Any, line: int) -> Assertion:
         text = "" if value is True else str(value)
 
         def check(result) -> str | None:
-            node = result.placements.get(pod)
-            if node is not None:
-                return f"{pod} was bound to {node}"
             if pod not in result.waiting_reasons:
+                node = result.placements.get(pod)
+                if node is not None:
+                    return f"{pod} was bound to {node}"
                 return known(result) or f"{pod} was never considered by a cycle"
             reasons = [r.message for r in result.waiting_reasons[pod]]
             if any(text.lower() in r.lower() for r in reasons):

@@ -146,3 +146,11 @@ def test_fragmentation_counts_free_room_no_waiting_pod_fits():
                               pod("y", cpu="3", node_name="n2")], [pod("z", cpu="2")], until=10.0)
     assert result.metrics.fragmentation["cpu"] == pytest.approx(1.0)
     assert "ns/z" in result.waiting_reasons
+
+
+def test_jobs_running_at_time_zero_are_not_measured():
+    result = run(PROPORTION, [node("n", cpu="2"), pod("old", node_name="n", duration="30s")],
+                 [pod("new", cpu="2", arrival="10s", duration="10s")])
+    q = result.metrics.queues["default"]
+    # Only the new pod's job counts: it waited from 10s until the old pod finished at 30s.
+    assert (q.jobs, q.started, q.completed, q.waits) == (1, 1, 1, (20.0,))
