@@ -27,6 +27,7 @@ from runtime.cycle import collect, open_session
 from runtime.decisions import Decisions, Reason
 from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
 from runtime.session import Options
+from runtime.snapshot import SnapshotCache
 from runtime.simulation.metrics import GangViolation, Metrics, Recorder, queue_of
 from runtime.simulation.workload import Arrival, Scenario, copy_podgroup, copy_pod
 
@@ -109,6 +110,8 @@ class Simulation:
         self.evicted: dict[str, int] = {}
         self._bound_uid: dict[str, str] = {}
         self._actions = action_registry()
+        # Nodes never change in a run: the snapshot keeps their arrays between cycles.
+        self._cache = SnapshotCache()
 
     # --- events -------------------------------------------------------------------------
     def _push(self, time: float, kind: int, payload: object) -> None:
@@ -207,7 +210,7 @@ class Simulation:
 
     # --- one cycle ----------------------------------------------------------------------
     def _cycle(self, now: float) -> tuple[Decisions, object]:
-        ssn = open_session(self.plan, self.state, self.options)
+        ssn = open_session(self.plan, self.state, self.options, self._cache)
         for name in self.plan.actions:
             self._actions[name](ssn)
         return collect(ssn), ssn
