@@ -205,7 +205,7 @@ def _explain_group(state: ClusterState, key: str, decisions: d.Decisions, option
     done = sum(1 for p in pods if p.terminal)
     bound = [p.key for p in pods if decisions.binding_of(p.key) is not None]
     waiting = [p.key for p in pods if not p.node_name and not p.terminal and decisions.binding_of(p.key) is None]
-    parts = [f"{len(pods)} pods"]
+    parts = [f"{len(pods)} pod{'s' if len(pods) != 1 else ''}"]
     for count, word in ((running, "running"), (len(bound), "would be bound"), (len(waiting), "wait"),
                         (done, "finished")):
         if count:
