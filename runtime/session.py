@@ -109,6 +109,8 @@ class Session:
         self.plugins: dict[str, Any] = {}
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
+        self._class_inputs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._scratch = (np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int8))
         # A class's placement tree and the ledger's log length when it was last used: it
         # re-keys only the nodes logged since.
         self.trees: dict[int, tuple[Any, int]] = {}
@@ -118,6 +120,7 @@ class Session:
         self.job_reasons: dict[int, list[d.Reason]] = {}
         self.attempted: set[int] = set()     # jobs an action tried to place
         self._tier_index = 0
+        self._flat: dict[str, list[Callable]] = {}
 
     # --- accounting ----------------------------------------------------------------------
     def _chain(self, q: int) -> list[int]:
@@ -169,6 +172,7 @@ class Session:
         while len(tiers) <= self._tier_index:
             tiers.append([])
         tiers[self._tier_index].append((plugin, fn))
+        self._flat.pop(point, None)
 
     def open_plugins(self, registry: dict[str, type]) -> None:
         for ti, tier in enumerate(self.plan.tiers):
@@ -201,19 +205,30 @@ class Session:
         return any(name == plugin for tier in self.fns(point) for name, _ in tier)
 
     # --- combinators ---------------------------------------------------------------------
+    def flat(self, point: str) -> list[Callable]:
+        """The point's callbacks in tier and plugin order (for answers that combine over all
+        plugins in order: orders, all/any)."""
+        fns = self._flat.get(point)
+        if fns is None:
+            fns = self._flat[point] = [fn for tier in self.fns(point) for _, fn in tier]
+        return fns
+
     def job_key(self, j: int) -> tuple:
         job = self.snap.jobs[j]
-        return tuple(fn(j) for tier in self.fns("job_order") for _, fn in tier) + (job.creation, job.uid)
+        return (*[fn(j) for fn in self.flat("job_order")], job.creation, job.uid)
 
     def queue_key(self, q: int) -> tuple:
-        return tuple(fn(q) for tier in self.fns("queue_order") for _, fn in tier) + (self.snap.queues[q].name,)
+        return (*[fn(q) for fn in self.flat("queue_order")], self.snap.queues[q].name)
 
     def task_key(self, t: int) -> tuple:
         pod = self.snap.pods[t]
-        return tuple(fn(t) for tier in self.fns("task_order") for _, fn in tier) + (pod.creation, pod.uid)
+        return (*[fn(t) for fn in self.flat("task_order")], pod.creation, pod.uid)
 
     def job_ready_ok(self, j: int) -> bool:
-        return all(fn(j) for tier in self.fns("job_ready") for _, fn in tier)
+        for fn in self.flat("job_ready"):
+            if not fn(j):
+                return False
+        return True
 
     def _votes(self, point: str, *args) -> Verdict:
         for tier in self.fns(point):
@@ -254,15 +269,17 @@ class Session:
         return None
 
     def overused(self, q: int) -> bool:
-        return any(fn(q) for tier in self.fns("overused") for _, fn in tier)
+        for fn in self.flat("overused"):
+            if fn(q):
+                return True
+        return False
 
     def allocatable_count(self, q: int, request: np.ndarray, count: int) -> tuple[int, d.Reason | None]:
         reason = None
-        for tier in self.fns("allocatable"):
-            for _, fn in tier:
-                allowed, why = fn(q, request, count)
-                if allowed < count:
-                    count, reason = allowed, why
+        for fn in self.flat("allocatable"):
+            allowed, why = fn(q, request, count)
+            if allowed < count:
+                count, reason = allowed, why
         return count, reason
 
     def preemptive(self, q: int, t: int) -> bool:
@@ -303,6 +320,23 @@ class Session:
                     cached += extra
             self._static_cache[cls.index] = cached
         return cached
+
+    def class_inputs(self, cid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the placement kernels take for a task class: node mask (uint8), static scores,
+        fit request. Cached for the session."""
+        cached = self._class_inputs.get(cid)
+        if cached is None:
+            cls = self.snap.classes[cid]
+            mask, _ = self.class_mask(cls)
+            req = np.array(cls.request, dtype=np.int64) * self._fit_columns
+            cached = self._class_inputs[cid] = (mask, self.class_static_score(cls), req)
+        return cached
+
+    def scratch(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Output buffers (nodes, kinds) for k placements, reused: read them before the next call."""
+        if len(self._scratch[0]) < k:
+            self._scratch = (np.empty(2 * k, dtype=np.int64), np.empty(2 * k, dtype=np.int8))
+        return self._scratch
 
     def fit_request(self, t: int) -> np.ndarray:
         """The request the fit kernel checks: device-managed columns are the card check's."""

@@ -305,28 +305,39 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     class_ids: dict[tuple, int] = {}
     classes: list[TaskClass] = []
     device_names = managed | {d.resource for d in devices}
-    shape_key: dict[int, tuple] = {}
-    for i, pod in enumerate(ours):
+    # Shapes with equal rows (request maps that differ only in key order) are one request.
+    row_ids: dict[tuple, int] = {}
+    rows = [tuple(row) for row in shapes.tolist()]
+    same_row = [row_ids.setdefault(row, sid) for sid, row in enumerate(rows)]
+    codes: list[int] = []
+    nodes_of: list[int] = []
+    class_of: list[int] = []
+    for pod, sid in zip(ours, task_shape.tolist()):
         if pod.phase == "Succeeded":
-            status[i] = SUCCEEDED
+            codes.append(SUCCEEDED)
+            nodes_of.append(-1)
+            class_of.append(0)
         elif pod.node_name:
-            task_node[i] = node_pos.get(pod.node_name, -1)
-            status[i] = RELEASING if pod.releasing else BOUND
+            codes.append(RELEASING if pod.releasing else BOUND)
+            nodes_of.append(node_pos.get(pod.node_name, -1))
+            class_of.append(0)
         else:
-            sid = int(task_shape[i])
-            row = shape_key.get(sid)
-            if row is None:
-                row = shape_key[sid] = tuple(shapes[sid].tolist())
             selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
-            key = (row, selector, pod.required_terms, pod.preferred_terms, pod.tolerations)
+            key = (same_row[sid], selector, pod.required_terms, pod.preferred_terms, pod.tolerations)
             cid = class_ids.get(key)
             if cid is None:
                 cid = class_ids[key] = len(classes)
                 device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
                     if device_names else ()
-                classes.append(TaskClass(cid, row, selector, pod.required_terms, pod.preferred_terms,
+                classes.append(TaskClass(cid, rows[sid], selector, pod.required_terms, pod.preferred_terms,
                                          pod.tolerations, device_request))
-            task_class[i] = cid
+            codes.append(PENDING)
+            nodes_of.append(-1)
+            class_of.append(cid)
+    if t:
+        status[:] = codes
+        task_node[:] = nodes_of
+        task_class[:] = class_of
     device_managed = np.zeros(r, dtype=bool)
     device_managed[[index[m] for m in managed if m in index]] = True
 
@@ -362,7 +373,7 @@ class _PodRead:
     foreign_on: list[str]                        # node names of other schedulers' pods
     ours: list[Pod]
     our_shapes: list[int]
-    keys: list[str]                              # namespace/name of ours
+    keys: list[str]                              # namespace/name of ours (the state's keys)
     sort_keys: list[tuple]                       # (job key, -priority, creation, uid) of ours
 
 
@@ -370,7 +381,7 @@ def _read_pods(state: ClusterState, scheduler_name: str) -> _PodRead:
     shape_index: dict[tuple, int] = {}
     out = _PodRead([], [], [], [], [], [], [])
     priority_classes, default_priority = state.priority_classes, state.default_priority
-    for pod in state.pods.values():
+    for key, pod in state.pods.items():
         requests = pod.requests
         shape_key = tuple(requests.items())
         sid = shape_index.get(shape_key)
@@ -393,7 +404,7 @@ def _read_pods(state: ClusterState, scheduler_name: str) -> _PodRead:
             namespace = pod.namespace
             out.ours.append(pod)
             out.our_shapes.append(sid)
-            out.keys.append(f"{namespace}/{pod.name}")
+            out.keys.append(key)
             job = f"{namespace}/{pod.group}" if pod.group else f"{namespace}/{pod.name}"
             out.sort_keys.append((job, -priority, pod.creation, pod.uid))
     return out
@@ -523,11 +534,12 @@ def _build_jobs(state, ours, job_keys, task_job, task_priority, queue_index, que
             previous = key
     first.append(len(job_keys))
     job_first = np.array(first, dtype=np.int64)
+    task_job[:] = np.repeat(np.arange(len(first) - 1, dtype=np.int64), np.diff(job_first))
+    all_tasks = np.arange(len(job_keys), dtype=np.int64)
     for j in range(len(first) - 1):
         lo, hi = first[j], first[j + 1]
-        task_job[lo:hi] = j
         key = job_keys[lo]
-        tasks = np.arange(lo, hi, dtype=np.int64)
+        tasks = all_tasks[lo:hi]
         head = ours[lo]
         group = state.podgroups.get(key) if head.group else None
         problem = None

@@ -36,14 +36,12 @@ def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
     return heaps
 
 
-def place_run(ssn: Session, stmt, run: list[int], limit: int, request=None) -> int:
+def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure)."""
     snap = ssn.snap
     t0 = run[0]
-    cls = snap.classes[snap.task_class[t0]]
-    mask, _ = ssn.class_mask(cls)
-    static = ssn.class_static_score(cls)
-    req = ssn.fit_request(t0) if request is None else request
+    cid = int(snap.task_class[t0])
+    mask, static, req = ssn.class_inputs(cid)
     hooks = ssn.device_hooks
     if hooks is not None and hooks.needs(t0):
         placed = 0
@@ -59,14 +57,13 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int, request=None) -> i
             stmt.placed(np.array([t], dtype=np.int64), nodes, kinds, 1)
             placed += 1
         return placed
-    nodes = np.empty(limit, dtype=np.int64)
-    kinds = np.empty(limit, dtype=np.int8)
-    tree = class_tree(ssn, cls.index, req, mask, static)
+    nodes, kinds = ssn.scratch(limit)
+    tree = class_tree(ssn, cid, req, mask, static)
     placed = tree.place(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
                         ssn.score_params, limit, nodes, kinds)
     stmt.placed(np.array(run[:placed], dtype=np.int64), nodes, kinds, placed)
     # The tree already re-keyed the nodes it placed on.
-    ssn.trees[cls.index] = (tree, ssn.ledger.log_n)
+    ssn.trees[cid] = (tree, ssn.ledger.log_n)
     return placed
 
 

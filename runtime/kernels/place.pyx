@@ -94,10 +94,12 @@ def place_batch(const long long[:, ::1] alloc, long long[:, ::1] used, const lon
 cdef class PlacementTree:
     """place_batch's segment tree kept between uses by one task class: `build` scores every
     node, `refresh` re-keys only the nodes changed since (by other classes' placements,
-    evictions, discards), `place` places like place_batch."""
+    evictions, discards; each node once however often it is listed), `place` places like
+    place_batch."""
 
     cdef Py_ssize_t size, n_nodes
-    cdef object key_arr, idx_arr
+    cdef long long epoch
+    cdef object key_arr, idx_arr, mark_arr
 
     def __init__(self, Py_ssize_t n_nodes):
         self.n_nodes = n_nodes
@@ -106,6 +108,9 @@ cdef class PlacementTree:
             self.size *= 2
         self.key_arr = np.full(2 * self.size, -np.inf)
         self.idx_arr = np.full(2 * self.size, -1, dtype=np.int64)
+        # mark[n] == epoch: n was re-keyed in this refresh already (the change log repeats nodes).
+        self.mark_arr = np.zeros(max(n_nodes, 1), dtype=np.int64)
+        self.epoch = 0
 
     def build(self, const long long[:, ::1] alloc, const long long[:, ::1] used,
               const long long[:, ::1] releasing, const long long[:, ::1] pipelined, const long long[::1] req,
@@ -129,12 +134,18 @@ cdef class PlacementTree:
                 const unsigned char[::1] mask, const double[::1] static, const double[::1] params):
         cdef double[::1] kv = self.key_arr
         cdef long long[::1] iv = self.idx_arr
+        cdef long long[::1] mark = self.mark_arr
         cdef double* key = &kv[0]
         cdef long long* idx = &iv[0]
         cdef Py_ssize_t j, n, i, size = self.size
+        self.epoch += 1
+        cdef long long epoch = self.epoch
         with nogil:
             for j in range(nodes.shape[0]):
                 n = nodes[j]
+                if mark[n] == epoch:
+                    continue
+                mark[n] = epoch
                 i = size + n
                 key[i] = c_key(alloc, used, releasing, pipelined, req, mask, static, params, n)
                 i //= 2

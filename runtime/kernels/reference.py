@@ -218,7 +218,11 @@ class PlacementTree:
             self._pull(i)
 
     def refresh(self, nodes, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
+        done = set()
         for n in nodes:
+            if n in done:
+                continue
+            done.add(n)
             self._rekey(int(n), alloc, used, releasing, pipelined, req, mask, static, params)
 
     def place(self, alloc, used, releasing, pipelined, req, mask, static, params, k, out_nodes, out_kind) -> int:

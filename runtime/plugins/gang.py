@@ -8,6 +8,8 @@ victims already chosen in the same statement).
 
 from __future__ import annotations
 
+import numpy as np
+
 from runtime import decisions as d
 from runtime.plugins import Plugin
 from runtime.session import PERMIT, REJECT, Verdict
@@ -21,14 +23,15 @@ class GangPlugin(Plugin):
         self.ssn = ssn
         jobs = ssn.snap.jobs
         pending_zero = (ssn.status == PENDING) & ssn.zero
-        self.zero_pending = [bool(pending_zero[job.tasks].any()) for job in jobs]
+        self.zero_pending = (np.bincount(ssn.snap.task_job[pending_zero], minlength=len(jobs)) > 0).tolist()
+        job_ready = ssn.job_ready
 
         def ready(j: int) -> bool:
             job = jobs[j]
-            count = ssn.job_ready[j] + self._zero_pending(j)
+            count = job_ready[j] + self._zero_pending(j) if self.zero_pending[j] else job_ready[j]
             if count < job.min_member:
                 return False
-            return self._roles_ok(j, (ALLOCATED, BOUND, SUCCEEDED))
+            return not job.min_task_member or self._roles_ok(j, (ALLOCATED, BOUND, SUCCEEDED))
 
         def pipelined(j: int) -> Verdict:
             job = jobs[j]
