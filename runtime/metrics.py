@@ -44,6 +44,8 @@ class Metrics:
                                      buckets=LATENCY_BUCKETS, registry=r)
         self.action_latency = Histogram(f"{PREFIX}_action_duration_seconds", "One action of a cycle.",
                                         ["action"], buckets=LATENCY_BUCKETS, registry=r)
+        self.bind_latency = Histogram(f"{PREFIX}_bind_duration_seconds", "One Binding request, retries included.",
+                                      buckets=LATENCY_BUCKETS, registry=r)
         self.pods_scheduled = Counter(f"{PREFIX}_pods_scheduled", "Pods bound to a node.", registry=r)
         self.pods_unschedulable = Counter(f"{PREFIX}_pods_unschedulable",
                                           "Pods a cycle left waiting (counted once per cycle).", registry=r)

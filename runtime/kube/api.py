@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import urllib3
 
@@ -30,6 +32,7 @@ MERGE_PATCH = "application/merge-patch+json"
 POOL_SIZE = 96
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
+TOKEN_REFRESH_S = 10.0
 
 
 class ApiError(Exception):
@@ -128,12 +131,14 @@ class KubeApi:
 
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str,
               timeout: tuple[float, float]) -> Any:
-        headers = {"Accept": JSON, "Content-Type": content_type}
+        # Not ApiClient.param_serialize: it re-reads Configuration.host (which scans the
+        # environment for proxies) and sanitizes the body on every call; ours are plain dicts.
+        headers = {**self.client.default_headers, "Accept": JSON, "Content-Type": content_type}
+        self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        url = self.host + path + ("?" + urlencode(query) if query else "")
         try:
-            _, url, headers, body, _ = self.client.param_serialize(
-                method, path, query_params=list((query or {}).items()), header_params=headers, body=body,
-                auth_settings=["BearerToken"])
-            return self.client.call_api(method, url, headers, body, _request_timeout=timeout).response
+            return self.client.rest_client.request(method, url, headers=headers, body=body,
+                                                   _request_timeout=timeout).response
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiError(0, type(err).__name__, _short(err)) from None
         except Exception as err:  # the client wraps TLS errors in its own ApiException(status=0)
@@ -211,7 +216,30 @@ def configuration(kubeconfig: str | None = None, context: str | None = None) -> 
         raise ConnectError(f"invalid kubeconfig {where}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") \
             from None
     cfg.connection_pool_maxsize = POOL_SIZE
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook = _throttled(cfg.refresh_api_key_hook, TOKEN_REFRESH_S)
     return cfg
+
+
+def _throttled(hook: Any, interval: float) -> Any:
+    """The client runs its token refresh hook before *every* request, and the kubeconfig one
+    re-applies the whole configuration (re-reading proxy settings from the environment):
+    a third of a bind's client CPU. Tokens expire in minutes, not milliseconds. (That hook
+    also installs itself again each time it runs; we put ourselves back in front of it.)"""
+    inner = [hook]
+    last = [float("-inf")]
+
+    def refresh(cfg: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < interval:
+            return
+        last[0] = now
+        inner[0](cfg)
+        if cfg.refresh_api_key_hook is not refresh:
+            inner[0] = cfg.refresh_api_key_hook
+            cfg.refresh_api_key_hook = refresh
+
+    return refresh
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, *, probe_timeout: float = 10.0) -> KubeApi:

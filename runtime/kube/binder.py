@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from runtime.decisions import Binding
@@ -56,23 +55,12 @@ def binding_body(binding: Binding, pod: Pod) -> dict:
 
 
 class Binder:
-    def __init__(self, api: KubeApi, executor: Executor, *, may_write: Callable[[], bool] = lambda: True,
-                 attempts: int = ATTEMPTS) -> None:
+    """Binds one pod per call; the caller runs calls concurrently (KubeCluster's thread pool)."""
+
+    def __init__(self, api: KubeApi, *, may_write: Callable[[], bool] = lambda: True, attempts: int = ATTEMPTS) -> None:
         self.api = api
-        self.executor = executor
         self.may_write = may_write
         self.attempts = attempts
-
-    def bind_all(self, bindings: list[Binding], pods: Mapping[str, Pod],
-                 on_bound: Callable[[BindOutcome], None] | None = None) -> list[BindOutcome]:
-        """Bind concurrently; `on_bound` runs (in the worker) as soon as each bind succeeds."""
-        def one(binding: Binding) -> BindOutcome:
-            outcome = self.bind(binding, pods.get(binding.pod))
-            if outcome.result == BOUND and on_bound is not None:
-                on_bound(outcome)
-            return outcome
-
-        return list(self.executor.map(one, bindings))
 
     def bind(self, binding: Binding, pod: Pod | None) -> BindOutcome:
         if pod is None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
-from runtime.model import ClusterState, Condition, Node, Pod, PodGroup, QueueObject
+from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
 
 log = logging.getLogger("policydsl.kube.cache")
 
@@ -153,6 +153,11 @@ class ClusterCache:
             pod = self._state.pods.get(key)
             if pod is not None and pod.node_name is None:
                 self._assumed[key] = (node, annotations)
+
+    def forget_assumed(self, key: str) -> None:
+        """A bind that did not happen: the pod is pending again for the next cycle."""
+        with self._lock:
+            self._assumed.pop(key, None)
 
     def assume_releasing(self, key: str) -> None:
         with self._lock:
@@ -356,4 +361,4 @@ def _conditions(status: dict[str, Any]) -> list[Condition]:
                       str(c.get("message", ""))) for c in status.get("conditions") or [] if isinstance(c, dict)]
 
 
-__all__ = ["ClusterCache", "Resource", "RESOURCES", "Gone", "QueueObject"]
+__all__ = ["ClusterCache", "Resource", "RESOURCES", "Gone"]

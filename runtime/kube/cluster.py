@@ -1,25 +1,34 @@
 """A real cluster as the scheduler's ClusterConnection: the watch cache to read, and the writers
 (Binding, Eviction, status, Events) to make a cycle's decisions true.
 
-Order of `apply`: evictions, then binds (both concurrent on one thread pool; each success is
-laid over the cache at once, see ClusterCache.assume_*), then PodGroup and Queue status —
-which can then tell about failed binds — then Events (asynchronous).
+`apply` evicts (waiting for the answers: evictions are few, and 429 must be known), then
+hands the binds to a thread pool and returns: binds run while the next cycle is computed, as
+in kube-scheduler and Volcano. Each bind is laid over the cache the moment it is dispatched
+(ClusterCache.assume_bound), so the next cycle never places onto room a bind in flight will
+take; a bind that fails takes its assumption back and the pod is placed again.
+
+The status of a PodGroup with binds in flight is written when its last bind has answered —
+the engine's status if all went through, else Unschedulable/BindFailed — so it never says
+Running for a gang that is short. Other PodGroups and the Queues are written at once.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from runtime import decisions as d
 from runtime.kube import status as st
 from runtime.kube.api import KubeApi
-from runtime.kube.binder import BOUND, DROPPED, FAILED, Binder, BindOutcome
+from runtime.kube.binder import BOUND, DROPPED, FAILED, Binder, BindOutcome, device_annotations
 from runtime.kube.cache import ClusterCache
 from runtime.kube.events import EventRecorder, InvolvedObject
-from runtime.kube.evictor import BLOCKED, EVICTED, Evictor
+from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.scheduler import ApplyReport
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, group_key_of
@@ -27,27 +36,53 @@ from runtime.objects import ObjectProblem
 
 log = logging.getLogger("policydsl.kube")
 
-WRITE_WORKERS = 32
+BIND_WORKERS = 32
+WRITE_WORKERS = 8  # evictions and status: few per cycle, and never queued behind a backlog of binds
 EVICTION_REASONS = {d.PREEMPTION: "Preempted", d.RECLAIM: "Reclaimed"}
+PODGROUP_API = "scheduling.volcano.sh/v1beta1"
 
 
 def pod_ref(pod: Pod) -> InvolvedObject:
     return InvolvedObject("Pod", "v1", pod.namespace, pod.name, pod.uid)
 
 
+@dataclass
+class BindTotals:
+    """Outcomes of binds that answered (see KubeCluster.drain)."""
+
+    bound: int = 0
+    dropped: int = 0
+    failed: int = 0
+
+
+@dataclass
+class _GangBinds:
+    """The binds one cycle dispatched for one PodGroup, and what to write when all answered."""
+
+    status: d.PodGroupStatus
+    counts: dict[str, int]
+    dispatched: int = 0
+    remaining: int = 0
+    failures: list[BindOutcome] = field(default_factory=list)
+
+
 class KubeCluster:
     def __init__(self, api: KubeApi, scheduler_name: str, *, identity: str, metrics: Metrics | None = None,
-                 may_write: Callable[[], bool] = lambda: True, workers: int = WRITE_WORKERS,
+                 may_write: Callable[[], bool] = lambda: True, workers: int = BIND_WORKERS,
                  event_rate: float = 20.0, event_burst: int = 200) -> None:
         self.api = api
         self.metrics = metrics or Metrics()
-        self.executor = ThreadPoolExecutor(workers, thread_name_prefix="kube-write")
+        self.binds = ThreadPoolExecutor(workers, thread_name_prefix="kube-bind")
+        self.writes = ThreadPoolExecutor(WRITE_WORKERS, thread_name_prefix="kube-write")
         self.cache = ClusterCache(api, scheduler_name, on_watch_restart=self.metrics.watch_restarted)
-        self.binder = Binder(api, self.executor, may_write=may_write)
-        self.evictor = Evictor(api, self.executor, may_write=may_write)
-        self.status = st.StatusWriter(api, self.cache, self.executor, may_write=may_write)
+        self.binder = Binder(api, may_write=may_write)
+        self.evictor = Evictor(api, self.writes, may_write=may_write)
+        self.status = st.StatusWriter(api, self.cache, self.writes, may_write=may_write)
         self.events = EventRecorder(api, scheduler_name, identity, rate=event_rate, burst=event_burst,
                                     may_write=may_write, on_dropped=self.metrics.events_dropped.inc)
+        self._lock = threading.Condition()
+        self._in_flight = 0
+        self._totals = BindTotals()
 
     # --- ClusterConnection -------------------------------------------------------------------
     def start(self) -> None:
@@ -55,8 +90,11 @@ class KubeCluster:
         self.events.start()
 
     def stop(self) -> None:
+        """Let binds in flight answer, then stop writing and watching."""
+        self.drain(timeout=60.0)
         self.events.stop()
-        self.executor.shutdown(wait=True)
+        self.binds.shutdown(wait=True)
+        self.writes.shutdown(wait=True)
         self.cache.stop()
 
     @property
@@ -74,19 +112,32 @@ class KubeCluster:
             group = self.cache.podgroup(problem.name)
             if group is not None:
                 namespace, name = problem.name.split("/", 1)
-                ref = InvolvedObject("PodGroup", "scheduling.volcano.sh/v1beta1", namespace, name, group.uid)
+                ref = InvolvedObject("PodGroup", PODGROUP_API, namespace, name, group.uid)
                 self.events.record(ref, "Warning", "InvalidPodGroup", problem.message)
 
     def apply(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport:
         report = ApplyReport()
-        pods = state.pods
-        self._evict(decisions.evictions, pods, report)
-        failures = self._bind(decisions.bindings, pods, report)
-        report.status_writes = self._write_status(decisions, state, usage, failures)
-        report.events = self._record_waiting(decisions, pods)
+        self._evict(decisions.evictions, state.pods, report)
+        waiting_on = self._dispatch_binds(decisions, state)
+        report.binding = len(decisions.bindings)
+        report.status_writes = self._write_status(decisions, state, usage, skip=waiting_on)
+        report.events = self._record_waiting(decisions, state.pods)
         return report
 
-    # --- steps -----------------------------------------------------------------------------------
+    def drain(self, timeout: float | None = None) -> BindTotals:
+        """Wait until every dispatched bind answered (and its gang's status is written); the
+        outcomes since the last drain."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._in_flight:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._lock.wait(left)
+            totals, self._totals = self._totals, BindTotals()
+        return totals
+
+    # --- evictions -------------------------------------------------------------------------------
     def _evict(self, evictions: list[d.Eviction], pods: Mapping[str, Pod], report: ApplyReport) -> None:
         if not evictions:
             return
@@ -101,65 +152,113 @@ class KubeCluster:
             elif outcome.result == BLOCKED:
                 report.eviction_blocked += 1
                 log.info("eviction of %s refused, will retry: %s", eviction.pod, outcome.detail)
-            elif outcome.result != EVICTED and outcome.detail and outcome.result != "gone":
+            elif outcome.result != GONE:
                 report.eviction_failed += 1
                 log.warning("eviction of %s failed: %s", eviction.pod, outcome.detail)
 
-    def _bind(self, bindings: list[d.Binding], pods: Mapping[str, Pod],
-              report: ApplyReport) -> dict[str, list[BindOutcome]]:
-        """Bind; returns the failed outcomes per PodGroup key."""
-        if not bindings:
-            return {}
-
-        def assume(outcome: BindOutcome) -> None:
-            self.cache.assume_bound(outcome.pod, outcome.node, dict(outcome.annotations or {}))
-
-        failures: dict[str, list[BindOutcome]] = defaultdict(list)
-        for outcome in self.binder.bind_all(bindings, pods, on_bound=assume):
-            if outcome.result == BOUND:
-                report.bound += 1
-            elif outcome.result == DROPPED:
-                report.dropped += 1
-                self.metrics.bind_dropped.inc()
-                log.info("bind of %s dropped: %s", outcome.pod, outcome.detail)
-            elif outcome.result == FAILED:
-                report.bind_failed += 1
-                self.metrics.bind_errors.inc()
-                pod = pods.get(outcome.pod)
-                log.warning("bind of %s to %s failed: %s", outcome.pod, outcome.node, outcome.detail)
-                if pod is not None:
-                    self.events.record(pod_ref(pod), "Warning", "FailedBinding",
-                                       f"binding to {outcome.node} failed: {outcome.detail}")
-                    failures[group_key_of(pod)].append(outcome)
-        return failures
-
-    def _write_status(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage],
-                      failures: Mapping[str, list[BindOutcome]]) -> int:
-        now, transition = st.now_text(), st.new_transition_id()
+    # --- binds -------------------------------------------------------------------------------------
+    def _dispatch_binds(self, decisions: d.Decisions, state: ClusterState) -> set[str]:
+        """Start the binds; the PodGroup keys whose status waits for them."""
+        if not decisions.bindings:
+            return set()
+        statuses = {pg.name: pg for pg in decisions.podgroups}
         counts = st.pod_counts(state)
-        bound_in_cycle: dict[str, int] = defaultdict(int)
+        gangs: dict[str, _GangBinds] = {}
         for binding in decisions.bindings:
             pod = state.pods.get(binding.pod)
+            key = group_key_of(pod) if pod is not None else ""
+            if key in statuses:
+                gang = gangs.get(key)
+                if gang is None:
+                    gang = gangs[key] = _GangBinds(statuses[key], counts.get(key, {"running": 0, "succeeded": 0}))
+                gang.dispatched += 1
+                gang.remaining += 1
+        with self._lock:
+            self._in_flight += len(decisions.bindings)
+        for binding in decisions.bindings:
+            pod = state.pods.get(binding.pod)
+            # Assumed before the request goes out: the next cycle may start before it answers.
+            self.cache.assume_bound(binding.pod, binding.node, device_annotations(binding))
+            gang = gangs.get(group_key_of(pod)) if pod is not None else None
+            self.binds.submit(self._bind_one, binding, pod, gang)
+        return set(gangs)
+
+    def _bind_one(self, binding: d.Binding, pod: Pod | None, gang: _GangBinds | None) -> None:
+        started = time.perf_counter()
+        try:
+            outcome = self.binder.bind(binding, pod)
+        except Exception as err:  # noqa: BLE001 - a worker must always settle its bind
+            outcome = BindOutcome(binding.pod, binding.node, FAILED, f"{type(err).__name__}: {err}")
+        self.metrics.bind_latency.observe(time.perf_counter() - started)
+        if outcome.result != BOUND:
+            self.cache.forget_assumed(binding.pod)
+        finished_gang = None
+        with self._lock:
+            if outcome.result == BOUND:
+                self._totals.bound += 1
+            elif outcome.result == DROPPED:
+                self._totals.dropped += 1
+            else:
+                self._totals.failed += 1
+            if gang is not None:
+                gang.remaining -= 1
+                if outcome.result == FAILED:
+                    gang.failures.append(outcome)
+                finished_gang = gang if gang.remaining == 0 else None
+        try:
+            self._settle(outcome, pod)
+            if finished_gang is not None:
+                self._write_gang_status(finished_gang)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._lock.notify_all()
+
+    def _settle(self, outcome: BindOutcome, pod: Pod | None) -> None:
+        if outcome.result == BOUND:
+            self.metrics.pods_scheduled.inc()
+        elif outcome.result == DROPPED:
+            self.metrics.bind_dropped.inc()
+            log.info("bind of %s dropped: %s", outcome.pod, outcome.detail)
+        else:
+            self.metrics.bind_errors.inc()
+            log.warning("bind of %s to %s failed: %s", outcome.pod, outcome.node, outcome.detail)
             if pod is not None:
-                bound_in_cycle[group_key_of(pod)] += 1
+                self.events.record(pod_ref(pod), "Warning", "FailedBinding",
+                                   f"binding to {outcome.node} failed: {outcome.detail}")
+
+    def _write_gang_status(self, gang: _GangBinds) -> None:
+        status = gang.status
+        phase, conditions = status.phase, status.conditions
+        if gang.failures:
+            # Short of what the cycle decided; the next cycle places the rest.
+            phase = PG_INQUEUE if phase == PG_RUNNING else phase
+            conditions = (st.bind_failure_condition(len(gang.failures), gang.dispatched, gang.failures[0].detail),)
+            group = self.cache.podgroup(status.name)
+            if group is not None:
+                namespace, name = status.name.split("/", 1)
+                ref = InvolvedObject("PodGroup", PODGROUP_API, namespace, name, group.uid)
+                self.events.record(ref, "Warning", st.BIND_FAILED, conditions[0].message)
+        update = st.podgroup_update(status.name, self.cache.podgroup_status(status.name), phase, conditions,
+                                    gang.counts, now=st.now_text(), transition_id=st.new_transition_id())
+        if update is not None and self.status.write_podgroup(update):
+            self.metrics.status_writes.labels(kind="PodGroup").inc()
+
+    # --- status and events ----------------------------------------------------------------------------
+    def _write_status(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage],
+                      skip: set[str]) -> int:
+        now, transition = st.now_text(), st.new_transition_id()
+        counts = st.pod_counts(state)
         updates = []
         phases: dict[str, list[str]] = defaultdict(list)
         for pg in decisions.podgroups:
-            phase, conditions = pg.phase, pg.conditions
-            failed = failures.get(pg.name)
-            if failed:
-                # The gang is short of what the cycle decided; the next cycle places the rest.
-                phase = PG_INQUEUE if phase == PG_RUNNING else phase
-                conditions = (st.bind_failure_condition(len(failed), bound_in_cycle[pg.name], failed[0].detail),)
-                group = self.cache.podgroup(pg.name)
-                if group is not None:
-                    namespace, name = pg.name.split("/", 1)
-                    ref = InvolvedObject("PodGroup", "scheduling.volcano.sh/v1beta1", namespace, name, group.uid)
-                    self.events.record(ref, "Warning", st.BIND_FAILED, conditions[0].message)
             group = state.podgroups.get(pg.name)
             if group is not None:
-                phases[group.queue].append(phase)
-            update = st.podgroup_update(pg.name, self.cache.podgroup_status(pg.name), phase, conditions,
+                phases[group.queue].append(pg.phase)
+            if pg.name in skip:
+                continue
+            update = st.podgroup_update(pg.name, self.cache.podgroup_status(pg.name), pg.phase, pg.conditions,
                                         counts.get(pg.name, {"running": 0, "succeeded": 0}), now=now,
                                         transition_id=transition)
             if update is not None:

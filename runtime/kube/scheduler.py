@@ -37,6 +37,10 @@ ERROR_LOG_EVERY_S = 30.0
 
 @dataclass
 class ApplyReport:
+    """What applying one cycle's decisions did by the time `apply` returned. A connection
+    that binds asynchronously reports `binding` (dispatched) and counts outcomes itself."""
+
+    binding: int = 0
     bound: int = 0
     dropped: int = 0
     bind_failed: int = 0
@@ -210,9 +214,9 @@ class Scheduler:
         m.pods_unschedulable.inc(len(decisions.unschedulable))
         m.pods_waiting.set(len(decisions.unschedulable))
         m.set_queues(record.usage)
-        if decisions.bindings or decisions.evictions or applied.bind_failed:
-            log.info("cycle %d: %d bound, %d dropped, %d bind failures, %d evicted, %d waiting (%.0f ms)",
-                     self.cycles, applied.bound, applied.dropped, applied.bind_failed, applied.evicted,
+        if decisions.bindings or decisions.evictions:
+            done = f"{applied.bound} bound" if applied.bound or not applied.binding else f"{applied.binding} binding"
+            log.info("cycle %d: %s, %d evicted, %d waiting (%.0f ms)", self.cycles, done, applied.evicted,
                      len(decisions.unschedulable), seconds * 1000)
         return CycleReport(self.cycles, decisions, applied, seconds)
 

@@ -129,15 +129,15 @@ class StatusWriter:
         self.may_write = may_write
 
     def write_podgroups(self, updates: list[Update]) -> int:
-        def one(update: Update) -> bool:
-            namespace, name = update.key.split("/", 1)
-            path = f"{PODGROUPS.path.rsplit('/', 1)[0]}/namespaces/{namespace}/podgroups/{name}"
-            if self._patch(path, update, "PodGroup"):
-                self.cache.record_podgroup_status(update.key, update.status)
-                return True
-            return False
+        return sum(self.executor.map(self.write_podgroup, updates))
 
-        return sum(self.executor.map(one, updates))
+    def write_podgroup(self, update: Update) -> bool:
+        namespace, name = update.key.split("/", 1)
+        path = f"{PODGROUPS.path.rsplit('/', 1)[0]}/namespaces/{namespace}/podgroups/{name}"
+        if self._patch(path, update, "PodGroup"):
+            self.cache.record_podgroup_status(update.key, update.status)
+            return True
+        return False
 
     def write_queues(self, updates: list[Update]) -> int:
         def one(update: Update) -> bool:

@@ -13,6 +13,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -376,6 +377,13 @@ def node_usage_within_capacity(objects: Objects, capacity_cpu_milli: dict[str, i
 
 # --- the scheduler in this process ---------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Cycle:
+    decisions: Any  # runtime.decisions.Decisions
+    applied: Any  # runtime.kube.scheduler.ApplyReport
+    binds: Any  # runtime.kube.cluster.BindTotals
+
+
 class InProcess:
     """A Scheduler over a KubeCluster in this process, cycles run by the test (`cycle()`)."""
 
@@ -397,8 +405,10 @@ class InProcess:
         """The cache holds `count` pods of the namespace."""
         return sum(1 for key in self.cluster.snapshot().pods if key.startswith(namespace + "/")) >= count
 
-    def cycle(self):
-        return self.scheduler.run_once()
+    def cycle(self) -> Cycle:
+        """One cycle, and (binds are asynchronous) the outcome of its binds once they answered."""
+        report = self.scheduler.run_once()
+        return Cycle(report.decisions, report.applied, self.cluster.drain(timeout=30))
 
     def close(self) -> None:
         self.cluster.stop()

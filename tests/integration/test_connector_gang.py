@@ -22,7 +22,7 @@ def test_gang_of_eight_on_four_nodes_is_bound_whole(objects: Objects, in_process
 
     report = scheduler.cycle()
 
-    assert report.applied.bound == 8
+    assert report.binds.bound == 8
     bound = wait_for(lambda: len(objects.bound()) == 8 and objects.bound(), 10, "all 8 pods bound")
     assert sorted(bound) == sorted(pods)
     # 2 cpu each on 4-cpu nodes: exactly two per node.
@@ -44,7 +44,7 @@ def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Obj
     first = scheduler.cycle()
     second = scheduler.cycle()
 
-    assert first.applied.bound == second.applied.bound == 0
+    assert first.binds.bound == second.binds.bound == 0
     assert objects.bound() == {}
     waiting = {u.pod for u in second.decisions.unschedulable}
     assert waiting == {f"{objects.namespace}/{p}" for p in pods}

@@ -77,7 +77,7 @@ def test_disruption_budget_blocks_the_eviction(objects: Objects, in_process) -> 
                       "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "low"}}}})
     scheduler: InProcess = in_process(name, PREEMPT_POLICY)
     wait_for(lambda: scheduler.sees(objects.namespace, 2), 10, "the cache to see the pods")
-    assert scheduler.cycle().applied.bound == 2
+    assert scheduler.cycle().binds.bound == 2
     # Budgets guard only running pods (evicting a pending one disrupts nothing).
     with FakeKubelet(objects.api, objects.namespace):
         wait_for(lambda: all(p["status"]["phase"] == "Running" for p in objects.pods().values()), 10,

@@ -28,7 +28,7 @@ def test_queue_capability_holds_and_queue_status_is_written(objects: Objects, in
     second = scheduler.cycle()
 
     # 16 cpus free, but the queue may hold 4: two of the 2-cpu jobs.
-    assert first.applied.bound == 2 and second.applied.bound == 0
+    assert first.binds.bound == 2 and second.binds.bound == 0
     assert len(objects.bound()) == 2
     waiting = second.decisions.unschedulable
     assert len(waiting) == 2
