@@ -221,6 +221,8 @@ PLUGINS: dict[str, PluginSpec] = {
                          "binpack", {"allowed": ["binpack", "spread"]}, volcano="deviceshare.SchedulePolicy"),
             ),
             scores=True,
+            # Volcano's deviceshare.ScheduleWeight defaults to 0: no device node score unless set.
+            default_weight=0.0,
             weight_volcano="deviceshare.ScheduleWeight",
         ),
     )

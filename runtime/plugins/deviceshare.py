@@ -9,8 +9,8 @@ gpu-memory when `gpu_sharing`/`gpu_number` is on):
   `max_tasks_per_card` tasks; a card's memory is never oversubscribed;
 - model: with `models`, only nodes whose `model_label` value is listed host the device;
 - topology (`nvlink`/`numa`): node label policydsl.io/nvlink-islands or policydsl.io/gpu-numa,
-  card groups like `0-3_4-7` (or `0.1_2.3`); a multi-card task prefers one group, and nodes
-  where it fits in one group score higher;
+  card groups like `0-3_4-7` (or `0.1_2.3`); a multi-card task prefers one group, and (with a
+  plugin weight: Volcano's ScheduleWeight, default 0) nodes where it fits in one group score higher;
 - card choice: `policy` binpack takes the fullest fitting card, spread the emptiest.
 The cards are recorded in the binding's `devices` and the pod annotation volcano.sh/gpu-index.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler import catalog as cat
 from compiler.quantities import format_base_units
 from runtime import decisions as d
 from runtime.plugins import Plugin
@@ -166,8 +167,11 @@ class DeviceSharePlugin(Plugin):
             return
         policy = self.args.get("schedule_policy") if self.args.get("gpu_sharing") else None
         hooks = DeviceHooks(ssn.snap, policy)
-        hooks.weight = (self.spec.weight if self.spec.weight is not None else 1.0) \
-            if self.spec.enabled("node_order") else 0.0
+        # Node scores (card fill, topology groups) count only with a weight; like Volcano's
+        # deviceshare.ScheduleWeight the catalog's default is 0. Card choice on the chosen node
+        # follows `policy` either way.
+        weight = self.spec.weight if self.spec.weight is not None else cat.PLUGINS[self.name].default_weight
+        hooks.weight = weight if self.spec.enabled("node_order") else 0.0
         hooks.filter = self.spec.enabled("predicate")
         ssn.device_hooks = hooks
 

@@ -259,6 +259,24 @@ def test_device_slices_pack_onto_one_card(pure):
         "0/1 nodes are available: 1 device memory fragmented: no card with 50Gi idle"]
 
 
+def test_device_node_score_counts_only_with_a_weight(pure):
+    """Volcano's deviceshare.ScheduleWeight defaults to 0: without `weight N` the card fill does
+    not steer the node choice (ties go to the lowest name); with it, binpack fills node b's card."""
+    device = ('device "nvidia.com/gpu" { sharing = memory card_memory = 40Gi slice = 10Gi '
+              'memory_resource = "example.com/gpu-mem" }')
+    state = ClusterState()
+    for name in ("a", "b"):
+        node(state, name, cpu=16000, memory=64 * GiB, **{"nvidia.com/gpu": 1})
+    pod(state, "running", cpu=100, memory=GiB, node_name="b", requests={"example.com/gpu-mem": 10 * GiB},
+        devices={"nvidia.com/gpu": (0,)})
+    pod(state, "new", cpu=100, memory=GiB, requests={"example.com/gpu-mem": 10 * GiB})
+    unweighted = policy("tier { plugin predicates\n plugin deviceshare }\n" + device)
+    weighted = policy("tier { plugin predicates\n plugin deviceshare weight 5 }\n" + device)
+    assert unweighted.plugin("deviceshare").weight == 0
+    assert placements(cycle(unweighted, state, pure)) == {"ns/new": "a"}
+    assert placements(cycle(weighted, state, pure)) == {"ns/new": "b"}
+
+
 def test_whole_cards_prefer_one_nvlink_island(pure):
     plan = policy(STANDARD_TIERS.replace("plugin binpack", "plugin binpack\n  plugin deviceshare") +
                   'device "nvidia.com/gpu" { topology = nvlink models = ["A100"] }')
