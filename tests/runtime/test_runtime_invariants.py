@@ -125,6 +125,21 @@ def test_invariants_hold_over_cycles(state, pure, data):
             state.complete_pod(data.draw(st.sampled_from(running)))     # frees room, still counts
 
 
+@SETTINGS
+@given(clusters(), st.data())
+def test_compiled_and_python_paths_decide_alike(state, data):
+    """The compiled kernels and their pure-Python twins, through whole cycles of every action."""
+    for _ in range(3):
+        compiled, python = cycle(PLAN, state, False), cycle(PLAN, state, True)
+        assert compiled.to_dict() == python.to_dict()
+        assert compiled.pipelined == python.pipelined
+        state.apply(compiled)
+        state.advance()
+        running = sorted(k for k, p in state.pods.items() if p.node_name and not p.terminal)
+        if running and data.draw(st.booleans()):
+            state.complete_pod(data.draw(st.sampled_from(running)))
+
+
 def test_preemptor_gang_is_never_bound_below_its_minimum(pure):
     """Regression (found by the property above): q1 is over its deserved share (q2's guarantee
     leaves it 2 of 4 cpus), so allocate skips it; preempt then found idle room for j1-0 and
