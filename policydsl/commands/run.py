@@ -137,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         scheduler.run(stop, max_cycles=args.cycles)
     finally:
+        cluster.drain(timeout=30.0)  # binds of the last cycle answer while we still lead
         if elector is not None:
             elector.stop(release=True)
         cluster.stop()

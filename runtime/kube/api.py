@@ -149,17 +149,14 @@ class KubeApi:
 
 
 def _lines(response: Any) -> Iterator[bytes]:
-    buffer = b""
+    """The newline-delimited JSON of a watch, whatever the HTTP chunks."""
+    pending = b""
     for chunk in response.stream(amt=None, decode_content=False):
-        buffer += chunk
-        while True:
-            end = buffer.find(b"\n")
-            if end < 0:
-                break
-            yield buffer[:end]
-            buffer = buffer[end + 1:]
-    if buffer.strip():
-        yield buffer
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        yield from parts
+    if pending.strip():
+        yield pending
 
 
 def _error_of(status: int, reason: str, data: bytes | None, retry_after: str | None) -> ApiError:

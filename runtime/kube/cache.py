@@ -77,7 +77,6 @@ class ClusterCache:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._bad_objects: dict[str, str] = {}  # key -> resourceVersion already reported
-        self.changes = threading.Condition(self._lock)  # notified on every applied event
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -260,7 +259,6 @@ class ClusterCache:
                     self._delete(resource, event.object)
                 else:
                     self._upsert(resource, event.object)
-                self.changes.notify_all()
         return version
 
     # --- applying objects (caller holds the lock) ----------------------------------------------
@@ -286,7 +284,6 @@ class ClusterCache:
                 self._releasing = {k for k in self._releasing if k in st.pods and not st.pods[k].releasing}
             if resource is PRIORITY_CLASSES:
                 self._refresh_classes()
-            self.changes.notify_all()
 
     def _upsert(self, resource: Resource, obj: dict[str, Any]) -> None:
         st = self._state

@@ -7,9 +7,11 @@ in kube-scheduler and Volcano. Each bind is laid over the cache the moment it is
 (ClusterCache.assume_bound), so the next cycle never places onto room a bind in flight will
 take; a bind that fails takes its assumption back and the pod is placed again.
 
-The status of a PodGroup with binds in flight is written when its last bind has answered —
-the engine's status if all went through, else Unschedulable/BindFailed — so it never says
-Running for a gang that is short. Other PodGroups and the Queues are written at once.
+Status writes are asynchronous too (on their own small pool, never queued behind binds). The
+status of a PodGroup with binds in flight is written when its last bind has answered — the
+engine's status if all went through, else Unschedulable/BindFailed — so it never says Running
+for a gang that is short; until then, and while a status write is in flight, later cycles
+leave that object alone instead of writing the same thing twice.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from runtime import decisions as d
 from runtime.kube import status as st
@@ -77,11 +80,12 @@ class KubeCluster:
         self.cache = ClusterCache(api, scheduler_name, on_watch_restart=self.metrics.watch_restarted)
         self.binder = Binder(api, may_write=may_write)
         self.evictor = Evictor(api, self.writes, may_write=may_write)
-        self.status = st.StatusWriter(api, self.cache, self.writes, may_write=may_write)
+        self.status = st.StatusWriter(api, self.cache, may_write=may_write)
         self.events = EventRecorder(api, scheduler_name, identity, rate=event_rate, burst=event_burst,
                                     may_write=may_write, on_dropped=self.metrics.events_dropped.inc)
         self._lock = threading.Condition()
-        self._in_flight = 0
+        self._in_flight = 0  # binds and status writes not answered yet
+        self._busy: set[str] = set()  # "PodGroup/ns/name", "Queue/name": a write (or gang binds) in flight
         self._totals = BindTotals()
 
     # --- ClusterConnection -------------------------------------------------------------------
@@ -117,16 +121,17 @@ class KubeCluster:
 
     def apply(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport:
         report = ApplyReport()
+        counts = st.pod_counts(state)
         self._evict(decisions.evictions, state.pods, report)
-        waiting_on = self._dispatch_binds(decisions, state)
+        self._dispatch_binds(decisions, state, counts)
         report.binding = len(decisions.bindings)
-        report.status_writes = self._write_status(decisions, state, usage, skip=waiting_on)
+        report.status_writes = self._write_status(decisions, state, usage, counts)
         report.events = self._record_waiting(decisions, state.pods)
         return report
 
     def drain(self, timeout: float | None = None) -> BindTotals:
-        """Wait until every dispatched bind answered (and its gang's status is written); the
-        outcomes since the last drain."""
+        """Wait until every dispatched bind and status write answered; the bind outcomes since
+        the last drain."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while self._in_flight:
@@ -157,12 +162,12 @@ class KubeCluster:
                 log.warning("eviction of %s failed: %s", eviction.pod, outcome.detail)
 
     # --- binds -------------------------------------------------------------------------------------
-    def _dispatch_binds(self, decisions: d.Decisions, state: ClusterState) -> set[str]:
-        """Start the binds; the PodGroup keys whose status waits for them."""
+    def _dispatch_binds(self, decisions: d.Decisions, state: ClusterState,
+                        counts: Mapping[str, dict[str, int]]) -> None:
+        """Start the binds; the status of their PodGroups waits for them."""
         if not decisions.bindings:
-            return set()
+            return
         statuses = {pg.name: pg for pg in decisions.podgroups}
-        counts = st.pod_counts(state)
         gangs: dict[str, _GangBinds] = {}
         for binding in decisions.bindings:
             pod = state.pods.get(binding.pod)
@@ -175,13 +180,13 @@ class KubeCluster:
                 gang.remaining += 1
         with self._lock:
             self._in_flight += len(decisions.bindings)
+            self._busy.update(f"PodGroup/{key}" for key in gangs)
         for binding in decisions.bindings:
             pod = state.pods.get(binding.pod)
             # Assumed before the request goes out: the next cycle may start before it answers.
             self.cache.assume_bound(binding.pod, binding.node, device_annotations(binding))
             gang = gangs.get(group_key_of(pod)) if pod is not None else None
             self.binds.submit(self._bind_one, binding, pod, gang)
-        return set(gangs)
 
     def _bind_one(self, binding: d.Binding, pod: Pod | None, gang: _GangBinds | None) -> None:
         started = time.perf_counter()
@@ -210,10 +215,15 @@ class KubeCluster:
             if finished_gang is not None:
                 self._write_gang_status(finished_gang)
         finally:
-            with self._lock:
-                self._in_flight -= 1
-                if not self._in_flight:
-                    self._lock.notify_all()
+            self._done(f"PodGroup/{finished_gang.status.name}" if finished_gang is not None else None)
+
+    def _done(self, busy_key: str | None) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if busy_key is not None:
+                self._busy.discard(busy_key)
+            if not self._in_flight:
+                self._lock.notify_all()
 
     def _settle(self, outcome: BindOutcome, pod: Pod | None) -> None:
         if outcome.result == BOUND:
@@ -242,39 +252,63 @@ class KubeCluster:
                 self.events.record(ref, "Warning", st.BIND_FAILED, conditions[0].message)
         update = st.podgroup_update(status.name, self.cache.podgroup_status(status.name), phase, conditions,
                                     gang.counts, now=st.now_text(), transition_id=st.new_transition_id())
-        if update is not None and self.status.write_podgroup(update):
-            self.metrics.status_writes.labels(kind="PodGroup").inc()
+        if update is not None:
+            self._write_podgroup(update)
 
     # --- status and events ----------------------------------------------------------------------------
     def _write_status(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage],
-                      skip: set[str]) -> int:
+                      counts: Mapping[str, dict[str, int]]) -> int:
+        """Dispatch the status writes that change something; how many."""
         now, transition = st.now_text(), st.new_transition_id()
-        counts = st.pod_counts(state)
-        updates = []
+        with self._lock:
+            busy = set(self._busy)
+        writes: list[tuple[str, Callable[[], bool]]] = []
         phases: dict[str, list[str]] = defaultdict(list)
         for pg in decisions.podgroups:
             group = state.podgroups.get(pg.name)
             if group is not None:
                 phases[group.queue].append(pg.phase)
-            if pg.name in skip:
+            if f"PodGroup/{pg.name}" in busy:
                 continue
             update = st.podgroup_update(pg.name, self.cache.podgroup_status(pg.name), pg.phase, pg.conditions,
                                         counts.get(pg.name, {"running": 0, "succeeded": 0}), now=now,
                                         transition_id=transition)
             if update is not None:
-                updates.append(update)
-        written = self.status.write_podgroups(updates)
-        self.metrics.status_writes.labels(kind="PodGroup").inc(written)
-        queue_updates = []
+                writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
         for name in self.cache.queue_objects():
+            if f"Queue/{name}" in busy:
+                continue
             use = usage.get(name)
             update = st.queue_update(name, self.cache.queue_status(name), use.allocated if use else {},
                                      phases.get(name, []))
             if update is not None:
-                queue_updates.append(update)
-        queues_written = self.status.write_queues(queue_updates)
-        self.metrics.status_writes.labels(kind="Queue").inc(queues_written)
-        return written + queues_written
+                writes.append((f"Queue/{name}", partial(self._write_queue, update)))
+        with self._lock:
+            self._in_flight += len(writes)
+            self._busy.update(key for key, _ in writes)
+        for key, write in writes:
+            self.writes.submit(self._write_one, key, write)
+        return len(writes)
+
+    def _write_one(self, key: str, write: Callable[[], bool]) -> None:
+        try:
+            write()
+        except Exception:  # noqa: BLE001 - a worker must always settle its write
+            log.exception("writing the status of %s", key)
+        finally:
+            self._done(key)
+
+    def _write_podgroup(self, update: st.Update) -> bool:
+        written = self.status.write_podgroup(update)
+        if written:
+            self.metrics.status_writes.labels(kind="PodGroup").inc()
+        return written
+
+    def _write_queue(self, update: st.Update) -> bool:
+        written = self.status.write_queue(update)
+        if written:
+            self.metrics.status_writes.labels(kind="Queue").inc()
+        return written
 
     def _record_waiting(self, decisions: d.Decisions, pods: Mapping[str, Pod]) -> int:
         queued = 0

@@ -37,6 +37,9 @@ class EmbeddedCluster:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return True
 
+    def drain(self, timeout: float | None = None) -> None:
+        pass  # apply() is synchronous
+
     def snapshot(self) -> ClusterState:
         """A shallow copy: the scheduler may leave objects out of a cycle without losing them."""
         s = self.state

@@ -61,6 +61,9 @@ class ClusterConnection(Protocol):
 
     def wait_synced(self, timeout: float | None = None) -> bool: ...
 
+    def drain(self, timeout: float | None = None) -> object:
+        """Wait until writes still in flight (asynchronous binds) have answered."""
+
     def snapshot(self) -> ClusterState: ...
 
     def apply(self, decisions: Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport: ...
@@ -202,7 +205,9 @@ class Scheduler:
         state = self.cluster.snapshot()
         self._drop_invalid(state, plan)
         record = CycleRecord()
+        snapshotted = time.perf_counter()
         decisions = run_cycle(plan, state, self.options, self._snapshot_cache, observer=record)
+        decided = time.perf_counter()
         applied = self.cluster.apply(decisions, state, record.usage) if self.leading() else ApplyReport()
         seconds = time.perf_counter() - started
         self.cycles += 1
@@ -216,8 +221,9 @@ class Scheduler:
         m.set_queues(record.usage)
         if decisions.bindings or decisions.evictions:
             done = f"{applied.bound} bound" if applied.bound or not applied.binding else f"{applied.binding} binding"
-            log.info("cycle %d: %s, %d evicted, %d waiting (%.0f ms)", self.cycles, done, applied.evicted,
-                     len(decisions.unschedulable), seconds * 1000)
+            log.info("cycle %d: %s, %d evicted, %d waiting (%.0f ms: snapshot %.0f, actions %.0f, apply %.0f)",
+                     self.cycles, done, applied.evicted, len(decisions.unschedulable), seconds * 1000,
+                     (snapshotted - started) * 1000, (decided - snapshotted) * 1000, (time.perf_counter() - decided) * 1000)
         return CycleReport(self.cycles, decisions, applied, seconds)
 
     def _drop_invalid(self, state: ClusterState, plan: Plan) -> None:

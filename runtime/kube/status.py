@@ -17,7 +17,6 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,15 +120,12 @@ def new_transition_id() -> str:
 
 
 class StatusWriter:
-    def __init__(self, api: KubeApi, cache: ClusterCache, executor: Executor, *,
-                 may_write: Callable[[], bool] = lambda: True) -> None:
+    """One status write per call; KubeCluster runs them on its pool."""
+
+    def __init__(self, api: KubeApi, cache: ClusterCache, *, may_write: Callable[[], bool] = lambda: True) -> None:
         self.api = api
         self.cache = cache
-        self.executor = executor
         self.may_write = may_write
-
-    def write_podgroups(self, updates: list[Update]) -> int:
-        return sum(self.executor.map(self.write_podgroup, updates))
 
     def write_podgroup(self, update: Update) -> bool:
         namespace, name = update.key.split("/", 1)
@@ -139,14 +135,11 @@ class StatusWriter:
             return True
         return False
 
-    def write_queues(self, updates: list[Update]) -> int:
-        def one(update: Update) -> bool:
-            if self._patch(f"{QUEUES.path}/{update.key}/status", update, "Queue"):
-                self.cache.record_queue_status(update.key, update.status)
-                return True
-            return False
-
-        return sum(self.executor.map(one, updates))
+    def write_queue(self, update: Update) -> bool:
+        if self._patch(f"{QUEUES.path}/{update.key}/status", update, "Queue"):
+            self.cache.record_queue_status(update.key, update.status)
+            return True
+        return False
 
     def _patch(self, path: str, update: Update, kind: str) -> bool:
         if not self.may_write():
