@@ -22,7 +22,7 @@ Every change goes through a `Statement`, committed or discarded as a unit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -30,9 +30,7 @@ import numpy as np
 from compiler.plan import Plan
 from runtime import decisions as d
 from runtime.kernels import Kernels
-from runtime.snapshot import (
-    ALLOCATED, BOUND, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED, JobInfo, Snapshot, TaskClass,
-)
+from runtime.snapshot import ALLOCATED, BOUND, PENDING, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass
 
 ORDER_POINTS = ("job_order", "queue_order", "task_order")
 PERMIT, REJECT, ABSTAIN = True, False, None

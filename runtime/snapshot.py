@@ -21,9 +21,7 @@ import numpy as np
 
 from compiler import catalog as cat
 from compiler.plan import DevicePlan, Plan, QueuePlan
-from runtime.model import (
-    PG_PENDING, PG_RUNNING, ClusterState, MatchExpression, Node, Pod, PodGroup, Taint, group_key_of,
-)
+from runtime.model import PG_PENDING, PG_RUNNING, ClusterState, Node, Pod, PodGroup, Taint
 
 INT64_MAX = np.iinfo(np.int64).max
 UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow

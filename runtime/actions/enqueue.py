@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 
 from runtime import decisions as d
-from runtime.session import PERMIT, REJECT, Session
+from runtime.session import REJECT, Session
 
 
 def run(ssn: Session) -> None:

@@ -21,7 +21,6 @@ import numpy as np
 
 from compiler import catalog as cat
 from compiler.quantities import format_base_units
-from runtime import decisions as d
 from runtime.plugins import Plugin
 from runtime.snapshot import DeviceInventory, DeviceNeed, Snapshot, device_need
 
