@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("policydsl.run")
+    # urllib3 warns on every retried connection; the cache and the writers say what matters.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
 
     plan = _compile(args.policy)
     if plan is None:

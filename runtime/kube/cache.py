@@ -19,7 +19,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -195,10 +195,14 @@ class ClusterCache:
                 if version is None:
                     version = self._list(resource)
                     self._synced[resource.kind].set()
-                version = self._watch(resource, version)
-                if failing_since is not None:
-                    log.info("watch %s: connected again after %.1fs", resource.kind, time.monotonic() - failing_since)
-                failing_since, delay = None, BACKOFF_S[0]
+                    if failing_since is not None:
+                        log.info("%s: listed again after %.1fs of errors", resource.kind, time.monotonic() - failing_since)
+                    failing_since, delay = None, BACKOFF_S[0]
+                # The version advances with every event, so a dropped watch resumes where it was.
+                for version in self._watch(resource, version):
+                    if failing_since is not None:
+                        log.info("watch %s: connected again after %.1fs", resource.kind, time.monotonic() - failing_since)
+                        failing_since, delay = None, BACKOFF_S[0]
             except Gone:
                 log.info("watch %s: resourceVersion %s expired (410 Gone), listing again", resource.kind, version)
                 self._on_restart(resource.kind, "expired")
@@ -240,11 +244,12 @@ class ClusterCache:
         self._replace(resource, items)
         return version
 
-    def _watch(self, resource: Resource, version: str) -> str:
+    def _watch(self, resource: Resource, version: str) -> Iterator[str]:
+        """Apply the events of one watch; yields the resourceVersion after each."""
         query = {"resourceVersion": version, "allowWatchBookmarks": "true"}
         for event in self.api.watch(resource.path, query, random.randint(*WATCH_SECONDS)):
             if self._stop.is_set():
-                break
+                return
             if event.type == "ERROR":
                 code = int(event.object.get("code") or 0)
                 if code == 410:
@@ -252,14 +257,13 @@ class ClusterCache:
                 raise ApiError(code, str(event.object.get("reason", "")), str(event.object.get("message", "")))
             meta = event.object.get("metadata") or {}
             version = str(meta.get("resourceVersion") or version)
-            if event.type == "BOOKMARK":
-                continue
-            with self._lock:
-                if event.type == "DELETED":
-                    self._delete(resource, event.object)
-                else:
-                    self._upsert(resource, event.object)
-        return version
+            if event.type != "BOOKMARK":
+                with self._lock:
+                    if event.type == "DELETED":
+                        self._delete(resource, event.object)
+                    else:
+                        self._upsert(resource, event.object)
+            yield version
 
     # --- applying objects (caller holds the lock) ----------------------------------------------
     def _replace(self, resource: Resource, items: list[dict[str, Any]]) -> None:

@@ -1,0 +1,282 @@
+"""The connector's logic that needs no API server: status diffs, rate limits, retries and their
+classification, the metrics endpoint, the Plan swap point, the embedded cluster."""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from compiler.pipeline import compile_text
+from runtime.decisions import Binding, Eviction, Reason
+from runtime.kube import status as st
+from runtime.kube.api import ApiError, _lines
+from runtime.kube.binder import BOUND, DROPPED, FAILED, Binder, binding_body
+from runtime.kube.embedded import EmbeddedCluster
+from runtime.kube.events import EventRecorder, InvolvedObject, TokenBucket
+from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
+from runtime.kube.leader import LeaseElector
+from runtime.kube.scheduler import Scheduler
+from runtime.metrics import Metrics, MetricsServer, QueueUsage
+from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
+
+from .connector_helpers import GANG_POLICY
+
+
+def plan(text: str = GANG_POLICY):
+    compilation = compile_text(text, "test.policy")
+    assert compilation.plan is not None
+    return compilation.plan
+
+
+# --- status diffs -------------------------------------------------------------------------------
+
+UNSCHEDULABLE = Condition("Unschedulable", "True", "NotEnoughResources", "8/8 tasks in gang unschedulable: x")
+WRITTEN = {"phase": "Inqueue", "running": 0, "succeeded": 0,
+           "conditions": [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                           "message": "8/8 tasks in gang unschedulable: x", "transitionID": "old",
+                           "lastTransitionTime": "2024-01-01T00:00:00Z"}]}
+
+
+@pytest.mark.parametrize("current, phase, conditions, counts, changed", [
+    (None, "Inqueue", (UNSCHEDULABLE,), {"running": 0}, True),
+    (WRITTEN, "Inqueue", (UNSCHEDULABLE,), {"running": 0}, False),
+    (WRITTEN, "Inqueue", (), {"running": 0}, False),  # no conditions from the engine: keep
+    (WRITTEN, "Running", (UNSCHEDULABLE,), {"running": 0}, True),
+    (WRITTEN, "Inqueue", (UNSCHEDULABLE,), {"running": 3}, True),
+    (WRITTEN, "Inqueue", (Condition("Unschedulable", "True", "NotEnoughResources", "7/8 ..."),), {}, True),
+])
+def test_podgroup_status_is_written_only_when_it_changes(current, phase, conditions, counts, changed) -> None:
+    update = st.podgroup_update("ns/pg", current, phase, conditions, counts, now="NOW", transition_id="new")
+    assert (update is not None) == changed
+
+
+def test_condition_transition_time_moves_only_with_its_status() -> None:
+    message_only = Condition("Unschedulable", "True", "NotEnoughResources", "7/8 tasks in gang unschedulable")
+    update = st.podgroup_update("ns/pg", WRITTEN, "Inqueue", (message_only,), {}, now="NOW", transition_id="new")
+    assert update is not None
+    assert update.status["conditions"][0]["lastTransitionTime"] == "2024-01-01T00:00:00Z"
+    scheduled = Condition("Scheduled", "True", "Scheduled", "8/8 tasks ready")
+    update = st.podgroup_update("ns/pg", WRITTEN, "Running", (scheduled,), {}, now="NOW", transition_id="new")
+    assert update is not None and update.status["conditions"][0]["lastTransitionTime"] == "NOW"
+    assert [c["type"] for c in update.patch["conditions"]] == ["Scheduled"]
+
+
+def test_queue_status_patch_removes_resources_no_longer_allocated() -> None:
+    current = {"allocated": {"cpu": "4", "nvidia.com/gpu": "2"}, "running": 2, "pending": 0, "inqueue": 0,
+               "completed": 0}
+    update = st.queue_update("q", current, {"cpu": 2000, "memory": 2**30, "pods": 2}, ["Running", "Pending"])
+    assert update is not None
+    assert update.status == {"pending": 1, "inqueue": 0, "running": 1, "completed": 0,
+                             "allocated": {"cpu": "2", "memory": "1Gi"}}
+    assert update.patch["allocated"] == {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": None}
+    assert st.queue_update("q", update.status, {"cpu": 2000, "memory": 2**30}, ["Running", "Pending"]) is None
+
+
+# --- events ------------------------------------------------------------------------------------------
+
+def test_token_bucket_allows_a_burst_then_the_rate() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=10.0, burst=3, clock=lambda: now[0])
+    assert [bucket.wait_time() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.wait_time() == pytest.approx(0.1)
+    now[0] += 1.0  # a second later: ten tokens earned, three kept (the burst), one owed
+    assert bucket.wait_time() == 0.0
+
+
+def test_events_are_deduplicated_until_the_message_changes() -> None:
+    recorder = EventRecorder(api=None, component="volcano", instance="test", refresh_s=300.0)  # type: ignore[arg-type]
+    pod = InvolvedObject("Pod", "v1", "ns", "p", "uid-1")
+    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient cpu")
+    assert not recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient cpu")
+    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient memory")
+    other = InvolvedObject("Pod", "v1", "ns", "p", "uid-2")  # same name, a new pod
+    assert recorder.record(other, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient memory")
+    recorder.forget(lambda key: False)
+    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient memory")
+
+
+# --- binds and evictions ------------------------------------------------------------------------------
+
+class ScriptedApi:
+    """Answers each POST with the next scripted outcome (an exception or a value)."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.posts: list[tuple[str, dict]] = []
+
+    def post(self, path: str, body: dict) -> object:
+        self.posts.append((path, body))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+POD = Pod("ns", "p", {"cpu": 1000}, uid="uid-p")
+CONFLICT = 'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned to node "{node}"'
+
+
+@pytest.mark.parametrize("answers, result, posts", [
+    ([{}], BOUND, 1),
+    ([ApiError(500, "Internal Server Error"), ApiError(0, "ProtocolError"), {}], BOUND, 3),
+    ([ApiError(404, "Not Found")], DROPPED, 1),
+    ([ApiError(409, "Conflict", CONFLICT.format(node="other"))], DROPPED, 1),
+    # The first attempt went through but its answer was lost: bound, not dropped.
+    ([ApiError(0, "ReadTimeoutError"), ApiError(409, "Conflict", CONFLICT.format(node="n1"))], BOUND, 2),
+    ([ApiError(403, "Forbidden", "no")], FAILED, 1),
+    ([ApiError(503, "Service Unavailable")] * 4, FAILED, 4),
+])
+def test_bind_outcomes(answers: list, result: str, posts: int) -> None:
+    api = ScriptedApi(*answers)
+    outcome = Binder(api, attempts=4).bind(Binding("ns/p", "n1"), POD)  # type: ignore[arg-type]
+    assert outcome.result == result
+    assert len(api.posts) == posts
+
+
+def test_binding_carries_uid_precondition_and_device_cards() -> None:
+    body = binding_body(Binding("ns/p", "n1", {"nvidia.com/gpu": (2, 3)}), POD)
+    assert body["metadata"] == {"name": "p", "namespace": "ns", "uid": "uid-p",
+                                "annotations": {"volcano.sh/gpu-index": "2,3"}}
+    assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+
+
+def test_no_write_once_leadership_is_lost() -> None:
+    api = ScriptedApi()
+    assert Binder(api, may_write=lambda: False).bind(Binding("ns/p", "n1"), POD).result == FAILED  # type: ignore[arg-type]
+    assert api.posts == []
+
+
+@pytest.mark.parametrize("answer, result", [
+    ({}, EVICTED),
+    (ApiError(429, "Too Many Requests", "Cannot evict pod as it would violate the pod's disruption budget."), BLOCKED),
+    (ApiError(404, "Not Found"), GONE),
+    (ApiError(409, "Conflict", "uid precondition"), GONE),
+])
+def test_eviction_outcomes(answer: object, result: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = ScriptedApi(answer)
+    with ThreadPoolExecutor(1) as pool:
+        outcome = Evictor(api, pool).evict(Eviction("ns/p", Reason("preemption", "x")), POD)  # type: ignore[arg-type]
+    assert outcome.result == result
+    assert api.posts[0][1]["deleteOptions"] == {"preconditions": {"uid": "uid-p"}}
+
+
+def test_leader_election_durations_must_nest() -> None:
+    with pytest.raises(ValueError, match="retry period < renew deadline < lease duration"):
+        LeaseElector(None, "ns", "lease", "me", lease_duration=5, renew_deadline=5, retry_period=1)  # type: ignore[arg-type]
+
+
+# --- watch stream framing -------------------------------------------------------------------------------
+
+class Chunks:
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+
+    def stream(self, amt: object = None, decode_content: bool = False) -> Iterator[bytes]:
+        return iter(self.chunks)
+
+
+def test_watch_lines_survive_any_chunking() -> None:
+    assert list(_lines(Chunks(b'{"a"', b':1}\n{"b":2}\n{"c"', b":3}\n"))) == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
+    assert list(_lines(Chunks(b'{"a":1}\n{"tail":1}'))) == [b'{"a":1}', b'{"tail":1}']
+
+
+# --- metrics ----------------------------------------------------------------------------------------------
+
+def test_queue_gauges_drop_queues_that_are_gone() -> None:
+    metrics = Metrics()
+    metrics.set_queues({"a": QueueUsage({"cpu": 2000}, {"cpu": 4000.0}, 0.5),
+                        "b": QueueUsage({"cpu": 1000}, None, None)})
+    text = metrics.render().decode()
+    assert 'policydsl_queue_allocated{queue="b",resource="cpu"} 1000.0' in text
+    assert 'policydsl_queue_share{queue="a"} 0.5' in text
+    metrics.set_queues({"a": QueueUsage({"cpu": 3000}, {"cpu": 4000.0}, 0.75)})
+    text = metrics.render().decode()
+    assert 'queue="b"' not in text
+    assert 'policydsl_queue_allocated{queue="a",resource="cpu"} 3000.0' in text
+
+
+def test_metrics_server_endpoints() -> None:
+    healthy = [True]
+    server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (False, "cache not synced yet"),
+                           healthy=lambda: (healthy[0], "ok" if healthy[0] else "loop silent"))
+    server.start()
+    try:
+        def get(path: str) -> tuple[int, str]:
+            try:
+                with urllib.request.urlopen(f"http://{server.address}{path}", timeout=5) as answer:
+                    return answer.status, answer.read().decode()
+            except urllib.error.HTTPError as err:
+                return err.code, err.read().decode()
+
+        assert get("/healthz") == (200, "ok")
+        assert get("/readyz") == (503, "cache not synced yet")
+        healthy[0] = False
+        assert get("/healthz") == (503, "loop silent")
+        status, text = get("/metrics")
+        assert status == 200 and "policydsl_e2e_scheduling_duration_seconds_bucket" in text
+        assert get("/other")[0] == 404
+    finally:
+        server.stop()
+
+
+# --- the loop -------------------------------------------------------------------------------------------------
+
+def small_cluster(pods: int = 2) -> ClusterState:
+    state = ClusterState()
+    state.add_node(Node("n1", {"cpu": 8000, "memory": 32 * 2**30, "pods": 110}))
+    for i in range(pods):
+        state.add_pod(Pod("ns", f"p{i}", {"cpu": 1000}, uid=f"u{i}", scheduler_name="volcano", creation=float(i)))
+    return state
+
+
+class SwapDuringCycle(EmbeddedCluster):
+    """Calls set_plan while a cycle is under way (between its snapshot and its actions)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        super().__init__(state)
+        self.scheduler: Scheduler | None = None
+        self.swap_to = None
+
+    def snapshot(self) -> ClusterState:
+        if self.scheduler is not None and self.swap_to is not None:
+            self.scheduler.set_plan(self.swap_to)
+            self.swap_to = None
+        return super().snapshot()
+
+
+def test_a_new_plan_takes_effect_at_the_next_cycle_never_during_one() -> None:
+    first, second = plan(), plan(GANG_POLICY.replace('"connector-test"', '"second"'))
+    cluster = SwapDuringCycle(small_cluster())
+    scheduler = Scheduler(first, cluster, period=0.01)
+    cluster.scheduler, cluster.swap_to = scheduler, second
+
+    scheduler.run_once()
+    assert scheduler.plan is first  # the cycle that saw set_plan finished with the plan it began with
+    scheduler.run_once()
+    assert scheduler.plan is second
+
+
+def test_embedded_cluster_applies_decisions_between_cycles() -> None:
+    cluster = EmbeddedCluster(small_cluster(3))
+    scheduler = Scheduler(plan(), cluster, period=0.01)
+    stop = threading.Event()
+    scheduler.run(stop, max_cycles=2)
+    assert scheduler.cycles == 2
+    assert {p.node_name for p in cluster.state.pods.values()} == {"n1"}
+    assert scheduler.metrics.registry.get_sample_value("policydsl_pods_scheduled_total") == 3
+
+
+def test_podgroup_naming_an_unknown_queue_is_left_out_not_fatal() -> None:
+    state = small_cluster(1)
+    state.add_podgroup(PodGroup("ns", "lost", min_member=1, queue="nowhere", uid="g"))
+    state.add_pod(Pod("ns", "lost-0", {"cpu": 1000}, uid="l0", scheduler_name="volcano", group="lost"))
+    cluster = EmbeddedCluster(state)
+    report = Scheduler(plan(), cluster, period=0.01).run_once()
+    assert [b.pod for b in report.decisions.bindings] == ["ns/p0"]
+    assert "ns/lost" in cluster.state.podgroups  # left out of the cycle, not forgotten
