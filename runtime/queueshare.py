@@ -35,6 +35,16 @@ def count_within(limit: np.ndarray, allocated: np.ndarray, request: np.ndarray, 
     return allowed, binding
 
 
+def shared_columns(ssn) -> np.ndarray:
+    """The resources queue arithmetic (shares, allocatable limits, admission, overcommit) counts:
+    those some schedulable node offers, the pod count aside. A device-managed resource without
+    node capacity (a card-memory request the device plugin checks per card) has a cluster
+    total of 0, so any cap derived from the cluster would refuse it outright."""
+    snap = ssn.snap
+    pods_col = snap.resource_index["pods"]
+    return np.array([r for r in range(snap.n_resources) if r != pods_col and ssn.total[r] > 0], dtype=np.int64)
+
+
 def real_capability(ssn, q: int) -> np.ndarray:
     """min(capability, parent's real capability − Σ guarantees of the siblings)."""
     snap = ssn.snap
@@ -48,9 +58,10 @@ def real_capability(ssn, q: int) -> np.ndarray:
     return np.minimum(snap.capability[q], room)
 
 
-def enqueue_check(ssn, j: int, caps: np.ndarray):
+def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
     """Volcano's admission: queue open and minResources + allocated + inqueue ≤ real capability,
-    for the queue and every ancestor. Returns None when admitted, else a Reason."""
+    for the queue and every ancestor, on the shared `columns` only (see `shared_columns`).
+    Returns None when admitted, else a Reason."""
     job = ssn.snap.jobs[j]
     queue = ssn.snap.queues[job.queue]
     if not queue.open:
@@ -58,11 +69,10 @@ def enqueue_check(ssn, j: int, caps: np.ndarray):
     if job.min_resources is None:
         return None
     req = job.min_resources
-    cols = np.nonzero(req)[0]
-    pods_col = ssn.snap.resource_index["pods"]
+    cols = [int(r) for r in columns if req[r] > 0]
     for q in ssn.queue_chain[job.queue]:
         need = req + ssn.queue_allocated[q] + ssn.queue_inqueue[q]
-        over = [int(r) for r in cols if r != pods_col and need[r] > caps[q][r]]
+        over = [r for r in cols if need[r] > caps[q][r]]
         if over:
             name = ssn.snap.queues[q].name
             res = ", ".join(ssn.snap.resources[r] for r in over)

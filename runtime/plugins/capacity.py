@@ -23,15 +23,13 @@ class CapacityPlugin(Plugin):
 
     def on_session_open(self, ssn) -> None:
         snap = ssn.snap
-        pods_col = snap.resource_index["pods"]
         # Shared: resources the cluster has (a device-managed resource without node capacity,
         # like a card-memory request, is the device plugin's business), the pod count aside.
-        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col and ssn.total[r] > 0],
-                                dtype=np.int64)
+        self.columns = qs.shared_columns(ssn)
         self.caps = np.array([qs.real_capability(ssn, q) for q in range(len(snap.queues))], dtype=np.int64)
         deserved = np.where(snap.deserved >= UNLIMITED, snap.guarantee, snap.deserved)
         deserved = np.minimum(deserved, self.caps)
-        deserved[:, pods_col] = UNLIMITED
+        deserved[:, snap.resource_index["pods"]] = UNLIMITED
         ssn.queue_deserved = deserved
 
         k = ssn.k
@@ -70,7 +68,7 @@ class CapacityPlugin(Plugin):
             return out
 
         def enqueueable(j: int) -> Verdict:
-            reason = qs.enqueue_check(ssn, j, self.caps)
+            reason = qs.enqueue_check(ssn, j, self.caps, self.columns)
             return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
 
         self.register(ssn, "queue_order", queue_order)

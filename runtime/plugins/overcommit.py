@@ -1,4 +1,5 @@
-"""overcommit: enqueue admits while inqueue minResources + the job's fit in total × factor − used.
+"""overcommit: enqueue admits while inqueue minResources + the job's fit in total × factor − used
+(on the resources nodes offer, like the queue shares).
 
 The factor is the enqueue action's `overcommit_factor` when set, else the plugin's `factor`
 (default 1.2); below 1.0 it is reset to 1.2, as Volcano does."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime import decisions as d
+from runtime import queueshare as qs
 from runtime.plugins import Plugin
 from runtime.session import PERMIT, REJECT, Verdict
 
@@ -23,10 +25,12 @@ class OvercommitPlugin(Plugin):
             factor = self.args.get("factor", DEFAULT_FACTOR)
         if factor < 1.0:
             factor = DEFAULT_FACTOR
-        pods_col = ssn.snap.resource_index["pods"]
         used = ssn.used.sum(axis=0) if ssn.snap.n_nodes else np.zeros(ssn.snap.n_resources, np.int64)
-        self.idle = ssn.total.astype(np.float64) * factor - used
-        self.idle[pods_col] = np.inf
+        self.idle = np.full(ssn.snap.n_resources, np.inf)
+        # Only resources some node offers: a card-memory request no node advertises (the device
+        # plugin checks it per card) has no cluster total to overcommit, as in the queue shares.
+        shared = qs.shared_columns(ssn)
+        self.idle[shared] = ssn.total[shared].astype(np.float64) * factor - used[shared]
         self.inqueue = np.zeros(ssn.snap.n_resources, dtype=np.float64)
         for child in ssn.snap.queues[0].children:
             self.inqueue += ssn.queue_inqueue[child]

@@ -31,11 +31,9 @@ class ProportionPlugin(Plugin):
     def on_session_open(self, ssn) -> None:
         snap = ssn.snap
         self.ssn = ssn
-        pods_col = snap.resource_index["pods"]
         # Shared: resources the cluster has (a device-managed resource without node capacity,
         # like a card-memory request, is the device plugin's business), the pod count aside.
-        self.columns = np.array([r for r in range(snap.n_resources) if r != pods_col and ssn.total[r] > 0],
-                                dtype=np.int64)
+        self.columns = qs.shared_columns(ssn)
         des = self.deserved(ssn)
         self.limit = np.minimum(np.floor(des), UNLIMITED).astype(np.int64)
         ssn.queue_deserved = self.limit
@@ -81,7 +79,7 @@ class ProportionPlugin(Plugin):
             return out
 
         def enqueueable(j: int) -> Verdict:
-            reason = qs.enqueue_check(ssn, j, self.caps)
+            reason = qs.enqueue_check(ssn, j, self.caps, self.columns)
             return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
 
         self.register(ssn, "queue_order", queue_order)

@@ -334,3 +334,25 @@ def test_policy_queues_merge_with_queue_objects():
     ssn = open_session(plan, state)
     weights = {q.name: q.weight for q in ssn.snap.queues}
     assert weights["online"] == 3 and weights["batch"] == 2 and "default" in weights
+
+
+@pytest.mark.parametrize("admission", ["proportion", "capacity", "overcommit"])
+def test_admission_ignores_a_card_memory_resource_no_node_offers(pure, admission):
+    """card_memory sizes the cards, so nodes need not advertise the memory resource: a
+    minResources naming it is the device plugin's check, not a cap of 0 at admission."""
+    plan = policy(f"tier {{ plugin gang }}\ntier {{ plugin predicates\n plugin {admission}\n plugin deviceshare }}\n"
+                  'device "nvidia.com/gpu" { sharing = memory card_memory = 40Gi slice = 10Gi '
+                  'memory_resource = "example.com/gpu-mem" }')
+    state = ClusterState()
+    node(state, "g", cpu=4000, memory=64 * GiB, **{"nvidia.com/gpu": 2})
+    card = {"example.com/gpu-mem": 10 * GiB}
+    gang(state, "infer", size=1, cpu=1000, phase="Pending", requests=card,
+         min_resources={"cpu": 1000, **card})
+    gang(state, "huge", size=1, cpu=1000, phase="Pending", requests=card, creation=1.0,
+         min_resources={"cpu": 100_000, **card})
+    decisions = cycle(plan, state, pure)
+    assert {p.name: p.phase for p in decisions.podgroups} == {"ns/infer": "Running", "ns/huge": "Pending"}
+    assert decisions.binding_of("ns/infer-0").devices == {"nvidia.com/gpu": (0,)}
+    # Still refused on what the cluster has, and only that is named.
+    [reason] = decisions.reasons_for("ns/huge-0")
+    assert "cpu" in reason.message and "example.com/gpu-mem" not in reason.message

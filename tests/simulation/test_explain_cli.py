@@ -81,6 +81,23 @@ def test_device_memory_fragmentation(tmp_path, capsys):
     assert "insufficient nvidia.com/gpu-40gb-memory" not in out
 
 
+def test_card_memory_request_is_admitted_when_nodes_advertise_only_cards(tmp_path, capsys):
+    # gpu-sharing.policy sizes its cards with card_memory, so the node need not advertise
+    # nvidia.com/gpu-40gb-memory; the PodGroup's minResources may still name it.
+    card_node = node("pcie", cpu="16", memory="64Gi", labels={"nvidia.com/gpu.product": "NVIDIA-A100-PCIE-40GB"},
+                     **{"nvidia.com/gpu-40gb": "2"})
+    memory = {"nvidia.com/gpu-40gb-memory": "10Gi"}
+    objects = [card_node, podgroup("infer", queue="inference", minResources={"cpu": "1", **memory}),
+               pod("infer-0", group="infer", **memory)]
+    code, out, _ = explain(capsys, tmp_path, objects, "ns/infer", "--policy", POLICIES / "gpu-sharing.policy")
+    assert code == 0
+    assert out.splitlines() == ["PodGroup ns/infer (queue inference, minMember 1): phase Running after one cycle; "
+                                "1 pod, 1 would be bound",
+                                "  condition: Scheduled: 1/1 tasks ready"]
+    code, out, _ = explain(capsys, tmp_path, objects, "ns/infer-0", "--policy", POLICIES / "gpu-sharing.policy")
+    assert out.strip().startswith("ns/infer-0 would be bound to node pcie, nvidia.com/gpu-40gb cards 0 this cycle")
+
+
 def test_not_admitted_by_enqueue(tmp_path, capsys):
     objects = [node("n1", cpu="4"), podgroup("huge", minResources={"cpu": "100"}), pod("huge-0", group="huge")]
     code, out, _ = explain(capsys, tmp_path, objects, "ns/huge-0", "--output", "json")
