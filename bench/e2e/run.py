@@ -49,6 +49,7 @@ APISERVER_ARGS = (
 STARTUP_TIMEOUT_S = 180.0  # scheduler start to probe pod bound (vc-scheduler syncs its caches first)
 SETTLE_S = 2.0  # after the last bind, for trailing status writes to count against the scheduler
 PROBE_NAMESPACE = "bench-probe"
+EXTRA_CRDS = binaries.E2E_DIR / "crds"  # APIs vc-scheduler waits for, beyond deploy/crds/
 
 
 class BenchError(RuntimeError):
@@ -210,7 +211,7 @@ class Bench:
                 created = self.custom.get_cluster_custom_object(
                     "scheduling.volcano.sh", "v1beta1", "queues", body["metadata"]["name"])
             # Volcano's queue controller opens a queue; nothing else here would.
-            created["status"] = {"state": "Open"}
+            created["status"] = {"state": "Open", "allocated": {}}
             self.custom.replace_cluster_custom_object_status(
                 "scheduling.volcano.sh", "v1beta1", "queues", body["metadata"]["name"], created)
 
@@ -342,7 +343,7 @@ class Bench:
             objects_created=created["created"],
             requests_before=before,
             requests_after=after,
-            harness_requests=created["requests"] + watched["requests"],
+            harness_requests=created["requests"] + watched["requests_since_ready"],
             timed_out=bool(watched["timed_out"]),
         )
         self.say(f"{run_id}: bound {result.bound}/{result.pods} in {result.seconds}s = {result.pods_per_s} pods/s, "
@@ -366,12 +367,20 @@ def run_benchmark(options: Options, log: IO[str] = sys.stderr) -> tuple[list[Run
             print(f"skipping {scheduler.key}: {reason}", file=log, flush=True)
         else:
             runnable.append(scheduler)
+    if not runnable:
+        raise BenchError("none of the selected schedulers can run:\n" + "\n".join(
+            f"  {key}: {reason}" for key, reason in skipped.items()))
     binaries.loadtools_dir()  # build (seconds) before the cluster is up
 
     results: list[RunResult] = []
     cluster_dir = options.workdir / "cluster"
     cluster = devcluster.up(cluster_dir, apiserver_args=APISERVER_ARGS)
-    bench = Bench(cluster, options, log)
+    try:
+        devcluster.install_crds(cluster, EXTRA_CRDS)
+        bench = Bench(cluster, options, log)
+    except BaseException:
+        devcluster.down(cluster_dir)
+        raise
     try:
         bench.ensure_namespace(PROBE_NAMESPACE)
         for workload in options.workloads:
@@ -463,10 +472,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     command = "python -m bench.e2e" + ("" if argv is None and len(sys.argv) <= 1 else " " + shlex.join(
         sys.argv[1:] if argv is None else argv))
+    from kubernetes.client.rest import ApiException
+
     try:
         results, skipped = run_benchmark(options)
     except (BenchError, binaries.MissingBinary, devcluster.DevClusterError) as exc:
         print(f"bench.e2e: {exc}", file=sys.stderr)
+        return 1
+    except ApiException as exc:
+        print(f"bench.e2e: the API server refused a request of the harness: {exc.status} {exc.reason}: {exc.body}",
+              file=sys.stderr)
         return 1
     document = report.Report(results=results, skipped=skipped, workloads=options.workloads, command=command,
                              machine=report.machine(), peers=PEERS, when=dt.datetime.now(dt.timezone.utc))

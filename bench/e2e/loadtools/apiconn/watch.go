@@ -29,8 +29,9 @@ type eventMeta struct {
 var errGone = errors.New("resource version too old (410 Gone)")
 
 // Watch streams the events of a collection (path may carry a query, e.g. a
-// fieldSelector) after resource version rv ("" = from now, with synthetic
-// ADDED events for what exists) until ctx ends. When a stream ends it resumes
+// fieldSelector) after resource version rv, from a list, until ctx ends.
+// (A watch without a resource version needs etcd's watch-progress requests,
+// which Debian's etcd does not serve.) When a stream ends it resumes
 // from the last resource version seen; when that is too old it calls relist,
 // which returns the version to go on from. `ready` is called once, when the
 // first stream is established, so callers know events from then on are seen.
@@ -40,10 +41,7 @@ func (c *Conn) Watch(ctx context.Context, path, rv string, ready func(), handle 
 		separator = "&"
 	}
 	for ctx.Err() == nil {
-		query := "watch=1&allowWatchBookmarks=true&timeoutSeconds=3600"
-		if rv != "" {
-			query += "&resourceVersion=" + url.QueryEscape(rv)
-		}
+		query := "watch=1&allowWatchBookmarks=true&timeoutSeconds=3600&resourceVersion=" + url.QueryEscape(rv)
 		last, err := c.watchOnce(ctx, path+separator+query, rv, ready, handle)
 		ready = nil
 		rv = last
@@ -96,7 +94,7 @@ func (c *Conn) watchOnce(ctx context.Context, path, rv string, ready func(), han
 			if meta.Code == http.StatusGone {
 				return rv, errGone
 			}
-			return rv, fmt.Errorf("watch %s: error event %s", path, event.Object)
+			return rv, &StatusError{Method: http.MethodGet, Path: path, Code: meta.Code, Body: string(event.Object)}
 		}
 		if meta.Metadata.ResourceVersion != "" {
 			rv = meta.Metadata.ResourceVersion

@@ -169,10 +169,13 @@ type podTimes struct {
 }
 
 type watchSummary struct {
-	Seen     int   `json:"seen"`
-	Bound    int   `json:"bound"`
-	Requests int64 `json:"requests"`
-	TimedOut bool  `json:"timed_out"`
+	Seen  int `json:"seen"`
+	Bound int `json:"bound"`
+	// The watch request itself and every request after it: what the harness
+	// subtracts from the API server's count over the run (the initial list
+	// comes before "ready", so before the harness's first reading).
+	RequestsSinceReady int64 `json:"requests_since_ready"`
+	TimedOut           bool  `json:"timed_out"`
 }
 
 type watchedPod struct {
@@ -208,12 +211,38 @@ func watch(ctx context.Context, conn *apiconn.Conn, namespace string, expect int
 			}
 		}
 	}
-	// Only a fresh namespace is watched: with resourceVersion "" the first
-	// events are the pods that already exist, and after a 410 we start over
-	// from now, since a relist could not say when a pod was bound.
-	relist := func() (string, error) { return "", nil }
+	// The namespace is fresh, so the first list is empty. After a 410 the
+	// list stands in for the events missed, timed as of the list.
 	path := "/api/v1/namespaces/" + namespace + "/pods"
-	err := conn.Watch(ctx, path, "", func() { fmt.Println("ready") }, handle, relist)
+	list := func() (string, error) {
+		data, err := conn.Call(ctx, http.MethodGet, path, nil, 5)
+		if err != nil {
+			return "", err
+		}
+		var pods struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(data, &pods); err != nil {
+			return "", err
+		}
+		for _, item := range pods.Items {
+			handle(apiconn.Event{Type: "ADDED", Object: item})
+		}
+		return pods.Metadata.ResourceVersion, nil
+	}
+	rv, err := list()
+	if err != nil {
+		return nil, err
+	}
+	var atReady int64
+	ready := func() {
+		atReady = conn.Requests()
+		fmt.Println("ready")
+	}
+	err = conn.Watch(ctx, path, rv, ready, handle, list)
 	timedOut := ctx.Err() == context.DeadlineExceeded
 	if err != nil {
 		return nil, err
@@ -232,7 +261,7 @@ func watch(ctx context.Context, conn *apiconn.Conn, namespace string, expect int
 	if err := file.Close(); err != nil {
 		return nil, err
 	}
-	return &watchSummary{Seen: len(pods), Bound: bound, Requests: conn.Requests(), TimedOut: timedOut}, nil
+	return &watchSummary{Seen: len(pods), Bound: bound, RequestsSinceReady: conn.Requests() - atReady + 1, TimedOut: timedOut}, nil
 }
 
 func fail(err error) {

@@ -1,0 +1,88 @@
+"""The side-by-side benchmark harness (bench/e2e) at a tiny scale: it runs, binds, and reports.
+
+No timing is asserted: the figures depend on the machine. What is checked is
+that every pod got bound, that each figure is there, and that the request
+accounting leaves exactly the schedulers' requests (the raw binder makes one
+Binding per pod and nothing else).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _harness(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.e2e", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.integration
+def test_tiny_run_binds_every_pod_and_reports_every_figure(tmp_path: Path) -> None:
+    results_json, report_md = tmp_path / "results.json", tmp_path / "report.md"
+    report_md.write_text("# Prose kept\n\n<!-- bench.e2e results: BEGIN (generated) -->\nold\n"
+                         "<!-- bench.e2e results: END -->\n\nTrailing prose.\n")
+    done = _harness("--scale", "0.005", "--only", "kube-scheduler,ceiling,a", "--ceiling-concurrency", "4,16",
+                    "--timeout", "60", "--workdir", str(tmp_path / "work"),
+                    "--json", str(results_json), "--markdown", str(report_md))
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    document = json.loads(results_json.read_text())
+    runs = document["results"]
+    assert Counter((r["scheduler"], r["variant"]) for r in runs) == {
+        ("ceiling", 4): 1, ("ceiling", 16): 1, ("kube-scheduler", None): 1}
+    pods = document["workloads"][0]["pods"]
+    assert pods == 50  # 10,000 pods x 0.005
+    for run in runs:
+        assert run["error"] == "" and not run["timed_out"]
+        assert run["bound"] == run["pods"] == pods
+        assert run["pods_per_s"] > 0 and run["create_per_s"] > 0
+        assert 0 <= run["p50_ms"] <= run["p99_ms"]
+        # Every bound pod costs its scheduler at least one Binding.
+        assert run["requests_by_kind"]["POST pods/binding"] >= pods
+        assert run["requests_per_pod"] >= 1.0
+    for run in (r for r in runs if r["scheduler"] == "ceiling"):
+        # One Binding per pod and nothing else; the harness's own creates and
+        # watch are subtracted (a few background requests of the API server may remain).
+        assert 1.0 <= run["requests_per_pod"] <= 1.2, run["requests_by_kind"]
+    machine = document["machine"]
+    assert machine["cpus"] >= 1 and machine["memory_gib"] > 0 and machine["cpu_model"]
+
+    markdown = report_md.read_text()
+    assert markdown.startswith("# Prose kept\n") and markdown.endswith("Trailing prose.\n")
+    assert "\nold\n" not in markdown
+    assert "| kube-scheduler | 50/50 |" in markdown
+    assert "| raw binder (ceiling), concurrency" in markdown
+    assert "Command: `python -m bench.e2e --scale 0.005" in markdown
+    assert f"{machine['cpus']} CPUs" in markdown
+
+
+def test_a_missing_scheduler_binary_says_how_to_build_it(tmp_path: Path) -> None:
+    # An empty cache: vc-scheduler is not built there. The harness stops before
+    # starting any cluster and says which command builds it.
+    done = _harness("--only", "vc-scheduler", env={"POLICYDSL_CACHE": str(tmp_path)}, timeout=60)
+    assert done.returncode == 1
+    assert "vc-scheduler" in done.stderr
+    assert "bash bench/e2e/build.sh vc-scheduler" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_only_names_are_a_usage_error() -> None:
+    done = _harness("--only", "kube-scheduler,slurm,z", timeout=60)
+    assert done.returncode == 2
+    assert "unknown slurm, z" in done.stderr
+    assert "Traceback" not in done.stderr
