@@ -223,6 +223,11 @@ class ClusterCache:
                     last_logged = now
                 self._stop.wait(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, BACKOFF_S[1])
+            except Exception:  # noqa: BLE001 - a dead watch thread would freeze the cache for good
+                log.exception("watch %s: unexpected error; listing again", resource.kind)
+                self._on_restart(resource.kind, "error")
+                version = None
+                self._stop.wait(BACKOFF_S[1])
 
     def _list(self, resource: Resource) -> str:
         items: list[dict[str, Any]] = []

@@ -124,7 +124,10 @@ class EventRecorder:
             if delay:
                 time.sleep(delay)
             if self.may_write():
-                self._send(item)
+                try:
+                    self._send(item)
+                except Exception:  # noqa: BLE001 - one bad Event must not end the sender
+                    log.exception("sending an Event on %s %s/%s", item.obj.kind, item.obj.namespace, item.obj.name)
 
     def _send(self, item: EventItem) -> None:
         stamp = dt.datetime.now(dt.timezone.utc)

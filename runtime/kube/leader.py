@@ -81,7 +81,12 @@ class LeaseElector:
     # --- the loop ----------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if self._try_acquire_or_renew():
+            try:
+                renewed = self._try_acquire_or_renew()
+            except Exception:  # noqa: BLE001 - the election must outlive a malformed answer
+                log.exception("%s: leader election round failed", self.identity)
+                renewed = False
+            if renewed:
                 self._renewed_at = time.monotonic()
                 self._set_leading(True)
             elif self._leading and not self.is_leader():
