@@ -38,11 +38,15 @@ class Machine:
     go: str
     kube_version: str
     volcano_version: str
+    # 1/5/15-minute load averages when the run started: the machine may be
+    # shared, and other work there slows every scheduler (and the ceiling).
+    load_average: tuple[float, float, float]
 
     def line(self) -> str:
+        load = "/".join(f"{value:.1f}" for value in self.load_average)
         return (f"{self.cpus} CPUs ({self.cpu_model}), {self.memory_gib:.0f} GiB memory, Linux {self.kernel}; "
                 f"Python {self.python}, {self.go}; kube-apiserver and kube-scheduler {self.kube_version}, "
-                f"vc-scheduler {self.volcano_version}")
+                f"vc-scheduler {self.volcano_version}; load average {load} (1/5/15 min) at the start")
 
 
 def machine() -> Machine:
@@ -70,6 +74,7 @@ def machine() -> Machine:
         go=go,
         kube_version=devcluster.pinned_kube_version(),
         volcano_version=binaries.volcano_version(),
+        load_average=os.getloadavg(),
     )
 
 
@@ -176,6 +181,21 @@ class Report:
                 return
         path.write_text(section + "\n")
 
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Report:
+        """The report `to_json` wrote, to render again (say, into a doc whose prose changed)."""
+        fields = RunResult.__dataclass_fields__
+        return cls(
+            results=[RunResult(**{k: v for k, v in r.items() if k in fields}) for r in document["results"]],
+            skipped=document["skipped"],
+            workloads=[Workload(key=w["key"], nodes=w["nodes"], jobs=w["jobs"], gang_size=w["gang_size"],
+                                queues=w["queues"]) for w in document["workloads"]],
+            command=document["command"],
+            machine=Machine(**{**document["machine"], "load_average": tuple(document["machine"]["load_average"])}),
+            peers=document["peers"],
+            when=dt.datetime.fromisoformat(document["when"]),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "command": self.command,
@@ -183,5 +203,6 @@ class Report:
             "machine": asdict(self.machine),
             "workloads": [{**asdict(w), "pods": w.pods, "title": w.title} for w in self.workloads],
             "skipped": self.skipped,
+            "peers": list(self.peers),
             "results": [r.to_json() for r in self.results],
         }

@@ -445,12 +445,28 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep the cluster logs, scheduler logs and raw watch records here (default: a temp dir)")
     parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="write the report here")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write every run's figures here")
+    parser.add_argument("--from-json", type=Path, default=None, metavar="FILE",
+                        help="run nothing: render the report of an earlier --json (with --markdown, into that file)")
     return parser
+
+
+def _render_only(source: Path, markdown: Path | None) -> int:
+    try:
+        document = report.Report.from_json(json.loads(source.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"bench.e2e: cannot read the results in {source}: {exc}", file=sys.stderr)
+        return 2
+    print(document.markdown())
+    if markdown:
+        document.write_markdown(markdown)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.from_json:
+        return _render_only(args.from_json, args.markdown)
     if not 0 < args.scale <= 10:
         parser.error("--scale must be in (0, 10]")
     if args.create_concurrency < 1:
@@ -474,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.argv[1:] if argv is None else argv))
     from kubernetes.client.rest import ApiException
 
+    machine = report.machine()  # before the run: its load average is the other work on the machine
     try:
         results, skipped = run_benchmark(options)
     except (BenchError, binaries.MissingBinary, devcluster.DevClusterError) as exc:
@@ -484,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     document = report.Report(results=results, skipped=skipped, workloads=options.workloads, command=command,
-                             machine=report.machine(), peers=PEERS, when=dt.datetime.now(dt.timezone.utc))
+                             machine=machine, peers=PEERS, when=dt.datetime.now(dt.timezone.utc))
     print(document.markdown())
     if args.markdown:
         document.write_markdown(args.markdown)

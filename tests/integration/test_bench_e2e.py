@@ -70,6 +70,12 @@ def test_tiny_run_binds_every_pod_and_reports_every_figure(tmp_path: Path) -> No
     assert "Command: `python -m bench.e2e --scale 0.005" in markdown
     assert f"{machine['cpus']} CPUs" in markdown
 
+    # The saved figures render the same report again, without running anything.
+    again = tmp_path / "again.md"
+    rendered = _harness("--from-json", str(results_json), "--markdown", str(again), timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    assert again.read_text().strip() == markdown.split("# Prose kept\n\n", 1)[1].split("\n\nTrailing", 1)[0].strip()
+
 
 def test_a_missing_scheduler_binary_says_how_to_build_it(tmp_path: Path) -> None:
     # An empty cache: vc-scheduler is not built there. The harness stops before
