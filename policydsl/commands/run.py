@@ -57,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     election.add_argument("--retry-period", type=duration, default=2.0, metavar="DURATION",
                           help="how often to renew or try to acquire (default: 2s)")
     election.add_argument("--identity", help="this replica's name in the Lease (default: hostname_random)")
+    parser.add_argument("--kube-api-qps", type=float, default=1000.0, metavar="QPS",
+                        help="requests per second to the API server, watches aside; 0 = no limit (default: 1000)")
+    parser.add_argument("--kube-api-burst", type=int, default=2000, metavar="N",
+                        help="requests allowed at once above --kube-api-qps (default: 2000)")
     parser.add_argument("--cycles", type=int, default=0, metavar="N", help="stop after N cycles (default: run until stopped)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         from runtime.kube.cluster import KubeCluster
 
         try:
-            api = connect(args.kubeconfig, args.context)
+            api = connect(args.kubeconfig, args.context, qps=args.kube_api_qps, burst=args.kube_api_burst)
         except ConnectError as err:
             print(f"policydsl run: {err}", file=sys.stderr)
             return 2

@@ -26,6 +26,8 @@ from urllib.parse import urlencode
 
 import urllib3
 
+from runtime.kube.ratelimit import TokenBucket
+
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 # Generous pool: binds, evictions and status writes run concurrently, watches hold one each.
@@ -63,9 +65,10 @@ class WatchEvent:
 
 
 class KubeApi:
-    def __init__(self, api_client: Any):
+    def __init__(self, api_client: Any, limiter: TokenBucket | None = None):
         self.client = api_client
         self.host = api_client.configuration.host
+        self.limiter = limiter  # every request but watches waits for a token
         self._open: set[Any] = set()
         self._lock = threading.Lock()
 
@@ -73,6 +76,8 @@ class KubeApi:
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
                 content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_S) -> Any:
         """Send one request; the decoded JSON answer, or ApiError."""
+        if self.limiter is not None:
+            self.limiter.wait()
         response = self._send(method, path, query, body, content_type, (CONNECT_TIMEOUT_S, timeout))
         try:
             data = response.data
@@ -239,12 +244,15 @@ def _throttled(hook: Any, interval: float) -> Any:
     return refresh
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None, *, probe_timeout: float = 10.0) -> KubeApi:
-    """A KubeApi whose server answered GET /version, or ConnectError saying why not."""
+def connect(kubeconfig: str | None = None, context: str | None = None, *, qps: float = 0, burst: int = 0,
+            probe_timeout: float = 10.0) -> KubeApi:
+    """A KubeApi whose server answered GET /version, or ConnectError saying why not. With
+    `qps` > 0, requests (not watches) are limited to `qps` per second, bursts of `burst`."""
     from kubernetes import client as k8s_client
 
     cfg = configuration(kubeconfig, context)
-    api = KubeApi(k8s_client.ApiClient(cfg))
+    limiter = TokenBucket(qps, max(burst, 1)) if qps > 0 else None
+    api = KubeApi(k8s_client.ApiClient(cfg), limiter)
     try:
         api.request("GET", "/version", timeout=probe_timeout)
     except ApiError as err:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.ratelimit import TokenBucket
 
 log = logging.getLogger("policydsl.kube.events")
 
@@ -44,23 +45,6 @@ class EventItem:
     type: str  # Normal | Warning
     reason: str
     message: str
-
-
-class TokenBucket:
-    """`rate` tokens per second, at most `burst` saved up."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens = float(burst)
-        self.stamp = clock()
-
-    def wait_time(self) -> float:
-        """Take a token: 0 if one was there, else how long until one will be (already taken)."""
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        self.tokens -= 1
-        return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
 
 
 class EventRecorder:
@@ -120,9 +104,7 @@ class EventRecorder:
             item = self._queue.get()
             if item is None:
                 return
-            delay = self._bucket.wait_time()
-            if delay:
-                time.sleep(delay)
+            self._bucket.wait()
             if self.may_write():
                 try:
                     self._send(item)

@@ -16,9 +16,10 @@ from runtime.kube import status as st
 from runtime.kube.api import ApiError, _lines
 from runtime.kube.binder import BOUND, DROPPED, FAILED, Binder, binding_body
 from runtime.kube.embedded import EmbeddedCluster
-from runtime.kube.events import EventRecorder, InvolvedObject, TokenBucket
+from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.leader import LeaseElector
+from runtime.kube.ratelimit import TokenBucket
 from runtime.kube.scheduler import Scheduler
 from runtime.metrics import Metrics, MetricsServer, QueueUsage
 from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
@@ -81,10 +82,12 @@ def test_queue_status_patch_removes_resources_no_longer_allocated() -> None:
 def test_token_bucket_allows_a_burst_then_the_rate() -> None:
     now = [0.0]
     bucket = TokenBucket(rate=10.0, burst=3, clock=lambda: now[0])
-    assert [bucket.wait_time() for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert bucket.wait_time() == pytest.approx(0.1)
+    assert [bucket.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.reserve() == pytest.approx(0.1)
     now[0] += 1.0  # a second later: ten tokens earned, three kept (the burst), one owed
-    assert bucket.wait_time() == 0.0
+    assert bucket.reserve() == 0.0
+    assert [bucket.reserve() for _ in range(2)] == [0.0, 0.0]
+    assert bucket.reserve() == pytest.approx(0.1)
 
 
 def test_events_are_deduplicated_until_the_message_changes() -> None:
