@@ -1,4 +1,4 @@
-"""The scheduler connected to a Kubernetes cluster.
+"""The scheduler connected to a Kubernetes cluster (design and guarantees: README.md here).
 
 | module | what |
 |---|---|
@@ -10,6 +10,7 @@
 | `status.py` | PodGroup status (merge patch of the object) and Queue status (/status), only on change |
 | `events.py` | Events with the engine's reasons, deduplicated and rate-limited |
 | `leader.py` | leader election on a Lease |
+| `ratelimit.py` | token bucket: client QPS limit, Events rate |
 | `cluster.py` | `KubeCluster`: all of the above as the scheduler's ClusterConnection |
 | `embedded.py` | `EmbeddedCluster`: a ClusterState in memory as the ClusterConnection |
 | `scheduler.py` | `Scheduler`: the loop, `run_once`, `set_plan` |
