@@ -115,10 +115,10 @@ class ClusterCache:
             )
             assumed = list(self._assumed.items())
             releasing = list(self._releasing)
-        for key, (node, annotations) in assumed:
+        for key, (node, cards) in assumed:
             pod = state.pods.get(key)
             if pod is not None and pod.node_name is None:
-                state.pods[key] = replace(pod, node_name=node, annotations={**pod.annotations, **annotations})
+                state.pods[key] = replace(pod, node_name=node, annotations={**pod.annotations, **cards})
         for key in releasing:
             pod = state.pods.get(key)
             if pod is not None and not pod.releasing:

@@ -23,6 +23,7 @@ if str(_REPO_ROOT) not in sys.path:
 from runtime import devcluster  # noqa: E402
 
 from .kube_helpers import KubeCluster, create_fake_node  # noqa: E402
+from .connector_helpers import in_process, kube_api, objects  # noqa: E402,F401 - fixtures of the connector tests
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -8,9 +8,7 @@ import pytest
 from runtime.cycle import run_cycle
 from runtime.kube.api import ApiError
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    GANG_POLICY, InProcess, Objects, in_process, kube_api, objects, unique_scheduler_name, wait_for,
-)
+from .connector_helpers import GANG_POLICY, InProcess, Objects, unique_scheduler_name, wait_for
 
 pytestmark = pytest.mark.integration
 

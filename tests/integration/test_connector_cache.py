@@ -10,9 +10,7 @@ import pytest
 from runtime.kube.api import KubeApi, WatchEvent, connect
 from runtime.kube.cache import PODS, ClusterCache
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    Objects, kube_api, objects, unique_scheduler_name, wait_for,
-)
+from .connector_helpers import Objects, unique_scheduler_name, wait_for
 from .kube_helpers import KubeCluster
 
 pytestmark = pytest.mark.integration

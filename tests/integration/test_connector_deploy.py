@@ -11,9 +11,7 @@ import yaml
 from compiler.pipeline import compile_text
 from runtime.kube.api import ApiError, KubeApi
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    REPO, Objects, SchedulerProcess, kube_api, objects, unique_scheduler_name, wait_for,
-)
+from .connector_helpers import REPO, Objects, SchedulerProcess, unique_scheduler_name, wait_for
 from .kube_helpers import KubeCluster
 
 DEPLOY = REPO / "deploy"

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    InProcess, Objects, in_process, kube_api, objects, unique_scheduler_name, wait_for,
-)
+from .connector_helpers import InProcess, Objects, unique_scheduler_name, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    GANG_POLICY, Objects, SchedulerProcess, kube_api, objects, unique_scheduler_name, wait_for,
-)
+from .connector_helpers import GANG_POLICY, Objects, SchedulerProcess, unique_scheduler_name, wait_for
 from .kube_helpers import KubeCluster
 
 pytestmark = pytest.mark.integration

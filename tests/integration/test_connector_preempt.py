@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    FakeKubelet, InProcess, Objects, SchedulerProcess, in_process, kube_api, objects, unique_scheduler_name,
-    wait_for,
+from .connector_helpers import (
+    FakeKubelet, InProcess, Objects, SchedulerProcess, unique_scheduler_name, wait_for,
 )
 from .kube_helpers import KubeCluster
 

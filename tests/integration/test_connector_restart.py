@@ -9,9 +9,8 @@ import pytest
 
 from runtime import devcluster
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    GANG_POLICY, AssignmentRecorder, Objects, SchedulerProcess, kube_api, node_usage_within_capacity, objects,
-    unique_scheduler_name, wait_for,
+from .connector_helpers import (
+    GANG_POLICY, AssignmentRecorder, Objects, SchedulerProcess, node_usage_within_capacity, unique_scheduler_name, wait_for,
 )
 from .kube_helpers import KubeCluster
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .connector_helpers import (  # noqa: F401 - fixtures
-    GANG_POLICY, REPO, Objects, SchedulerProcess, kube_api, objects, unique_scheduler_name, wait_for,
-)
+from .connector_helpers import GANG_POLICY, REPO, Objects, SchedulerProcess, unique_scheduler_name, wait_for
 from .kube_helpers import KubeCluster
 
 
