@@ -8,11 +8,13 @@ the process-global one), so two schedulers in one process — tests do that — 
     server.start(); ...; server.stop()
 
 `/metrics` is the Prometheus text format, `/healthz` answers 200 while the scheduling loop
-ticks, `/readyz` 200 once the cache has listed everything (503 with the reason otherwise).
+ticks, `/readyz` 200 once the cache has listed everything (503 with the reason otherwise),
+`/policy` the active policy as JSON (runtime/reload.py) when the server is given one.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +26,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 PREFIX = "policydsl"
 # Cycles are tens of microseconds on an idle cluster and seconds with 10k pending pods.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# A reload reads and compiles a few small files: milliseconds, up to a second on a cold start.
+RELOAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,42 @@ class Metrics:
         self.queue_share = Gauge(f"{PREFIX}_queue_share", "max over resources of allocated / deserved.", ["queue"],
                                  registry=r)
         self.is_leader = Gauge(f"{PREFIX}_is_leader", "1 while this replica holds the leader lease.", registry=r)
+        # The policy and its hot reload (runtime/reload.py).
+        self.policy_reloads = Counter(f"{PREFIX}_policy_reload", "Policy reloads by result (success, error).",
+                                      ["result"], registry=r)
+        for result in ("success", "error"):
+            self.policy_reloads.labels(result=result)
+        self.policy_last_reload_success = Gauge(f"{PREFIX}_policy_last_reload_success_timestamp_seconds",
+                                                "When a policy last loaded without errors (Unix time).", registry=r)
+        self.policy_reload_latency = Histogram(f"{PREFIX}_policy_reload_duration_seconds",
+                                               "A reload: reading, compiling and validating the changed policy.",
+                                               buckets=RELOAD_BUCKETS, registry=r)
+        self.policy_active = Gauge(f"{PREFIX}_policy_active_info", "1 for the policy scheduling cycles run under.",
+                                   ["name", "revision"], registry=r)
+        self.policy_cycles = Counter(f"{PREFIX}_policy_cycles", "Cycles run under the active policy revision.",
+                                     ["revision"], registry=r)
+        self._active_policy: tuple[str, str] | None = None
         self._queue_labels: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def watch_restarted(self, resource: str, reason: str) -> None:
         self.watch_restarts.labels(resource=resource, reason=reason).inc()
+
+    def set_active_policy(self, name: str, revision: str) -> None:
+        """The policy cycles run under from now on; the previous one's series go (one active at a time)."""
+        with self._lock:
+            if self._active_policy == (name, revision):
+                return
+            if self._active_policy is not None:
+                old_name, old_revision = self._active_policy
+                self.policy_active.remove(old_name, old_revision)
+                if old_revision != revision:
+                    try:
+                        self.policy_cycles.remove(old_revision)
+                    except KeyError:  # no cycle ran under it
+                        pass
+            self.policy_active.labels(name=name, revision=revision).set(1)
+            self._active_policy = (name, revision)
 
     def set_queues(self, usage: Mapping[str, QueueUsage]) -> None:
         """Replace the queue gauges (series of queues that disappeared are removed)."""
@@ -108,14 +143,15 @@ class Metrics:
 
 
 class MetricsServer:
-    """/metrics, /healthz and /readyz on one address ("host:port"; port 0 picks a free one)."""
+    """/metrics, /healthz and /readyz on one address ("host:port"; port 0 picks a free one), and
+    /policy when `policy` is given (a JSON-able description, None while there is none)."""
 
     def __init__(self, address: str, metrics: Metrics, *, ready: Callable[[], tuple[bool, str]],
-                 healthy: Callable[[], tuple[bool, str]]) -> None:
+                 healthy: Callable[[], tuple[bool, str]], policy: Callable[[], object] | None = None) -> None:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"metrics address must be HOST:PORT, got `{address}`")
-        handler = _handler(metrics, ready, healthy)
+        handler = _handler(metrics, ready, healthy, policy)
         self._server = ThreadingHTTPServer((host.strip("[]"), int(port)), handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -134,8 +170,8 @@ class MetricsServer:
         self._server.server_close()
 
 
-def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]],
-             healthy: Callable[[], tuple[bool, str]]) -> type[BaseHTTPRequestHandler]:
+def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: Callable[[], tuple[bool, str]],
+             policy: Callable[[], object] | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
             path = self.path.split("?", 1)[0]
@@ -144,6 +180,12 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]],
             elif path in ("/healthz", "/readyz"):
                 ok, why = (healthy if path == "/healthz" else ready)()
                 self._answer(200 if ok else 503, (why or ("ok" if ok else "not ok")).encode(), "text/plain")
+            elif path == "/policy" and policy is not None:
+                described = policy()
+                if described is None:
+                    self._answer(503, b"no policy active\n", "text/plain")
+                else:
+                    self._answer(200, (json.dumps(described, indent=2) + "\n").encode(), "application/json")
             else:
                 self._answer(404, b"not found: try /metrics, /healthz or /readyz\n", "text/plain")
 
