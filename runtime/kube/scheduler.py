@@ -2,7 +2,7 @@
 
     scheduler = Scheduler(plan, cluster, scheduler_name="volcano", period=1.0, metrics=Metrics())
     scheduler.run(stop_event)           # until stop_event is set; finishes the cycle in progress
-    scheduler.set_plan(new_plan)        # takes effect at the start of the next cycle
+    scheduler.set_plan(new_plan)        # takes effect at the start of the next cycle, which starts at once
 
 `cluster` is a `ClusterConnection`: `runtime.kube.cluster.KubeCluster` (a real API server) or
 `runtime.kube.embedded.EmbeddedCluster` (a ClusterState in memory). With an `elector`, only
@@ -11,6 +11,7 @@ the leader runs cycles, and every write checks again that it still leads.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -33,6 +34,8 @@ from runtime.snapshot import UNLIMITED, SnapshotCache
 log = logging.getLogger("policydsl.scheduler")
 
 ERROR_LOG_EVERY_S = 30.0
+PAUSE_SLICE_S = 0.05  # how often the pause between cycles looks at `stop` while it listens for a new Plan
+FOREIGN_SCHEDULER = "<left out: unknown queue>"  # no pod's schedulerName: such pods take room, join no job
 
 
 @dataclass
@@ -81,6 +84,7 @@ class CycleReport:
     decisions: Decisions
     applied: ApplyReport
     seconds: float
+    revision: str = ""  # the Plan the whole cycle ran under
 
 
 @dataclass
@@ -130,12 +134,14 @@ class Scheduler:
         self._plan = plan
         self._next_plan: Plan | None = None
         self._plan_lock = threading.Lock()
+        self._plan_arrived = threading.Event()  # set_plan wakes the pause between cycles
         self._snapshot_cache = SnapshotCache()
         self._reported: set[str] = set()
         self.cycles = 0
         self.last_tick = time.monotonic()
         self._last_error: str | None = None
         self._last_error_logged = 0.0
+        self.metrics.set_active_policy(plan.name, plan.revision)
 
     # --- the Plan ------------------------------------------------------------------------------
     @property
@@ -146,12 +152,19 @@ class Scheduler:
         """Use `plan` from the next cycle on; a cycle in progress finishes with the one it began with."""
         with self._plan_lock:
             self._next_plan = plan
+        # A policy edit goes live at the next cycle, and that cycle starts without waiting out the period.
+        self._plan_arrived.set()
 
     def _take_plan(self) -> Plan:
         with self._plan_lock:
             if self._next_plan is not None:
+                previous = self._plan
                 self._plan, self._next_plan = self._next_plan, None
                 self._snapshot_cache = SnapshotCache()
+                if self._plan.revision != previous.revision:
+                    log.info("policy %s revision %s active from cycle %d on (was revision %s)",
+                             self._plan.name, self._plan.revision, self.cycles + 1, previous.revision)
+                    self.metrics.set_active_policy(self._plan.name, self._plan.revision)
             return self._plan
 
     # --- health -------------------------------------------------------------------------------
@@ -185,14 +198,23 @@ class Scheduler:
                     self._log_failure(err)
                 if max_cycles and self.cycles >= max_cycles:
                     return
-            stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+            self._pause(stop, max(0.0, self.period - (time.monotonic() - started)))
+
+    def _pause(self, stop: threading.Event, seconds: float) -> None:
+        """Wait `seconds`, less if `stop` is set or a new Plan arrived (set during the cycle too)."""
+        deadline = time.monotonic() + seconds
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._plan_arrived.wait(min(left, PAUSE_SLICE_S)):
+                break
+        self._plan_arrived.clear()
 
     def _log_failure(self, err: Exception) -> None:
         """The traceback once; the same failure again only every ERROR_LOG_EVERY_S."""
         text = f"{type(err).__name__}: {err}"
         now = time.monotonic()
         if text != self._last_error:
-            log.exception("scheduling cycle %d failed", self.cycles + 1)
+            log.exception("scheduling cycle %d failed (policy revision %s)", self.cycles + 1, self._plan.revision)
         elif now - self._last_error_logged >= ERROR_LOG_EVERY_S:
             log.error("scheduling cycles still failing: %s", text)
         else:
@@ -213,6 +235,7 @@ class Scheduler:
         self.cycles += 1
         m = self.metrics
         m.e2e_latency.observe(seconds)
+        m.policy_cycles.labels(revision=plan.revision).inc()
         for action, spent in record.actions:
             m.action_latency.labels(action=action).observe(spent)
         m.pods_scheduled.inc(applied.bound)
@@ -221,27 +244,39 @@ class Scheduler:
         m.set_queues(record.usage)
         if decisions.bindings or decisions.evictions:
             done = f"{applied.bound} bound" if applied.bound or not applied.binding else f"{applied.binding} binding"
-            log.info("cycle %d: %s, %d evicted, %d waiting (%.0f ms: snapshot %.0f, actions %.0f, apply %.0f)",
+            log.info("cycle %d: %s, %d evicted, %d waiting (%.0f ms: snapshot %.0f, actions %.0f, apply %.0f) "
+                     "policy revision %s",
                      self.cycles, done, applied.evicted, len(decisions.unschedulable), seconds * 1000,
-                     (snapshotted - started) * 1000, (decided - snapshotted) * 1000, (time.perf_counter() - decided) * 1000)
-        return CycleReport(self.cycles, decisions, applied, seconds)
+                     (snapshotted - started) * 1000, (decided - snapshotted) * 1000, (time.perf_counter() - decided) * 1000,
+                     plan.revision)
+        return CycleReport(self.cycles, decisions, applied, seconds, plan.revision)
 
     def _drop_invalid(self, state: ClusterState, plan: Plan) -> None:
-        """PodGroups naming a queue nobody defines stay out of the cycle (with their pods) instead
-        of failing it for everybody; each is reported once."""
+        """PodGroups naming a queue nobody defines (never did, or a reloaded policy removed it) stay
+        out of the cycle instead of failing it for everybody; each is reported once each time its
+        queue goes missing."""
         problems = check_queues(state, [q.name for q in plan.queues])
+        current = {str(p) for p in problems}
+        for resolved in sorted(self._reported - current):
+            log.info("no longer skipped (its queue exists again, or it is gone): %s", resolved)
         if not problems:
+            self._reported = set()
             return
         bad = {p.name for p in problems}
         for key in bad:
             state.podgroups.pop(key, None)
-        # Their waiting pods go too; placed ones stay, they still take room on their nodes.
-        for key in [k for k, pod in state.pods.items()
-                    if pod.group and pod.node_name is None and group_key_of(pod) in bad]:
-            del state.pods[key]
+        # Their waiting pods wait; placed ones keep their room but, like another scheduler's pods,
+        # count in no queue: left as group-less pods they would be charged to `default` (and be
+        # its victims).
+        for key, pod in list(state.pods.items()):
+            if pod.group and group_key_of(pod) in bad:
+                if pod.node_name is None:
+                    del state.pods[key]
+                else:
+                    state.pods[key] = dataclasses.replace(pod, scheduler_name=FOREIGN_SCHEDULER)
         fresh = [p for p in problems if str(p) not in self._reported]
+        self._reported = current
         if fresh:
-            self._reported.update(str(p) for p in fresh)
             for problem in fresh:
                 log.warning("skipping %s %s: %s", problem.kind, problem.name, problem.message)
             self.cluster.report_invalid(fresh, state)
