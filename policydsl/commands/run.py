@@ -17,7 +17,9 @@ DESCRIPTION = (
     "Schedule pods whose schedulerName matches, every --schedule-period: watch the cluster, run the "
     "policy's actions, bind, evict, and write PodGroup/Queue status and Events. With --leader-elect only "
     "the replica holding the Lease writes. SIGTERM or SIGINT finishes the current cycle, releases the "
-    "lease and exits 0. Exit 2: invalid policy, bad kubeconfig, unreachable API server."
+    "lease and exits 0. Exit 2: invalid policy, bad kubeconfig, unreachable API server. The policy's "
+    "folders are watched (and SIGHUP reloads): an edit without errors goes live at the next cycle, one "
+    "with errors is logged and the running policy stays (docs/hot-reload.md)."
 )
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
@@ -33,7 +35,8 @@ def duration(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", required=True, metavar="FILE", help="the policy file (or a folder with main.policy)")
+    parser.add_argument("--policy", required=True, metavar="FILE",
+                        help="the policy file (or a folder with main.policy); edits to it and its includes reload it")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--kubeconfig", metavar="PATH",
                        help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
@@ -61,6 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="requests per second to the API server, watches aside; 0 = no limit (default: 1000)")
     parser.add_argument("--kube-api-burst", type=int, default=2000, metavar="N",
                         help="requests allowed at once above --kube-api-qps (default: 2000)")
+    reload = parser.add_argument_group("policy reload")
+    reload.add_argument("--reload-debounce", type=duration, default=0.05, metavar="DURATION",
+                        help="a burst of file changes becomes one reload once quiet this long (default: 50ms)")
+    reload.add_argument("--no-watch", action="store_true",
+                        help="do not watch the policy files; reload on SIGHUP only")
     parser.add_argument("--cycles", type=int, default=0, metavar="N", help="stop after N cycles (default: run until stopped)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
@@ -72,11 +80,17 @@ def run(args: argparse.Namespace) -> int:
     # urllib3 warns on every retried connection; the cache and the writers say what matters.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
 
-    plan = _compile(args.policy)
-    if plan is None:
+    first = _compile(args.policy)
+    if first is None:
         return 2
+    plan = first.plan
 
     stop = threading.Event()
+    reloader = None
+
+    def on_hangup(signum: int, frame: object) -> None:
+        if reloader is not None:
+            reloader.request("SIGHUP", force=True)
 
     def on_signal(signum: int, frame: object) -> None:
         if stop.is_set():
@@ -86,13 +100,16 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hangup)  # before the reloader exists: the policy just compiled is current
 
     from runtime.kube.scheduler import Scheduler
     from runtime.metrics import Metrics, MetricsServer
+    from runtime.reload import LeaseEvents, PolicyReloader
 
     metrics = Metrics()
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     elector = None
+    notifier = None
     if args.cluster:
         cluster = _embedded(args.cluster, plan)
         if cluster is None:
@@ -121,13 +138,22 @@ def run(args: argparse.Namespace) -> int:
         may_write = elector.is_leader if elector is not None else (lambda: True)
         cluster = KubeCluster(api, args.scheduler_name, identity=identity, metrics=metrics, may_write=may_write)
         where = api.host
+        notifier = LeaseEvents(api, cluster.events, args.lease_namespace, args.lease_name)
 
     scheduler = Scheduler(plan, cluster, scheduler_name=args.scheduler_name, period=args.schedule_period,
                           metrics=metrics, elector=elector)
+    reloader = PolicyReloader(args.policy, first, scheduler, metrics=metrics, debounce=args.reload_debounce,
+                              notifier=notifier)
+
+    def ready() -> tuple[bool, str]:
+        ok, why = reloader.ready()
+        return scheduler.readiness() if ok else (ok, why)
+
     server = None
     if args.metrics_addr and args.metrics_addr != "off":
         try:
-            server = MetricsServer(args.metrics_addr, metrics, ready=scheduler.readiness, healthy=scheduler.health)
+            server = MetricsServer(args.metrics_addr, metrics, ready=ready, healthy=scheduler.health,
+                                   policy=reloader.describe)
         except (OSError, ValueError) as err:
             print(f"policydsl run: cannot serve metrics on {args.metrics_addr}: {err}", file=sys.stderr)
             cluster.stop()
@@ -137,12 +163,15 @@ def run(args: argparse.Namespace) -> int:
 
     log.info("scheduling pods of %s with policy %s (revision %s) on %s as %s", args.scheduler_name, plan.name,
              plan.revision, where, identity)
+    log.info("policy sources: %s%s", ", ".join(first.files), " (reload on SIGHUP only)" if args.no_watch else "")
     cluster.start()
     if elector is not None:
         elector.start()
+    reloader.start(watch=not args.no_watch)
     try:
         scheduler.run(stop, max_cycles=args.cycles)
     finally:
+        reloader.stop()
         cluster.drain(timeout=30.0)  # binds of the last cycle answer while we still lead
         if elector is not None:
             elector.stop(release=True)
@@ -153,17 +182,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compile(path: str):  # -> Plan | None
-    from compiler.pipeline import compile_file
+def _compile(path: str):  # -> runtime.reload.Attempt | None
     from policydsl.diagnostics import Severity, render
+    from runtime.reload import compile_policy
 
-    result = compile_file(path)
+    attempt = compile_policy(path)
+    result = attempt.compilation
     for diag in result.diagnostics:
         if diag.severity >= Severity.WARNING:
             print(render(diag, result.sources), file=sys.stderr)
-    if result.plan is None:
+    if not attempt.ok:
         print(f"policydsl run: {path}: the policy has errors, not starting", file=sys.stderr)
-    return result.plan
+        return None
+    return attempt
 
 
 def _embedded(spec: str, plan):  # -> EmbeddedCluster | None
