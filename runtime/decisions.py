@@ -38,7 +38,7 @@ class Reason:
         return self.message
 
 
-@dataclass(slots=True)
+@dataclass(slots=True)                   # slots: built field by field in kernels/collect.pyx
 class Binding:
     pod: str
     node: str
@@ -58,7 +58,7 @@ class Eviction:
         return {"pod": self.pod, "reason": self.reason.message}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)      # slots: built field by field in kernels/collect.pyx
 class PodGroupStatus:
     name: str
     phase: str

@@ -91,7 +91,8 @@ class Node:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+# Slots: the snapshot's kernels read a pod's fields by member offset (runtime/kernels/_slots.pxi).
+@dataclass(slots=True)
 class Pod:
     namespace: str
     name: str
@@ -130,7 +131,7 @@ class Pod:
         return self.phase in (SUCCEEDED, FAILED)
 
 
-@dataclass
+@dataclass(slots=True)      # slots: built field by field in kernels/collect.pyx
 class Condition:
     type: str              # Unschedulable | Scheduled
     status: str            # "True" | "False"

@@ -21,6 +21,9 @@ import numpy as np
 
 from compiler import catalog as cat
 from compiler.plan import DevicePlan, Plan, QueuePlan
+from runtime.kernels import Kernels
+from runtime.kernels import load as load_kernels
+from runtime.kernels.records import TaskOrder
 from runtime.model import PG_PENDING, PG_RUNNING, ClusterState, Node, Pod, PodGroup, Taint
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -188,7 +191,6 @@ class _NodeArrays:
     generation: int
     resources: tuple[str, ...]
     names: list[str]
-    position: dict[str, int]
     objects: list[Node]
     allocatable: np.ndarray
     schedulable: np.ndarray
@@ -207,6 +209,7 @@ class SnapshotCache:
     def __init__(self) -> None:
         self._nodes: _NodeArrays | None = None
         self._node_resources: tuple[int, set[str]] | None = None
+        self._positions: tuple[int, dict[str, int]] | None = None
         self.node_rebuilds = 0
 
     def node_resources(self, state: ClusterState) -> set[str]:
@@ -217,6 +220,13 @@ class SnapshotCache:
             for node in state.nodes.values():
                 names.update(node.allocatable)
             cached = self._node_resources = (state.node_generation, names)
+        return cached[1]
+
+    def node_positions(self, state: ClusterState) -> dict[str, int]:
+        """Node name -> row (nodes by name)."""
+        cached = self._positions
+        if cached is None or cached[0] != state.node_generation:
+            cached = self._positions = (state.node_generation, {name: i for i, name in enumerate(sorted(state.nodes))})
         return cached[1]
 
     def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
@@ -254,94 +264,64 @@ def memory_unit_of(resource: str | None) -> int:
 
 
 def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volcano",
-                   cache: SnapshotCache | None = None) -> Snapshot:
+                   cache: SnapshotCache | None = None, kernels: Kernels | None = None) -> Snapshot:
+    """The cycle's snapshot. The passes over the pods run in `kernels` (compiled unless the
+    pure-Python reference is asked for: runtime.kernels.load)."""
+    k = kernels or load_kernels()
     devices = device_plans(plan)
     managed = set()
     for d in devices:
         if d.sharing == "memory":
             managed.update(r for r in (d.resource, memory_resource_of(d), d.cores_resource) if r)
     cache = cache or SnapshotCache()
-    pods = _read_pods(state, scheduler_name)
-    resources = _resource_list(state, plan, managed, pods.shapes, cache)
+    scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
+                       cache.node_positions(state))
+    resources = _resource_list(state, plan, managed, scan.shapes, cache)
     index = {r: i for i, r in enumerate(resources)}
     nodes = cache.node_arrays(state, resources)
     n, r = len(nodes.names), len(resources)
-    node_pos = nodes.position
     pods_col = index["pods"]
 
     # One row per distinct request map: pods share a few shapes, so rows are built once each.
-    shapes = np.zeros((len(pods.shapes), r), dtype=np.int64)
-    for sid, requests in enumerate(pods.shapes):
+    shapes = np.zeros((len(scan.shapes), r), dtype=np.int64)
+    for sid, requests in enumerate(scan.shapes):
         for res, amount in requests.items():
             shapes[sid, index[res]] = amount
     shapes[:, pods_col] = 1
+    # Shapes with equal rows (request maps that differ only in key order) are one request.
+    rows = [tuple(row) for row in shapes.tolist()]
+    row_ids: dict[tuple, int] = {}
+    row_of_shape = np.array([row_ids.setdefault(row, sid) for sid, row in enumerate(rows)], dtype=np.int64)
 
     # Node usage: every non-terminal pod on a known node, whoever's it is.
     used = np.zeros((n, r), dtype=np.int64)
     releasing = np.zeros((n, r), dtype=np.int64)
-    on_node = [(node_pos[name], sid, gone) for name, sid, gone in pods.placed if name in node_pos]
-    if on_node:
-        rows, sids, gone = (np.array(col, dtype=np.int64) for col in zip(*on_node))
-        np.add.at(used, rows, shapes[sids])
-        gone = gone.astype(bool)
-        np.add.at(releasing, rows[gone], shapes[sids[gone]])
-    foreign = sum(1 for name in pods.foreign_on if name in node_pos)
+    foreign = k.node_usage(scan.placed_node, scan.placed_shape, scan.placed_gone, scan.placed_mine, shapes, used,
+                           releasing)
 
-    # Tasks: pods of our scheduler in (job, priority desc, creation, uid) order, so that each
-    # job's tasks are one contiguous range.
-    order = sorted(range(len(pods.ours)), key=pods.sort_keys.__getitem__)
-    ours = [pods.ours[i] for i in order]
-    t = len(ours)
-    task_shape = np.array([pods.our_shapes[i] for i in order], dtype=np.int64)
-    request = shapes[task_shape] if t else np.zeros((0, r), dtype=np.int64)
-    task_priority = np.array([pods.sort_keys[i][1] for i in order], dtype=np.int64) * -1 if t else \
-        np.zeros(0, dtype=np.int64)
-    status = np.zeros(t, dtype=np.int8)
-    task_node = np.full(t, -1, dtype=np.int64)
-    task_job = np.zeros(t, dtype=np.int64)
-    task_class = np.zeros(t, dtype=np.int64)
-    class_ids: dict[tuple, int] = {}
-    classes: list[TaskClass] = []
+    # Tasks: pods of our scheduler grouped by job (by name), each job's tasks by priority
+    # (descending), creation, uid, so that each job's tasks are one contiguous range.
+    tasks = k.group_tasks(scan)
+    task_shape = scan.shape[tasks.order]
+    request = shapes[task_shape]
+    task_priority = scan.priority[tasks.order]
+    status = scan.status[tasks.order]
+    columns = k.task_columns(tasks.pods, status, scan.plain[tasks.order], task_shape, row_of_shape)
     device_names = managed | {d.resource for d in devices}
-    # Shapes with equal rows (request maps that differ only in key order) are one request.
-    row_ids: dict[tuple, int] = {}
-    rows = [tuple(row) for row in shapes.tolist()]
-    same_row = [row_ids.setdefault(row, sid) for sid, row in enumerate(rows)]
-    codes: list[int] = []
-    nodes_of: list[int] = []
-    class_of: list[int] = []
-    for pod, sid in zip(ours, task_shape.tolist()):
-        if pod.phase == "Succeeded":
-            codes.append(SUCCEEDED)
-            nodes_of.append(-1)
-            class_of.append(0)
-        elif pod.node_name:
-            codes.append(RELEASING if pod.releasing else BOUND)
-            nodes_of.append(node_pos.get(pod.node_name, -1))
-            class_of.append(0)
-        else:
-            selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
-            key = (same_row[sid], selector, pod.required_terms, pod.preferred_terms, pod.tolerations)
-            cid = class_ids.get(key)
-            if cid is None:
-                cid = class_ids[key] = len(classes)
-                device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
-                    if device_names else ()
-                classes.append(TaskClass(cid, rows[sid], selector, pod.required_terms, pod.preferred_terms,
-                                         pod.tolerations, device_request))
-            codes.append(PENDING)
-            nodes_of.append(-1)
-            class_of.append(cid)
-    if t:
-        status[:] = codes
-        task_node[:] = nodes_of
-        task_class[:] = class_of
+    classes = []
+    for cid, head in enumerate(columns.class_heads):
+        pod = tasks.pods[head]
+        selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
+        device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
+            if device_names else ()
+        classes.append(TaskClass(cid, rows[int(row_of_shape[task_shape[head]])], selector, pod.required_terms,
+                                 pod.preferred_terms, pod.tolerations, device_request))
     device_managed = np.zeros(r, dtype=bool)
     device_managed[[index[m] for m in managed if m in index]] = True
 
     queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
-    job_keys = [pods.sort_keys[i][0] for i in order]
-    jobs, job_first = _build_jobs(state, ours, job_keys, task_job, task_priority, queue_index, queues, index, r)
+    task_job = np.repeat(np.arange(len(tasks.job_names), dtype=np.int64), np.diff(tasks.job_first))
+    jobs = _build_jobs(state, tasks, task_priority, queue_index, queues, index, r)
 
     total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
     capability[0] = np.minimum(capability[0], total)
@@ -351,61 +331,14 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         releasing=releasing, schedulable=nodes.schedulable, label_bits=nodes.label_bits,
         label_index=nodes.label_index, label_key_index=nodes.label_key_index, taint_bits=nodes.taint_bits,
         prefer_taint_bits=nodes.prefer_taint_bits, taints=nodes.taints, prefer_taints=nodes.prefer_taints,
-        pods=ours, task_keys=[pods.keys[i] for i in order], request=request, status=status, task_node=task_node,
-        task_job=task_job, task_priority=task_priority, task_class=task_class, classes=classes,
-        jobs=jobs, job_first=job_first, queues=queues, queue_index=queue_index, capability=capability,
+        pods=tasks.pods, task_keys=tasks.keys, request=request, status=status, task_node=scan.node[tasks.order],
+        task_job=task_job, task_priority=task_priority, task_class=columns.task_class, classes=classes,
+        jobs=jobs, job_first=tasks.job_first, queues=queues, queue_index=queue_index, capability=capability,
         guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
         foreign_pods=foreign,
     )
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
-
-
-@dataclass
-class _PodRead:
-    """One pass over the state's pods: distinct request maps, who sits on which node, and our
-    scheduler's pods with their sort keys."""
-
-    shapes: list[dict[str, int]]                 # distinct request maps
-    placed: list[tuple[str, int, bool]]          # (node name, shape, releasing) of pods on nodes
-    foreign_on: list[str]                        # node names of other schedulers' pods
-    ours: list[Pod]
-    our_shapes: list[int]
-    keys: list[str]                              # namespace/name of ours (the state's keys)
-    sort_keys: list[tuple]                       # (job key, -priority, creation, uid) of ours
-
-
-def _read_pods(state: ClusterState, scheduler_name: str) -> _PodRead:
-    shape_index: dict[tuple, int] = {}
-    out = _PodRead([], [], [], [], [], [], [])
-    priority_classes, default_priority = state.priority_classes, state.default_priority
-    for key, pod in state.pods.items():
-        requests = pod.requests
-        shape_key = tuple(requests.items())
-        sid = shape_index.get(shape_key)
-        if sid is None:
-            sid = shape_index[shape_key] = len(out.shapes)
-            out.shapes.append(requests)
-        phase = pod.phase
-        mine = pod.scheduler_name == scheduler_name
-        if pod.node_name and phase != "Succeeded" and phase != "Failed":
-            out.placed.append((pod.node_name, sid, pod.releasing))
-            if not mine:
-                out.foreign_on.append(pod.node_name)
-        if mine and phase != "Failed":
-            if pod.priority is not None:
-                priority = pod.priority
-            elif pod.priority_class is not None:
-                priority = priority_classes.get(pod.priority_class, default_priority)
-            else:
-                priority = default_priority
-            namespace = pod.namespace
-            out.ours.append(pod)
-            out.our_shapes.append(sid)
-            out.keys.append(key)
-            job = f"{namespace}/{pod.group}" if pod.group else f"{namespace}/{pod.name}"
-            out.sort_keys.append((job, -priority, pod.creation, pod.uid))
-    return out
 
 
 def _resource_list(state: ClusterState, plan: Plan, managed: set[str], shapes: list[dict[str, int]],
@@ -458,7 +391,7 @@ def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays
                             if t.effect == "PreferNoSchedule"])
     return _NodeArrays(
         generation=state.node_generation, resources=resources, names=names,
-        position={name: i for i, name in enumerate(names)}, objects=objects,
+        objects=objects,
         allocatable=allocatable, schedulable=np.array([not n.unschedulable for n in objects], dtype=bool),
         label_bits=_bitset(label_rows, len(label_index) + len(label_key_index)), label_index=label_index,
         label_key_index=label_key_index, taint_bits=_bitset(taint_rows, len(taint_index)),
@@ -520,25 +453,15 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
     return queues, queue_index, capability, guarantee, deserved, borrow_limit
 
 
-def _build_jobs(state, ours, job_keys, task_job, task_priority, queue_index, queues, index,
-                r) -> tuple[list[JobInfo], np.ndarray]:
-    """Jobs from the sorted tasks (each job's tasks are consecutive)."""
+def _build_jobs(state: ClusterState, tasks: TaskOrder, task_priority: np.ndarray, queue_index: dict[str, int],
+                queues: list[QueueInfo], index: dict[str, int], r: int) -> list[JobInfo]:
+    """Jobs from the grouped tasks (job j's tasks are tasks.job_first[j]:job_first[j+1])."""
     jobs: list[JobInfo] = []
-    first: list[int] = []
-    previous = None
-    for i, key in enumerate(job_keys):
-        if key != previous:
-            first.append(i)
-            previous = key
-    first.append(len(job_keys))
-    job_first = np.array(first, dtype=np.int64)
-    task_job[:] = np.repeat(np.arange(len(first) - 1, dtype=np.int64), np.diff(job_first))
-    all_tasks = np.arange(len(job_keys), dtype=np.int64)
-    for j in range(len(first) - 1):
+    first = tasks.job_first.tolist()
+    all_tasks = np.arange(first[-1], dtype=np.int64)
+    for j, key in enumerate(tasks.job_names):
         lo, hi = first[j], first[j + 1]
-        key = job_keys[lo]
-        tasks = all_tasks[lo:hi]
-        head = ours[lo]
+        head = tasks.pods[lo]
         group = state.podgroups.get(key) if head.group else None
         problem = None
         if head.group and group is None:
@@ -568,8 +491,8 @@ def _build_jobs(state, ours, job_keys, task_job, task_priority, queue_index, que
         elif q >= 0 and not queues[q].leaf and problem is None:
             problem = f"queue {queue_name} is not a leaf queue"
         jobs.append(JobInfo(j, key, group, group is None, q, queue_name, min_member, min_task, min_res, priority,
-                            creation, uid, phase, tasks, problem))
-    return jobs, job_first
+                            creation, uid, phase, all_tasks[lo:hi], problem))
+    return jobs
 
 
 # --- devices ---------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ or `python setup.py build_ext --inplace`), or the pure-Python reference when ask
 (`load(pure=True)` or the environment variable POLICYDSL_PURE_PYTHON=1). Both expose the same
 functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, the per-row share
 helpers (row_share, queue_share, at_limit, count_within), the PlacementTree class (place_batch's
-tree kept per task class between jobs) and the Ledger class (the session's accounting).
+tree kept per task class between jobs), the Ledger class (the session's accounting), the
+snapshot's passes over the pods (scan_pods, group_tasks, task_columns, node_usage) and the
+cycle's decisions (placements, podgroup_statuses).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ class Kernels:
     count_within: Callable
     PlacementTree: type
     Ledger: type
+    scan_pods: Callable
+    group_tasks: Callable
+    task_columns: Callable
+    node_usage: Callable
+    placements: Callable
+    podgroup_statuses: Callable
 
 
 def pure_python_requested() -> bool:
@@ -48,11 +56,13 @@ def load(pure: bool | None = None) -> Kernels:
         from runtime.kernels import reference as ref
         return Kernels("python", ref.fit_states, ref.score_nodes, ref.place_batch, ref.dominant_shares,
                        ref.water_fill, ref.row_share, ref.queue_share, ref.at_limit, ref.count_within,
-                       ref.PlacementTree, ref.Ledger)
+                       ref.PlacementTree, ref.Ledger, ref.scan_pods, ref.group_tasks, ref.task_columns,
+                       ref.node_usage, ref.placements, ref.podgroup_statuses)
     try:
-        from runtime.kernels import fit, ledger, place, share
+        from runtime.kernels import collect, fit, ledger, place, scan, share
     except ImportError as err:
         raise KernelsNotBuilt(f"{BUILD_HINT} ({err})") from None
     return Kernels("compiled", fit.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
                    share.water_fill, share.row_share, share.queue_share, share.at_limit, share.count_within,
-                   place.PlacementTree, ledger.Ledger)
+                   place.PlacementTree, ledger.Ledger, scan.scan_pods, scan.group_tasks, scan.task_columns,
+                   scan.node_usage, collect.placements, collect.podgroup_statuses)

@@ -14,6 +14,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from runtime.decisions import Binding, PodGroupStatus
+from runtime.kernels.records import PodScan, TaskColumns, TaskOrder
+from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, Condition, Pod
+
 IDLE = 2
 FUTURE = 1
 NO_FIT = 0
@@ -432,3 +438,236 @@ class Ledger:
                 out.append(run)
                 last = self.task_class[t]
         return out
+
+
+# --- the snapshot's passes over the pods (scan.pyx) -------------------------------------------
+
+SUCCEEDED = 5
+BOUND = 3
+
+
+def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos):
+    """One pass over the state's pods: distinct request maps, the pods holding room on nodes,
+    our scheduler's pods with their job, priority, creation, status and node."""
+    shape_index = {}
+    job_index = {}
+    shapes, ours, keys, job_names = [], [], [], []
+    placed_node, placed_shape, placed_gone, placed_mine = [], [], [], []
+    shape, job, priority, creation, status, node_of, plain = [], [], [], [], [], [], []
+    for key, pod in pods.items():
+        if not isinstance(pod, Pod):
+            raise TypeError(f"state.pods[{key!r}] is a {type(pod).__name__}, not a Pod")
+        requests = pod.requests
+        items = tuple(requests.items())
+        sid = shape_index.get(items)
+        if sid is None:
+            sid = len(shapes)
+            shape_index[items] = sid
+            shapes.append(requests)
+        phase = pod.phase
+        mine = pod.scheduler_name == scheduler_name
+        node = pod.node_name
+        where = -1
+        gone = False
+        if node:
+            where = node_pos.get(node, -1)
+            gone = bool(pod.releasing)
+            if phase != "Succeeded" and phase != "Failed":
+                placed_node.append(where)
+                placed_shape.append(sid)
+                placed_gone.append(gone)
+                placed_mine.append(mine)
+        if mine and phase != "Failed":
+            prio = pod.priority
+            if prio is None:
+                pclass = pod.priority_class
+                prio = priority_classes.get(pclass, default_priority) if pclass is not None else default_priority
+            namespace = pod.namespace
+            name = pod.group
+            if not name:
+                name = pod.name
+            job_key = (namespace, name)
+            j = job_index.get(job_key)
+            if j is None:
+                j = len(job_names)
+                job_index[job_key] = j
+                job_names.append(f"{namespace}/{name}")
+            ours.append(pod)
+            keys.append(key)
+            shape.append(sid)
+            job.append(j)
+            priority.append(prio)
+            creation.append(pod.creation)
+            if phase == "Succeeded":
+                status.append(SUCCEEDED)
+                node_of.append(-1)
+                plain.append(False)
+            elif node:
+                status.append(RELEASING if gone else BOUND)
+                node_of.append(where)
+                plain.append(False)
+            else:
+                status.append(PENDING)
+                node_of.append(-1)
+                plain.append(not (pod.node_selector or pod.required_terms or pod.preferred_terms or pod.tolerations))
+    return PodScan(shapes, np.array(placed_node, dtype=np.int64), np.array(placed_shape, dtype=np.int64),
+                   np.array(placed_gone, dtype=np.uint8), np.array(placed_mine, dtype=np.uint8), ours, keys,
+                   np.array(shape, dtype=np.int64), np.array(job, dtype=np.int64),
+                   np.array(priority, dtype=np.int64), np.array(creation, dtype=np.float64),
+                   np.array(status, dtype=np.int8), np.array(node_of, dtype=np.int64), np.array(plain, dtype=np.uint8),
+                   job_names)
+
+
+def _in_task_order(order, lo, hi, priority, creation, ours) -> bool:
+    for i in range(lo + 1, hi):
+        a = order[i - 1]
+        b = order[i]
+        if priority[a] != priority[b]:
+            if priority[a] < priority[b]:
+                return False
+            continue
+        if creation[a] != creation[b]:
+            if creation[a] > creation[b]:
+                return False
+            continue
+        if ours[a].uid > ours[b].uid:
+            return False
+    return True
+
+
+def group_tasks(scan):
+    """Our pods as tasks: jobs by name (a counting sort), each job's tasks by priority
+    (descending), creation, uid."""
+    names, ours, keys = scan.job_names, scan.ours, scan.keys
+    job, priority, creation = scan.job.tolist(), scan.priority.tolist(), scan.creation.tolist()
+    j_n, t_n = len(names), len(ours)
+    by_name = sorted(range(j_n), key=names.__getitem__)
+    rank = [0] * j_n
+    for r in range(j_n):
+        rank[by_name[r]] = r
+    first = [0] * (j_n + 1)
+    for i in range(t_n):
+        first[rank[job[i]] + 1] += 1
+    for r in range(j_n):
+        first[r + 1] += first[r]
+    fill = first[:j_n]
+    order = [0] * t_n
+    for i in range(t_n):
+        r = rank[job[i]]
+        order[fill[r]] = i
+        fill[r] += 1
+    for r in range(j_n):
+        lo, hi = first[r], first[r + 1]
+        if hi - lo > 1 and not _in_task_order(order, lo, hi, priority, creation, ours):
+            order[lo:hi] = sorted(order[lo:hi], key=lambda k: (-priority[k], creation[k], ours[k].uid))
+    pods = [None] * t_n
+    task_keys = [None] * t_n
+    for i in range(t_n):
+        pods[i] = ours[order[i]]
+        task_keys[i] = keys[order[i]]
+    return TaskOrder(np.array(order, dtype=np.int64), pods, task_keys, np.array(first, dtype=np.int64),
+                     [names[j] for j in by_name])
+
+
+def task_columns(pods, status, plain, task_shape, row_of_shape):
+    """Each pending task's class (0 for the others) and each class's first task: a task
+    without node constraints or tolerations (`plain`) is classed by its request row alone."""
+    t_n = len(pods)
+    task_class = [0] * t_n
+    plain_class = [-1] * len(row_of_shape)
+    keyed = {}
+    heads = []
+    for t in range(t_n):
+        if status[t] != PENDING:
+            continue
+        row = row_of_shape[task_shape[t]]
+        if plain[t]:
+            cid = plain_class[row]
+            if cid < 0:
+                cid = plain_class[row] = len(heads)
+                heads.append(t)
+        else:
+            pod = pods[t]
+            selector = pod.node_selector
+            key = (row, tuple(sorted(selector.items())) if selector else (), pod.required_terms, pod.preferred_terms,
+                   pod.tolerations)
+            cid = keyed.get(key)
+            if cid is None:
+                cid = len(heads)
+                keyed[key] = cid
+                heads.append(t)
+        task_class[t] = cid
+    return TaskColumns(np.array(task_class, dtype=np.int64), heads)
+
+
+def node_usage(placed_node, placed_shape, placed_gone, placed_mine, shapes, used, releasing) -> int:
+    """Adds each placed pod's request to its node's used (and releasing, when it leaves);
+    returns how many of them are other schedulers' pods on known nodes."""
+    r_n = shapes.shape[1]
+    foreign = 0
+    for i in range(len(placed_node)):
+        n = placed_node[i]
+        if n < 0:
+            continue
+        s = placed_shape[i]
+        for r in range(r_n):
+            used[n, r] += shapes[s, r]
+        if placed_gone[i]:
+            for r in range(r_n):
+                releasing[n, r] += shapes[s, r]
+        if not placed_mine[i]:
+            foreign += 1
+    return foreign
+
+
+# --- the cycle's decisions (collect.pyx) ------------------------------------------------------
+
+def placements(before, status, task_node, task_keys, node_names, task_devices):
+    """(bindings, pipelined): tasks pending in the snapshot that the cycle allocated or
+    pipelined, in task order."""
+    bindings = []
+    pipelined = {}
+    for t in range(len(status)):
+        if before[t] != PENDING:
+            continue
+        if status[t] == ALLOCATED:
+            devices = task_devices.get(t) if task_devices else None
+            bindings.append(Binding(task_keys[t], node_names[task_node[t]], {} if devices is None else devices))
+        elif status[t] == PIPELINED:
+            pipelined[task_keys[t]] = node_names[task_node[t]]
+    return bindings, pipelined
+
+
+def podgroup_statuses(jobs, job_phase, ready, status, task_job, waiting):
+    """The status of each explicit PodGroup: Completed when all its tasks succeeded, Running
+    with minMember ready (Scheduled condition), back to Inqueue when a running gang fell below
+    it; a Pending or Inqueue one takes its condition from `waiting(j, pending, size)`."""
+    j_n = len(jobs)
+    pending = [0] * j_n
+    succeeded = [0] * j_n
+    for t in range(len(status)):
+        if status[t] == PENDING:
+            pending[task_job[t]] += 1
+        elif status[t] == SUCCEEDED:
+            succeeded[task_job[t]] += 1
+    out = []
+    for j in range(j_n):
+        job = jobs[j]
+        if job.implicit:
+            continue
+        phase = job_phase[j]
+        size = len(job.tasks)
+        min_member = job.min_member
+        if size and succeeded[j] == size:
+            phase = PG_COMPLETED
+        elif phase != PG_PENDING and ready[j] >= min_member and ready[j] > 0:
+            phase = PG_RUNNING
+        elif phase == PG_RUNNING and ready[j] < min_member:
+            phase = PG_INQUEUE
+        conditions = ()
+        if phase == PG_INQUEUE or phase == PG_PENDING:
+            conditions = waiting(j, pending[j], size)
+        elif phase == PG_RUNNING:
+            conditions = (Condition("Scheduled", "True", "Scheduled", f"{ready[j]}/{size} tasks ready"),)
+        out.append(PodGroupStatus(job.key, phase, conditions))
+    return out

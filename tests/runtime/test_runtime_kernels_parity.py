@@ -232,3 +232,95 @@ def test_ledger_matches_reference(compiled, seed):
         results.append(({k: v.tolist() for k, v in arrays.items()}, list(ledger.log_since(0)), ledger.log_n,
                         runs_seen))
     assert results[0] == results[1]
+
+
+# --- the snapshot's passes over the pods, the cycle's decisions --------------------------------
+
+def random_pods(rng, n_pods=60):
+    """Pods of two schedulers in every phase, on known and unknown nodes, in gangs and alone,
+    with ties in priority and creation (uids decide), some with node constraints."""
+    from runtime.model import MatchExpression, Pod, Toleration
+    pods = {}
+    for i in range(n_pods):
+        group = f"g{rng.integers(0, 6)}" if rng.random() < 0.7 else None
+        on = rng.random()
+        node = None if on < 0.5 else ("n1", "n2", "gone")[int(rng.integers(0, 3))]
+        requests = [{"cpu": 1000, "memory": 2**30}, {"memory": 2**30, "cpu": 1000}, {"cpu": 500}, {},
+                    {"cpu": 1000, "example.com/gpu": 1}][int(rng.integers(0, 5))]
+        pod = Pod(f"ns{rng.integers(0, 2)}", f"p{i}", dict(requests), uid=f"u{rng.integers(0, 40):02d}",
+                  node_name=node, phase=("Pending", "Running", "Succeeded", "Failed")[int(rng.integers(0, 4))]
+                  if node else ("Pending", "Succeeded", "Failed")[int(rng.choice(3, p=[0.8, 0.1, 0.1]))],
+                  scheduler_name="volcano" if rng.random() < 0.85 else "other", group=group,
+                  priority=None if rng.random() < 0.4 else int(rng.integers(0, 3)),
+                  priority_class="high" if rng.random() < 0.2 else None, creation=float(rng.integers(0, 4)),
+                  releasing=bool(node and rng.random() < 0.2),
+                  node_selector={"zone": "a"} if rng.random() < 0.15 else {},
+                  required_terms=((MatchExpression("disk", "Exists"),),) if rng.random() < 0.1 else (),
+                  tolerations=(Toleration("gpu", "Exists"),) if rng.random() < 0.1 else ())
+        pods[pod.key] = pod
+    order = rng.permutation(len(pods))
+    keys = list(pods)
+    return {keys[i]: pods[keys[i]] for i in order}
+
+
+def record_fields(record) -> dict:
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in vars(record).items()}
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_snapshot_passes_match(compiled, seed):
+    rng = np.random.default_rng(1300 + seed)
+    pods = random_pods(rng)
+    node_pos = {"n1": 0, "n2": 1}
+    outcomes = []
+    for kernels in (REF, compiled):
+        scan = kernels.scan_pods(pods, "volcano", {"high": 1000}, 5, node_pos)
+        tasks = kernels.group_tasks(scan)
+        status, plain = scan.status[tasks.order], scan.plain[tasks.order]
+        shapes = np.arange(len(scan.shapes) * 3, dtype=np.int64).reshape(-1, 3)
+        row_of_shape = np.array([min(s, 2) for s in range(len(scan.shapes))], dtype=np.int64)
+        columns = kernels.task_columns(tasks.pods, status, plain, scan.shape[tasks.order], row_of_shape)
+        used, releasing = np.zeros((2, 3), dtype=np.int64), np.zeros((2, 3), dtype=np.int64)
+        foreign = kernels.node_usage(scan.placed_node, scan.placed_shape, scan.placed_gone, scan.placed_mine,
+                                     shapes, used, releasing)
+        outcomes.append((record_fields(scan), record_fields(tasks), record_fields(columns), foreign,
+                         used.tolist(), releasing.tolist()))
+    assert outcomes[0] == outcomes[1]
+    scan, tasks = outcomes[0][0], outcomes[0][1]
+    # What the passes promise, beyond agreeing: each job's tasks contiguous, in task order.
+    by_key = {p.key: p for p in pods.values()}
+    for j, name in enumerate(tasks["job_names"]):
+        members = [by_key[k] for k in tasks["keys"][tasks["job_first"][j]:tasks["job_first"][j + 1]]]
+        assert {f"{p.namespace}/{p.group or p.name}" for p in members} == {name}
+        prio = [p.priority if p.priority is not None else (1000 if p.priority_class else 5) for p in members]
+        sort_keys = [(-pr, p.creation, p.uid) for pr, p in zip(prio, members)]
+        assert sort_keys == sorted(sort_keys)
+    assert tasks["job_names"] == sorted(tasks["job_names"])
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_decision_passes_match(compiled, seed):
+    from runtime.snapshot import JobInfo
+    rng = np.random.default_rng(1500 + seed)
+    t_n, j_n = 40, 8
+    before = rng.choice([0, 0, 0, 3, 5], size=t_n).astype(np.int8)
+    status = np.where(before == 0, rng.choice([0, 1, 2], size=t_n), before).astype(np.int8)
+    task_node = rng.integers(0, 3, size=t_n).astype(np.int64)
+    keys = [f"ns/p{t}" for t in range(t_n)]
+    devices = {int(t): {"nvidia.com/gpu": (int(t) % 2,)} for t in rng.choice(t_n, size=4)}
+    task_job = np.sort(rng.integers(0, j_n, size=t_n)).astype(np.int64)
+    jobs = [JobInfo(j, f"ns/g{j}", None, bool(rng.random() < 0.2), 0, "q", int(rng.integers(1, 4)), {}, None, 0,
+                    0.0, "", "", np.flatnonzero(task_job == j)) for j in range(j_n)]
+    phases = [("Pending", "Inqueue", "Running")[int(rng.integers(0, 3))] for _ in range(j_n)]
+    ready = np.array([int(((status == 1) | (status == 3))[task_job == j].sum()) for j in range(j_n)], dtype=np.int64)
+    outcomes = []
+    for kernels in (REF, compiled):
+        bindings, pipelined = kernels.placements(before, status, task_node, keys, ["a", "b", "c"], devices)
+        statuses = kernels.podgroup_statuses(jobs, phases, ready, status, task_job,
+                                             lambda j, pending, size: (f"{j}: {pending}/{size}",))
+        outcomes.append(([(b.pod, b.node, b.devices) for b in bindings], pipelined,
+                         [(s.name, s.phase, s.conditions) for s in statuses]))
+    assert outcomes[0] == outcomes[1]
+    bound = {b[0] for b in outcomes[0][0]}
+    assert bound == {keys[t] for t in range(t_n) if before[t] == 0 and status[t] == 1}
+    assert set(outcomes[0][1]) == {keys[t] for t in range(t_n) if before[t] == 0 and status[t] == 2}

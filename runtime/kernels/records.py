@@ -1,0 +1,50 @@
+"""What the snapshot kernels return (runtime/kernels/scan.pyx and its twins in reference.py):
+plain records of lists and arrays, so both kernels hand runtime.snapshot the same shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class PodScan:
+    """One pass over the cluster's pods (`scan_pods`)."""
+
+    shapes: list[dict[str, int]]     # distinct request maps, in order of first appearance
+    placed_node: np.ndarray          # (P,) int64: node of each pod holding room on one (-1: unknown node)
+    placed_shape: np.ndarray         # (P,) int64: its request map
+    placed_gone: np.ndarray          # (P,) uint8: releasing
+    placed_mine: np.ndarray          # (P,) uint8: of our scheduler
+    ours: list[Any]                  # our scheduler's pods (Failed ones aside), in state order
+    keys: list[str]                  # their namespace/name
+    shape: np.ndarray                # (T,) int64: request map of each of ours
+    job: np.ndarray                  # (T,) int64: job in order of first appearance
+    priority: np.ndarray             # (T,) int64
+    creation: np.ndarray             # (T,) float64
+    status: np.ndarray               # (T,) int8: runtime.snapshot's status codes (PENDING, BOUND, ...)
+    node: np.ndarray                 # (T,) int64: node, -1 when not on a known node
+    plain: np.ndarray                # (T,) uint8: pending without node constraints or tolerations
+    job_names: list[str]             # "namespace/podgroup" (or the pod's name when implicit) per job
+
+
+@dataclass
+class TaskOrder:
+    """Our pods as tasks (`group_tasks`): jobs by name, each job's tasks by priority
+    (descending), creation, uid; each job one contiguous range."""
+
+    order: np.ndarray                # (T,) int64: scan position of each task
+    pods: list[Any]
+    keys: list[str]
+    job_first: np.ndarray            # (J+1,) int64: job j's tasks are job_first[j]:job_first[j+1]
+    job_names: list[str]             # per job, sorted
+
+
+@dataclass
+class TaskColumns:
+    """Each pending task's class (`task_columns`); a class is new where it first appears."""
+
+    task_class: np.ndarray           # (T,) int64 (0 for tasks not pending)
+    class_heads: list[int]           # per class: its first task

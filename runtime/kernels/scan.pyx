@@ -1,0 +1,277 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The snapshot's passes over the cluster's pods (runtime.snapshot.build_snapshot), compiled:
+
+- `scan_pods`: one pass over the state's pods: distinct request maps, the pods holding room
+  on nodes, and our scheduler's pods with their job, priority, creation, status and node;
+- `group_tasks`: our pods as tasks, jobs by name (a counting sort), each job's tasks by
+  priority (descending), creation, uid: usually already so, checked in one pass per job;
+- `task_columns`: each pending task's class (pods without node constraints or tolerations are
+  classed by their request row alone);
+- `node_usage`: the room every pod on a node holds, whoever's it is.
+
+Same algorithms, step for step, as reference.py's twins (the parity tests hold them to it).
+Pods are read through their slots (_slots.pxi).
+"""
+
+import numpy as np
+
+from cpython.dict cimport PyDict_Next
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+
+from runtime.kernels.records import PodScan, TaskColumns, TaskOrder
+from runtime.model import Pod
+
+include "_slots.pxi"
+
+# Task status codes (runtime.snapshot).
+cdef enum:
+    PENDING = 0
+    BOUND = 3
+    RELEASING = 4
+    SUCCEEDED = 5
+
+cdef PyMemberDef *M_REQUESTS = slot_member(Pod, "requests")
+cdef PyMemberDef *M_PHASE = slot_member(Pod, "phase")
+cdef PyMemberDef *M_SCHEDULER = slot_member(Pod, "scheduler_name")
+cdef PyMemberDef *M_NODE = slot_member(Pod, "node_name")
+cdef PyMemberDef *M_RELEASING = slot_member(Pod, "releasing")
+cdef PyMemberDef *M_PRIORITY = slot_member(Pod, "priority")
+cdef PyMemberDef *M_PRIORITY_CLASS = slot_member(Pod, "priority_class")
+cdef PyMemberDef *M_NAMESPACE = slot_member(Pod, "namespace")
+cdef PyMemberDef *M_NAME = slot_member(Pod, "name")
+cdef PyMemberDef *M_GROUP = slot_member(Pod, "group")
+cdef PyMemberDef *M_CREATION = slot_member(Pod, "creation")
+cdef PyMemberDef *M_UID = slot_member(Pod, "uid")
+cdef PyMemberDef *M_SELECTOR = slot_member(Pod, "node_selector")
+cdef PyMemberDef *M_REQUIRED = slot_member(Pod, "required_terms")
+cdef PyMemberDef *M_PREFERRED = slot_member(Pod, "preferred_terms")
+cdef PyMemberDef *M_TOLERATIONS = slot_member(Pod, "tolerations")
+
+
+cdef tuple _items_key(dict requests):
+    """The request map as one flat tuple (name, amount, name, amount, ...): its identity."""
+    cdef tuple key = PyTuple_New(2 * len(requests))
+    cdef Py_ssize_t pos = 0, k = 0
+    cdef PyObject *name
+    cdef PyObject *amount
+    while PyDict_Next(requests, &pos, &name, &amount):
+        Py_INCREF(<object> name)
+        PyTuple_SET_ITEM(key, k, <object> name)
+        Py_INCREF(<object> amount)
+        PyTuple_SET_ITEM(key, k + 1, <object> amount)
+        k += 2
+    return key
+
+
+def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_priority, dict node_pos):
+    cdef Py_ssize_t n = len(pods), pos = 0, t = 0, p = 0, sid, j
+    cdef PyObject *key_ptr
+    cdef PyObject *pod_ptr
+    cdef dict shape_index = {}, job_index = {}, requests
+    cdef list shapes = [], ours = [], keys = [], job_names = []
+    placed_node = np.empty(n, dtype=np.int64)
+    placed_shape = np.empty(n, dtype=np.int64)
+    placed_gone = np.empty(n, dtype=np.uint8)
+    placed_mine = np.empty(n, dtype=np.uint8)
+    shape = np.empty(n, dtype=np.int64)
+    job = np.empty(n, dtype=np.int64)
+    priority = np.empty(n, dtype=np.int64)
+    creation = np.empty(n, dtype=np.float64)
+    status = np.empty(n, dtype=np.int8)
+    node_of = np.empty(n, dtype=np.int64)
+    plain = np.empty(n, dtype=np.uint8)
+    cdef long long[::1] pn = placed_node, ps = placed_shape, sh = shape, jb = job, pr = priority, nd = node_of
+    cdef unsigned char[::1] pg = placed_gone, pm = placed_mine, pl = plain
+    cdef double[::1] cr = creation
+    cdef signed char[::1] st = status
+    cdef object pod, node, found, prio, pclass, namespace, name
+    cdef str phase, scheduler
+    cdef bint mine, gone
+    cdef long long where
+    while PyDict_Next(pods, &pos, &key_ptr, &pod_ptr):
+        pod = <object> pod_ptr
+        if not isinstance(pod, Pod):
+            raise TypeError(f"state.pods[{<object> key_ptr!r}] is a {type(pod).__name__}, not a Pod")
+        requests = get_slot(pod, M_REQUESTS)
+        key = _items_key(requests)
+        found = shape_index.get(key)
+        if found is None:
+            sid = len(shapes)
+            shape_index[key] = sid
+            shapes.append(requests)
+        else:
+            sid = found
+        phase = get_slot(pod, M_PHASE)
+        scheduler = get_slot(pod, M_SCHEDULER)
+        mine = scheduler == scheduler_name
+        node = get_slot(pod, M_NODE)
+        where = -1
+        gone = False
+        if node:
+            found = node_pos.get(node)
+            if found is not None:
+                where = found
+            gone = True if get_slot(pod, M_RELEASING) else False
+            if phase != "Succeeded" and phase != "Failed":
+                pn[p] = where
+                ps[p] = sid
+                pg[p] = gone
+                pm[p] = mine
+                p += 1
+        if mine and phase != "Failed":
+            prio = get_slot(pod, M_PRIORITY)
+            if prio is None:
+                pclass = get_slot(pod, M_PRIORITY_CLASS)
+                prio = priority_classes.get(pclass, default_priority) if pclass is not None else default_priority
+            namespace = get_slot(pod, M_NAMESPACE)
+            name = get_slot(pod, M_GROUP)
+            if not name:
+                name = get_slot(pod, M_NAME)
+            job_key = (namespace, name)
+            found = job_index.get(job_key)
+            if found is None:
+                j = len(job_names)
+                job_index[job_key] = j
+                job_names.append(f"{namespace}/{name}")
+            else:
+                j = found
+            ours.append(pod)
+            keys.append(<object> key_ptr)
+            sh[t] = sid
+            jb[t] = j
+            pr[t] = prio
+            cr[t] = get_slot(pod, M_CREATION)
+            nd[t] = -1
+            pl[t] = 0
+            if phase == "Succeeded":
+                st[t] = SUCCEEDED
+            elif node:
+                st[t] = RELEASING if gone else BOUND
+                nd[t] = where
+            else:
+                st[t] = PENDING
+                pl[t] = not (get_slot(pod, M_SELECTOR) or get_slot(pod, M_REQUIRED) or get_slot(pod, M_PREFERRED)
+                             or get_slot(pod, M_TOLERATIONS))
+            t += 1
+    return PodScan(shapes, placed_node[:p], placed_shape[:p], placed_gone[:p], placed_mine[:p], ours, keys,
+                   shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names)
+
+
+cdef bint _in_task_order(const long long[::1] order, Py_ssize_t lo, Py_ssize_t hi, const long long[::1] pr,
+                         const double[::1] cr, list ours) except -1:
+    """Whether order[lo:hi] is sorted by (priority descending, creation, uid)."""
+    cdef Py_ssize_t i, a, b
+    cdef str uid_a, uid_b
+    for i in range(lo + 1, hi):
+        a = order[i - 1]
+        b = order[i]
+        if pr[a] != pr[b]:
+            if pr[a] < pr[b]:
+                return False
+            continue
+        if cr[a] != cr[b]:
+            if cr[a] > cr[b]:
+                return False
+            continue
+        uid_a = get_slot(ours[a], M_UID)
+        uid_b = get_slot(ours[b], M_UID)
+        if uid_a > uid_b:
+            return False
+    return True
+
+
+def group_tasks(scan):
+    cdef list names = scan.job_names, ours = scan.ours, keys = scan.keys
+    cdef Py_ssize_t j_n = len(names), t_n = len(ours), i, r, lo, hi
+    cdef const long long[::1] jb = scan.job
+    cdef const long long[::1] pr = scan.priority
+    cdef const double[::1] cr = scan.creation
+    by_name = sorted(range(j_n), key=names.__getitem__)
+    rank_arr = np.empty(j_n, dtype=np.int64)
+    first_arr = np.zeros(j_n + 1, dtype=np.int64)
+    order_arr = np.empty(t_n, dtype=np.int64)
+    cdef long long[::1] rank = rank_arr, first = first_arr, order = order_arr
+    for r in range(j_n):
+        rank[<Py_ssize_t> by_name[r]] = r
+    for i in range(t_n):
+        first[rank[jb[i]] + 1] += 1
+    for r in range(j_n):
+        first[r + 1] += first[r]
+    fill_arr = first_arr[:j_n].copy()
+    cdef long long[::1] fill = fill_arr
+    for i in range(t_n):
+        r = rank[jb[i]]
+        order[fill[r]] = i
+        fill[r] += 1
+    for r in range(j_n):
+        lo = first[r]
+        hi = first[r + 1]
+        if hi - lo > 1 and not _in_task_order(order, lo, hi, pr, cr, ours):
+            part = sorted(order_arr[lo:hi].tolist(),
+                          key=lambda k: (-scan.priority[k], scan.creation[k], ours[k].uid))
+            for i in range(hi - lo):
+                order[lo + i] = part[i]
+    cdef list pods = [None] * t_n, task_keys = [None] * t_n
+    for i in range(t_n):
+        pods[i] = ours[order[i]]
+        task_keys[i] = keys[order[i]]
+    return TaskOrder(order_arr, pods, task_keys, first_arr, [names[j] for j in by_name])
+
+
+def task_columns(list pods, const signed char[::1] status, const unsigned char[::1] plain,
+                 const long long[::1] task_shape, const long long[::1] row_of_shape):
+    """Each pending task's class (0 for the others) and each class's first task: a task
+    without node constraints or tolerations (`plain`) is classed by its request row alone."""
+    cdef Py_ssize_t t_n = len(pods), t, row, cid
+    class_arr = np.zeros(t_n, dtype=np.int64)
+    plain_class_arr = np.full(row_of_shape.shape[0], -1, dtype=np.int64)
+    cdef long long[::1] task_class = class_arr, plain_class = plain_class_arr
+    cdef dict keyed = {}
+    cdef list heads = []
+    cdef object pod, selector, found
+    for t in range(t_n):
+        if status[t] != PENDING:
+            continue
+        row = row_of_shape[task_shape[t]]
+        if plain[t]:
+            cid = plain_class[row]
+            if cid < 0:
+                cid = plain_class[row] = len(heads)
+                heads.append(t)
+        else:
+            pod = pods[t]
+            selector = get_slot(pod, M_SELECTOR)
+            key = (row, tuple(sorted(selector.items())) if selector else (), get_slot(pod, M_REQUIRED),
+                   get_slot(pod, M_PREFERRED), get_slot(pod, M_TOLERATIONS))
+            found = keyed.get(key)
+            if found is None:
+                cid = len(heads)
+                keyed[key] = cid
+                heads.append(t)
+            else:
+                cid = found
+        task_class[t] = cid
+    return TaskColumns(class_arr, heads)
+
+
+def node_usage(const long long[::1] placed_node, const long long[::1] placed_shape,
+               const unsigned char[::1] placed_gone, const unsigned char[::1] placed_mine,
+               const long long[:, ::1] shapes, long long[:, ::1] used, long long[:, ::1] releasing):
+    """Adds each placed pod's request to its node's used (and releasing, when it leaves);
+    returns how many of them are other schedulers' pods on known nodes."""
+    cdef Py_ssize_t i, r, n, s, r_n = shapes.shape[1]
+    cdef Py_ssize_t foreign = 0
+    for i in range(placed_node.shape[0]):
+        n = placed_node[i]
+        if n < 0:
+            continue
+        s = placed_shape[i]
+        for r in range(r_n):
+            used[n, r] += shapes[s, r]
+        if placed_gone[i]:
+            for r in range(r_n):
+                releasing[n, r] += shapes[s, r]
+        if not placed_mine[i]:
+            foreign += 1
+    return foreign
