@@ -246,6 +246,11 @@ def run(args: argparse.Namespace) -> Result:
                 mark = next((m for m in reversed(cluster.marks[-5:]) if m.began == revision), None)
             outcome = outcomes.get(revision)
             if mark is None or outcome is None or outcome.woken_at is None:
+                print(f"reload to revision {revision} not seen active within {ACTIVE_TIMEOUT_S:.0f}s "
+                      f"(reloaded: {outcome is not None}, cycles so far {len(cluster.marks)})", file=sys.stderr)
+                if metrics.registry.get_sample_value("policydsl_cycle_errors_total"):
+                    print("cycles are failing (see the log above): stopping", file=sys.stderr)
+                    break
                 continue
             samples.append(Sample(mark.started - written, outcome.woken_at - written,
                                   outcome.finished_at - outcome.woken_at, mark.started - outcome.finished_at))

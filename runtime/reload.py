@@ -16,8 +16,9 @@ timestamped folders, which come and go with each swap).
 
 What a burst of changes does: watchfiles yields once the set of changes stopped growing for
 `debounce` (its `step`), so the kubelet's create-folder/rename/delete, or an editor's
-write-temp/rename, is one wake-up. Then the sources are fingerprinted (content hashes); a
-wake-up that changed no source (a neighbouring file, an editor's swap file) stops there.
+write-temp/rename, is one wake-up. Only changes to a source's path or to the ConfigMap's
+`..`-entries wake the reloader (a log file written next to the policy does not); then the
+sources are fingerprinted (content hashes), and a wake-up that changed no source stops there.
 
 What a reload does: parse, lint, compile and validate (compiler.pipeline.compile_file). A
 policy without errors is handed to the scheduler (`set_plan`), which takes it at the start of
@@ -161,6 +162,16 @@ def watch_folders(files: Iterable[str]) -> tuple[str, ...]:
     resolved = {os.path.dirname(os.path.realpath(f)) for f in files}
     inside = {d for d in resolved if any(d == top or d.startswith(top.rstrip(os.sep) + os.sep) for top in literal)}
     return tuple(sorted(literal | (resolved - inside)))
+
+
+def source_paths(files: Iterable[str]) -> frozenset[str]:
+    """The paths whose changes matter: each source as named and as resolved."""
+    return frozenset(p for f in files for p in (f, os.path.realpath(f)))
+
+
+def touches_sources(path: str, sources: frozenset[str]) -> bool:
+    """A change event about a source, or about the ConfigMap's `..data` machinery."""
+    return path in sources or os.path.basename(path).startswith("..")
 
 
 def folder_identity(folders: Iterable[str]) -> tuple[tuple[str, int | None], ...]:
@@ -367,10 +378,14 @@ class PolicyReloader:
                 continue
             first = True
             try:
-                for changes in watchfiles.watch(*existing, step=step_ms, debounce=max(step_ms, round(MAX_BURST_S * 1000)),
+                # No watch_filter: filtered-out batches would not come back here, and a busy folder
+                # would then starve the checks below.
+                for changes in watchfiles.watch(*existing, watch_filter=None, step=step_ms,
+                                                debounce=max(step_ms, round(MAX_BURST_S * 1000)),
                                                 stop_event=self._rewatch, rust_timeout=round(FOLDER_CHECK_S * 1000),
                                                 yield_on_timeout=True, recursive=False, raise_interrupt=False):
-                    if changes:
+                    paths = source_paths(self._files)  # a failed reload may add sources in the same folders
+                    if any(touches_sources(path, paths) for _, path in changes):
                         self.request("file change")
                     elif first:
                         # The watch is set up by now: whatever changed between the last compile and
