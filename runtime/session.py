@@ -33,6 +33,7 @@ from runtime.kernels import Kernels
 from runtime.snapshot import ALLOCATED, BOUND, PENDING, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass
 
 ORDER_POINTS = ("job_order", "queue_order", "task_order")
+_NONE: list = []          # the callbacks of a point nobody registered at (never appended to)
 PERMIT, REJECT, ABSTAIN = True, False, None
 
 
@@ -87,14 +88,15 @@ class Session:
             np.zeros(0, dtype=bool)
         self.queue_chain = [self._chain(q) for q in range(q_n)]
         self._init_accounting()
-        chain_ptr = np.zeros(q_n + 1, dtype=np.int64)
-        chain_ptr[1:] = np.cumsum([len(c) for c in self.queue_chain]) if q_n else 0
-        chains = np.array([c for chain in self.queue_chain for c in chain], dtype=np.int64)
+        # The chains as arrays for kernels: queue q's are chains[chain_ptr[q]:chain_ptr[q + 1]].
+        self.chain_ptr = np.zeros(q_n + 1, dtype=np.int64)
+        self.chain_ptr[1:] = np.cumsum([len(c) for c in self.queue_chain]) if q_n else 0
+        self.chains = np.array([c for chain in self.queue_chain for c in chain], dtype=np.int64)
         job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
         self.ledger = kernels.Ledger(
             snap.request, snap.task_job, snap.task_class, self.zero.view(np.uint8), self.status, self.task_node,
             self.used, self.pipelined, self.releasing, snap.job_first, self.job_allocated, self.job_ready,
-            self.job_pipelined, self.job_pending, job_queue, self.queue_allocated, chain_ptr, chains)
+            self.job_pipelined, self.job_pending, job_queue, self.queue_allocated, self.chain_ptr, self.chains)
         self._fit_columns = np.ones(r, dtype=np.int64)
         self._custom_task_order = False
         # Callbacks per point: a list of tiers, each a list of (plugin name, fn).
@@ -108,7 +110,6 @@ class Session:
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
         self._class_inputs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._scratch = (np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int8))
         # A class's placement tree and the ledger's log length when it was last used: it
         # re-keys only the nodes logged since.
         self.trees: dict[int, tuple[Any, int]] = {}
@@ -196,7 +197,7 @@ class Session:
         return plugin_spec.enabled(point)
 
     def fns(self, point: str) -> list[list[tuple[str, Callable]]]:
-        return self.callbacks.get(point, [])
+        return self.callbacks.get(point, _NONE)
 
     def answers(self, point: str, plugin: str) -> bool:
         """Whether `plugin` registered a callback at `point`."""
@@ -259,11 +260,10 @@ class Session:
         job = self.snap.jobs[j]
         if job.problem:
             return d.Reason(d.JOB, job.problem)
-        for tier in self.fns("job_valid"):
-            for _, fn in tier:
-                reason = fn(j)
-                if reason is not None:
-                    return reason
+        for fn in self.flat("job_valid"):
+            reason = fn(j)
+            if reason is not None:
+                return reason
         return None
 
     def overused(self, q: int) -> bool:
@@ -329,12 +329,6 @@ class Session:
             req = np.array(cls.request, dtype=np.int64) * self._fit_columns
             cached = self._class_inputs[cid] = (mask, self.class_static_score(cls), req)
         return cached
-
-    def scratch(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Output buffers (nodes, kinds) for k placements, reused: read them before the next call."""
-        if len(self._scratch[0]) < k:
-            self._scratch = (np.empty(2 * k, dtype=np.int64), np.empty(2 * k, dtype=np.int8))
-        return self._scratch
 
     def fit_request(self, t: int) -> np.ndarray:
         """The request the fit kernel checks: device-managed columns are the card check's."""
@@ -431,7 +425,7 @@ class Statement:
         self.ssn = ssn
         self.ops: list[tuple] = []     # (_PLACE, tasks) | (_EVICT, task, prior status, reason)
 
-    def placed(self, tasks: np.ndarray, nodes: np.ndarray, kinds: np.ndarray, n: int) -> None:
+    def placed(self, tasks: list[int], nodes: np.ndarray, kinds: np.ndarray, n: int) -> None:
         """Record the first n placements a placement kernel made (its node arrays updated)."""
         if n:
             self.ssn.ledger.placed(tasks, nodes, kinds, n)
@@ -442,7 +436,7 @@ class Statement:
         if devices:
             self.ssn.task_devices[t] = devices
         self.ssn.ledger.occupy(t, node, status)
-        self.ops.append((_PLACE, np.array([t], dtype=np.int64)))
+        self.ops.append((_PLACE, [t]))
 
     def evict(self, t: int, reason: d.Reason) -> None:
         prior = self.ssn.ledger.evict(t)
@@ -460,7 +454,7 @@ class Statement:
         for op in reversed(self.ops):
             if op[0] == _PLACE:
                 if ssn.task_devices:
-                    for t in op[1].tolist():
+                    for t in op[1]:
                         devices = ssn.task_devices.pop(t, None)
                         if devices and ssn.device_hooks is not None:
                             ssn.device_hooks.release(t, int(ssn.task_node[t]), devices)

@@ -20,11 +20,14 @@ def admitted(ssn: Session, j: int) -> bool:
 def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
     """Admitted, valid jobs with pending tasks, as per-queue heaps keyed by job order."""
     heaps: dict[int, list] = {}
+    pending = ssn.job_pending.tolist()
+    gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
+    phases = ssn.job_phase
     for job in ssn.snap.jobs:
         j = job.index
-        if want_pending and ssn.job_pending[j] == 0:
+        if want_pending and pending[j] == 0:
             continue
-        if not admitted(ssn, j):
+        if gated and phases[j] == "Pending":
             continue
         reason = ssn.job_valid(j)
         if reason is not None:
@@ -54,31 +57,31 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
                                  ssn.score_params, 1, nodes, kinds) == 0:
                 break
             ssn.task_devices[t] = hooks.assign(t, int(nodes[0]))
-            stmt.placed(np.array([t], dtype=np.int64), nodes, kinds, 1)
+            stmt.placed([t], nodes, kinds, 1)
             placed += 1
         return placed
-    nodes, kinds = ssn.scratch(limit)
     tree = class_tree(ssn, cid, req, mask, static)
-    placed = tree.place(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
-                        ssn.score_params, limit, nodes, kinds)
-    stmt.placed(np.array(run[:placed], dtype=np.int64), nodes, kinds, placed)
+    placed = tree.place(limit)
+    stmt.placed(run, tree.out_nodes, tree.out_kinds, placed)
     # The tree already re-keyed the nodes it placed on.
     ssn.trees[cid] = (tree, ssn.ledger.log_n)
     return placed
 
 
 def class_tree(ssn: Session, cid: int, req, mask, static):
-    """The class's placement tree, brought up to date: rebuilt when new or when many nodes
+    """The class's placement tree, brought up to date: built when new or when many nodes
     changed since its last use, else only the changed nodes re-keyed."""
     snap = ssn.snap
     tree, seen = ssn.trees.get(cid, (None, 0))
     logged = ssn.ledger.log_n
-    if tree is None or logged - seen > max(64, snap.n_nodes // 8):
-        tree = ssn.k.PlacementTree(snap.n_nodes)
-        tree.build(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static, ssn.score_params)
+    if tree is None:
+        tree = ssn.k.PlacementTree(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
+                                   ssn.score_params)
+        tree.build()
+    elif logged - seen > max(64, snap.n_nodes // 8):
+        tree.build()
     elif logged > seen:
-        tree.refresh(ssn.ledger.log_since(seen), snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req,
-                     mask, static, ssn.score_params)
+        tree.refresh(ssn.ledger.log_since(seen))
     return tree
 
 

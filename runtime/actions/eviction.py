@@ -101,7 +101,7 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
     if ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
                          ssn.score_params, 1, nodes, kinds):
         # place_batch updated used/pipelined itself; record without re-adding.
-        stmt.placed(np.array([t], dtype=np.int64), nodes, kinds, 1)
+        stmt.placed([t], nodes, kinds, 1)
         return True
     future = snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined
     scores = np.empty(snap.n_nodes, dtype=np.float64)

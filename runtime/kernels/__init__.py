@@ -4,8 +4,9 @@
 or `python setup.py build_ext --inplace`), or the pure-Python reference when asked for
 (`load(pure=True)` or the environment variable POLICYDSL_PURE_PYTHON=1). Both expose the same
 functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, the per-row share
-helpers (row_share, queue_share, at_limit, count_within), the PlacementTree class (place_batch's
-tree kept per task class between jobs), the Ledger class (the session's accounting), the
+classes (RowShare, QueueShare, AtLimit, CountWithin: bound to the session's arrays once, called
+per row), the PlacementTree class (place_batch's tree kept per task class between jobs), the
+Ledger class (the session's accounting), the
 snapshot's passes over the pods (scan_pods, group_tasks, task_columns, node_usage) and the
 cycle's decisions (placements, podgroup_statuses).
 """
@@ -31,10 +32,10 @@ class Kernels:
     place_batch: Callable
     dominant_shares: Callable
     water_fill: Callable
-    row_share: Callable
-    queue_share: Callable
-    at_limit: Callable
-    count_within: Callable
+    RowShare: type
+    QueueShare: type
+    AtLimit: type
+    CountWithin: type
     PlacementTree: type
     Ledger: type
     scan_pods: Callable
@@ -55,7 +56,7 @@ def load(pure: bool | None = None) -> Kernels:
     if pure:
         from runtime.kernels import reference as ref
         return Kernels("python", ref.fit_states, ref.score_nodes, ref.place_batch, ref.dominant_shares,
-                       ref.water_fill, ref.row_share, ref.queue_share, ref.at_limit, ref.count_within,
+                       ref.water_fill, ref.RowShare, ref.QueueShare, ref.AtLimit, ref.CountWithin,
                        ref.PlacementTree, ref.Ledger, ref.scan_pods, ref.group_tasks, ref.task_columns,
                        ref.node_usage, ref.placements, ref.podgroup_statuses)
     try:
@@ -63,6 +64,6 @@ def load(pure: bool | None = None) -> Kernels:
     except ImportError as err:
         raise KernelsNotBuilt(f"{BUILD_HINT} ({err})") from None
     return Kernels("compiled", fit.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
-                   share.water_fill, share.row_share, share.queue_share, share.at_limit, share.count_within,
+                   share.water_fill, share.RowShare, share.QueueShare, share.AtLimit, share.CountWithin,
                    place.PlacementTree, ledger.Ledger, scan.scan_pods, scan.group_tasks, scan.task_columns,
                    scan.node_usage, collect.placements, collect.podgroup_statuses)

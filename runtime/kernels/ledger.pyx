@@ -113,12 +113,13 @@ cdef class Ledger:
         for r in range(self.request.shape[1]):
             arr[node, r] += sign * self.request[t, r] * self.held[r]
 
-    def placed(self, const long long[::1] tasks, const long long[::1] nodes, const signed char[::1] kinds,
-               Py_ssize_t n):
+    def placed(self, list tasks, const long long[::1] nodes, const signed char[::1] kinds, Py_ssize_t n):
         """Record the first n placements of a placement kernel (which already added them to used
         or pipelined): an idle fit is ALLOCATED, a future fit PIPELINED."""
         cdef Py_ssize_t i, t
         cdef bint idle
+        if n > len(tasks) or n > nodes.shape[0] or n > kinds.shape[0]:
+            raise ValueError(f"{n} placements recorded for {len(tasks)} tasks")
         for i in range(n):
             t = tasks[i]
             idle = kinds[i] == IDLE
@@ -137,11 +138,11 @@ cdef class Ledger:
         self._account(t, 1, status == ALLOCATED)
         self._log(node)
 
-    def unplace(self, const long long[::1] tasks):
+    def unplace(self, list tasks):
         """Undo placements: the tasks are pending again and their nodes' room is back."""
         cdef Py_ssize_t i, t, node
         cdef bint ready
-        for i in range(tasks.shape[0]):
+        for i in range(len(tasks)):
             t = tasks[i]
             node = self.task_node[t]
             ready = self.status[t] == ALLOCATED
@@ -152,11 +153,11 @@ cdef class Ledger:
             self.job_pending[self.task_job[t]] += 1
             self._log(node)
 
-    def pipeline(self, const long long[::1] tasks):
+    def pipeline(self, list tasks):
         """Turn the tasks' ALLOCATED placements into PIPELINED ones (reservations, no
         binding). Returns how many changed."""
         cdef Py_ssize_t i, t, node, changed = 0
-        for i in range(tasks.shape[0]):
+        for i in range(len(tasks)):
             t = tasks[i]
             if self.status[t] != ALLOCATED:
                 continue

@@ -118,9 +118,12 @@ def place_batch(alloc, used, releasing, pipelined, req, mask, static, params, k:
     """Place up to k identical tasks one by one on the best node (idle before future fit, then
     score, then lowest index). Updates used (allocated) or pipelined in place. Stops at the
     first task that fits nowhere; returns how many were placed."""
-    tree = PlacementTree(alloc.shape[0])
-    tree.build(alloc, used, releasing, pipelined, req, mask, static, params)
-    return tree.place(alloc, used, releasing, pipelined, req, mask, static, params, k, out_nodes, out_kind)
+    tree = PlacementTree(alloc, used, releasing, pipelined, req, mask, static, params)
+    tree.build()
+    placed = tree.place(k)
+    out_nodes[:placed] = tree.out_nodes[:placed]
+    out_kind[:placed] = tree.out_kinds[:placed]
+    return placed
 
 
 def dominant_shares(allocated, total, out) -> None:
@@ -184,18 +187,24 @@ def water_fill(total, weights, request, cap, guarantee, out) -> int:
 
 
 class PlacementTree:
-    """Keys of one task class over all nodes in a max segment tree, kept between uses: `build`
-    scores every node, `refresh` re-keys the nodes changed since, `place` takes the best node
-    (ties to the lowest index) and re-keys only it. The compiled PlacementTree, line for line."""
+    """Keys of one task class over all nodes in a max segment tree, kept between uses, bound to
+    the session's node arrays and the class's request, mask and static scores: `build` scores
+    every node, `refresh` re-keys the nodes changed since, `place` takes the best node (ties to
+    the lowest index) and re-keys only it, into `out_nodes` / `out_kinds`. The compiled
+    PlacementTree, line for line."""
 
-    def __init__(self, n_nodes: int):
-        self.n_nodes = n_nodes
+    def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params):
+        self.alloc, self.used, self.releasing, self.pipelined = alloc, used, releasing, pipelined
+        self.req, self.mask, self.static, self.params = req, mask, static, params
+        self.n_nodes = alloc.shape[0]
         size = 1
-        while size < n_nodes:
+        while size < self.n_nodes:
             size *= 2
         self.size = size
         self.key = [NEG_INF] * (2 * size)
         self.idx = [-1] * (2 * size)
+        self.out_nodes = np.empty(16, dtype=np.int64)
+        self.out_kinds = np.empty(16, dtype=np.int8)
 
     def _pull(self, i: int) -> None:
         key, idx = self.key, self.idx
@@ -207,32 +216,39 @@ class PlacementTree:
             key[i] = key[a]
             idx[i] = idx[a]
 
-    def _rekey(self, n: int, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
+    def _rekey(self, n: int) -> None:
         i = self.size + n
-        self.key[i] = _key(alloc, used, releasing, pipelined, req, mask, static, params, n)
+        self.key[i] = _key(self.alloc, self.used, self.releasing, self.pipelined, self.req, self.mask, self.static,
+                           self.params, n)
         i //= 2
         while i >= 1:
             self._pull(i)
             i //= 2
 
-    def build(self, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
+    def build(self) -> None:
         size = self.size
+        alloc, used, releasing, pipelined = self.alloc, self.used, self.releasing, self.pipelined
+        req, mask, static, params = self.req, self.mask, self.static, self.params
         for n in range(self.n_nodes):
             self.key[size + n] = _key(alloc, used, releasing, pipelined, req, mask, static, params, n)
             self.idx[size + n] = n
         for i in range(size - 1, 0, -1):
             self._pull(i)
 
-    def refresh(self, nodes, alloc, used, releasing, pipelined, req, mask, static, params) -> None:
+    def refresh(self, nodes) -> None:
         done = set()
         for n in nodes:
             if n in done:
                 continue
             done.add(n)
-            self._rekey(int(n), alloc, used, releasing, pipelined, req, mask, static, params)
+            self._rekey(int(n))
 
-    def place(self, alloc, used, releasing, pipelined, req, mask, static, params, k, out_nodes, out_kind) -> int:
+    def place(self, k: int) -> int:
+        if len(self.out_nodes) < k:
+            self.out_nodes = np.empty(2 * k, dtype=np.int64)
+            self.out_kinds = np.empty(2 * k, dtype=np.int8)
         placed = 0
+        req = self.req
         r_n = len(req)
         while placed < k:
             best_key = self.key[1]
@@ -242,61 +258,84 @@ class PlacementTree:
             idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
             for r in range(r_n):
                 if idle:
-                    used[best, r] += req[r]
+                    self.used[best, r] += req[r]
                 else:
-                    pipelined[best, r] += req[r]
-            out_nodes[placed] = best
-            out_kind[placed] = IDLE if idle else FUTURE
+                    self.pipelined[best, r] += req[r]
+            self.out_nodes[placed] = best
+            self.out_kinds[placed] = IDLE if idle else FUTURE
             placed += 1
-            self._rekey(best, alloc, used, releasing, pipelined, req, mask, static, params)
+            self._rekey(best)
         return placed
 
 
-# --- one row at a time ------------------------------------------------------------------------
+# --- one row at a time -----------------------------------------------------------------------
 
 UNLIMITED = (2**63 - 1) // 4
 
 
-def row_share(allocated, row: int, total) -> float:
-    best = 0.0
-    for r in range(allocated.shape[1]):
-        if total[r] > 0:
-            s = allocated[row, r] / total[r]
-            if s > best:
-                best = s
-    return best
+class RowShare:
+    def __init__(self, allocated, total):
+        self.allocated, self.total = allocated, total
+
+    def of(self, row: int) -> float:
+        best = 0.0
+        for r in range(self.allocated.shape[1]):
+            if self.total[r] > 0:
+                s = self.allocated[row, r] / self.total[r]
+                if s > best:
+                    best = s
+        return best
 
 
-def queue_share(allocated, row: int, deserved, columns) -> float:
-    best = 0.0
-    for r in columns:
-        if deserved[row, r] > 0:
-            s = allocated[row, r] / deserved[row, r]
-            if s > best:
-                best = s
-        elif allocated[row, r] > 0 and best < 1.0:
-            best = 1.0
-    return best
+class QueueShare:
+    def __init__(self, allocated, deserved, columns):
+        self.allocated, self.deserved, self.columns = allocated, deserved, columns
+
+    def of(self, row: int) -> float:
+        best = 0.0
+        for r in self.columns:
+            if self.deserved[row, r] > 0:
+                s = self.allocated[row, r] / self.deserved[row, r]
+                if s > best:
+                    best = s
+            elif self.allocated[row, r] > 0 and best < 1.0:
+                best = 1.0
+        return best
 
 
-def at_limit(allocated, row: int, limit, columns) -> bool:
-    for r in columns:
-        if limit[row, r] > allocated[row, r]:
-            return False
-    return True
+class AtLimit:
+    def __init__(self, allocated, limit, columns, chain_ptr, chains):
+        self.allocated, self.limit, self.columns = allocated, limit, columns
+        self.chain_ptr, self.chains = chain_ptr, chains
+
+    def row(self, row: int) -> bool:
+        for r in self.columns:
+            if self.limit[row, r] > self.allocated[row, r]:
+                return False
+        return True
+
+    def chain(self, q: int) -> bool:
+        for k in range(self.chain_ptr[q], self.chain_ptr[q + 1]):
+            if self.row(self.chains[k]):
+                return True
+        return False
 
 
-def count_within(limit, allocated, row: int, request, columns, count: int) -> tuple[int, int]:
-    allowed, binding = count, -1
-    for r in columns:
-        if request[r] == 0 or limit[row, r] >= UNLIMITED:
-            continue
-        room = limit[row, r] - allocated[row, r]
-        n = room // request[r] if room >= 0 else 0
-        if n < allowed:
-            allowed = max(n, 0)
-            binding = int(r)
-    return int(allowed), binding
+class CountWithin:
+    def __init__(self, limit, allocated, columns):
+        self.limit, self.allocated, self.columns = limit, allocated, columns
+
+    def count(self, row: int, request, count: int) -> tuple[int, int]:
+        allowed, binding = count, -1
+        for r in self.columns:
+            if request[r] == 0 or self.limit[row, r] >= UNLIMITED:
+                continue
+            room = self.limit[row, r] - self.allocated[row, r]
+            n = room // request[r] if room >= 0 else 0
+            if n < allowed:
+                allowed = max(n, 0)
+                binding = int(r)
+        return int(allowed), binding
 
 
 # --- the session's ledger ---------------------------------------------------------------------

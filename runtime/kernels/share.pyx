@@ -70,63 +70,122 @@ def water_fill(const double[::1] total, const double[::1] weights, const double[
     return rounds
 
 
-# --- one row at a time (per job or queue turn), without numpy's per-call cost ---------------
+# --- one row at a time (per job or queue turn) -------------------------------------------------
+# Bound to the session's arrays once: a call passes only the row, because acquiring a typed
+# view of each array argument would cost more than the arithmetic.
 
 cdef long long UNLIMITED = 9223372036854775807 // 4
 
 
-def row_share(const long long[:, ::1] allocated, Py_ssize_t row, const double[::1] total):
-    """max over resources with total > 0 of allocated[row] / total (drf's dominant share)."""
-    cdef Py_ssize_t r
-    cdef double best = 0.0, s
-    for r in range(allocated.shape[1]):
-        if total[r] > 0:
-            s = allocated[row, r] / total[r]
-            if s > best:
-                best = s
-    return best
+cdef class RowShare:
+    """drf's dominant share of a row: max over resources with total > 0 of allocated[row] / total."""
+
+    cdef const long long[:, ::1] allocated
+    cdef const double[::1] total
+
+    def __init__(self, const long long[:, ::1] allocated, const double[::1] total):
+        self.allocated = allocated
+        self.total = total
+
+    def of(self, Py_ssize_t row):
+        cdef Py_ssize_t r
+        cdef double best = 0.0, s
+        for r in range(self.allocated.shape[1]):
+            if self.total[r] > 0:
+                s = self.allocated[row, r] / self.total[r]
+                if s > best:
+                    best = s
+        return best
 
 
-def queue_share(const long long[:, ::1] allocated, Py_ssize_t row, const long long[:, ::1] deserved,
-                const long long[::1] columns):
-    """max over columns of allocated / deserved (a resource deserved 0 but used counts 1)."""
-    cdef Py_ssize_t i, r
-    cdef double best = 0.0, s
-    for i in range(columns.shape[0]):
-        r = columns[i]
-        if deserved[row, r] > 0:
-            s = <double>allocated[row, r] / <double>deserved[row, r]
-            if s > best:
-                best = s
-        elif allocated[row, r] > 0 and best < 1.0:
-            best = 1.0
-    return best
+cdef class QueueShare:
+    """max over columns of allocated[row] / deserved[row] (a resource deserved 0 but used counts 1)."""
+
+    cdef const long long[:, ::1] allocated
+    cdef const long long[:, ::1] deserved
+    cdef const long long[::1] columns
+
+    def __init__(self, const long long[:, ::1] allocated, const long long[:, ::1] deserved,
+                 const long long[::1] columns):
+        self.allocated = allocated
+        self.deserved = deserved
+        self.columns = columns
+
+    def of(self, Py_ssize_t row):
+        cdef Py_ssize_t i, r
+        cdef double best = 0.0, s
+        for i in range(self.columns.shape[0]):
+            r = self.columns[i]
+            if self.deserved[row, r] > 0:
+                s = <double>self.allocated[row, r] / <double>self.deserved[row, r]
+                if s > best:
+                    best = s
+            elif self.allocated[row, r] > 0 and best < 1.0:
+                best = 1.0
+        return best
 
 
-def at_limit(const long long[:, ::1] allocated, Py_ssize_t row, const long long[:, ::1] limit,
-             const long long[::1] columns):
-    """Whether allocated[row] has reached limit[row] on every column."""
-    cdef Py_ssize_t i, r
-    for i in range(columns.shape[0]):
-        r = columns[i]
-        if limit[row, r] > allocated[row, r]:
-            return False
-    return True
+cdef class AtLimit:
+    """Whether a queue, or any of its ancestors, has reached its limit on every column
+    (`chain_ptr`/`chains`: each queue's chain of itself and its ancestors below root)."""
+
+    cdef const long long[:, ::1] allocated
+    cdef const long long[:, ::1] limit
+    cdef const long long[::1] columns
+    cdef const long long[::1] chain_ptr
+    cdef const long long[::1] chains
+
+    def __init__(self, const long long[:, ::1] allocated, const long long[:, ::1] limit,
+                 const long long[::1] columns, const long long[::1] chain_ptr, const long long[::1] chains):
+        self.allocated = allocated
+        self.limit = limit
+        self.columns = columns
+        self.chain_ptr = chain_ptr
+        self.chains = chains
+
+    cdef bint _row(self, Py_ssize_t row) noexcept:
+        cdef Py_ssize_t i, r
+        for i in range(self.columns.shape[0]):
+            r = self.columns[i]
+            if self.limit[row, r] > self.allocated[row, r]:
+                return False
+        return True
+
+    def row(self, Py_ssize_t row):
+        return self._row(row)
+
+    def chain(self, Py_ssize_t q):
+        cdef Py_ssize_t k
+        for k in range(self.chain_ptr[q], self.chain_ptr[q + 1]):
+            if self._row(self.chains[k]):
+                return True
+        return False
 
 
-def count_within(const long long[:, ::1] limit, const long long[:, ::1] allocated, Py_ssize_t row,
-                 const long long[::1] request, const long long[::1] columns, long long count):
-    """How many tasks of `request` fit under limit[row] − allocated[row] on the requested
+cdef class CountWithin:
+    """How many tasks of a request fit under limit[row] − allocated[row] on the requested
     columns, and the first column that binds (-1 when all `count` fit)."""
-    cdef Py_ssize_t i, r, binding = -1
-    cdef long long allowed = count, room, n
-    for i in range(columns.shape[0]):
-        r = columns[i]
-        if request[r] == 0 or limit[row, r] >= UNLIMITED:
-            continue
-        room = limit[row, r] - allocated[row, r]
-        n = room // request[r] if room >= 0 else 0
-        if n < allowed:
-            allowed = n if n > 0 else 0
-            binding = r
-    return allowed, binding
+
+    cdef const long long[:, ::1] limit
+    cdef const long long[:, ::1] allocated
+    cdef const long long[::1] columns
+
+    def __init__(self, const long long[:, ::1] limit, const long long[:, ::1] allocated,
+                 const long long[::1] columns):
+        self.limit = limit
+        self.allocated = allocated
+        self.columns = columns
+
+    def count(self, Py_ssize_t row, const long long[::1] request, long long count):
+        cdef Py_ssize_t i, r, binding = -1
+        cdef long long allowed = count, room, n
+        for i in range(self.columns.shape[0]):
+            r = self.columns[i]
+            if request[r] == 0 or self.limit[row, r] >= UNLIMITED:
+                continue
+            room = self.limit[row, r] - self.allocated[row, r]
+            n = room // request[r] if room >= 0 else 0
+            if n < allowed:
+                allowed = n if n > 0 else 0
+                binding = r
+        return allowed, binding

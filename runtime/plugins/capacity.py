@@ -32,18 +32,16 @@ class CapacityPlugin(Plugin):
         deserved[:, snap.resource_index["pods"]] = UNLIMITED
         ssn.queue_deserved = deserved
 
-        k = ssn.k
+        share = ssn.k.QueueShare(ssn.queue_allocated, deserved, self.columns).of
+        within = ssn.k.CountWithin(self.caps, ssn.queue_allocated, self.columns).count
 
         def queue_order(q: int) -> tuple:
-            return (-snap.queues[q].priority, k.queue_share(ssn.queue_allocated, q, deserved, self.columns))
-
-        def overused(q: int) -> bool:
-            return any(k.at_limit(ssn.queue_allocated, c, self.caps, self.columns) for c in ssn.queue_chain[q])
+            return (-snap.queues[q].priority, share(q))
 
         def allocatable(q: int, request: np.ndarray, count: int):
             allowed, reason = count, None
             for c in ssn.queue_chain[q]:
-                n, binding = k.count_within(self.caps, ssn.queue_allocated, c, request, self.columns, allowed)
+                n, binding = within(c, request, allowed)
                 if n < allowed:
                     allowed = n
                     name = snap.queues[c].name
@@ -72,7 +70,9 @@ class CapacityPlugin(Plugin):
             return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
 
         self.register(ssn, "queue_order", queue_order)
-        self.register(ssn, "overused", overused)
+        # Overused: the queue or an ancestor at its capability on every resource.
+        self.register(ssn, "overused", ssn.k.AtLimit(ssn.queue_allocated, self.caps, self.columns, ssn.chain_ptr,
+                                                     ssn.chains).chain)
         self.register(ssn, "allocatable", allocatable)
         self.register(ssn, "preemptive", preemptive)
         self.register(ssn, "reclaimable", reclaimable)

@@ -25,9 +25,8 @@ class DrfPlugin(Plugin):
         total_for_share = total.copy()
         total_for_share[ssn.snap.resource_index["pods"]] = 0
         self.total = total_for_share
-        row_share = ssn.k.row_share
-        self.register(ssn, "job_order", lambda j: row_share(ssn.job_allocated, j, total_for_share))
-        self.register(ssn, "queue_order", lambda q: row_share(ssn.queue_allocated, q, total_for_share))
+        self.register(ssn, "job_order", ssn.k.RowShare(ssn.job_allocated, total_for_share).of)
+        self.register(ssn, "queue_order", ssn.k.RowShare(ssn.queue_allocated, total_for_share).of)
 
         def victims(preemptor: int, candidates: list[int]) -> list[int]:
             pj = ssn.snap.task_job[preemptor]

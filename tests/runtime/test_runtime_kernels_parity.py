@@ -129,15 +129,16 @@ def test_placement_tree_matches_reference_after_refresh(compiled, seed):
     outcomes = []
     for kernels in (REF, compiled):
         u, p = used.copy(), pipelined.copy()
-        tree = kernels.PlacementTree(n)
-        tree.build(alloc, u, releasing, p, req, mask, static, params)
-        nodes, kinds = np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int8)
-        first = tree.place(alloc, u, releasing, p, req, mask, static, params, 4, nodes, kinds)
+        tree = kernels.PlacementTree(alloc, u, releasing, p, req, mask, static, params)
+        tree.build()
+        first = tree.place(4)
+        placed_first = (tree.out_nodes[:first].tolist(), tree.out_kinds[:first].tolist())
         # Another class frees room on some nodes; only those are re-keyed.
         u[changed] = 0
-        tree.refresh(changed, alloc, u, releasing, p, req, mask, static, params)
-        second = tree.place(alloc, u, releasing, p, req, mask, static, params, 8, nodes, kinds)
-        outcomes.append((first, second, nodes[:second].tolist(), kinds[:second].tolist(), u.tolist()))
+        tree.refresh(changed)
+        second = tree.place(40)     # more than its output buffers held: they grow
+        outcomes.append((first, placed_first, second, tree.out_nodes[:second].tolist(),
+                         tree.out_kinds[:second].tolist(), u.tolist(), p.tolist()))
     assert outcomes[0] == outcomes[1]
 
 
@@ -155,12 +156,19 @@ def test_row_helpers_match(compiled, seed):
     columns = np.flatnonzero(rng.random(r) < 0.7).astype(np.int64)
     request = (rng.integers(0, 9, size=r) * (rng.random(r) < 0.7)).astype(np.int64)
     count = int(rng.integers(0, 12))
+    # Queue q's chain: itself and, for odd q, queue 0 (as a parent).
+    chains = [[row] + ([0] if row % 2 else []) for row in range(q)]
+    chain_ptr = np.concatenate([[0], np.cumsum([len(c) for c in chains])]).astype(np.int64)
+    flat = np.array([c for chain in chains for c in chain], dtype=np.int64)
+    helpers = [(k.RowShare(allocated, total), k.QueueShare(allocated, limit, columns),
+                k.AtLimit(allocated, limit, columns, chain_ptr, flat), k.CountWithin(limit, allocated, columns))
+               for k in (REF, compiled)]
     for row in range(q):
-        for name, args in (("row_share", (allocated, row, total)),
-                           ("queue_share", (allocated, row, limit, columns)),
-                           ("at_limit", (allocated, row, limit, columns)),
-                           ("count_within", (limit, allocated, row, request, columns, count))):
-            assert getattr(REF, name)(*args) == getattr(compiled, name)(*args), (name, row)
+        answers = [(rs.of(row), qs.of(row), al.row(row), al.chain(row), cw.count(row, request, count))
+                   for rs, qs, al, cw in helpers]
+        assert answers[0] == answers[1], row
+        assert answers[0][3] == any(answers[0][2] if c == row else REF.AtLimit(allocated, limit, columns, chain_ptr,
+                                                                                flat).row(c) for c in chains[row])
 
 
 def ledger_state(rng, t_n=24, j_n=5, n=6, r=3):
@@ -198,7 +206,7 @@ def test_ledger_matches_reference(compiled, seed):
         arrays = {k: v.copy() for k, v in base.items()}
         ledger = kernels.Ledger(*arrays.values())
         ledger.set_held(held)
-        placed: list[np.ndarray] = []
+        placed: list[list[int]] = []
         evicted: list[tuple[int, int]] = []
         runs_seen = []
         for op, salt in script:
@@ -208,14 +216,14 @@ def test_ledger_matches_reference(compiled, seed):
                 pending = np.flatnonzero(status == 0)
                 if not len(pending):
                     continue
-                tasks = pick.choice(pending, size=min(3, len(pending)), replace=False).astype(np.int64)
+                tasks = pick.choice(pending, size=min(3, len(pending)), replace=False).tolist()
                 nodes = pick.integers(0, 6, size=len(tasks)).astype(np.int64)
                 if op == 0:
                     kinds = pick.choice([1, 2], size=len(tasks)).astype(np.int8)
                     ledger.placed(tasks, nodes, kinds, len(tasks))
                 else:
                     tasks = tasks[:1]
-                    ledger.occupy(int(tasks[0]), int(nodes[0]), int(pick.choice([1, 2])))
+                    ledger.occupy(tasks[0], int(nodes[0]), int(pick.choice([1, 2])))
                 placed.append(tasks)
             elif op == 2 and placed:
                 ledger.unplace(placed.pop())
