@@ -223,3 +223,14 @@ def test_a_queue_that_gains_children_holds_its_jobs(tmp_path: Path, loop) -> Non
                        "the job's pods reported waiting")
     assert "queue team_a is not a leaf queue" in [r.message for r in waiting[0].reasons]
     assert running.cluster.state.pods["ns/job-0"].node_name is None
+
+
+def test_a_policy_folder_deleted_and_created_again(tmp_path: Path, loop) -> None:
+    folder = tmp_path / "conf"
+    write(folder / "main.policy", policy_text(binpack_weight=1))
+    running = loop(folder)
+    shutil.rmtree(folder)
+    wait_for(lambda: [o for o in running.outcomes if not o.ok], "the reload of the missing policy")
+    write(folder / "main.policy", policy_text(binpack_weight=8))  # a new folder: the old watch saw nothing of it
+    running.wait_active(revision_of(folder))
+    assert running.scheduler.plan.plugin("binpack").weight == 8

@@ -272,3 +272,18 @@ def test_a_new_plan_starts_the_next_cycle_without_waiting_out_the_period(tmp_pat
         stop.set()
         thread.join(10)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("path, wakes", [
+    ("/p/main.policy", True),  # a source, as named
+    ("/p/..data", True),  # the ConfigMap's swap
+    ("/p/..2024_01_01_00_00_00.123", True),
+    ("/p/..data_tmp", True),
+    ("/p/scheduler.log", False),  # a busy neighbour
+    ("/p/.main.policy.swp", False),
+    ("/p/other.policy", False),  # a policy nobody includes
+])
+def test_which_changes_wake_the_reloader(path: str, wakes: bool) -> None:
+    from runtime.reload import source_paths, touches_sources
+
+    assert touches_sources(path, source_paths(["/p/main.policy"])) is wakes
