@@ -60,6 +60,7 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
     decisions = collect(ssn)
     if observer is not None:
         observer.session_finished(ssn)
+    ssn.close()
     return decisions
 
 

@@ -412,6 +412,22 @@ class Session:
     def new_statement(self) -> "Statement":
         return Statement(self)
 
+    def close(self) -> None:
+        """Drop the plugins and their callbacks. They are closures over the session, so an open
+        session is a reference cycle: freed only by a full garbage collection, which must then
+        walk and free the whole snapshot at a random later moment. Closed, it goes with its
+        last reference. A closed session answers no plugin question; its arrays stay readable."""
+        self.callbacks = {}
+        self._flat = {}
+        self.plugins = {}
+        self.static_scorers = []
+        self.enqueue_listeners = []
+        self.device_hooks = None
+        self.trees = {}
+        self._mask_cache = {}
+        self._static_cache = {}
+        self._class_inputs = {}
+
 
 _PLACE, _EVICT = 0, 1
 

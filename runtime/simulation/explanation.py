@@ -113,7 +113,9 @@ def run_one_cycle(plan: Plan, state: ClusterState, options: Options) -> d.Decisi
     actions = action_registry()
     for name in plan.actions:
         actions[name](ssn)
-    return collect(ssn)
+    decisions = collect(ssn)
+    ssn.close()
+    return decisions
 
 
 def explain(plan: Plan, state: ClusterState, target: str, options: Options | None = None) -> Explanation:

@@ -356,3 +356,37 @@ def test_admission_ignores_a_card_memory_resource_no_node_offers(pure, admission
     # Still refused on what the cluster has, and only that is named.
     [reason] = decisions.reasons_for("ns/huge-0")
     assert "cpu" in reason.message and "example.com/gpu-mem" not in reason.message
+
+
+@pytest.mark.parametrize("share_plugin", ["proportion", "capacity"])
+def test_a_closed_session_is_freed_without_the_garbage_collector(share_plugin):
+    """Plugins' callbacks are closures over the session (a reference cycle); closing drops
+    them, so a cycle's snapshot goes with its last reference, not at a later full collection."""
+    import gc
+    import weakref
+
+    tiers = STANDARD_TIERS.replace("plugin proportion", f"plugin {share_plugin}\n  plugin overcommit")
+    plan = policy(tiers.replace("plugin binpack", "plugin binpack\n  plugin deviceshare") +
+                  'device "nvidia.com/gpu" { sharing = memory card_memory = 40Gi slice = 10Gi }',
+                  actions="enqueue, allocate, preempt, reclaim, backfill")
+    state = ClusterState()
+    node(state, "g", cpu=8000, **{"nvidia.com/gpu": 2})
+    gang(state, "run", size=2, cpu=1000, nodes=["g", "g"], priority=1)
+    gang(state, "wait", size=2, cpu=4000, priority=5, requests={"volcano.sh/gpu-memory": 10 * 1024})
+    ssn = open_session(plan, state)
+    from runtime.actions import registry
+    for name in plan.actions:
+        registry()[name](ssn)
+    from runtime.cycle import collect
+    decisions = collect(ssn)
+    assert decisions.podgroups                  # the session did work
+    ssn.close()
+    freed = weakref.ref(ssn), weakref.ref(ssn.snap)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del ssn
+        assert [ref() for ref in freed] == [None, None]
+    finally:
+        if was_enabled:
+            gc.enable()
