@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import random
@@ -238,16 +239,19 @@ def run(args: argparse.Namespace) -> Result:
             # A random phase against the cycle, so the wait for the cycle in progress is sampled fairly.
             time.sleep(args.gap + rng.uniform(0, args.period))
             written = time.monotonic()
+            logging.getLogger("bench").debug("writing revision %s", revision)
             writer.write(text)
             deadline = written + ACTIVE_TIMEOUT_S
-            mark = None
-            while mark is None and time.monotonic() < deadline:
+            mark = outcome = None
+            # Both: the reload thread reports its outcome after the hand-over, and the scheduler
+            # may have run the first cycle under it before that.
+            while (mark is None or outcome is None) and time.monotonic() < deadline:
                 time.sleep(0.002)
-                mark = next((m for m in reversed(cluster.marks[-5:]) if m.began == revision), None)
-            outcome = outcomes.get(revision)
+                mark = mark or next((m for m in reversed(cluster.marks[-5:]) if m.began == revision), None)
+                outcome = outcomes.get(revision)
             if mark is None or outcome is None or outcome.woken_at is None:
-                print(f"reload to revision {revision} not seen active within {ACTIVE_TIMEOUT_S:.0f}s "
-                      f"(reloaded: {outcome is not None}, cycles so far {len(cluster.marks)})", file=sys.stderr)
+                print(f"reload to revision {revision} not seen within {ACTIVE_TIMEOUT_S:.0f}s (reload outcome: "
+                      f"{outcome is not None}, cycle under it: {mark is not None})", file=sys.stderr)
                 if metrics.registry.get_sample_value("policydsl_cycle_errors_total"):
                     print("cycles are failing (see the log above): stopping", file=sys.stderr)
                     break
@@ -341,7 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=duration, default=2.0, metavar="DURATION")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument("--log", metavar="FILE", help="the scheduler's and reloader's log, at debug level")
     args = parser.parse_args(argv)
+    if args.log:
+        logging.basicConfig(filename=args.log, level=logging.DEBUG,
+                            format="%(asctime)s %(threadName)s %(name)s: %(message)s")
     result = run(args)
     if args.json:
         print(json.dumps(asdict(result)))

@@ -385,6 +385,8 @@ class PolicyReloader:
                                                 stop_event=self._rewatch, rust_timeout=round(FOLDER_CHECK_S * 1000),
                                                 yield_on_timeout=True, recursive=False, raise_interrupt=False):
                     paths = source_paths(self._files)  # a failed reload may add sources in the same folders
+                    if changes:
+                        log.debug("changes in %s: %s", ", ".join(existing), sorted(path for _, path in changes))
                     if any(touches_sources(path, paths) for _, path in changes):
                         self.request("file change")
                     elif first:
@@ -415,6 +417,7 @@ class PolicyReloader:
         with self._reload_lock:
             started = time.perf_counter()
             if not force and self._fingerprint is not None and fingerprint_of(self._files) == self._fingerprint:
+                log.debug("policy check (%s): no source changed", trigger)
                 return None
             attempt = compile_policy(self.policy, self._files)
             previous_folders = watch_folders(self._files)
