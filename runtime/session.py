@@ -466,8 +466,16 @@ class Statement:
         self.ops = []
 
     def discard(self) -> None:
+        self.rollback(0)
+
+    def mark(self) -> int:
+        """A point to roll back to (`rollback`)."""
+        return len(self.ops)
+
+    def rollback(self, mark: int) -> None:
+        """Undo the changes made since `mark`, latest first; the earlier ones stay."""
         ssn = self.ssn
-        for op in reversed(self.ops):
+        for op in reversed(self.ops[mark:]):
             if op[0] == _PLACE:
                 if ssn.task_devices:
                     for t in op[1]:
@@ -477,7 +485,7 @@ class Statement:
                 ssn.ledger.unplace(op[1])
             else:
                 ssn.ledger.unevict(op[1], op[2])
-        self.ops = []
+        del self.ops[mark:]
 
     def to_pipelined(self) -> None:
         """Keep the placements as reservations only: allocated become pipelined (no binding)."""

@@ -1,17 +1,22 @@
 """preempt: for starving jobs, within one queue: evicts preemptable pods of other jobs of the
 same queue that the preemptable plugins allow (priority, gang, conformance, drf), the fewest
-that make room (runtime.actions.eviction). The preemptor's placements are reservations only
-(pipelined, never bindings); they and the evictions commit only when the job becomes
-pipelined, otherwise they are discarded."""
+that make room (runtime.actions.eviction). A preemptor the queue may not allocate even once its
+victims are gone (the allocatable plugins: deserved share, capability) evicts nothing: its
+reservation would never bind. The preemptor's placements are reservations only (pipelined,
+never bindings); they and the evictions commit only when the job becomes pipelined, otherwise
+they are discarded."""
 
 from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, pending_of
 from runtime.actions.eviction import evict_for, pods_by_node, settle
 from runtime.session import Session
+from runtime.snapshot import PIPELINED
 
 
 def run(ssn: Session) -> None:
@@ -29,9 +34,11 @@ def run(ssn: Session) -> None:
             if not ssn.job_starving(j):
                 continue
             stmt = ssn.new_statement()
+            reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined preemptors
             for t in pending_of(ssn, j):
                 if ssn.zero_request(t):
                     continue
+                mark = stmt.mark()
                 pod = snap.pods[t].key
 
                 def reason_for(v: int, pod=pod, t=t) -> d.Reason:
@@ -45,4 +52,18 @@ def run(ssn: Session) -> None:
 
                 if not evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node):
                     break
+                # With its victims gone (the statement already took them off the queue), may
+                # the queue allocate this preemptor and the job's earlier ones? If not, the
+                # reservation would never bind and the evictions would buy nothing. (Preemptors
+                # placed on idle room are allocated already and count in the queue's share;
+                # pipelined ones do not, so they are added to the request asked about.)
+                if ssn.status[t] == PIPELINED:
+                    reserved += snap.request[t]
+                if reserved.any():
+                    allowed, why = ssn.allocatable_count(q, reserved, 1)
+                    if allowed < 1:
+                        stmt.rollback(mark)
+                        if why is not None:
+                            ssn.add_reason(t, why)
+                        break
             settle(ssn, stmt, j)

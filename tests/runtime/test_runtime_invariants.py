@@ -140,13 +140,23 @@ def test_compiled_and_python_paths_decide_alike(state, data):
             state.complete_pod(data.draw(st.sampled_from(running)))
 
 
+def q2_holds(state: ClusterState, node_name: str, cpus: int) -> None:
+    """q2 runs `cpus` one-cpu pods on the node: its guaranteed share, so q1 may have the rest."""
+    state.add_podgroup(PodGroup("ns", "q2-job", min_member=1, queue="q2", phase="Running", uid="pg-q2"))
+    for t in range(cpus):
+        pod(state, f"q2-job-{t}", cpu=1000, memory=GiB, group="q2-job", priority=0, node_name=node_name)
+
+
 def test_preemptor_gang_is_never_bound_below_its_minimum(pure):
-    """Regression (found by the property above): q1 is over its deserved share (q2's guarantee
-    leaves it 2 of 4 cpus), so allocate skips it; preempt then found idle room for j1-0 and
-    bound it while j1-1 only got a reservation behind an eviction: 1 of minMember 2 ready.
-    Preempt now only reserves (pipelines) and never binds a gang that is not whole."""
+    """Regression (found by the property above): allocate may give q1 only one more cpu (its
+    deserved share is 4 of 6: q2's guarantee takes 2), too few for the gang j1; preempt then
+    found idle room for j1-0 and bound it while j1-1 only got a reservation behind an eviction:
+    1 of minMember 2 ready. Preempt now only reserves (pipelines) and never binds a gang that
+    is not whole; it binds whole once the victim has left."""
     state = ClusterState()
     node(state, "n0", cpu=4000, memory=16 * GiB)
+    node(state, "n1", cpu=2000, memory=16 * GiB)
+    q2_holds(state, "n1", 2)
     state.add_podgroup(PodGroup("ns", "j0", min_member=1, queue="q1", phase="Running", uid="pg0"))
     for t in range(3):
         pod(state, f"j0-{t}", cpu=1000, memory=GiB, group="j0", priority=0, node_name="n0")
@@ -159,11 +169,10 @@ def test_preemptor_gang_is_never_bound_below_its_minimum(pure):
     assert [e.pod for e in first.evictions] == ["ns/j0-0"]
     check_cycle(state, first)
     state.advance()
-    for _ in range(2):
-        decisions = cycle(PLAN, state, pure)
-        assert decisions.evictions == []     # q1 is at its deserved share: nothing more to take
-        check_cycle(state, decisions)
-        state.advance()
+    second = cycle(PLAN, state, pure)
+    assert sorted(b.pod for b in second.bindings) == ["ns/j1-0", "ns/j1-1"]
+    assert second.evictions == []
+    check_cycle(state, second)
 
 
 def test_preempt_never_takes_a_victim_of_equal_priority(pure):
@@ -171,6 +180,8 @@ def test_preempt_never_takes_a_victim_of_equal_priority(pure):
     and drf in the next tier used to let it through (Volcano's tier rule)."""
     state = ClusterState()
     node(state, "n0", cpu=2000, memory=16 * GiB)
+    node(state, "n1", cpu=2000, memory=16 * GiB)
+    q2_holds(state, "n1", 2)
     state.add_podgroup(PodGroup("ns", "j0", min_member=1, queue="q1", phase="Running", uid="pg0"))
     for t in range(2):
         pod(state, f"j0-{t}", cpu=1000, memory=GiB, group="j0", priority=0, node_name="n0")

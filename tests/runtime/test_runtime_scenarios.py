@@ -170,6 +170,35 @@ def test_preempt_takes_one_victim_where_one_suffices(pure):
     assert decisions.pipelined == {"ns/urgent-0": "b"}
 
 
+@pytest.mark.parametrize("queue_a_running, evicted", [
+    (6, 0),   # a holds 6 cpu of its 4 deserved: with a victim gone it would still hold 6 > 4
+    (3, 1),   # a holds 3 of 4: one victim makes room the queue may use
+])
+def test_preempt_evicts_only_for_a_preemptor_its_queue_may_allocate(pure, queue_a_running, evicted):
+    plan = policy(STANDARD_TIERS + "queue a { weight = 1 }\nqueue b { weight = 1 }",
+                  actions="enqueue, allocate, preempt, backfill")
+    state = ClusterState()
+    node(state, "n", cpu=8000, memory=64 * GiB)
+    # The node is full; queue b wants more than it has, so a's deserved share is 4 cpu.
+    for i in range(queue_a_running):
+        gang(state, f"low{i}", size=1, queue="a", cpu=1000, priority=1, nodes=["n"])
+    for i in range(8 - queue_a_running):
+        gang(state, f"b{i}", size=1, queue="b", cpu=1000, priority=1, nodes=["n"])
+    gang(state, "b-more", size=4, queue="b", cpu=1000, priority=1)
+    gang(state, "urgent", size=1, queue="a", cpu=1000, priority=100)
+    decisions = cycle(plan, state, pure)
+    assert len(decisions.evictions) == evicted
+    assert all(e.pod.startswith("ns/low") for e in decisions.evictions)
+    if evicted:
+        assert decisions.pipelined == {"ns/urgent-0": "n"}
+        state.apply(decisions)
+        state.advance()             # the victim leaves; the reservation binds
+        assert placements(cycle(plan, state, pure)) == {"ns/urgent-0": "n"}
+    else:
+        assert decisions.pipelined == {}
+        assert "queue a would exceed its deserved cpu" in [r.message for r in decisions.reasons_for("ns/urgent-0")]
+
+
 def test_preempt_never_takes_a_gang_below_its_minimum(pure):
     plan = policy(STANDARD_TIERS, actions="enqueue, allocate, preempt, backfill")
     state = ClusterState()
