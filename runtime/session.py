@@ -139,9 +139,12 @@ class Session:
         ready = (st == ALLOCATED) | (st == BOUND)
         self.job_ready[:] = np.bincount(jobs_of[ready | (st == SUCCEEDED)], minlength=j_n)[:j_n]
         self.job_pending[:] = np.bincount(jobs_of[st == PENDING], minlength=j_n)[:j_n]
-        np.add.at(self.job_allocated, jobs_of[ready], req[ready])
         live = (st != SUCCEEDED) & (st != RELEASING)
-        np.add.at(self.job_request, jobs_of[live], req[live])
+        if j_n:
+            # Each job's tasks are one range (snap.job_first): per-job sums are range sums.
+            starts = snap.job_first[:-1]
+            self.job_allocated[:] = np.add.reduceat(req * ready[:, None], starts, axis=0)
+            self.job_request[:] = np.add.reduceat(req * live[:, None], starts, axis=0)
         job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
         known = job_queue >= 0
         direct_alloc = np.zeros_like(self.queue_allocated)
