@@ -198,6 +198,8 @@ class Scheduler:
                     self._log_failure(err)
                 if max_cycles and self.cycles >= max_cycles:
                     return
+            else:
+                self._take_plan()  # a standby holds the newest policy too: the one it will run when it leads
             self._pause(stop, max(0.0, self.period - (time.monotonic() - started)))
 
     def _pause(self, stop: threading.Event, seconds: float) -> None:
