@@ -287,3 +287,29 @@ def test_which_changes_wake_the_reloader(path: str, wakes: bool) -> None:
     from runtime.reload import source_paths, touches_sources
 
     assert touches_sources(path, source_paths(["/p/main.policy"])) is wakes
+
+
+class Standby:
+    def is_leader(self) -> bool:
+        return False
+
+
+def test_a_standby_takes_a_new_plan_without_running_cycles(tmp_path: Path) -> None:
+    policy = tmp_path / "main.policy"
+    write(policy, policy_text(binpack_weight=1))
+    first = compile_policy(policy).plan
+    write(policy, policy_text(binpack_weight=2))
+    second = compile_policy(policy).plan
+    scheduler = Scheduler(first, EmbeddedCluster(small_cluster(1)), period=0.01, elector=Standby())
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        scheduler.set_plan(second)
+        wait_for(lambda: scheduler.plan is second, "the standby to hold the new plan")
+        assert scheduler.cycles == 0
+        assert scheduler.metrics.registry.get_sample_value(
+            "policydsl_policy_active_info", {"name": "reload-test", "revision": second.revision}) == 1
+    finally:
+        stop.set()
+        thread.join(10)
