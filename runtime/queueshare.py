@@ -1,5 +1,6 @@
-"""Queue arithmetic shared by proportion and capacity: shares, per-count allocatable limits,
-enqueue admission against capability, hierarchical water-filling of deserved shares."""
+"""Queue arithmetic shared by proportion and capacity: shares, the resources queues count,
+enqueue admission against capability, hierarchical water-filling of deserved shares. (The
+per-row share and allocatable helpers the session calls are kernels: runtime.kernels.)"""
 
 from __future__ import annotations
 
@@ -19,20 +20,6 @@ def share(allocated: np.ndarray, deserved: np.ndarray, columns: np.ndarray) -> f
         elif a > 0:
             best = max(best, 1.0)
     return best
-
-
-def count_within(limit: np.ndarray, allocated: np.ndarray, request: np.ndarray, count: int) -> tuple[int, int]:
-    """How many tasks of `request` fit under `limit` on the requested resources, and the first
-    resource that binds (-1 when all `count` fit)."""
-    allowed, binding = count, -1
-    for r in np.nonzero(request)[0]:
-        if limit[r] >= UNLIMITED:
-            continue
-        room = int(limit[r]) - int(allocated[r])
-        n = room // int(request[r]) if room >= 0 else 0
-        if n < allowed:
-            allowed, binding = max(n, 0), int(r)
-    return allowed, binding
 
 
 def shared_columns(ssn) -> np.ndarray:
