@@ -39,9 +39,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from compiler.pipeline import Compilation, compile_file
 from compiler.plan import Plan
@@ -49,6 +49,10 @@ from policydsl import nodes as n
 from policydsl.diagnostics import Diagnostic, Severity
 from policydsl.loader import resolve_policy_path
 from runtime.metrics import Metrics
+
+if TYPE_CHECKING:
+    from runtime.kube.api import KubeApi
+    from runtime.kube.events import EventRecorder
 
 log = logging.getLogger("policydsl.reload")
 
@@ -229,7 +233,7 @@ class LeaseEvents:
     PolicyReloaded (Normal) a new revision, or the recovery after a failure. Events go through
     the cluster's EventRecorder: only while this replica may write (leads), rate-limited."""
 
-    def __init__(self, api: object, recorder: object, namespace: str, name: str) -> None:
+    def __init__(self, api: KubeApi, recorder: EventRecorder, namespace: str, name: str) -> None:
         self.api = api
         self.recorder = recorder
         self.namespace = namespace
@@ -239,7 +243,7 @@ class LeaseEvents:
     def succeeded(self, version: PolicyVersion, previous_revision: str) -> None:
         plan = version.plan
         message = (f"policy {plan.name} revision {plan.revision} loaded from {version.main}"
-                   + (f" (was {previous_revision})" if previous_revision != plan.revision else " (unchanged)"))
+                   + (f" (was {previous_revision})" if previous_revision != plan.revision else ", the one running"))
         self._record("Normal", "PolicyReloaded", message)
 
     def failed(self, errors: list[str], keeping: PolicyVersion) -> None:
@@ -276,13 +280,6 @@ class _Request:
     force: bool = False
     woken_at: float | None = None
     pending: bool = False
-
-
-@dataclass
-class _Counts:
-    success: int = 0
-    error: int = 0
-    skipped: list[str] = field(default_factory=list)
 
 
 class PolicyReloader:

@@ -17,7 +17,7 @@ from runtime.kube.embedded import EmbeddedCluster
 from runtime.kube.scheduler import Scheduler
 from runtime.metrics import Metrics, MetricsServer
 from runtime.reload import (
-    LeaseEvents, PolicyReloader, compile_policy, fingerprint_of, fingerprint_of_known, source_files, watch_folders,
+    LeaseEvents, PolicyReloader, compile_policy, fingerprint_of, fingerprint_of_known, watch_folders,
 )
 
 from reload_helpers import policy_text, small_cluster, wait_for, write
