@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="requests allowed at once above --kube-api-qps (default: 2000)")
     reload = parser.add_argument_group("policy reload")
     reload.add_argument("--reload-debounce", type=duration, default=0.05, metavar="DURATION",
-                        help="a burst of file changes becomes one reload once quiet this long (default: 50ms)")
+                        help="how long a burst of file changes has to settle into one reload (default: 50ms)")
     reload.add_argument("--no-watch", action="store_true",
                         help="do not watch the policy files; reload on SIGHUP only")
     parser.add_argument("--cycles", type=int, default=0, metavar="N", help="stop after N cycles (default: run until stopped)")
