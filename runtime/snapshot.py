@@ -23,7 +23,7 @@ from compiler import catalog as cat
 from compiler.plan import DevicePlan, Plan, QueuePlan
 from runtime.kernels import Kernels
 from runtime.kernels import load as load_kernels
-from runtime.kernels.records import TaskOrder
+from runtime.kernels.records import JobInfo, TaskOrder
 from runtime.model import PG_PENDING, PG_RUNNING, ClusterState, Node, Pod, PodGroup, Taint
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -60,25 +60,6 @@ class QueueInfo:
     @property
     def leaf(self) -> bool:
         return not self.children
-
-
-@dataclass
-class JobInfo:
-    index: int
-    key: str                         # namespace/name of the PodGroup (or the pod, if implicit)
-    podgroup: PodGroup | None
-    implicit: bool
-    queue: int                       # -1 when the queue is unknown
-    queue_name: str
-    min_member: int
-    min_task_member: dict[str, int]
-    min_resources: np.ndarray | None
-    priority: int
-    creation: float
-    uid: str
-    phase: str
-    tasks: np.ndarray                # task indices, in task order
-    problem: str | None = None       # why the job cannot run at all (missing PodGroup, ...)
 
 
 @dataclass(frozen=True)
@@ -321,7 +302,9 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
 
     queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
     task_job = np.repeat(np.arange(len(tasks.job_names), dtype=np.int64), np.diff(tasks.job_first))
-    jobs = _build_jobs(state, tasks, task_priority, queue_index, queues, index, r)
+    jobs = k.build_jobs(state.podgroups, state.priority_classes, state.default_priority, tasks.job_names, tasks.pods,
+                        tasks.job_first, task_priority, queue_index, [q.leaf for q in queues], index, r,
+                        cat.DEFAULT_QUEUE)
 
     total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
     capability[0] = np.minimum(capability[0], total)
@@ -451,48 +434,6 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
                 if res in index:
                     arr[qi, index[res]] = amount
     return queues, queue_index, capability, guarantee, deserved, borrow_limit
-
-
-def _build_jobs(state: ClusterState, tasks: TaskOrder, task_priority: np.ndarray, queue_index: dict[str, int],
-                queues: list[QueueInfo], index: dict[str, int], r: int) -> list[JobInfo]:
-    """Jobs from the grouped tasks (job j's tasks are tasks.job_first[j]:job_first[j+1])."""
-    jobs: list[JobInfo] = []
-    first = tasks.job_first.tolist()
-    all_tasks = np.arange(first[-1], dtype=np.int64)
-    for j, key in enumerate(tasks.job_names):
-        lo, hi = first[j], first[j + 1]
-        head = tasks.pods[lo]
-        group = state.podgroups.get(key) if head.group else None
-        problem = None
-        if head.group and group is None:
-            problem = f"PodGroup {key} does not exist"
-        if group is not None:
-            queue_name = group.queue
-            min_member = group.min_member
-            priority = (state.priority_classes.get(group.priority_class, state.default_priority)
-                        if group.priority_class else int(task_priority[lo]))
-            min_res = None
-            if group.min_resources:
-                min_res = np.zeros(r, dtype=np.int64)
-                for res, amount in group.min_resources.items():
-                    if res in index:
-                        min_res[index[res]] = amount
-            phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
-        else:
-            queue_name = cat.DEFAULT_QUEUE
-            min_member, priority, min_res = 1, int(task_priority[lo]), None
-            # An implicit group of a placed pod runs; a waiting one starts Pending like the
-            # PodGroup Volcano's controller would create for it.
-            phase = PG_RUNNING if head.node_name else PG_PENDING
-            creation, uid, min_task = head.creation, head.uid, {}
-        q = queue_index.get(queue_name, -1)
-        if q < 0 and problem is None:
-            problem = f"queue {queue_name} does not exist"
-        elif q >= 0 and not queues[q].leaf and problem is None:
-            problem = f"queue {queue_name} is not a leaf queue"
-        jobs.append(JobInfo(j, key, group, group is None, q, queue_name, min_member, min_task, min_res, priority,
-                            creation, uid, phase, all_tasks[lo:hi], problem))
-    return jobs
 
 
 # --- devices ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, th
 classes (RowShare, QueueShare, AtLimit, CountWithin: bound to the session's arrays once, called
 per row), the PlacementTree class (place_batch's tree kept per task class between jobs), the
 Ledger class (the session's accounting), the
-snapshot's passes over the pods (scan_pods, group_tasks, task_columns, node_usage) and the
+snapshot's passes over the pods (scan_pods, group_tasks, task_columns, node_usage, build_jobs) and the
 cycle's decisions (placements, podgroup_statuses).
 """
 
@@ -42,6 +42,7 @@ class Kernels:
     group_tasks: Callable
     task_columns: Callable
     node_usage: Callable
+    build_jobs: Callable
     placements: Callable
     podgroup_statuses: Callable
 
@@ -58,7 +59,7 @@ def load(pure: bool | None = None) -> Kernels:
         return Kernels("python", ref.fit_states, ref.score_nodes, ref.place_batch, ref.dominant_shares,
                        ref.water_fill, ref.RowShare, ref.QueueShare, ref.AtLimit, ref.CountWithin,
                        ref.PlacementTree, ref.Ledger, ref.scan_pods, ref.group_tasks, ref.task_columns,
-                       ref.node_usage, ref.placements, ref.podgroup_statuses)
+                       ref.node_usage, ref.build_jobs, ref.placements, ref.podgroup_statuses)
     try:
         from runtime.kernels import collect, fit, ledger, place, scan, share
     except ImportError as err:
@@ -66,4 +67,4 @@ def load(pure: bool | None = None) -> Kernels:
     return Kernels("compiled", fit.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
                    share.water_fill, share.RowShare, share.QueueShare, share.AtLimit, share.CountWithin,
                    place.PlacementTree, ledger.Ledger, scan.scan_pods, scan.group_tasks, scan.task_columns,
-                   scan.node_usage, collect.placements, collect.podgroup_statuses)
+                   scan.node_usage, scan.build_jobs, collect.placements, collect.podgroup_statuses)

@@ -4,9 +4,12 @@ plain records of lists and arrays, so both kernels hand runtime.snapshot the sam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from runtime.model import PodGroup
 
 
 @dataclass
@@ -48,3 +51,24 @@ class TaskColumns:
 
     task_class: np.ndarray           # (T,) int64 (0 for tasks not pending)
     class_heads: list[int]           # per class: its first task
+
+
+@dataclass(slots=True)      # slots: built field by field in kernels/scan.pyx
+class JobInfo:
+    """A job of the snapshot (`build_jobs`): a PodGroup, or a lone pod's implicit group."""
+
+    index: int
+    key: str                         # namespace/name of the PodGroup (or the pod, if implicit)
+    podgroup: PodGroup | None
+    implicit: bool
+    queue: int                       # -1 when the queue is unknown
+    queue_name: str
+    min_member: int
+    min_task_member: dict[str, int]
+    min_resources: np.ndarray | None
+    priority: int
+    creation: float
+    uid: str
+    phase: str
+    tasks: np.ndarray                # task indices, in task order
+    problem: str | None = None       # why the job cannot run at all (missing PodGroup, ...)

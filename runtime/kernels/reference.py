@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from runtime.decisions import Binding, PodGroupStatus
-from runtime.kernels.records import PodScan, TaskColumns, TaskOrder
+from runtime.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder
 from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, Condition, Pod
 
 IDLE = 2
@@ -606,6 +606,50 @@ def group_tasks(scan):
         task_keys[i] = keys[order[i]]
     return TaskOrder(np.array(order, dtype=np.int64), pods, task_keys, np.array(first, dtype=np.int64),
                      [names[j] for j in by_name])
+
+
+def build_jobs(podgroups, priority_classes, default_priority, job_names, pods, job_first, task_priority,
+               queue_index, leaf, index, r, default_queue):
+    """Jobs from the grouped tasks (job j's tasks are job_first[j]:job_first[j+1]): a PodGroup's
+    queue, minMember, priority, minResources (a row over `index`'s resources), phase; a pod
+    without a group is its own job in `default_queue`. `leaf[q]`: queue q has no children."""
+    jobs = []
+    first = job_first.tolist()
+    all_tasks = np.arange(first[-1], dtype=np.int64)
+    for j, key in enumerate(job_names):
+        lo, hi = first[j], first[j + 1]
+        head = pods[lo]
+        group = podgroups.get(key) if head.group else None
+        problem = None
+        if head.group and group is None:
+            problem = f"PodGroup {key} does not exist"
+        if group is not None:
+            queue_name = group.queue
+            min_member = group.min_member
+            priority = (priority_classes.get(group.priority_class, default_priority)
+                        if group.priority_class else int(task_priority[lo]))
+            min_res = None
+            if group.min_resources:
+                min_res = np.zeros(r, dtype=np.int64)
+                for res, amount in group.min_resources.items():
+                    if res in index:
+                        min_res[index[res]] = amount
+            phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
+        else:
+            queue_name = default_queue
+            min_member, priority, min_res = 1, int(task_priority[lo]), None
+            # An implicit group of a placed pod runs; a waiting one starts Pending like the
+            # PodGroup Volcano's controller would create for it.
+            phase = PG_RUNNING if head.node_name else PG_PENDING
+            creation, uid, min_task = head.creation, head.uid, {}
+        q = queue_index.get(queue_name, -1)
+        if q < 0 and problem is None:
+            problem = f"queue {queue_name} does not exist"
+        elif q >= 0 and not leaf[q] and problem is None:
+            problem = f"queue {queue_name} is not a leaf queue"
+        jobs.append(JobInfo(j, key, group, group is None, q, queue_name, min_member, min_task, min_res, priority,
+                            creation, uid, phase, all_tasks[lo:hi], problem))
+    return jobs
 
 
 def task_columns(pods, status, plain, task_shape, row_of_shape):

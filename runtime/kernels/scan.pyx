@@ -7,7 +7,8 @@
   priority (descending), creation, uid: usually already so, checked in one pass per job;
 - `task_columns`: each pending task's class (pods without node constraints or tolerations are
   classed by their request row alone);
-- `node_usage`: the room every pod on a node holds, whoever's it is.
+- `node_usage`: the room every pod on a node holds, whoever's it is;
+- `build_jobs`: the jobs (`JobInfo`, built through its slots) from the grouped tasks.
 
 Same algorithms, step for step, as reference.py's twins (the parity tests hold them to it).
 Pods are read through their slots (_slots.pxi).
@@ -19,8 +20,8 @@ from cpython.dict cimport PyDict_Next
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
-from runtime.kernels.records import PodScan, TaskColumns, TaskOrder
-from runtime.model import Pod
+from runtime.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder
+from runtime.model import PG_PENDING, PG_RUNNING, Pod
 
 include "_slots.pxi"
 
@@ -275,3 +276,82 @@ def node_usage(const long long[::1] placed_node, const long long[::1] placed_sha
         if not placed_mine[i]:
             foreign += 1
     return foreign
+
+
+cdef PyMemberDef *J_INDEX = slot_member(JobInfo, "index")
+cdef PyMemberDef *J_KEY = slot_member(JobInfo, "key")
+cdef PyMemberDef *J_PODGROUP = slot_member(JobInfo, "podgroup")
+cdef PyMemberDef *J_IMPLICIT = slot_member(JobInfo, "implicit")
+cdef PyMemberDef *J_QUEUE = slot_member(JobInfo, "queue")
+cdef PyMemberDef *J_QUEUE_NAME = slot_member(JobInfo, "queue_name")
+cdef PyMemberDef *J_MIN_MEMBER = slot_member(JobInfo, "min_member")
+cdef PyMemberDef *J_MIN_TASK = slot_member(JobInfo, "min_task_member")
+cdef PyMemberDef *J_MIN_RES = slot_member(JobInfo, "min_resources")
+cdef PyMemberDef *J_PRIORITY = slot_member(JobInfo, "priority")
+cdef PyMemberDef *J_CREATION = slot_member(JobInfo, "creation")
+cdef PyMemberDef *J_UID = slot_member(JobInfo, "uid")
+cdef PyMemberDef *J_PHASE = slot_member(JobInfo, "phase")
+cdef PyMemberDef *J_TASKS = slot_member(JobInfo, "tasks")
+cdef PyMemberDef *J_PROBLEM = slot_member(JobInfo, "problem")
+
+
+def build_jobs(dict podgroups, dict priority_classes, default_priority, list job_names, list pods,
+               const long long[::1] job_first, const long long[::1] task_priority, dict queue_index,
+               list leaf, dict index, Py_ssize_t r, str default_queue):
+    """Jobs from the grouped tasks (reference.build_jobs, step for step)."""
+    cdef Py_ssize_t j, lo, hi, j_n = len(job_names)
+    cdef long long q
+    cdef list jobs = []
+    cdef object key, head, group, problem, queue_name, min_member, priority, min_res, phase, creation, uid
+    cdef object min_task, head_group, pclass, job
+    all_tasks = np.arange(job_first[j_n] if j_n else 0, dtype=np.int64)
+    for j in range(j_n):
+        key = job_names[j]
+        lo, hi = job_first[j], job_first[j + 1]
+        head = pods[lo]
+        head_group = get_slot(head, M_GROUP)
+        group = podgroups.get(key) if head_group else None
+        problem = None
+        if head_group and group is None:
+            problem = f"PodGroup {key} does not exist"
+        if group is not None:
+            queue_name = group.queue
+            min_member = group.min_member
+            pclass = group.priority_class
+            priority = priority_classes.get(pclass, default_priority) if pclass else task_priority[lo]
+            min_res = None
+            if group.min_resources:
+                min_res = np.zeros(r, dtype=np.int64)
+                for res, amount in group.min_resources.items():
+                    if res in index:
+                        min_res[index[res]] = amount
+            phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
+        else:
+            queue_name = default_queue
+            min_member, priority, min_res = 1, task_priority[lo], None
+            # An implicit group of a placed pod runs; a waiting one starts Pending.
+            phase = PG_RUNNING if get_slot(head, M_NODE) else PG_PENDING
+            creation, uid, min_task = get_slot(head, M_CREATION), get_slot(head, M_UID), {}
+        q = queue_index.get(queue_name, -1)
+        if q < 0 and problem is None:
+            problem = f"queue {queue_name} does not exist"
+        elif q >= 0 and not leaf[q] and problem is None:
+            problem = f"queue {queue_name} is not a leaf queue"
+        job = new_instance(JobInfo)
+        set_slot(job, J_INDEX, j)
+        set_slot(job, J_KEY, key)
+        set_slot(job, J_PODGROUP, group)
+        set_slot(job, J_IMPLICIT, group is None)
+        set_slot(job, J_QUEUE, q)
+        set_slot(job, J_QUEUE_NAME, queue_name)
+        set_slot(job, J_MIN_MEMBER, min_member)
+        set_slot(job, J_MIN_TASK, min_task)
+        set_slot(job, J_MIN_RES, min_res)
+        set_slot(job, J_PRIORITY, priority)
+        set_slot(job, J_CREATION, creation)
+        set_slot(job, J_UID, uid)
+        set_slot(job, J_PHASE, phase)
+        set_slot(job, J_TASKS, all_tasks[lo:hi])
+        set_slot(job, J_PROBLEM, problem)
+        jobs.append(job)
+    return jobs

@@ -306,6 +306,55 @@ def test_snapshot_passes_match(compiled, seed):
     assert tasks["job_names"] == sorted(tasks["job_names"])
 
 
+def job_fields(job) -> dict:
+    from dataclasses import fields
+    out = {f.name: getattr(job, f.name) for f in fields(job)}
+    out["tasks"] = out["tasks"].tolist()
+    out["min_resources"] = None if out["min_resources"] is None else out["min_resources"].tolist()
+    return out
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_build_jobs_matches(compiled, seed):
+    """Jobs from grouped tasks: PodGroups (some missing, some in a parent or unknown queue, with
+    and without a priority class and minResources) and implicit groups of lone pods."""
+    from runtime.model import PodGroup
+    rng = np.random.default_rng(1400 + seed)
+    pods = random_pods(rng)
+    podgroups = {}
+    for g in range(6):
+        if rng.random() < 0.2:
+            continue                                  # "PodGroup ... does not exist"
+        for ns in ("ns0", "ns1"):
+            group = PodGroup(ns, f"g{g}", min_member=int(rng.integers(1, 4)),
+                             min_resources={"cpu": 2000, "unknown.io/x": 1} if rng.random() < 0.4 else None,
+                             min_task_member={"worker": 2} if rng.random() < 0.3 else {},
+                             queue=("default", "team", "parent", "nowhere")[int(rng.integers(0, 4))],
+                             priority_class=("high", "absent", None)[int(rng.integers(0, 3))],
+                             phase=("Pending", "Inqueue", "Running")[int(rng.integers(0, 3))],
+                             uid=f"pg-{ns}-{g}", creation=float(rng.integers(0, 4)))
+            podgroups[group.key] = group
+    queue_index = {"root": 0, "default": 1, "parent": 2, "team": 3}
+    leaf = [False, True, False, True]
+    index = {"cpu": 0, "memory": 1, "pods": 2}
+    outcomes = []
+    for kernels in (REF, compiled):
+        scan = kernels.scan_pods(pods, "volcano", {"high": 1000}, 5, {"n1": 0, "n2": 1})
+        tasks = kernels.group_tasks(scan)
+        jobs = kernels.build_jobs(podgroups, {"high": 1000}, 5, tasks.job_names, tasks.pods, tasks.job_first,
+                                  scan.priority[tasks.order], queue_index, leaf, index, 3, "default")
+        outcomes.append([job_fields(job) for job in jobs])
+    assert outcomes[0] == outcomes[1]
+    assert len(outcomes[0]) == len(tasks.job_names)
+    problems = {job["problem"] for job in outcomes[0]}
+    for job in outcomes[0]:
+        if job["podgroup"] is not None and job["podgroup"].priority_class == "absent":
+            assert job["priority"] == 5               # an unknown class: the default priority
+        if job["implicit"]:
+            assert job["queue_name"] == "default" and job["min_member"] == 1
+    assert all(p is None or "does not exist" in p or "not a leaf" in p for p in problems)
+
+
 @pytest.mark.parametrize("seed", range(15))
 def test_decision_passes_match(compiled, seed):
     from runtime.snapshot import JobInfo
