@@ -120,6 +120,9 @@ class Session:
         self.attempted: set[int] = set()     # jobs an action tried to place
         self._tier_index = 0
         self._flat: dict[str, list[Callable]] = {}
+        # An order callback's answers for every row at once, when its plugin offers them.
+        self.order_columns: dict[Callable, Callable[[], np.ndarray]] = {}
+        self._job_tie_rank: np.ndarray | None = None
 
     # --- accounting ----------------------------------------------------------------------
     def _chain(self, q: int) -> list[int]:
@@ -169,7 +172,10 @@ class Session:
         self.queue_request[0] = self.queue_request[children].sum(axis=0) if children else 0
 
     # --- registration --------------------------------------------------------------------
-    def register(self, point: str, plugin: str, fn: Callable) -> None:
+    def register(self, point: str, plugin: str, fn: Callable, column: Callable[[], np.ndarray] | None = None) -> None:
+        """`column`, for an order point: fn's answers for all rows at once, an array (job_order)."""
+        if column is not None:
+            self.order_columns[fn] = column
         tiers = self.callbacks.setdefault(point, [])
         while len(tiers) <= self._tier_index:
             tiers.append([])
@@ -218,6 +224,30 @@ class Session:
     def job_key(self, j: int) -> tuple:
         job = self.snap.jobs[j]
         return (*[fn(j) for fn in self.flat("job_order")], job.creation, job.uid)
+
+    def job_order(self, js: list[int]) -> list[int]:
+        """`js` in job order: by job_key, ties by index (as a heap of (job_key, j) pops them).
+        When every job_order callback offers its column (Plugin.register), the keys are
+        compared as arrays (one lexsort) instead of as a tuple per job."""
+        fns = self.flat("job_order")
+        columns = [self.order_columns.get(fn) for fn in fns]
+        if len(js) < 2 or None in columns:
+            return sorted(js, key=lambda j: (self.job_key(j), j))
+        rows = np.array(js, dtype=np.int64)
+        # lexsort: the last key is the first compared, and equal keys keep their input order.
+        keys = [self.job_tie_rank()[rows]] + [column()[rows] for column in reversed(columns)]
+        return rows[np.lexsort(keys)].tolist()
+
+    def job_tie_rank(self) -> np.ndarray:
+        """Each job's position in (creation, uid, index) order: job_key's last terms."""
+        if self._job_tie_rank is None:
+            jobs = self.snap.jobs
+            creation = np.array([job.creation for job in jobs], dtype=np.float64)
+            uid = np.array([job.uid for job in jobs], dtype=str)
+            rank = np.empty(len(jobs), dtype=np.int64)
+            rank[np.lexsort((uid, creation))] = np.arange(len(jobs))
+            self._job_tie_rank = rank
+        return self._job_tie_rank
 
     def queue_key(self, q: int) -> tuple:
         return (*[fn(q) for fn in self.flat("queue_order")], self.snap.queues[q].name)
@@ -422,6 +452,7 @@ class Session:
         last reference. A closed session answers no plugin question; its arrays stay readable."""
         self.callbacks = {}
         self._flat = {}
+        self.order_columns = {}
         self.plugins = {}
         self.static_scorers = []
         self.enqueue_listeners = []

@@ -3,8 +3,6 @@ identical tasks with the placement kernel (or card by card for device requests).
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from runtime import decisions as d
@@ -18,11 +16,11 @@ def admitted(ssn: Session, j: int) -> bool:
 
 
 def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
-    """Admitted, valid jobs with pending tasks, as per-queue heaps keyed by job order."""
-    heaps: dict[int, list] = {}
+    """Admitted, valid jobs with pending tasks, as per-queue heaps of (rank in job order, job)."""
     pending = ssn.job_pending.tolist()
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
     phases = ssn.job_phase
+    chosen = []
     for job in ssn.snap.jobs:
         j = job.index
         if want_pending and pending[j] == 0:
@@ -33,9 +31,12 @@ def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
         if reason is not None:
             ssn.job_reasons.setdefault(j, [reason])
             continue
-        heaps.setdefault(job.queue, []).append((ssn.job_key(j), j))
-    for heap in heaps.values():
-        heapq.heapify(heap)
+        chosen.append(j)
+    # Appended in job order, each list is already a heap.
+    heaps: dict[int, list] = {}
+    jobs = ssn.snap.jobs
+    for rank, j in enumerate(ssn.job_order(chosen)):
+        heaps.setdefault(jobs[j].queue, []).append((rank, j))
     return heaps
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Callable
 from compiler.plan import PluginPlan
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from runtime.session import Session
 
 
@@ -22,9 +24,11 @@ class Plugin:
         self.spec = spec
         self.args = dict(spec.arguments)
 
-    def register(self, ssn: "Session", point: str, fn: Callable) -> None:
+    def register(self, ssn: "Session", point: str, fn: Callable,
+                 column: Callable[[], "np.ndarray"] | None = None) -> None:
+        """`column` (order points only): the same answer for every row at once (Session.job_order)."""
         if self.spec.enabled(point):
-            ssn.register(point, self.name, fn)
+            ssn.register(point, self.name, fn, column)
 
     def on_session_open(self, ssn: "Session") -> None:  # pragma: no cover - overridden
         raise NotImplementedError

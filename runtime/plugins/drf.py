@@ -25,7 +25,12 @@ class DrfPlugin(Plugin):
         total_for_share = total.copy()
         total_for_share[ssn.snap.resource_index["pods"]] = 0
         self.total = total_for_share
-        self.register(ssn, "job_order", ssn.k.RowShare(ssn.job_allocated, total_for_share).of)
+        def job_shares() -> np.ndarray:
+            out = np.empty(len(ssn.job_allocated), dtype=np.float64)
+            ssn.k.dominant_shares(ssn.job_allocated, total_for_share, out)
+            return out
+
+        self.register(ssn, "job_order", ssn.k.RowShare(ssn.job_allocated, total_for_share).of, column=job_shares)
         self.register(ssn, "queue_order", ssn.k.RowShare(ssn.queue_allocated, total_for_share).of)
 
         def victims(preemptor: int, candidates: list[int]) -> list[int]:

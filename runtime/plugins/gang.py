@@ -58,7 +58,17 @@ class GangPlugin(Plugin):
         self.register(ssn, "job_pipelined", pipelined)
         self.register(ssn, "job_starving", starving)
         self.register(ssn, "job_valid", valid)
-        self.register(ssn, "job_order", order)
+        min_member = np.array([job.min_member for job in jobs], dtype=np.int64)
+        # Jobs whose readiness is more than a count: answered one by one.
+        special = [job.index for job in jobs if self.zero_pending[job.index] or job.min_task_member]
+
+        def order_column() -> np.ndarray:
+            out = (job_ready >= min_member).astype(np.int64)
+            for j in special:
+                out[j] = order(j)
+            return out
+
+        self.register(ssn, "job_order", order, column=order_column)
 
         def victims(preemptor: int, candidates: list[int]) -> list[int]:
             spare: dict[int, int] = {}

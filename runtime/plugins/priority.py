@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from runtime.plugins import Plugin
 from runtime.snapshot import SUCCEEDED
 
@@ -13,7 +15,8 @@ class PriorityPlugin(Plugin):
         jobs = ssn.snap.jobs
         task_priority = ssn.snap.task_priority
         task_job = ssn.snap.task_job
-        self.register(ssn, "job_order", lambda j: -jobs[j].priority)
+        negated = np.array([-job.priority for job in jobs], dtype=np.int64)
+        self.register(ssn, "job_order", lambda j: -jobs[j].priority, column=lambda: negated)
         self.register(ssn, "task_order", lambda t: -int(task_priority[t]))
 
         def preemptable(preemptor: int, candidates: list[int]) -> list[int]:
