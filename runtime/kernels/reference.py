@@ -493,16 +493,22 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
     shapes, ours, keys, job_names = [], [], [], []
     placed_node, placed_shape, placed_gone, placed_mine = [], [], [], []
     shape, job, priority, creation, status, node_of, plain = [], [], [], [], [], [], []
+    last_items, last_sid, last_job_key, last_j = None, -1, None, -1
     for key, pod in pods.items():
         if not isinstance(pod, Pod):
             raise TypeError(f"state.pods[{key!r}] is a {type(pod).__name__}, not a Pod")
         requests = pod.requests
         items = tuple(requests.items())
-        sid = shape_index.get(items)
-        if sid is None:
-            sid = len(shapes)
-            shape_index[items] = sid
-            shapes.append(requests)
+        # Pods of a job come in a row with equal requests: the last pod's shape, unhashed.
+        if items == last_items:
+            sid = last_sid
+        else:
+            sid = shape_index.get(items)
+            if sid is None:
+                sid = len(shapes)
+                shape_index[items] = sid
+                shapes.append(requests)
+            last_items, last_sid = items, sid
         phase = pod.phase
         mine = pod.scheduler_name == scheduler_name
         node = pod.node_name
@@ -526,11 +532,15 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
             if not name:
                 name = pod.name
             job_key = (namespace, name)
-            j = job_index.get(job_key)
-            if j is None:
-                j = len(job_names)
-                job_index[job_key] = j
-                job_names.append(f"{namespace}/{name}")
+            if job_key == last_job_key:
+                j = last_j
+            else:
+                j = job_index.get(job_key)
+                if j is None:
+                    j = len(job_names)
+                    job_index[job_key] = j
+                    job_names.append(f"{namespace}/{name}")
+                last_job_key, last_j = job_key, j
             ours.append(pod)
             keys.append(key)
             shape.append(sid)

@@ -65,11 +65,27 @@ cdef tuple _items_key(dict requests):
     return key
 
 
+cdef bint _same_items(dict a, dict b) except -1:
+    """Whether two request maps have equal items in the same order (equal _items_key)."""
+    if len(a) != len(b):
+        return False
+    cdef Py_ssize_t pa = 0, pb = 0
+    cdef PyObject *ka
+    cdef PyObject *va
+    cdef PyObject *kb
+    cdef PyObject *vb
+    while PyDict_Next(a, &pa, &ka, &va):
+        PyDict_Next(b, &pb, &kb, &vb)
+        if not (ka == kb or <object> ka == <object> kb) or not (va == vb or <object> va == <object> vb):
+            return False
+    return True
+
+
 def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_priority, dict node_pos):
     cdef Py_ssize_t n = len(pods), pos = 0, t = 0, p = 0, sid, j
     cdef PyObject *key_ptr
     cdef PyObject *pod_ptr
-    cdef dict shape_index = {}, job_index = {}, requests
+    cdef dict shape_index = {}, job_index = {}, requests, last_requests = None
     cdef list shapes = [], ours = [], keys = [], job_names = []
     placed_node = np.empty(n, dtype=np.int64)
     placed_shape = np.empty(n, dtype=np.int64)
@@ -86,7 +102,8 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
     cdef unsigned char[::1] pg = placed_gone, pm = placed_mine, pl = plain
     cdef double[::1] cr = creation
     cdef signed char[::1] st = status
-    cdef object pod, node, found, prio, pclass, namespace, name
+    cdef object pod, node, found, prio, pclass, namespace, name, last_namespace = None, last_name = None
+    cdef Py_ssize_t last_sid = -1, last_j = -1
     cdef str phase, scheduler
     cdef bint mine, gone
     cdef long long where
@@ -95,14 +112,19 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
         if not isinstance(pod, Pod):
             raise TypeError(f"state.pods[{<object> key_ptr!r}] is a {type(pod).__name__}, not a Pod")
         requests = get_slot(pod, M_REQUESTS)
-        key = _items_key(requests)
-        found = shape_index.get(key)
-        if found is None:
-            sid = len(shapes)
-            shape_index[key] = sid
-            shapes.append(requests)
+        # Pods of a job come in a row with equal requests: the last pod's shape, unhashed.
+        if last_requests is not None and _same_items(requests, last_requests):
+            sid = last_sid
         else:
-            sid = found
+            key = _items_key(requests)
+            found = shape_index.get(key)
+            if found is None:
+                sid = len(shapes)
+                shape_index[key] = sid
+                shapes.append(requests)
+            else:
+                sid = found
+            last_requests, last_sid = requests, sid
         phase = get_slot(pod, M_PHASE)
         scheduler = get_slot(pod, M_SCHEDULER)
         mine = scheduler == scheduler_name
@@ -129,14 +151,18 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
             name = get_slot(pod, M_GROUP)
             if not name:
                 name = get_slot(pod, M_NAME)
-            job_key = (namespace, name)
-            found = job_index.get(job_key)
-            if found is None:
-                j = len(job_names)
-                job_index[job_key] = j
-                job_names.append(f"{namespace}/{name}")
+            if last_j >= 0 and name == last_name and namespace == last_namespace:
+                j = last_j
             else:
-                j = found
+                job_key = (namespace, name)
+                found = job_index.get(job_key)
+                if found is None:
+                    j = len(job_names)
+                    job_index[job_key] = j
+                    job_names.append(f"{namespace}/{name}")
+                else:
+                    j = found
+                last_namespace, last_name, last_j = namespace, name, j
             ours.append(pod)
             keys.append(<object> key_ptr)
             sh[t] = sid
