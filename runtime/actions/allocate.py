@@ -17,6 +17,9 @@ from runtime.snapshot import PENDING
 
 def run(ssn: Session) -> None:
     heaps = eligible_jobs(ssn)
+    # Each queue's heap is a list in job order: reversed, its next job is its last item.
+    for jobs in heaps.values():
+        jobs.reverse()
     queues = [(ssn.queue_key(q), q) for q in heaps if q >= 0]
     heapq.heapify(queues)
     while queues:
@@ -25,10 +28,10 @@ def run(ssn: Session) -> None:
         if ssn.overused(q):
             name = ssn.snap.queues[q].name
             reason = d.Reason(d.QUEUE, f"queue {name} is overused (at its deserved share)", {"queue": name})
-            for _, j in jobs:
+            for _, j in reversed(jobs):
                 ssn.job_reasons.setdefault(j, []).append(reason)
             continue
-        _, j = heapq.heappop(jobs)
+        _, j = jobs.pop()
         allocate_job(ssn, j)
         if jobs:
             heapq.heappush(queues, (ssn.queue_key(q), q))

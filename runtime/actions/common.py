@@ -16,7 +16,8 @@ def admitted(ssn: Session, j: int) -> bool:
 
 
 def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
-    """Admitted, valid jobs with pending tasks, as per-queue heaps of (rank in job order, job)."""
+    """Admitted, valid jobs with pending tasks, per queue as (rank in job order, job) lists
+    sorted in job order (so heaps too)."""
     pending = ssn.job_pending.tolist()
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
     phases = ssn.job_phase
