@@ -5,8 +5,8 @@
    queues, with the compiled kernels and the node cache warm (a running scheduler's steady
    state): placements per second of the best of --repeat cycles; median and worst shown too.
 2. The same cycle on the same cluster with the pure-Python kernels (runtime/kernels/reference.py:
-   the same algorithms — the snapshot's passes over the pods, the placement segment tree and its
-   refresh policy, the ledger, the share helpers, collect's decisions — as plain Python), best
+   the same algorithms — the snapshot's passes over the pods and its jobs, the placement segment
+   tree and its refresh policy, the ledger, the share helpers, collect's decisions — as plain Python), best
    of as many cycles. Both paths must make identical decisions (checked). `speedup_vs_python` =
    python cycle seconds ÷ compiled cycle seconds (`speedup_vs_python_cpu`: the same from the
    least processor time of the runs). The plugins' and actions' Python code between kernel calls (and a few numpy
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         cycle_cpu_s={"compiled": round(cpu, 4), "python": round(py_cpu, 4)},
         speedup_vs_python_cpu=round(py_cpu / max(cpu, 1e-9), 1),
         speedup_note=("whole cycle, same cluster, same run, identical decisions; the kernels (the snapshot's "
-                      "passes over the pods, placement trees, ledger, shares, collect's decisions) are "
+                      "passes over the pods and its jobs, placement trees, ledger, shares, collect's decisions) are "
                       "compiled in one path and their pure-Python twins (reference.py: the same algorithms) "
                       "in the other; the plugins' and actions' Python code between kernel calls is shared "
                       "and bounds the ratio (phases); speedup_vs_python_cpu: the same from the least "
