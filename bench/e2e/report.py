@@ -105,7 +105,7 @@ class Report:
         ceiling_key = next(s.key for s in SCHEDULERS if s.ceiling)
         ceiling = self.best(workload.key, ceiling_key)
         peers = {key: self.best(workload.key, key) for key in self.peers}
-        header = ["scheduler", "bound", "pods/s", "P50 ms", "P99 ms", "API requests/pod", "% of ceiling"]
+        header = ["scheduler", "bound", "pods/s", "P50 ms", "P99 ms", "API requests/pod", "created/s", "% of ceiling"]
         header += [f"× {key}" for key in self.peers]
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         notes = []
@@ -122,7 +122,7 @@ class Report:
                 label += f", concurrency {best.variant}"
             bound = f"{best.bound:,}/{best.pods:,}" + (" (timed out)" if best.timed_out else "")
             row = [label, bound, _fmt(best.pods_per_s), _fmt(best.p50_ms), _fmt(best.p99_ms),
-                   _fmt(best.requests_per_pod, 2),
+                   _fmt(best.requests_per_pod, 2), _fmt(best.create_per_s),
                    f"{100 * best.pods_per_s / ceiling.pods_per_s:.0f}%" if ceiling and ceiling.pods_per_s else "—"]
             for key in self.peers:
                 peer = peers[key]

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -119,22 +119,22 @@ class Child:
         self._log.close()
 
     def log_tail(self, lines: int = 15) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
         return "\n".join(tail)
 
 
-def _free_ports(count: int) -> tuple[int, ...]:
-    sockets = []
+def _two_free_ports() -> tuple[int, int]:
+    """Two distinct free loopback ports (both held open while choosing, so they differ)."""
+    first, second = socket.socket(), socket.socket()
     try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return tuple(sock.getsockname()[1] for sock in sockets)
+        first.bind(("127.0.0.1", 0))
+        second.bind(("127.0.0.1", 0))
+        return first.getsockname()[1], second.getsockname()[1]
     finally:
-        for sock in sockets:
-            sock.close()
+        first.close()
+        second.close()
 
 
 # ------------------------------------------------------------------ the cluster side
@@ -238,7 +238,7 @@ class Bench:
         self._wait_until(lambda: not self.core.list_namespaced_pod(namespace, limit=1).items,
                          f"pods of {namespace} deleted", 300)
 
-    def _wait_until(self, condition: Any, what: str, timeout: float) -> None:
+    def _wait_until(self, condition: Callable[[], bool], what: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
             if time.monotonic() > deadline:
@@ -256,7 +256,7 @@ class Bench:
             kubeconfig=self.cluster.kubeconfig,
             scheduler_name=SCHEDULER_NAME_PREFIX + scheduler.key,
             workdir=workdir,
-            ports=_free_ports(2),  # type: ignore[arg-type]
+            ports=_two_free_ports(),
             token=self.cluster.token,
             variant=variant,
         )
@@ -317,7 +317,10 @@ class Bench:
             before = request_totals(self.cluster.server, self.cluster.token, self.cluster.ca_cert)
             self.say(f"{run_id}: creating {objects} objects ({workload.pods} pods)")
             created = self._loadgen_create(jobs_file, f"{run_id}-create.log", self.options.create_concurrency)
-            watcher.wait(self.options.timeout_s + 60)
+            try:
+                watcher.wait(self.options.timeout_s + 60)  # it has its own timeout; this is a backstop
+            except subprocess.TimeoutExpired:
+                raise BenchError(f"loadgen watch did not stop at its timeout:\n{watcher.log_tail()}") from None
             watched = json.loads(watcher.read_line(timeout=5.0) or "{}")
             if not watched:
                 raise BenchError(f"loadgen watch ended without a summary:\n{watcher.log_tail()}")
@@ -349,7 +352,10 @@ class Bench:
         self.say(f"{run_id}: bound {result.bound}/{result.pods} in {result.seconds}s = {result.pods_per_s} pods/s, "
                  f"P50 {result.p50_ms} ms, P99 {result.p99_ms} ms, {result.requests_per_pod} requests/pod"
                  + (" (TIMED OUT)" if result.timed_out else ""))
-        self.wipe_namespace(namespace)
+        try:
+            self.wipe_namespace(namespace)
+        except BenchError as exc:  # the next run has a namespace of its own; say so and go on
+            self.say(f"{run_id}: warning: {exc}")
         return result
 
 
