@@ -68,6 +68,25 @@ def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
     return None
 
 
+def victims_over_limit(ssn, candidates: list[int], limit: np.ndarray, columns: np.ndarray) -> list[int]:
+    """Reclaim victims, as proportion and capacity pick them: a task helps only while its queue
+    is over `limit` on some resource and the task holds some of that resource; the queue's
+    usage drops with each victim taken, so no queue is taken below its limit."""
+    snap = ssn.snap
+    left: dict[int, np.ndarray] = {}
+    out = []
+    for c in candidates:
+        q = snap.jobs[snap.task_job[c]].queue
+        if q not in left:
+            left[q] = ssn.queue_allocated[q].copy()
+        alloc = left[q]
+        over = alloc[columns] > limit[q][columns]
+        if over.any() and (snap.request[c][columns][over] > 0).any():
+            alloc -= snap.request[c]
+            out.append(c)
+    return out
+
+
 def hierarchical_deserved(ssn, caps: np.ndarray) -> np.ndarray:
     """Deserved shares, top-down: each parent's deserved is water-filled among its children by
     weight, capped by real capability and request, raised to guarantee. A queue that may not

@@ -54,16 +54,7 @@ class CapacityPlugin(Plugin):
             return all(after[r] <= deserved[q][r] for r in self.columns if snap.request[t][r] > 0)
 
         def reclaimable(reclaimer: int, candidates: list[int]) -> list[int]:
-            left: dict[int, np.ndarray] = {}
-            out = []
-            for c in candidates:
-                q = snap.jobs[snap.task_job[c]].queue
-                alloc = left.setdefault(q, ssn.queue_allocated[q].copy())
-                over = alloc[self.columns] > deserved[q][self.columns]
-                if over.any() and (snap.request[c][self.columns][over] > 0).any():
-                    alloc -= snap.request[c]
-                    out.append(c)
-            return out
+            return qs.victims_over_limit(ssn, candidates, deserved, self.columns)
 
         def enqueueable(j: int) -> Verdict:
             reason = qs.enqueue_check(ssn, j, self.caps, self.columns)

@@ -62,19 +62,7 @@ class ProportionPlugin(Plugin):
             return all(after[r] <= self.limit[q][r] for r in cols)
 
         def reclaimable(reclaimer: int, candidates: list[int]) -> list[int]:
-            left: dict[int, np.ndarray] = {}
-            out = []
-            for c in candidates:
-                q = snap.jobs[snap.task_job[c]].queue
-                if q not in left:
-                    left[q] = ssn.queue_allocated[q].copy()
-                alloc = left[q]
-                over = alloc[self.columns] > self.limit[q][self.columns]
-                # Only tasks holding a resource the queue is over on help, and only while over.
-                if over.any() and (snap.request[c][self.columns][over] > 0).any():
-                    alloc -= snap.request[c]
-                    out.append(c)
-            return out
+            return qs.victims_over_limit(ssn, candidates, self.limit, self.columns)
 
         def enqueueable(j: int) -> Verdict:
             reason = qs.enqueue_check(ssn, j, self.caps, self.columns)
