@@ -16,6 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from policydsl.commands.output import emit
     from compiler.pipeline import compile_file
     from policydsl.diagnostics import Severity, render
 
@@ -28,13 +29,6 @@ def run(args: argparse.Namespace) -> int:
         io_only = loaded is not None and loaded.main is None and all(d.code == "PD001" for d in result.errors)
         return 2 if io_only else 1
     text = result.plan.to_json()
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                out.write(text)
-        except OSError as err:
-            print(f"policydsl: cannot write {args.output}: {err.strerror}", file=sys.stderr)
-            return 2
-    else:
-        sys.stdout.write(text)
+    if not emit(text, args.output):
+        return 2
     return 0

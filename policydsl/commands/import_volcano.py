@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from policydsl.commands.output import emit
     from compiler.volcano.importer import import_volcano
     from policydsl.diagnostics import render
 
@@ -31,13 +32,6 @@ def run(args: argparse.Namespace) -> int:
         print(render(diag, result.sources), file=sys.stderr)
     if result.text is None:
         return result.exit_code or 1
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                out.write(result.text)
-        except OSError as err:
-            print(f"policydsl: cannot write {args.output}: {err.strerror}", file=sys.stderr)
-            return 2
-    else:
-        sys.stdout.write(result.text)
+    if not emit(result.text, args.output):
+        return 2
     return result.exit_code
