@@ -99,13 +99,16 @@ def _binary_available(locate: Callable[[], Path]) -> Callable[[], str | None]:
 
 def _ours_available() -> str | None:
     """Ours runs as `python -m policydsl run`; the connector may not exist yet."""
-    result = subprocess.run(
-        [sys.executable, "-m", "policydsl", "run", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=binaries.REPO_ROOT,
-        timeout=120,
-    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "policydsl", "run", "--help"],
+            capture_output=True,
+            text=True,
+            cwd=binaries.REPO_ROOT,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        return "`python -m policydsl run --help` did not answer within 120 s"
     if result.returncode != 0:
         reason = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         return f"`python -m policydsl run --help` fails ({reason[0]}): the Kubernetes connector is not available"
