@@ -247,7 +247,7 @@ class Bench:
 
     # ---- one scheduler
 
-    def start_scheduler(self, scheduler: Scheduler, variant: int | None, workload: Workload, run_id: str) -> Child:
+    def start_scheduler(self, scheduler: Scheduler, variant: int | None, run_id: str) -> Child:
         workdir = self.runs_dir / run_id
         workdir.mkdir(exist_ok=True)
         launch = Launch(
@@ -264,14 +264,13 @@ class Bench:
         (workdir / "command.txt").write_text(shlex.join(command.argv) + "\n")
         child = Child(command.argv, workdir / "scheduler.log", env=command.env)
         try:
-            self._probe(scheduler, launch.scheduler_name, workload, run_id, child)
+            self._probe(scheduler, launch.scheduler_name, run_id, child)
         except BaseException:
             child.stop()
             raise
         return child
 
-    def _probe(self, scheduler: Scheduler, scheduler_name: str, workload: Workload, run_id: str,
-               child: Child) -> None:
+    def _probe(self, scheduler: Scheduler, scheduler_name: str, run_id: str, child: Child) -> None:
         """Bind one pod through the scheduler: it is up, synced and really scheduling."""
         name = f"probe-{run_id}"
         if scheduler.podgroups:
@@ -299,7 +298,7 @@ class Bench:
         objects = workloads.write_jobs_file(jobs_file, workloads.job_requests(
             workload, namespace, SCHEDULER_NAME_PREFIX + scheduler.key, scheduler.podgroups))
         try:
-            scheduler_proc = self.start_scheduler(scheduler, variant, workload, run_id)
+            scheduler_proc = self.start_scheduler(scheduler, variant, run_id)
         except BenchError as exc:
             self.say(f"{run_id}: {exc}")
             return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc))
