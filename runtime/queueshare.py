@@ -4,9 +4,12 @@ per-row share and allocatable helpers the session calls are kernels: runtime.ker
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from runtime import decisions as d
+from runtime.session import PERMIT, REJECT, Verdict
 from runtime.snapshot import UNLIMITED
 
 
@@ -66,6 +69,50 @@ def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
             return d.Reason(d.QUEUE, f"queue {name} over capability ({res})",
                             {"queue": name, "resources": [ssn.snap.resources[r] for r in over]})
     return None
+
+
+def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarray, caps: np.ndarray,
+                           columns: np.ndarray, over_limit: "Callable[[str, str], str]") -> None:
+    """The extension points proportion and capacity answer alike. `deserved` orders queues and
+    bounds preemptive and reclaim; `limit` is what allocation may not cross (proportion: the
+    deserved share itself; capacity: the real capability) and what makes a queue overused;
+    `caps` bounds admission; `over_limit(queue, resource)` words the wait reason."""
+    snap = ssn.snap
+    share = ssn.k.QueueShare(ssn.queue_allocated, deserved, columns).of
+    within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns).count
+
+    def queue_order(q: int) -> tuple:
+        return (-snap.queues[q].priority, share(q))
+
+    def allocatable(q: int, request: np.ndarray, count: int):
+        allowed, reason = count, None
+        for c in ssn.queue_chain[q]:
+            n, binding = within(c, request, allowed)
+            if n < allowed:
+                allowed = n
+                name, resource = snap.queues[c].name, snap.resources[binding]
+                reason = d.Reason(d.QUEUE, over_limit(name, resource), {"queue": name, "resource": resource})
+        return allowed, reason
+
+    def preemptive(q: int, t: int) -> bool:
+        after = ssn.queue_allocated[q] + snap.request[t]
+        return all(after[r] <= deserved[q][r] for r in columns if snap.request[t][r] > 0)
+
+    def reclaimable(reclaimer: int, candidates: list[int]) -> list[int]:
+        return victims_over_limit(ssn, candidates, deserved, columns)
+
+    def enqueueable(j: int) -> Verdict:
+        reason = enqueue_check(ssn, j, caps, columns)
+        return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
+
+    plugin.register(ssn, "queue_order", queue_order)
+    # Overused: the queue or an ancestor at its limit on every resource.
+    plugin.register(ssn, "overused", ssn.k.AtLimit(ssn.queue_allocated, limit, columns, ssn.chain_ptr,
+                                                   ssn.chains).chain)
+    plugin.register(ssn, "allocatable", allocatable)
+    plugin.register(ssn, "preemptive", preemptive)
+    plugin.register(ssn, "reclaimable", reclaimable)
+    plugin.register(ssn, "job_enqueued", enqueueable)
 
 
 def victims_over_limit(ssn, candidates: list[int], limit: np.ndarray, columns: np.ndarray) -> list[int]:
