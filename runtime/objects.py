@@ -55,11 +55,8 @@ class _Bad(Exception):
 
 # --- entry points ------------------------------------------------------------------------
 
-def load_path(path: str | Path, policy_queues: Iterable[str] | None = None) -> ClusterState:
-    """A ClusterState from a file or a folder of files (sorted; hidden folders skipped).
-
-    With `policy_queues` (the Plan's queue names), a PodGroup naming a queue that neither the
-    policy nor a Queue object defines is an error; without, that check waits for run_cycle."""
+def read_documents(path: str | Path) -> list[tuple[str, Any]]:
+    """Every document of a file, or of the YAML/JSON files of a folder (sorted, hidden skipped)."""
     root = Path(path)
     if root.is_dir():
         files = sorted(p for p in root.rglob("*") if p.suffix in FILE_SUFFIXES and p.is_file()
@@ -72,9 +69,9 @@ def load_path(path: str | Path, policy_queues: Iterable[str] | None = None) -> C
     problems: list[ObjectProblem] = []
     for file in files:
         try:
-            text = file.read_text()
-        except OSError as err:
-            problems.append(ObjectProblem(str(file), "", "", f"cannot read: {err.strerror}"))
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(ObjectProblem(str(file), "", "", f"cannot read: {getattr(err, 'strerror', None) or err}"))
             continue
         try:
             documents.extend((str(file), doc) for doc in parse_documents(text, file.suffix))
@@ -82,7 +79,15 @@ def load_path(path: str | Path, policy_queues: Iterable[str] | None = None) -> C
             problems.append(ObjectProblem(str(file), "", "", str(err)))
     if problems:
         raise ObjectError(problems)
-    return load_objects(documents, policy_queues=policy_queues)
+    return documents
+
+
+def load_path(path: str | Path, policy_queues: Iterable[str] | None = None) -> ClusterState:
+    """A ClusterState from a file or a folder of files (sorted; hidden folders skipped).
+
+    With `policy_queues` (the Plan's queue names), a PodGroup naming a queue that neither the
+    policy nor a Queue object defines is an error; without, that check waits for run_cycle."""
+    return load_objects(read_documents(path), policy_queues=policy_queues)
 
 
 def load_text(text: str, source: str = "<input>", policy_queues: Iterable[str] | None = None) -> ClusterState:

@@ -62,17 +62,12 @@ def run(args: argparse.Namespace) -> int:
 
     from runtime.session import Options
     from runtime.simulation.comparison import compare
-    from runtime.simulation.engine import Limits, simulate
-    from runtime.simulation.inputs import InputError, compile_policy, load_inputs, parse_time
+    from runtime.simulation.engine import simulate
+    from runtime.simulation.inputs import InputError, compile_policy, load_inputs, run_limits
     from runtime.simulation.summary import console
 
     try:
-        if args.cycles is not None and args.cycles < 1:
-            raise InputError("--cycles: give a positive number of cycles")
-        until = parse_time(args.until, "--until") if args.until is not None else None
-        period = parse_time(args.period, "--period")
-        if period <= 0:
-            raise InputError("--period: must be positive")
+        limits = run_limits(args.cycles, args.until, args.period)
         runs = []
         for path in (args.old, args.new):
             plan = compile_policy(path)
@@ -81,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"policydsl diff: {err}" if err.exit_code == 2 else str(err), file=sys.stderr)
         return 2
 
-    limits = Limits(cycles=args.cycles, until=until, period=period)
     options = Options(scheduler_name=args.scheduler_name)
     old, new = (simulate(plan, scenario, limits, options) for plan, scenario in runs)
     result = compare(old, new)

@@ -32,19 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runtime.simulation.engine import Limits, simulate
-    from runtime.simulation.inputs import InputError, compile_policy, load_inputs, parse_time
+    from runtime.simulation.engine import simulate
+    from runtime.simulation.inputs import InputError, compile_policy, load_inputs, run_limits
     from runtime.simulation.progress import progress_bar
     from runtime.simulation.summary import console, cycle_lines, print_summary
     from runtime.session import Options
 
     try:
-        if args.cycles is not None and args.cycles < 1:
-            raise InputError("--cycles: give a positive number of cycles")
-        until = parse_time(args.until, "--until") if args.until is not None else None
-        period = parse_time(args.period, "--period")
-        if period <= 0:
-            raise InputError("--period: must be positive")
+        limits = run_limits(args.cycles, args.until, args.period)
         plan = compile_policy(args.policy)
         scenario = load_inputs(plan, args.snapshot, args.workload)
     except InputError as err:
@@ -63,9 +58,8 @@ def run(args: argparse.Namespace) -> int:
             for line in cycle_lines(outcome):
                 out.print(line, markup=False)
 
-    limits = Limits(cycles=args.cycles, until=until, period=period)
     options = Options(scheduler_name=args.scheduler_name)
-    with progress_bar(until if until is not None else scenario.last_arrival, enabled=args.cycles is None) as tick:
+    with progress_bar(limits.until if limits.until is not None else scenario.last_arrival, enabled=args.cycles is None) as tick:
         result = simulate(plan, scenario, limits, options, on_cycle=on_cycle, on_progress=tick)
 
     if as_json and args.cycles is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from compiler.plan import Plan
 from runtime.objects import ObjectError
+from runtime.simulation.engine import Limits
 from runtime.simulation.workload import Scenario
 
 EXIT_FINDINGS, EXIT_USAGE = 1, 2
@@ -50,6 +51,17 @@ def load_inputs(plan: Plan, snapshot: str | Path | None, workload: str | Path | 
         return load_scenario(plan, snapshot, workload)
     except ObjectError as err:
         return _raise(problems_text(err), EXIT_USAGE)
+
+
+def run_limits(cycles: int | None, until: str | None, period: str) -> Limits:
+    """`--cycles`, `--until` and `--period` as the simulator's Limits, or an InputError."""
+    if cycles is not None and cycles < 1:
+        raise InputError("--cycles: give a positive number of cycles")
+    until_s = parse_time(until, "--until") if until is not None else None
+    period_s = parse_time(period, "--period")
+    if period_s <= 0:
+        raise InputError("--period: must be positive")
+    return Limits(cycles=cycles, until=until_s, period=period_s)
 
 
 def parse_time(text: str, what: str) -> float:

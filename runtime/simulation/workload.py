@@ -20,11 +20,10 @@ import dataclasses
 import random
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable
 
 from runtime.model import ClusterState, Pod, PodGroup, group_key_of
-from runtime.objects import FILE_SUFFIXES, ObjectError, ObjectProblem, load_objects, parse_documents
+from runtime.objects import ObjectError, ObjectProblem, load_objects, parse_documents, read_documents
 
 ARRIVAL_ANNOTATION = "simulation.policydsl.io/arrival"
 DURATION_ANNOTATION = "simulation.policydsl.io/duration"
@@ -85,33 +84,6 @@ def format_duration(seconds: float) -> str:
 
 
 # --- reading --------------------------------------------------------------------------------
-
-def read_documents(path: str | Path) -> list[Document]:
-    """Every document of a file, or of the YAML/JSON files of a folder (sorted, hidden skipped)."""
-    root = Path(path)
-    if root.is_dir():
-        files = sorted(p for p in root.rglob("*") if p.suffix in FILE_SUFFIXES and p.is_file()
-                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
-    elif root.exists():
-        files = [root]
-    else:
-        raise ObjectError([ObjectProblem(str(root), "", "", "no such file or folder")])
-    documents: list[Document] = []
-    problems: list[ObjectProblem] = []
-    for file in files:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            problems.append(ObjectProblem(str(file), "", "", f"cannot read: {getattr(err, 'strerror', None) or err}"))
-            continue
-        try:
-            documents.extend((str(file), doc) for doc in parse_documents(text, file.suffix))
-        except ValueError as err:
-            problems.append(ObjectProblem(str(file), "", "", str(err)))
-    if problems:
-        raise ObjectError(problems)
-    return documents
-
 
 def flatten(documents: Iterable[Document]) -> list[Document]:
     """`List` objects (what `kubectl get -o yaml` prints) become their items; a malformed List
