@@ -7,7 +7,6 @@ catalog default, so the Plan is complete and explicit.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from cerberus import Validator
 from cerberus.errors import BasicErrorHandler

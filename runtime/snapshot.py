@@ -23,8 +23,8 @@ from compiler import catalog as cat
 from compiler.plan import DevicePlan, Plan, QueuePlan
 from runtime.kernels import Kernels
 from runtime.kernels import load as load_kernels
-from runtime.kernels.records import JobInfo, TaskOrder
-from runtime.model import PG_PENDING, PG_RUNNING, ClusterState, Node, Pod, PodGroup, Taint
+from runtime.kernels.records import JobInfo
+from runtime.model import ClusterState, Node, Pod, Taint
 
 INT64_MAX = np.iinfo(np.int64).max
 UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow

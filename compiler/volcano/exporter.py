@@ -10,7 +10,6 @@ at the policy text, and is left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,7 +20,8 @@ from compiler.pipeline import Compilation, compile_file, compile_text
 from compiler.quantities import format_base_units
 from compiler.volcano import codes
 from compiler.volcano.config_reader import CONFIG_KEY
-from policydsl.diagnostics import Diagnostic, Severity, SourceCache, make
+from compiler.volcano.model import TranslationResult
+from policydsl.diagnostics import Diagnostic, make
 
 QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
 CONFIGMAP_NAME = "volcano-scheduler-configmap"
@@ -30,22 +30,8 @@ CONFIGMAP_NAMESPACE = "volcano-system"
 Report = Callable[[str, tuple, str | None], None]     # message, IR path, hint
 
 
-@dataclass
-class ExportResult:
-    text: str | None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    sources: SourceCache = field(default_factory=SourceCache)
-    unreadable: bool = False
-
-    @property
-    def errors(self) -> list[Diagnostic]:
-        return [d for d in self.diagnostics if d.severity >= Severity.ERROR]
-
-    @property
-    def exit_code(self) -> int:
-        if self.unreadable:
-            return 2
-        return 1 if self.errors or self.text is None else 0
+class ExportResult(TranslationResult):
+    """A Volcano config (and Queue objects) printed from a policy."""
 
 
 # --- YAML with Volcano's look: the actions string quoted, an embedded config as a block -------

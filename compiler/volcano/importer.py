@@ -8,7 +8,7 @@ comment where it stood.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +18,17 @@ from compiler.volcano import codes
 from compiler.volcano import policy_text as pt
 from compiler.volcano.config_reader import CONFIG_KEY, ConfigReader
 from compiler.volcano.located_yaml import YamlText
-from compiler.volcano.model import PluginConfig, QueueConfig, SchedulerConfig
+from compiler.volcano.model import PluginConfig, QueueConfig, SchedulerConfig, TranslationResult
 from compiler.volcano.queue_reader import QueueReader
-from policydsl.diagnostics import Diagnostic, Severity, SourceCache, Span, make
+from policydsl.diagnostics import Diagnostic, Span, make
 
 
 @dataclass
-class ImportResult:
-    text: str | None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    sources: SourceCache = field(default_factory=SourceCache)
+class ImportResult(TranslationResult):
+    """A policy printed from a Volcano config, with what was read."""
+
     config: SchedulerConfig | None = None
     queues: tuple[QueueConfig, ...] = ()
-    unreadable: bool = False
-
-    @property
-    def errors(self) -> list[Diagnostic]:
-        return [d for d in self.diagnostics if d.severity >= Severity.ERROR]
-
-    @property
-    def exit_code(self) -> int:
-        """0 clean (warnings allowed), 1 when something could not be carried over, 2 unreadable input."""
-        if self.unreadable:
-            return 2
-        return 1 if self.errors else 0
 
 
 def _first_sentence(text: str) -> str:

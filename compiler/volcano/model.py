@@ -20,7 +20,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from policydsl.diagnostics import Span
+from policydsl.diagnostics import Diagnostic, Severity, SourceCache, Span
+
+
+@dataclass
+class TranslationResult:
+    """What import or export produced: the text (None when nothing could be made), and why not."""
+
+    text: str | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: SourceCache = field(default_factory=SourceCache)
+    unreadable: bool = False
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity >= Severity.ERROR]
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean (warnings allowed), 1 when something could not be carried over, 2 unreadable input."""
+        if self.unreadable:
+            return 2
+        return 1 if self.errors or self.text is None else 0
 
 
 @dataclass(frozen=True)

@@ -516,7 +516,7 @@ def _cluster_check(key: str, value: Any, line: int) -> Assertion:
 # --- running ---------------------------------------------------------------------------------------
 
 def _documents(value: Path | Inline | None) -> list[Document] | None:
-    from runtime.simulation.workload import read_documents
+    from runtime.objects import read_documents
 
     if value is None:
         return None

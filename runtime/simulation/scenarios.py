@@ -16,7 +16,8 @@ from pathlib import Path
 
 from compiler import catalog as cat
 from compiler.plan import Plan
-from runtime.simulation.workload import WORKLOAD_KIND, Document, Scenario, build_scenario, flatten, read_documents
+from runtime.objects import read_documents
+from runtime.simulation.workload import WORKLOAD_KIND, Document, Scenario, build_scenario, flatten
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_CLUSTER = EXAMPLES / "cluster.yaml"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from runtime.model import ClusterState, Pod, PodGroup, group_key_of
-from runtime.objects import ObjectError, ObjectProblem, load_objects, parse_documents, read_documents
+from runtime.objects import ObjectError, ObjectProblem, load_objects
 
 ARRIVAL_ANNOTATION = "simulation.policydsl.io/arrival"
 DURATION_ANNOTATION = "simulation.policydsl.io/duration"
