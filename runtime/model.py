@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from runtime.decisions import Decisions
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+# A pod without a PodGroup runs in this queue, as Volcano's PodGroup controller puts the group it makes.
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"

@@ -273,11 +273,13 @@ class Bench:
     def _probe(self, scheduler: Scheduler, scheduler_name: str, run_id: str, child: Child) -> None:
         """Bind one pod through the scheduler: it is up, synced and really scheduling."""
         name = f"probe-{run_id}"
-        if scheduler.podgroups:
+        grouped = workloads.gets_podgroup(scheduler.podgroups, 1)
+        if grouped:
             body = workloads.podgroup_manifest(PROBE_NAMESPACE, name, 1, workloads.queue_name(0))
             self.custom.create_namespaced_custom_object(
                 "scheduling.volcano.sh", "v1beta1", PROBE_NAMESPACE, "podgroups", body)
-        pod = workloads.pod_manifest(PROBE_NAMESPACE, name, scheduler_name, name if scheduler.podgroups else None)
+        pod = workloads.pod_manifest(PROBE_NAMESPACE, name, scheduler_name, name if grouped else None,
+                                     workloads.queue_name(0))
         self.core.create_namespaced_pod(PROBE_NAMESPACE, pod)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not self.core.read_namespaced_pod(name, PROBE_NAMESPACE).spec.node_name:
@@ -389,7 +391,7 @@ def run_benchmark(options: Options, log: IO[str] = sys.stderr) -> tuple[list[Run
     try:
         bench.ensure_namespace(PROBE_NAMESPACE)
         for workload in options.workloads:
-            takers = [s for s in runnable if s.gangs or not workload.gangs]
+            takers = [s for s in runnable if (s.gangs and not s.plain_only) or not workload.gangs]
             if not takers:
                 continue
             bench.say(f"workload {workload.title}")

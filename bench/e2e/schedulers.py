@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.e2e import binaries
+from bench.e2e import binaries, workloads
 
 # Pods are labelled with a scheduler name of their own per scheduler, so that a
 # scheduler never touches another's pods, even one left running by accident.
@@ -76,11 +76,12 @@ class Scheduler:
     key: str  # what --only and the report call it
     label: str
     gangs: bool  # can it schedule gangs (all-or-nothing)? kube-scheduler cannot
-    podgroups: bool  # give it Volcano PodGroups (its pods carry the group annotation)
+    podgroups: str  # which jobs get a Volcano PodGroup: workloads.PODGROUP_MODES
     availability: Callable[[], str | None]  # None when it can run, else why not and what to do
     command: Callable[[Launch], Command]
     variants: tuple[int | None, ...] = (None,)  # run once per variant; the best run counts
     ceiling: bool = False  # the raw binder: the others are reported as a fraction of it
+    plain_only: bool = False  # runs the plain-pod workloads only (a second configuration of a scheduler)
 
 
 # ------------------------------------------------------------------ availability
@@ -201,7 +202,7 @@ SCHEDULERS: tuple[Scheduler, ...] = (
         key="ceiling",
         label="raw binder (ceiling)",
         gangs=True,  # binds everything it sees, so gangs trivially all bind
-        podgroups=False,
+        podgroups=workloads.NO_PODGROUPS,
         availability=_always,  # built on demand in seconds
         command=_rawbinder_command,
         variants=(8, 32, 128),
@@ -211,7 +212,7 @@ SCHEDULERS: tuple[Scheduler, ...] = (
         key="kube-scheduler",
         label="kube-scheduler",
         gangs=False,
-        podgroups=False,
+        podgroups=workloads.NO_PODGROUPS,
         availability=_binary_available(binaries.kube_scheduler),
         command=_kube_scheduler_command,
     ),
@@ -219,7 +220,7 @@ SCHEDULERS: tuple[Scheduler, ...] = (
         key="vc-scheduler",
         label="Volcano vc-scheduler",
         gangs=True,
-        podgroups=True,
+        podgroups=workloads.EVERY_JOB,  # it ignores pods without one
         availability=_binary_available(binaries.vc_scheduler),
         command=_vc_scheduler_command,
     ),
@@ -227,9 +228,20 @@ SCHEDULERS: tuple[Scheduler, ...] = (
         key="policydsl",
         label="policydsl (ours)",
         gangs=True,
-        podgroups=True,
+        # A pod without a PodGroup is its own one-pod job here: plain pods need no PodGroup
+        # controller, so a cluster running policydsl creates none for them.
+        podgroups=workloads.GANGS_ONLY,
         availability=_ours_available,
         command=_ours_command,
+    ),
+    Scheduler(
+        key="policydsl-podgroups",
+        label="policydsl (ours), a PodGroup per pod as vc-scheduler gets",
+        gangs=True,
+        podgroups=workloads.EVERY_JOB,
+        availability=_ours_available,
+        command=_ours_command,
+        plain_only=True,  # on gangs it is the row above
     ),
 )
 

@@ -1,10 +1,12 @@
 """The benchmark's workloads and the Kubernetes objects that make them up.
 
-Every scheduler gets the same objects, except that schedulers speaking
-Volcano's API (vc-scheduler, ours) also get one PodGroup per job, created
-just before the job's pods, as Volcano's controllers would: its job
-controller for gangs, its PodGroup controller (one group of minMember 1 per
-pod) for plain pods. kube-scheduler and the raw binder get bare pods.
+Every scheduler gets the same pods. Schedulers speaking Volcano's API also
+get PodGroups, created just before their job's pods, as Volcano's
+controllers would: its job controller for gangs, its PodGroup controller
+(one group of minMember 1 per pod) for plain pods. vc-scheduler needs both
+(it ignores a pod without a PodGroup); ours takes a pod without one as a
+one-pod job, so it gets PodGroups for gangs only, and is measured a second
+time with a PodGroup per pod. kube-scheduler and the raw binder get bare pods.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod → PodGroup link
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # the queue of a pod without a PodGroup
 PODGROUP_API = "/apis/scheduling.volcano.sh/v1beta1"
 
 # Fake node shape and pod request: small enough that every workload fits
@@ -24,6 +27,12 @@ PODGROUP_API = "/apis/scheduling.volcano.sh/v1beta1"
 NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110"}
 POD_REQUEST = {"cpu": "100m", "memory": "128Mi"}
 POD_REQUEST_BASE = {"cpu": 0.1, "memory": 128 * 2**20}  # the same, for a PodGroup's minResources
+# Which jobs get a PodGroup (Scheduler.podgroups).
+NO_PODGROUPS = "none"
+GANGS_ONLY = "gangs"  # jobs of more than one pod
+EVERY_JOB = "every-job"
+PODGROUP_MODES = (NO_PODGROUPS, GANGS_ONLY, EVERY_JOB)
+
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
 
 
@@ -97,10 +106,14 @@ def queue_manifest(index: int) -> dict[str, Any]:
     }
 
 
-def pod_manifest(namespace: str, name: str, scheduler_name: str, group: str | None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app": "bench"}}
+def pod_manifest(namespace: str, name: str, scheduler_name: str, group: str | None, queue: str) -> dict[str, Any]:
+    """A pod of `group` (None: no PodGroup) in `queue` (Volcano's PodGroup controller copies the
+    annotation into the group it makes; ours reads it when there is no group)."""
+    annotations = {QUEUE_ANNOTATION: queue}
     if group is not None:
-        metadata["annotations"] = {GROUP_ANNOTATION: group}
+        annotations[GROUP_ANNOTATION] = group
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app": "bench"},
+                                "annotations": annotations}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -132,23 +145,30 @@ def _post(path: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"method": "POST", "path": path, "body": body}
 
 
+def gets_podgroup(mode: str, job_size: int) -> bool:
+    """Whether a job of `job_size` pods gets a PodGroup under `mode` (PODGROUP_MODES)."""
+    if mode not in PODGROUP_MODES:
+        raise ValueError(f"unknown PodGroup mode {mode!r}; one of {', '.join(PODGROUP_MODES)}")
+    return mode == EVERY_JOB or (mode == GANGS_ONLY and job_size > 1)
+
+
 def job_requests(
-    workload: Workload, namespace: str, scheduler_name: str, podgroups: bool
+    workload: Workload, namespace: str, scheduler_name: str, podgroups: str
 ) -> Iterator[list[dict[str, Any]]]:
-    """Per job, the create requests in order: its PodGroup (when `podgroups`), then its pods.
+    """Per job, the create requests in order: its PodGroup (if `podgroups` gives it one), then its pods.
 
     Jobs go round-robin over the queues. Pod names are `job-NNNNN-T`.
     """
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
     groups_path = f"{PODGROUP_API}/namespaces/{namespace}/podgroups"
+    grouped = gets_podgroup(podgroups, workload.gang_size)
     for job in range(workload.jobs):
-        group = f"job-{job:05d}"
+        group, queue = f"job-{job:05d}", queue_name(job % workload.queues)
         steps = []
-        if podgroups:
-            steps.append(_post(groups_path, podgroup_manifest(namespace, group, workload.gang_size,
-                                                              queue_name(job % workload.queues))))
+        if grouped:
+            steps.append(_post(groups_path, podgroup_manifest(namespace, group, workload.gang_size, queue)))
         for task in range(workload.gang_size):
-            pod = pod_manifest(namespace, f"{group}-{task}", scheduler_name, group if podgroups else None)
+            pod = pod_manifest(namespace, f"{group}-{task}", scheduler_name, group if grouped else None, queue)
             steps.append(_post(pods_path, pod))
         yield steps
 

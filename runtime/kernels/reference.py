@@ -18,7 +18,7 @@ import numpy as np
 
 from runtime.decisions import Binding, PodGroupStatus
 from runtime.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder
-from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, Condition, Pod
+from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, QUEUE_ANNOTATION, Condition, Pod
 
 IDLE = 2
 FUTURE = 1
@@ -622,7 +622,7 @@ def build_jobs(podgroups, priority_classes, default_priority, job_names, pods, j
                queue_index, leaf, index, r, default_queue):
     """Jobs from the grouped tasks (job j's tasks are job_first[j]:job_first[j+1]): a PodGroup's
     queue, minMember, priority, minResources (a row over `index`'s resources), phase; a pod
-    without a group is its own job in `default_queue`. `leaf[q]`: queue q has no children."""
+    without a group is its own job, in the queue its QUEUE_ANNOTATION names, else `default_queue`. `leaf[q]`: queue q has no children."""
     jobs = []
     first = job_first.tolist()
     all_tasks = np.arange(first[-1], dtype=np.int64)
@@ -646,7 +646,7 @@ def build_jobs(podgroups, priority_classes, default_priority, job_names, pods, j
                         min_res[index[res]] = amount
             phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
         else:
-            queue_name = default_queue
+            queue_name = head.annotations.get(QUEUE_ANNOTATION) or default_queue
             min_member, priority, min_res = 1, int(task_priority[lo]), None
             # An implicit group of a placed pod runs; a waiting one starts Pending like the
             # PodGroup Volcano's controller would create for it.

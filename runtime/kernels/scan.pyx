@@ -21,7 +21,7 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
 from runtime.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder
-from runtime.model import PG_PENDING, PG_RUNNING, Pod
+from runtime.model import PG_PENDING, PG_RUNNING, QUEUE_ANNOTATION, Pod
 
 include "_slots.pxi"
 
@@ -48,6 +48,7 @@ cdef PyMemberDef *M_SELECTOR = slot_member(Pod, "node_selector")
 cdef PyMemberDef *M_REQUIRED = slot_member(Pod, "required_terms")
 cdef PyMemberDef *M_PREFERRED = slot_member(Pod, "preferred_terms")
 cdef PyMemberDef *M_TOLERATIONS = slot_member(Pod, "tolerations")
+cdef PyMemberDef *M_ANNOTATIONS = slot_member(Pod, "annotations")
 
 
 cdef tuple _items_key(dict requests):
@@ -353,7 +354,7 @@ def build_jobs(dict podgroups, dict priority_classes, default_priority, list job
                         min_res[index[res]] = amount
             phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
         else:
-            queue_name = default_queue
+            queue_name = (<dict> get_slot(head, M_ANNOTATIONS)).get(QUEUE_ANNOTATION) or default_queue
             min_member, priority, min_res = 1, task_priority[lo], None
             # An implicit group of a placed pod runs; a waiting one starts Pending.
             phase = PG_RUNNING if get_slot(head, M_NODE) else PG_PENDING

@@ -92,3 +92,28 @@ def test_unknown_only_names_are_a_usage_error() -> None:
     assert done.returncode == 2
     assert "unknown slurm, z" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_each_scheduler_gets_the_podgroups_it_needs() -> None:
+    from bench.e2e import workloads
+    from bench.e2e.workloads import EVERY_JOB, GANGS_ONLY, NO_PODGROUPS, Workload
+
+    plain, gangs = Workload("a", nodes=1, jobs=3, gang_size=1), Workload("b", nodes=1, jobs=2, gang_size=4)
+
+    def kinds(workload: Workload, mode: str) -> Counter:
+        steps = [s for job in workloads.job_requests(workload, "ns", "sched", mode) for s in job]
+        for step in steps:
+            if step["path"].endswith("/pods"):
+                annotations = step["body"]["metadata"]["annotations"]
+                assert (workloads.GROUP_ANNOTATION in annotations) == any(s["path"].endswith("/podgroups")
+                                                                          for s in steps)
+                assert annotations[workloads.QUEUE_ANNOTATION].startswith("bench-q")
+        return Counter(step["path"].rsplit("/", 1)[1] for step in steps)
+
+    assert kinds(plain, NO_PODGROUPS) == {"pods": 3}
+    assert kinds(plain, GANGS_ONLY) == {"pods": 3}  # a plain pod is its own job for policydsl
+    assert kinds(plain, EVERY_JOB) == {"podgroups": 3, "pods": 3}  # as Volcano's PodGroup controller
+    assert kinds(gangs, GANGS_ONLY) == {"podgroups": 2, "pods": 8}
+    assert kinds(gangs, NO_PODGROUPS) == {"pods": 8}
+    with pytest.raises(ValueError, match="unknown PodGroup mode"):
+        workloads.gets_podgroup("sometimes", 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -318,13 +320,24 @@ def job_fields(job) -> dict:
     return out
 
 
+def job_head_queue(pods, job) -> str:
+    """The queue a lone pod's annotation names ("" for a job of a missing PodGroup: its key is the group's)."""
+    from runtime.model import QUEUE_ANNOTATION
+    pod = pods.get(job["key"])
+    return pod.annotations.get(QUEUE_ANNOTATION, "") if pod is not None else ""
+
+
 @pytest.mark.parametrize("seed", range(25))
 def test_build_jobs_matches(compiled, seed):
     """Jobs from grouped tasks: PodGroups (some missing, some in a parent or unknown queue, with
     and without a priority class and minResources) and implicit groups of lone pods."""
-    from runtime.model import PodGroup
+    from runtime.model import QUEUE_ANNOTATION, PodGroup
     rng = np.random.default_rng(1400 + seed)
     pods = random_pods(rng)
+    for key, pod in pods.items():  # lone pods naming their queue, as Volcano's PodGroup controller reads it
+        if pod.group is None and rng.random() < 0.5:
+            queue = ("team", "parent", "nowhere", "")[int(rng.integers(0, 4))]
+            pods[key] = dataclasses.replace(pod, annotations={QUEUE_ANNOTATION: queue})
     podgroups = {}
     for g in range(6):
         if rng.random() < 0.2:
@@ -355,7 +368,8 @@ def test_build_jobs_matches(compiled, seed):
         if job["podgroup"] is not None and job["podgroup"].priority_class == "absent":
             assert job["priority"] == 5               # an unknown class: the default priority
         if job["implicit"]:
-            assert job["queue_name"] == "default" and job["min_member"] == 1
+            named = job_head_queue(pods, job)
+            assert job["queue_name"] == (named or "default") and job["min_member"] == 1
     assert all(p is None or "does not exist" in p or "not a leaf" in p for p in problems)
 
 
