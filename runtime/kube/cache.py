@@ -77,6 +77,7 @@ class ClusterCache:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._bad_objects: dict[str, str] = {}  # key -> resourceVersion already reported
+        self._on_work: Callable[[], None] = lambda: None
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -103,6 +104,11 @@ class ClusterCache:
             if not event.wait(left):
                 return False
         return True
+
+    def on_work(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (under the cache's lock: it must be quick) when a pod of ours that waits
+        for a node, or a PodGroup, appears."""
+        self._on_work = callback
 
     # --- reads -----------------------------------------------------------------------------
     def snapshot(self) -> ClusterState:
@@ -301,6 +307,8 @@ class ClusterCache:
             if resource is PODS:
                 pod = convert.pod_from(obj, st.priority_classes)
                 if convert.pod_matters(pod, self.scheduler_name):
+                    if pod.node_name is None and pod.key not in st.pods and pod.scheduler_name == self.scheduler_name:
+                        self._on_work()
                     st.pods[pod.key] = pod
                     if pod.node_name is not None:
                         self._assumed.pop(pod.key, None)
@@ -316,6 +324,8 @@ class ClusterCache:
                     st.node_generation += 1
             elif resource is PODGROUPS:
                 group = convert.podgroup_from(obj)
+                if group.key not in st.podgroups:
+                    self._on_work()
                 st.podgroups[group.key] = group
                 self._pg_status[group.key] = dict(obj.get("status") or {})
             elif resource is QUEUES:

@@ -111,6 +111,9 @@ class KubeCluster:
     def snapshot(self) -> ClusterState:
         return self.cache.snapshot()
 
+    def on_work(self, callback: Callable[[], None]) -> None:
+        self.cache.on_work(callback)
+
     def report_invalid(self, problems: list[ObjectProblem], state: ClusterState) -> None:
         for problem in problems:
             group = self.cache.podgroup(problem.name)

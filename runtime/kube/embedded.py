@@ -9,7 +9,7 @@ evicted pods leave before the next cycle).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from runtime.decisions import Decisions
 from runtime.kube.scheduler import ApplyReport
@@ -49,6 +49,9 @@ class EmbeddedCluster:
 
     def report_invalid(self, problems: list[ObjectProblem], state: ClusterState) -> None:
         pass  # the scheduler already logged them
+
+    def on_work(self, callback: Callable[[], None]) -> None:
+        pass  # nothing arrives from outside: the state changes only through apply()
 
     def apply(self, decisions: Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport:
         bound = sum(1 for b in decisions.bindings

@@ -1,8 +1,16 @@
 """The scheduling loop: every period, snapshot the cluster, run one cycle, apply the decisions.
 
-    scheduler = Scheduler(plan, cluster, scheduler_name="volcano", period=1.0, metrics=Metrics())
+    scheduler = Scheduler(plan, cluster, scheduler_name="volcano", period=1.0, min_interval=0.2,
+                          metrics=Metrics())
     scheduler.run(stop_event)           # until stop_event is set; finishes the cycle in progress
     scheduler.set_plan(new_plan)        # takes effect at the start of the next cycle, which starts at once
+
+A cycle starts every `period` (start to start), and sooner when the connection reports new work
+(a pod to place, a PodGroup): then as soon as `min_interval` has passed since the last cycle
+started and the pause after it has lasted as long as the cycle did. So a pod created into a
+quiet cluster waits at most `min_interval` instead of up to a whole period, while under a
+steady stream of arrivals the loop never takes more than half a core, whatever the cluster's
+size. `min_interval >= period` gives Volcano's fixed period.
 
 `cluster` is a `ClusterConnection`: `runtime.kube.cluster.KubeCluster` (a real API server) or
 `runtime.kube.embedded.EmbeddedCluster` (a ClusterState in memory). With an `elector`, only
@@ -15,7 +23,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -34,7 +42,7 @@ from runtime.snapshot import UNLIMITED, SnapshotCache
 log = logging.getLogger("policydsl.scheduler")
 
 ERROR_LOG_EVERY_S = 30.0
-PAUSE_SLICE_S = 0.05  # how often the pause between cycles looks at `stop` while it listens for a new Plan
+PAUSE_SLICE_S = 0.05  # how often the pause between cycles looks at `stop`
 FOREIGN_SCHEDULER = "<left out: unknown queue>"  # no pod's schedulerName: such pods take room, join no job
 
 
@@ -72,6 +80,9 @@ class ClusterConnection(Protocol):
     def apply(self, decisions: Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport: ...
 
     def report_invalid(self, problems: list[ObjectProblem], state: ClusterState) -> None: ...
+
+    def on_work(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from any thread, quickly) when something arrives that a cycle may act on."""
 
 
 class Elector(Protocol):
@@ -123,18 +134,21 @@ def queue_usage(ssn: Session) -> dict[str, QueueUsage]:
 
 class Scheduler:
     def __init__(self, plan: Plan, cluster: ClusterConnection, *, scheduler_name: str = "volcano",
-                 period: float = 1.0, metrics: Metrics | None = None, elector: Elector | None = None,
-                 pure_python: bool | None = None) -> None:
+                 period: float = 1.0, min_interval: float = 0.2, metrics: Metrics | None = None,
+                 elector: Elector | None = None, pure_python: bool | None = None) -> None:
         self.cluster = cluster
         self.scheduler_name = scheduler_name
         self.period = period
+        self.min_interval = min_interval
         self.metrics = metrics or Metrics()
         self.elector = elector
         self.options = Options(scheduler_name=scheduler_name, pure_python=pure_python)
         self._plan = plan
         self._next_plan: Plan | None = None
         self._plan_lock = threading.Lock()
-        self._plan_arrived = threading.Event()  # set_plan wakes the pause between cycles
+        self._plan_arrived = threading.Event()  # a new Plan: the next cycle starts at once
+        self._work_arrived = threading.Event()  # new work since the last snapshot: start early
+        self._wake = threading.Event()  # either of the two: ends a wait of the pause
         self._snapshot_cache = SnapshotCache()
         self._reported: set[str] = set()
         self.cycles = 0
@@ -142,6 +156,11 @@ class Scheduler:
         self._last_error: str | None = None
         self._last_error_logged = 0.0
         self.metrics.set_active_policy(plan.name, plan.revision)
+        cluster.on_work(self._on_work)
+
+    def _on_work(self) -> None:
+        self._work_arrived.set()
+        self._wake.set()
 
     # --- the Plan ------------------------------------------------------------------------------
     @property
@@ -154,6 +173,7 @@ class Scheduler:
             self._next_plan = plan
         # A policy edit goes live at the next cycle, and that cycle starts without waiting out the period.
         self._plan_arrived.set()
+        self._wake.set()
 
     def _take_plan(self) -> Plan:
         with self._plan_lock:
@@ -185,11 +205,14 @@ class Scheduler:
 
     # --- cycles -------------------------------------------------------------------------------
     def run(self, stop: threading.Event, max_cycles: int = 0) -> None:
-        """Cycle every `period` (start to start) until `stop` is set or `max_cycles` ran."""
+        """Cycle every `period` (start to start), sooner on new work (see the module's doc), until
+        `stop` is set or `max_cycles` ran."""
         while not stop.is_set():
             started = time.monotonic()
             self.last_tick = started
+            ran = False
             if self.cluster.synced and self.leading():
+                ran = True
                 try:
                     self.run_once()
                     self._last_error = None
@@ -200,15 +223,21 @@ class Scheduler:
                     return
             else:
                 self._take_plan()  # a standby holds the newest policy too: the one it will run when it leads
-            self._pause(stop, max(0.0, self.period - (time.monotonic() - started)))
+            ended = time.monotonic()
+            # Work seen by a standby, or while the cache syncs, is in the next snapshot anyway.
+            early = max(started + self.min_interval, ended + (ended - started)) if ran else started + self.period
+            self._pause(stop, started + self.period, early)
 
-    def _pause(self, stop: threading.Event, seconds: float) -> None:
-        """Wait `seconds`, less if `stop` is set or a new Plan arrived (set during the cycle too)."""
-        deadline = time.monotonic() + seconds
+    def _pause(self, stop: threading.Event, deadline: float, early: float) -> None:
+        """Wait until `deadline` (monotonic), or until `early` if work arrived (before or during
+        the wait), or until a new Plan arrived (also during the cycle), or `stop`."""
         while not stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0 or self._plan_arrived.wait(min(left, PAUSE_SLICE_S)):
+            self._wake.clear()  # before the flags are read: a wake-up after this ends the wait below
+            now = time.monotonic()
+            if now >= deadline or self._plan_arrived.is_set() or (self._work_arrived.is_set() and now >= early):
                 break
+            until = min(deadline, early) if self._work_arrived.is_set() else deadline
+            self._wake.wait(min(max(0.0, until - now), PAUSE_SLICE_S))
         self._plan_arrived.clear()
 
     def _log_failure(self, err: Exception) -> None:
@@ -226,6 +255,7 @@ class Scheduler:
     def run_once(self) -> CycleReport:
         plan = self._take_plan()  # the swap point: one Plan for the whole cycle
         started = time.perf_counter()
+        self._work_arrived.clear()  # before the snapshot: what arrives after it starts the next cycle
         state = self.cluster.snapshot()
         self._drop_invalid(state, plan)
         record = CycleRecord()

@@ -4,6 +4,7 @@ classification, the metrics endpoint, the Plan swap point, the embedded cluster.
 from __future__ import annotations
 
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -283,3 +284,91 @@ def test_podgroup_naming_an_unknown_queue_is_left_out_not_fatal() -> None:
     report = Scheduler(plan(), cluster, period=0.01).run_once()
     assert [b.pod for b in report.decisions.bindings] == ["ns/p0"]
     assert "ns/lost" in cluster.state.podgroups  # left out of the cycle, not forgotten
+
+
+class ArrivalsCluster(EmbeddedCluster):
+    """An embedded cluster that tells the scheduler when work arrives, and records when cycles start."""
+
+    def __init__(self, state) -> None:
+        super().__init__(state)
+        self.notify = lambda: None
+        self.snapshots: list[float] = []
+
+    def on_work(self, callback) -> None:
+        self.notify = callback
+
+    def snapshot(self):
+        self.snapshots.append(time.monotonic())
+        return super().snapshot()
+
+
+def _run_in_background(scheduler: Scheduler) -> tuple[threading.Event, threading.Thread]:
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def _wait_for(predicate, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_arriving_work_starts_a_cycle_before_the_period_is_over() -> None:
+    cluster = ArrivalsCluster(small_cluster(1))
+    scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=0.0)
+    stop, thread = _run_in_background(scheduler)
+    try:
+        assert _wait_for(lambda: scheduler.cycles == 1)
+        cluster.state.add_pod(Pod("ns", "late", {"cpu": 1000}, uid="late", scheduler_name="volcano"))
+        cluster.notify()
+        assert _wait_for(lambda: cluster.state.pods["ns/late"].node_name is not None)
+        assert scheduler.cycles == 2
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_without_arrivals_or_with_min_interval_at_the_period_cycles_keep_the_period() -> None:
+    for min_interval, notify in ((0.0, False), (3600.0, True)):
+        cluster = ArrivalsCluster(small_cluster(1))
+        scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=min_interval)
+        stop, thread = _run_in_background(scheduler)
+        try:
+            assert _wait_for(lambda: scheduler.cycles == 1)
+            if notify:
+                cluster.notify()
+            time.sleep(0.3)
+            assert scheduler.cycles == 1
+        finally:
+            stop.set()
+            thread.join(5)
+        assert not thread.is_alive()  # stop ends the pause
+
+
+def test_after_a_cycle_the_pause_lasts_as_long_as_the_cycle_did() -> None:
+    """Under a stream of arrivals the loop alternates cycle and pause: it never takes the whole CPU."""
+
+    class SlowCluster(ArrivalsCluster):
+        def snapshot(self):
+            state = super().snapshot()
+            time.sleep(0.2)
+            return state
+
+    cluster = SlowCluster(small_cluster(1))
+    scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=0.0)
+    stop, thread = _run_in_background(scheduler)
+    try:
+        for _ in range(3):
+            count = len(cluster.snapshots)
+            cluster.notify()
+            assert _wait_for(lambda: len(cluster.snapshots) > count)
+    finally:
+        stop.set()
+        thread.join(5)
+    starts = cluster.snapshots
+    assert all(later - earlier >= 0.4 for earlier, later in zip(starts, starts[1:]))
