@@ -23,7 +23,8 @@ QUEUE = "queue"                  # the queue may not take more (capability, dese
 GANG = "gang"                    # the gang could not be placed as a whole
 DEVICE = "device"                # no card fits
 ENQUEUE = "enqueue"              # the job was not admitted
-JOB = "job"                      # the job is invalid (fewer pods than minMember, ...)
+MEMBERS = "members"              # the gang has fewer pods than minMember: it waits for them to exist
+JOB = "job"                      # the job is invalid (unknown queue or PodGroup, ...)
 PREEMPTION = "preemption"        # evicted for a preemptor
 RECLAIM = "reclaim"              # evicted for another queue
 

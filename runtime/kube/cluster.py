@@ -318,7 +318,9 @@ class KubeCluster:
         waiting: set[str] = set()
         for item in decisions.unschedulable:
             pod = pods.get(item.pod)
-            if pod is None or not item.reasons:
+            # A gang whose other pods are still being created is not failing: its PodGroup's
+            # condition says what it waits for, without a Warning per pod each time one appears.
+            if pod is None or not item.reasons or all(r.kind == d.MEMBERS for r in item.reasons):
                 continue
             ref = pod_ref(pod)
             waiting.add(ref.key)

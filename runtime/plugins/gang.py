@@ -46,7 +46,7 @@ class GangPlugin(Plugin):
         def valid(j: int):
             job = jobs[j]
             if len(job.tasks) < job.min_member:
-                return d.Reason(d.JOB, f"gang has {len(job.tasks)} of {job.min_member} pods (minMember)",
+                return d.Reason(d.MEMBERS, f"gang has {len(job.tasks)} of {job.min_member} pods (minMember)",
                                 {"pods": len(job.tasks), "min_member": job.min_member})
             return None
 

@@ -26,6 +26,7 @@ HEADLINES = {
     d.GANG: "gang incomplete",
     d.DEVICE: "device",
     d.ENQUEUE: "not admitted by enqueue",
+    d.MEMBERS: "gang short of pods",
     d.JOB: "job problem",
     d.PREEMPTION: "preempted",
     d.RECLAIM: "reclaimed",

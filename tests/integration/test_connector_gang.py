@@ -66,3 +66,25 @@ def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Obj
     # The second cycle found the same reasons: no second Event, no second status write.
     assert all(len(es) == 1 for es in events.values())
     assert second.applied.status_writes == 0
+
+
+def test_gang_short_of_pods_says_so_on_its_podgroup_not_with_an_event_per_pod(objects: Objects, in_process) -> None:
+    name = unique_scheduler_name()
+    objects.node(f"{objects.namespace}-n0", cpu="8", memory="16Gi")
+    pods = objects.gang("partial", 2, name, min_member=3, cpu="1", memory="1Gi")
+    scheduler: InProcess = in_process(name)
+    wait_for(lambda: scheduler.sees(objects.namespace, 2), 10, "the cache to see the gang")
+
+    report = scheduler.cycle()
+
+    assert report.binds.bound == 0
+    assert {u.pod for u in report.decisions.unschedulable} == {f"{objects.namespace}/{p}" for p in pods}
+    assert report.applied.events == 0  # none queued for the pods
+    group = wait_for(lambda: objects.read_podgroup("partial").get("status", {}).get("conditions")
+                     and objects.read_podgroup("partial"), 10, "a PodGroup condition")
+    assert "gang has 2 of 3 pods" in group["status"]["conditions"][0]["message"]
+    assert all(objects.events_for(p) == [] for p in pods)
+
+    objects.pod("partial-2", name, group="partial", cpu="1", memory="1Gi")
+    wait_for(lambda: scheduler.sees(objects.namespace, 3), 10, "the third pod")
+    assert scheduler.cycle().binds.bound == 3
