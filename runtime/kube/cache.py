@@ -143,6 +143,11 @@ class ClusterCache:
         with self._lock:
             return self._pg_status.get(key)
 
+    def podgroup_statuses(self) -> dict[str, dict[str, Any]]:
+        """Every PodGroup's last known status, at once (one lock instead of one per group)."""
+        with self._lock:
+            return dict(self._pg_status)
+
     def queue_status(self, name: str) -> dict[str, Any] | None:
         """The status of a Queue *object* of the cluster (None for queues only the policy has)."""
         with self._lock:

@@ -11,7 +11,10 @@ Status writes are asynchronous too (on their own small pool, never queued behind
 status of a PodGroup with binds in flight is written when its last bind has answered — the
 engine's status if all went through, else Unschedulable/BindFailed — so it never says Running
 for a gang that is short; until then, and while a status write is in flight, later cycles
-leave that object alone instead of writing the same thing twice.
+leave that object alone instead of writing the same thing twice. A change of a waiting
+PodGroup's condition alone is written once it has been due for CONDITION_DELAY_S, and a
+Queue's status at most every QUEUE_STATUS_EVERY_S: cycles start as often as pods arrive, and
+states that last a fraction of a second are not worth a write each.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ BIND_WORKERS = 32
 WRITE_WORKERS = 8  # evictions and status: few per cycle, and never queued behind a backlog of binds
 EVICTION_REASONS = {d.PREEMPTION: "Preempted", d.RECLAIM: "Reclaimed"}
 PODGROUP_API = "scheduling.volcano.sh/v1beta1"
+# A PodGroup whose only change is its waiting condition (same phase and pod counts) is written
+# once that change has been due this long: a gang seen while its pods are still being created
+# costs no request, and a reason that changes every cycle is written at most this often.
+CONDITION_DELAY_S = 1.0
+QUEUE_STATUS_EVERY_S = 1.0  # a Queue's status (allocated, groups per phase) at most this often
 
 
 def pod_ref(pod: Pod) -> InvolvedObject:
@@ -87,6 +95,8 @@ class KubeCluster:
         self._in_flight = 0  # binds and status writes not answered yet
         self._busy: set[str] = set()  # "PodGroup/ns/name", "Queue/name": a write (or gang binds) in flight
         self._totals = BindTotals()
+        self._condition_due: dict[str, float] = {}  # PodGroup key -> when its condition change was first due
+        self._queue_written: dict[str, float] = {}  # Queue name -> when its status was last written
 
     # --- ClusterConnection -------------------------------------------------------------------
     def start(self) -> None:
@@ -267,24 +277,37 @@ class KubeCluster:
             busy = set(self._busy)
         writes: list[tuple[str, Callable[[], bool]]] = []
         phases: dict[str, list[str]] = defaultdict(list)
+        current = self.cache.podgroup_statuses() if decisions.podgroups else {}
+        no_pods = {"running": 0, "succeeded": 0}
+        clock = time.monotonic()
+        due: dict[str, float] = {}
         for pg in decisions.podgroups:
             group = state.podgroups.get(pg.name)
             if group is not None:
                 phases[group.queue].append(pg.phase)
-            if f"PodGroup/{pg.name}" in busy:
+            if busy and f"PodGroup/{pg.name}" in busy:
                 continue
-            update = st.podgroup_update(pg.name, self.cache.podgroup_status(pg.name), pg.phase, pg.conditions,
-                                        counts.get(pg.name, {"running": 0, "succeeded": 0}), now=now,
-                                        transition_id=transition)
-            if update is not None:
-                writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
+            pg_counts = counts.get(pg.name, no_pods)
+            update = st.podgroup_update(pg.name, current.get(pg.name), pg.phase, pg.conditions, pg_counts,
+                                        now=now, transition_id=transition)
+            if update is None:
+                continue
+            if st.same_phase_and_counts(current.get(pg.name), pg.phase, pg_counts):
+                since = self._condition_due.get(pg.name, clock)
+                if clock - since < CONDITION_DELAY_S:
+                    due[pg.name] = since
+                    continue
+            writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
+        self._condition_due = due  # a change no longer computed is no longer due
         for name in self.cache.queue_objects():
-            if f"Queue/{name}" in busy:
+            if f"Queue/{name}" in busy or clock - self._queue_written.get(name, -QUEUE_STATUS_EVERY_S) \
+                    < QUEUE_STATUS_EVERY_S:
                 continue
             use = usage.get(name)
             update = st.queue_update(name, self.cache.queue_status(name), use.allocated if use else {},
                                      phases.get(name, []))
             if update is not None:
+                self._queue_written[name] = clock
                 writes.append((f"Queue/{name}", partial(self._write_queue, update)))
         with self._lock:
             self._in_flight += len(writes)

@@ -53,15 +53,22 @@ def _condition_facts(conditions: Iterable[Any]) -> list[tuple[str, str, str, str
     return out
 
 
+def same_phase_and_counts(current: Mapping[str, Any] | None, phase: str, counts: Mapping[str, int]) -> bool:
+    """Whether a PodGroup status already has this phase and these pod counts (its conditions aside)."""
+    current = current or {}
+    return current.get("phase") == phase and all(int(current.get(name) or 0) == value
+                                                 for name, value in counts.items())
+
+
 def podgroup_update(key: str, current: Mapping[str, Any] | None, phase: str, conditions: tuple[Condition, ...],
                     counts: Mapping[str, int], *, now: str, transition_id: str) -> Update | None:
     """The merge patch of `status` that makes the PodGroup say this, or None if it already does.
     Without conditions from the engine the current ones are kept."""
     current = current or {}
     old_conditions = [c for c in current.get("conditions") or [] if isinstance(c, dict)]
-    want = _condition_facts(conditions) if conditions else _condition_facts(old_conditions)
-    same = (current.get("phase") == phase and _condition_facts(old_conditions) == want
-            and all(int(current.get(name) or 0) == value for name, value in counts.items()))
+    # Cheapest checks first: a settled cluster asks this of every PodGroup every cycle.
+    same = (same_phase_and_counts(current, phase, counts)
+            and (not conditions or _condition_facts(old_conditions) == _condition_facts(conditions)))
     if same:
         return None
     status: dict[str, Any] = {"phase": phase, **counts}

@@ -410,6 +410,13 @@ class InProcess:
         report = self.scheduler.run_once()
         return Cycle(report.decisions, report.applied, self.cluster.drain(timeout=30))
 
+    def cycle_until(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Cycle (as the running loop would, a few times a second) until `condition` holds."""
+        def cycled() -> Any:
+            self.cycle()
+            return condition()
+        return wait_for(cycled, timeout, what, interval=0.2)
+
     def close(self) -> None:
         self.cluster.stop()
 
