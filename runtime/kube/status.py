@@ -54,9 +54,10 @@ def _condition_facts(conditions: Iterable[Any]) -> list[tuple[str, str, str, str
 
 
 def same_phase_and_counts(current: Mapping[str, Any] | None, phase: str, counts: Mapping[str, int]) -> bool:
-    """Whether a PodGroup status already has this phase and these pod counts (its conditions aside)."""
+    """Whether a PodGroup status already has this phase and these pod counts (its conditions aside).
+    No phase yet reads as Pending, what a PodGroup is until a scheduler says otherwise."""
     current = current or {}
-    return current.get("phase") == phase and all(int(current.get(name) or 0) == value
+    return (current.get("phase") or PG_PENDING) == phase and all(int(current.get(name) or 0) == value
                                                  for name, value in counts.items())
 
 

@@ -45,6 +45,8 @@ WRITTEN = {"phase": "Inqueue", "running": 0, "succeeded": 0,
 
 @pytest.mark.parametrize("current, phase, conditions, counts, changed", [
     (None, "Inqueue", (UNSCHEDULABLE,), {"running": 0}, True),
+    (None, "Pending", (), {"running": 0}, False),  # no status yet reads as Pending
+    (None, "Pending", (UNSCHEDULABLE,), {"running": 0}, True),
     (WRITTEN, "Inqueue", (UNSCHEDULABLE,), {"running": 0}, False),
     (WRITTEN, "Inqueue", (), {"running": 0}, False),  # no conditions from the engine: keep
     (WRITTEN, "Running", (UNSCHEDULABLE,), {"running": 0}, True),
