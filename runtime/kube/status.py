@@ -92,16 +92,15 @@ def bind_failure_condition(failed: int, total: int, first_error: str) -> Conditi
 
 
 def pod_counts(state: ClusterState) -> dict[str, dict[str, int]]:
-    """running / succeeded pods per PodGroup key."""
+    """running / succeeded pods per PodGroup key; groups with neither are left out (read them as 0)."""
     counts: dict[str, dict[str, int]] = {}
     for pod in state.pods.values():
-        if pod.group is None:
+        # Phase first: this runs over every pod each cycle, most of them neither (or group-less).
+        phase = pod.phase
+        if (phase != RUNNING and phase != SUCCEEDED) or pod.group is None:
             continue
         c = counts.setdefault(f"{pod.namespace}/{pod.group}", {"running": 0, "succeeded": 0})
-        if pod.phase == RUNNING:
-            c["running"] += 1
-        elif pod.phase == SUCCEEDED:
-            c["succeeded"] += 1
+        c["running" if phase == RUNNING else "succeeded"] += 1
     return counts
 
 

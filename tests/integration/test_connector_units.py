@@ -374,3 +374,11 @@ def test_after_a_cycle_the_pause_lasts_as_long_as_the_cycle_did() -> None:
         thread.join(5)
     starts = cluster.snapshots
     assert all(later - earlier >= 0.4 for earlier, later in zip(starts, starts[1:]))
+
+
+def test_pod_counts_per_podgroup_count_running_and_succeeded_pods_only() -> None:
+    state = ClusterState()
+    for name, phase, group in (("a", "Running", "g"), ("b", "Succeeded", "g"), ("c", "Pending", "g"),
+                               ("d", "Running", None), ("e", "Failed", "h"), ("f", "Running", "h")):
+        state.add_pod(Pod("ns", name, {}, uid=name, phase=phase, group=group, node_name="n1"))
+    assert st.pod_counts(state) == {"ns/g": {"running": 1, "succeeded": 1}, "ns/h": {"running": 1, "succeeded": 0}}
