@@ -11,6 +11,7 @@ harness's own requests, divided by the pods bound.
 
 from __future__ import annotations
 
+import os
 import ssl
 import urllib.request
 from collections import Counter
@@ -81,6 +82,11 @@ class RunResult:
     # Every API request over the run, the harness's included: "VERB resource[/sub]" → count.
     requests_by_kind: dict[str, int] = field(default_factory=dict)
     error: str = ""  # set when the run could not happen (binary missing, failed to start, ...)
+    # Processor time per pod bound over the same window as the requests (user + system, from
+    # /proc): the scheduler's own, and the control plane's (kube-apiserver and etcd). On a
+    # machine where they share the cores, every millisecond of the first is taken from the second.
+    scheduler_cpu_ms_per_pod: float | None = None
+    control_plane_cpu_ms_per_pod: float | None = None
 
     @property
     def complete(self) -> bool:
@@ -109,6 +115,8 @@ def summarize(
     requests_after: Counter[RequestKey],
     harness_requests: int,
     timed_out: bool,
+    scheduler_cpu_s: float | None = None,
+    control_plane_cpu_s: float | None = None,
 ) -> RunResult:
     """Turn a run's raw observations into its figures."""
     bound = [r for r in records if r.bound_ns]
@@ -139,4 +147,24 @@ def summarize(
         create_per_s=round(objects_created / create_seconds, 1),
         timed_out=timed_out,
         requests_by_kind=by_kind,
+        scheduler_cpu_ms_per_pod=_per_pod_ms(scheduler_cpu_s, len(bound)),
+        control_plane_cpu_ms_per_pod=_per_pod_ms(control_plane_cpu_s, len(bound)),
     )
+
+
+def _per_pod_ms(seconds: float | None, pods: int) -> float | None:
+    return round(seconds * 1000 / pods, 2) if seconds is not None and pods else None
+
+
+def cpu_seconds(*pids: int) -> float | None:
+    """User + system processor seconds the live processes `pids` have used so far (Linux
+    /proc/PID/stat); None when any cannot be read (gone, or not Linux)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            # Fields after the command name, which may itself hold spaces and parentheses.
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return total / os.sysconf("SC_CLK_TCK")

@@ -107,6 +107,10 @@ class Report:
         peers = {key: self.best(workload.key, key) for key in self.peers}
         header = ["scheduler", "bound", "pods/s", "P50 ms", "P99 ms", "API requests/pod", "created/s", "% of ceiling"]
         header += [f"× {key}" for key in self.peers]
+        # Results from before the harness measured processor time have none: no empty columns then.
+        with_cpu = any(r.scheduler_cpu_ms_per_pod is not None for r in self.results)
+        if with_cpu:
+            header += ["scheduler CPU ms/pod", "API server + etcd CPU ms/pod"]
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         notes = []
         for scheduler in SCHEDULERS:
@@ -127,6 +131,8 @@ class Report:
             for key in self.peers:
                 peer = peers[key]
                 row.append(f"{best.pods_per_s / peer.pods_per_s:.2f}" if peer and peer.pods_per_s else "—")
+            if with_cpu:
+                row += [_fmt(best.scheduler_cpu_ms_per_pod, 2), _fmt(best.control_plane_cpu_ms_per_pod, 2)]
             lines.append("| " + " | ".join(row) + " |")
         if notes:
             lines += [""] + [f"- {note}" for note in notes]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.e2e import binaries, report, workloads
-from bench.e2e.measure import RunResult, read_watch_records, request_totals, summarize
+from bench.e2e.measure import RunResult, cpu_seconds, read_watch_records, request_totals, summarize
 from bench.e2e.schedulers import PEERS, SCHEDULERS, SCHEDULER_NAME_PREFIX, Launch, Scheduler
 from bench.e2e.workloads import WORKLOADS, Workload
 from runtime import devcluster
@@ -316,6 +316,8 @@ class Bench:
             if watcher.read_line(timeout=30.0) != "ready":
                 raise BenchError(f"loadgen watch did not start:\n{watcher.log_tail()}")
             before = request_totals(self.cluster.server, self.cluster.token, self.cluster.ca_cert)
+            control_plane = (self.cluster.apiserver_pid, self.cluster.etcd_pid)
+            cpu_before = (cpu_seconds(scheduler_proc.proc.pid), cpu_seconds(*control_plane))
             self.say(f"{run_id}: creating {objects} objects ({workload.pods} pods)")
             created = self._loadgen_create(jobs_file, f"{run_id}-create.log", self.options.create_concurrency)
             try:
@@ -328,6 +330,7 @@ class Bench:
             end_ns = time.time_ns()
             time.sleep(SETTLE_S)
             after = request_totals(self.cluster.server, self.cluster.token, self.cluster.ca_cert)
+            cpu_after = (cpu_seconds(scheduler_proc.proc.pid), cpu_seconds(*control_plane))
         except BenchError as exc:
             self.say(f"{run_id}: {exc}")
             return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc))
@@ -349,6 +352,8 @@ class Bench:
             requests_after=after,
             harness_requests=created["requests"] + watched["requests_since_ready"],
             timed_out=bool(watched["timed_out"]),
+            scheduler_cpu_s=_difference(cpu_before[0], cpu_after[0]),
+            control_plane_cpu_s=_difference(cpu_before[1], cpu_after[1]),
         )
         self.say(f"{run_id}: bound {result.bound}/{result.pods} in {result.seconds}s = {result.pods_per_s} pods/s, "
                  f"P50 {result.p50_ms} ms, P99 {result.p99_ms} ms, {result.requests_per_pod} requests/pod"
@@ -358,6 +363,10 @@ class Bench:
         except BenchError as exc:  # the next run has a namespace of its own; say so and go on
             self.say(f"{run_id}: warning: {exc}")
         return result
+
+
+def _difference(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
 
 
 # ------------------------------------------------------------------ the whole run

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -55,6 +56,8 @@ def test_tiny_run_binds_every_pod_and_reports_every_figure(tmp_path: Path) -> No
         # Every bound pod costs its scheduler at least one Binding.
         assert run["requests_by_kind"]["POST pods/binding"] >= pods
         assert run["requests_per_pod"] >= 1.0
+        # Creating and binding 50 pods costs the API server something; a scheduler may idle.
+        assert run["control_plane_cpu_ms_per_pod"] > 0 and run["scheduler_cpu_ms_per_pod"] >= 0
     for run in (r for r in runs if r["scheduler"] == "ceiling"):
         # One Binding per pod and nothing else; the harness's own creates and
         # watch are subtracted (a few background requests of the API server may remain).
@@ -66,6 +69,7 @@ def test_tiny_run_binds_every_pod_and_reports_every_figure(tmp_path: Path) -> No
     assert markdown.startswith("# Prose kept\n") and markdown.endswith("Trailing prose.\n")
     assert "\nold\n" not in markdown
     assert "| kube-scheduler | 50/50 |" in markdown
+    assert "scheduler CPU ms/pod | API server + etcd CPU ms/pod |" in markdown
     assert "| raw binder (ceiling), concurrency" in markdown
     assert "Command: `python -m bench.e2e --scale 0.005" in markdown
     assert f"{machine['cpus']} CPUs" in markdown
@@ -117,3 +121,16 @@ def test_each_scheduler_gets_the_podgroups_it_needs() -> None:
     assert kinds(gangs, NO_PODGROUPS) == {"pods": 8}
     with pytest.raises(ValueError, match="unknown PodGroup mode"):
         workloads.gets_podgroup("sometimes", 1)
+
+
+def test_cpu_seconds_of_processes_grow_with_their_work() -> None:
+    from bench.e2e.measure import cpu_seconds
+
+    before = cpu_seconds(os.getpid())
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:  # burn processor time
+        pass
+    after = cpu_seconds(os.getpid())
+    assert before is not None and after is not None and after - before >= 0.2
+    assert cpu_seconds(os.getpid(), os.getpid()) >= 2 * after - 0.05  # the sum over processes
+    assert cpu_seconds(2**22 + 7) is None  # no such process
