@@ -121,11 +121,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
         where = args.cluster
     else:
+        from policydsl import __version__
         from runtime.kube.api import ConnectError, connect
         from runtime.kube.cluster import KubeCluster
 
         try:
-            api = connect(args.kubeconfig, args.context, qps=args.kube_api_qps, burst=args.kube_api_burst)
+            api = connect(args.kubeconfig, args.context, qps=args.kube_api_qps, burst=args.kube_api_burst,
+                          user_agent=f"policydsl/{__version__}")
         except ConnectError as err:
             print(f"policydsl run: {err}", file=sys.stderr)
             return 2

@@ -245,14 +245,19 @@ def _throttled(hook: Any, interval: float) -> Any:
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, *, qps: float = 0, burst: int = 0,
-            probe_timeout: float = 10.0) -> KubeApi:
+            probe_timeout: float = 10.0, user_agent: str | None = None) -> KubeApi:
     """A KubeApi whose server answered GET /version, or ConnectError saying why not. With
-    `qps` > 0, requests (not watches) are limited to `qps` per second, bursts of `burst`."""
+    `qps` > 0, requests (not watches) are limited to `qps` per second, bursts of `burst`.
+    `user_agent` names us in the API server's logs and audit, and as the field manager of
+    what we write (the client's default is its generator's name)."""
     from kubernetes import client as k8s_client
 
     cfg = configuration(kubeconfig, context)
     limiter = TokenBucket(qps, max(burst, 1)) if qps > 0 else None
-    api = KubeApi(k8s_client.ApiClient(cfg), limiter)
+    api_client = k8s_client.ApiClient(cfg)
+    if user_agent:
+        api_client.user_agent = user_agent
+    api = KubeApi(api_client, limiter)
     try:
         api.request("GET", "/version", timeout=probe_timeout)
     except ApiError as err:

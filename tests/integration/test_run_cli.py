@@ -105,6 +105,10 @@ def test_sigterm_stops_cleanly_and_endpoints_answer(
     with SchedulerProcess(tmp_path, GANG_POLICY, kube_cluster.kubeconfig, name) as scheduler:
         scheduler.wait_ready()
         wait_for(lambda: len(objects.bound()) == 2, 30, "the gang bound")
+        group = wait_for(lambda: objects.read_podgroup("job").get("status", {}).get("phase") == "Running"
+                         and objects.read_podgroup("job"), 30, "the PodGroup Running")
+        # Our writes carry our user agent, so the API server names us as their field manager.
+        assert "policydsl" in {f.get("manager") for f in group["metadata"]["managedFields"]}
         assert scheduler.get("/healthz") == (200, "ok")
         assert scheduler.get("/readyz") == (200, "ok")
         assert scheduler.get("/nope")[0] == 404
