@@ -21,7 +21,7 @@ from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.leader import LeaseElector
 from runtime.kube.ratelimit import TokenBucket
-from runtime.kube.scheduler import Scheduler
+from runtime.kube.scheduler import PAUSE_PER_CYCLE, Scheduler
 from runtime.metrics import Metrics, MetricsServer, QueueUsage
 from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
 
@@ -352,7 +352,7 @@ def test_without_arrivals_or_with_min_interval_at_the_period_cycles_keep_the_per
         assert not thread.is_alive()  # stop ends the pause
 
 
-def test_after_a_cycle_the_pause_lasts_as_long_as_the_cycle_did() -> None:
+def test_after_a_cycle_the_pause_lasts_twice_as_long_as_the_cycle_did() -> None:
     """Under a stream of arrivals the loop alternates cycle and pause: it never takes the whole CPU."""
 
     class SlowCluster(ArrivalsCluster):
@@ -373,7 +373,8 @@ def test_after_a_cycle_the_pause_lasts_as_long_as_the_cycle_did() -> None:
         stop.set()
         thread.join(5)
     starts = cluster.snapshots
-    assert all(later - earlier >= 0.4 for earlier, later in zip(starts, starts[1:]))
+    # A cycle of 0.2 s (the slow snapshot), then a pause of PAUSE_PER_CYCLE times that.
+    assert all(later - earlier >= 0.2 * (1 + PAUSE_PER_CYCLE) for earlier, later in zip(starts, starts[1:]))
 
 
 def test_pod_counts_per_podgroup_count_running_and_succeeded_pods_only() -> None:
