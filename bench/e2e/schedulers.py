@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -197,6 +197,17 @@ def _always() -> None:
     return None
 
 
+OURS = Scheduler(
+    key="policydsl",
+    label="policydsl (ours)",
+    gangs=True,
+    # A pod without a PodGroup is its own one-pod job here: plain pods need no PodGroup
+    # controller, so a cluster running policydsl creates none for them.
+    podgroups=workloads.GANGS_ONLY,
+    availability=_ours_available,
+    command=_ours_command,
+)
+
 SCHEDULERS: tuple[Scheduler, ...] = (
     Scheduler(
         key="ceiling",
@@ -224,25 +235,10 @@ SCHEDULERS: tuple[Scheduler, ...] = (
         availability=_binary_available(binaries.vc_scheduler),
         command=_vc_scheduler_command,
     ),
-    Scheduler(
-        key="policydsl",
-        label="policydsl (ours)",
-        gangs=True,
-        # A pod without a PodGroup is its own one-pod job here: plain pods need no PodGroup
-        # controller, so a cluster running policydsl creates none for them.
-        podgroups=workloads.GANGS_ONLY,
-        availability=_ours_available,
-        command=_ours_command,
-    ),
-    Scheduler(
-        key="policydsl-podgroups",
-        label="policydsl (ours), a PodGroup per pod as vc-scheduler gets",
-        gangs=True,
-        podgroups=workloads.EVERY_JOB,
-        availability=_ours_available,
-        command=_ours_command,
-        plain_only=True,  # on gangs it is the row above
-    ),
+    OURS,
+    # The same scheduler on exactly vc-scheduler's objects; on gangs it is the row above.
+    replace(OURS, key="policydsl-podgroups", label="policydsl (ours), a PodGroup per pod as vc-scheduler gets",
+            podgroups=workloads.EVERY_JOB, plain_only=True),
 )
 
 PEERS = ("kube-scheduler", "vc-scheduler")  # the report gives everyone's ratio to these

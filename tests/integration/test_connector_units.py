@@ -25,7 +25,7 @@ from runtime.kube.scheduler import PAUSE_PER_CYCLE, Scheduler
 from runtime.metrics import Metrics, MetricsServer, QueueUsage
 from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
 
-from .connector_helpers import GANG_POLICY
+from .connector_helpers import GANG_POLICY, wait_for
 
 
 def plan(text: str = GANG_POLICY):
@@ -311,25 +311,16 @@ def _run_in_background(scheduler: Scheduler) -> tuple[threading.Event, threading
     return stop, thread
 
 
-def _wait_for(predicate, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_arriving_work_starts_a_cycle_before_the_period_is_over() -> None:
     cluster = ArrivalsCluster(small_cluster(1))
     scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=0.0)
     stop, thread = _run_in_background(scheduler)
     try:
-        assert _wait_for(lambda: scheduler.cycles == 1)
+        wait_for(lambda: scheduler.cycles == 1, 20, "the first cycle")
         cluster.state.add_pod(Pod("ns", "late", {"cpu": 1000}, uid="late", scheduler_name="volcano"))
         cluster.notify()
-        assert _wait_for(lambda: cluster.state.pods["ns/late"].node_name is not None)
-        assert scheduler.cycles == 2
+        wait_for(lambda: scheduler.cycles == 2, 20, "a cycle on the notice")
+        assert cluster.state.pods["ns/late"].node_name is not None
     finally:
         stop.set()
         thread.join(5)
@@ -341,7 +332,7 @@ def test_without_arrivals_or_with_min_interval_at_the_period_cycles_keep_the_per
         scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=min_interval)
         stop, thread = _run_in_background(scheduler)
         try:
-            assert _wait_for(lambda: scheduler.cycles == 1)
+            wait_for(lambda: scheduler.cycles == 1, 20, "the first cycle")
             if notify:
                 cluster.notify()
             time.sleep(0.3)
@@ -368,7 +359,7 @@ def test_after_a_cycle_the_pause_lasts_twice_as_long_as_the_cycle_did() -> None:
         for _ in range(3):
             count = len(cluster.snapshots)
             cluster.notify()
-            assert _wait_for(lambda: len(cluster.snapshots) > count)
+            wait_for(lambda: len(cluster.snapshots) > count, 20, "a cycle on the notice")
     finally:
         stop.set()
         thread.join(5)
