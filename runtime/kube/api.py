@@ -9,6 +9,7 @@ speaks plain dicts: the API's own JSON, which `runtime.objects` parses.
     api = connect(kubeconfig="~/.kube/config")      # ConnectError says what is wrong
     pod = api.get("/api/v1/namespaces/default/pods/p")
     api.post(".../pods/p/binding", {...})            # ApiError(status, reason, message)
+    api.post_many([(path, body), ...])               # pipelined: an answer or an ApiError each
     for event in api.watch("/api/v1/pods", {"resourceVersion": rv}): ...
 """
 
@@ -16,9 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from urllib.parse import urlencode
 
 import urllib3
 
+from runtime.kube.pipelining import Endpoint, Pipe, PipeError, Request
 from runtime.kube.ratelimit import TokenBucket
 
 JSON = "application/json"
@@ -71,6 +74,8 @@ class KubeApi:
         self.limiter = limiter  # every request but watches waits for a token
         self._open: set[Any] = set()
         self._lock = threading.Lock()
+        self._endpoint: Endpoint | None | bool = False  # False: not worked out yet
+        self._idle_pipes: list[Pipe] = []
 
     # --- requests ------------------------------------------------------------------------
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
@@ -92,6 +97,67 @@ class KubeApi:
 
     def post(self, path: str, body: Any) -> Any:
         return self.request("POST", path, body=body)
+
+    def post_many(self, requests: Sequence[tuple[str, Any]]) -> list[Any]:
+        """POST each (path, body), pipelined on one connection (runtime.kube.pipelining): for
+        each, in order, its decoded answer or its ApiError. Status 0 means no answer came, so
+        whether the server acted on the request is unknown. Through a proxy, one by one."""
+        if not requests:
+            return []
+        endpoint = self._pipe_endpoint()
+        if endpoint is None:
+            out: list[Any] = []
+            for path, body in requests:
+                try:
+                    out.append(self.post(path, body))
+                except ApiError as err:
+                    out.append(err)
+            return out
+        if self.limiter is not None:
+            for _ in requests:
+                self.limiter.wait()
+        headers = {**self.client.default_headers, "Accept": JSON, "Content-Type": JSON}
+        self.client.update_params_for_auth(headers, [], ["BearerToken"], requests[0][0], "POST", None)
+        batch = [Request("POST", path, headers, json.dumps(body, separators=(",", ":")).encode())
+                 for path, body in requests]
+        try:
+            pipe = self._take_pipe(endpoint)
+        except PipeError as err:
+            return [ApiError(0, "ConnectionError", str(err))] * len(batch)
+        answers = pipe.exchange(batch)
+        self._give_back(pipe)
+        out = []
+        for answer in answers:
+            if answer is None:
+                out.append(ApiError(0, "ConnectionError", "the connection ended before the answer"))
+            elif 200 <= answer.status < 300:
+                out.append(json.loads(answer.body) if answer.body else None)
+            else:
+                out.append(_error_of(answer.status, answer.reason, answer.body, answer.headers.get("retry-after")))
+        return out
+
+    def _pipe_endpoint(self) -> Endpoint | None:
+        if self._endpoint is False:
+            self._endpoint = Endpoint.of(self.client.configuration)
+        return self._endpoint  # type: ignore[return-value]
+
+    def _take_pipe(self, endpoint: Endpoint) -> Pipe:
+        while True:
+            with self._lock:
+                pipe = self._idle_pipes.pop() if self._idle_pipes else None
+            if pipe is None:
+                return Pipe.open(endpoint, CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
+            # An idle connection with something to read has been closed by the server.
+            if not select.select([pipe.fileno()], [], [], 0)[0]:
+                return pipe
+            pipe.close()
+
+    def _give_back(self, pipe: Pipe) -> None:
+        if pipe.reusable:
+            with self._lock:
+                self._idle_pipes.append(pipe)
+                return
+        pipe.close()
 
     def put(self, path: str, body: Any) -> Any:
         return self.request("PUT", path, body=body)
@@ -127,6 +193,9 @@ class KubeApi:
         """Unblock every open watch and drop the pool."""
         with self._lock:
             open_now = list(self._open)
+            idle, self._idle_pipes = self._idle_pipes, []
+        for pipe in idle:
+            pipe.close()
         for response in open_now:
             try:
                 response.shutdown()

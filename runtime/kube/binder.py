@@ -1,4 +1,4 @@
-"""Bindings through the pods/binding subresource, concurrently, retrying transient errors.
+"""Bindings through the pods/binding subresource, pipelined in batches, retrying transient errors.
 
 Every Binding carries the pod's UID as a precondition, so a pod deleted and recreated under the
 same name is never bound by a decision made for its predecessor, and the API server refuses a
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from runtime.decisions import Binding
@@ -55,37 +55,90 @@ def binding_body(binding: Binding, pod: Pod) -> dict:
 
 
 class Binder:
-    """Binds one pod per call; the caller runs calls concurrently (KubeCluster's thread pool)."""
+    """Binds pods: a batch in one pipelined round (KubeCluster runs a few batches at once), then
+    the transient failures again one by one, with backoff."""
 
     def __init__(self, api: KubeApi, *, may_write: Callable[[], bool] = lambda: True, attempts: int = ATTEMPTS) -> None:
         self.api = api
         self.may_write = may_write
         self.attempts = attempts
 
-    def bind(self, binding: Binding, pod: Pod | None) -> BindOutcome:
+    def bind_all(self, items: Sequence[tuple[Binding, Pod | None]]) -> Iterator[BindOutcome]:
+        """The outcome of every item: first those the pipelined round settled, in order, then
+        those retried (as `bind` retries)."""
+        sendable: list[tuple[Binding, Pod, dict]] = []
+        for binding, pod in items:
+            if pod is None:
+                yield BindOutcome(binding.pod, binding.node, DROPPED, "pod is gone")
+            else:
+                sendable.append((binding, pod, binding_body(binding, pod)))
+        if not sendable:
+            return
+        if not self.may_write():
+            for binding, _, _ in sendable:
+                yield BindOutcome(binding.pod, binding.node, FAILED, "no longer the leader")
+            return
+        answers = self.api.post_many([(_binding_path(pod), body) for _, pod, body in sendable])
+        retry: list[tuple[Binding, Pod, ApiError]] = []
+        for (binding, pod, body), answer in zip(sendable, answers):
+            error = answer if isinstance(answer, ApiError) else None
+            outcome = self._outcome(binding, body, error, 0)
+            if outcome is not None:
+                yield outcome
+            else:
+                retry.append((binding, pod, error))  # type: ignore[arg-type]
+        for binding, pod, error in retry:
+            yield self.bind(binding, pod, first_error=error)
+
+    def bind(self, binding: Binding, pod: Pod | None, first_error: ApiError | None = None) -> BindOutcome:
+        """Bind one pod, retrying transient failures. `first_error`: the first attempt was made
+        elsewhere (bind_all) and failed so."""
         if pod is None:
             return BindOutcome(binding.pod, binding.node, DROPPED, "pod is gone")
         body = binding_body(binding, pod)
-        annotations = body["metadata"].get("annotations")
-        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+        path = _binding_path(pod)
         delay = FIRST_RETRY_S
-        for attempt in range(self.attempts):
+        first = 0
+        if first_error is not None:
+            time.sleep(_pause(first_error, delay))
+            delay, first = delay * 2, 1
+        for attempt in range(first, self.attempts):
             if not self.may_write():
                 return BindOutcome(binding.pod, binding.node, FAILED, "no longer the leader")
+            error = None
             try:
                 self.api.post(path, body)
-                return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations)
             except ApiError as err:
-                if err.status == 404:
-                    return BindOutcome(binding.pod, binding.node, DROPPED, "pod was deleted")
-                if err.status == 409:
-                    assigned = _ASSIGNED.search(err.message)
-                    if assigned and assigned.group(1) == binding.node and attempt > 0:
-                        # An earlier attempt went through but its answer was lost.
-                        return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations)
-                    return BindOutcome(binding.pod, binding.node, DROPPED, err.message or "conflict")
-                if not err.transient or attempt + 1 == self.attempts:
-                    return BindOutcome(binding.pod, binding.node, FAILED, str(err))
-                time.sleep(min(err.retry_after, 2.0) if err.retry_after is not None else delay)
-                delay *= 2
+                error = err
+            outcome = self._outcome(binding, body, error, attempt)
+            if outcome is not None:
+                return outcome
+            time.sleep(_pause(error, delay))  # type: ignore[arg-type]
+            delay *= 2
         return BindOutcome(binding.pod, binding.node, FAILED, "retries exhausted")
+
+    def _outcome(self, binding: Binding, body: dict, error: ApiError | None, attempt: int) -> BindOutcome | None:
+        """What attempt number `attempt` came to; None: worth another attempt."""
+        annotations = body["metadata"].get("annotations")
+        if error is None:
+            return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations)
+        if error.status == 404:
+            return BindOutcome(binding.pod, binding.node, DROPPED, "pod was deleted")
+        if error.status == 409:
+            assigned = _ASSIGNED.search(error.message)
+            if assigned and assigned.group(1) == binding.node and attempt > 0:
+                # An earlier attempt went through but its answer was lost.
+                return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations)
+            return BindOutcome(binding.pod, binding.node, DROPPED, error.message or "conflict")
+        if not error.transient or attempt + 1 >= self.attempts:
+            return BindOutcome(binding.pod, binding.node, FAILED, str(error))
+        return None
+
+
+def _binding_path(pod: Pod) -> str:
+    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+
+
+def _pause(error: ApiError, backoff: float) -> float:
+    """The server's Retry-After (at most 2 s) when it gave one, else the backoff."""
+    return min(error.retry_after, 2.0) if error.retry_after is not None else backoff

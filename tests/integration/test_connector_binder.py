@@ -55,6 +55,13 @@ class FailingBinds:
             raise ApiError(500, "Internal Server Error", "injected failure")
         return self.api.post(path, body)
 
+    def post_many(self, requests: list[tuple[str, dict]]) -> list:
+        failing = [path.endswith("/binding") and body["metadata"]["name"] in self.pods for path, body in requests]
+        self.attempts += sum(failing)
+        answers = iter(self.api.post_many([r for r, fails in zip(requests, failing) if not fails]))
+        return [ApiError(500, "Internal Server Error", "injected failure") if fails else next(answers)
+                for fails in failing]
+
 
 def test_failed_bind_in_a_gang_is_reported_and_repaired_next_cycle(objects: Objects, in_process) -> None:
     name = unique_scheduler_name()

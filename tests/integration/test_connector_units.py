@@ -143,6 +143,37 @@ def test_bind_outcomes(answers: list, result: str, posts: int) -> None:
     assert len(api.posts) == posts
 
 
+class ScriptedBatchApi(ScriptedApi):
+    """post_many answers from `batch` (ApiErrors stay in the list); single posts as ScriptedApi."""
+
+    def __init__(self, batch: list[object], *answers: object) -> None:
+        super().__init__(*answers)
+        self.batch = batch
+        self.batches: list[list[str]] = []
+
+    def post_many(self, requests: list[tuple[str, dict]]) -> list[object]:
+        self.batches.append([body["metadata"]["name"] for _, body in requests])
+        return self.batch
+
+
+def test_bind_all_settles_the_pipelined_round_then_retries_one_by_one() -> None:
+    pods = {name: Pod("ns", name, {"cpu": 1000}, uid=f"uid-{name}") for name in "abcde"}
+    lost = ApiError(0, "ConnectionError", "the connection ended before the answer")
+    api = ScriptedBatchApi(
+        [{}, ApiError(404, "Not Found"), lost, ApiError(403, "Forbidden", "no"), lost],
+        ApiError(409, "Conflict", CONFLICT.format(node="n1")),  # c's answer was lost, but it went through
+        {},  # e, on its second attempt
+    )
+    items = [(Binding(f"ns/{name}", "n1"), pods[name]) for name in "abcde"] + [(Binding("ns/gone", "n1"), None)]
+
+    outcomes = [(o.pod, o.result) for o in Binder(api, attempts=4).bind_all(items)]  # type: ignore[arg-type]
+
+    assert outcomes == [("ns/gone", DROPPED), ("ns/a", BOUND), ("ns/b", DROPPED), ("ns/d", FAILED),
+                        ("ns/c", BOUND), ("ns/e", BOUND)]
+    assert api.batches == [list("abcde")]
+    assert [body["metadata"]["name"] for _, body in api.posts] == ["c", "e"]
+
+
 def test_binding_carries_uid_precondition_and_device_cards() -> None:
     body = binding_body(Binding("ns/p", "n1", {"nvidia.com/gpu": (2, 3)}), POD)
     assert body["metadata"] == {"name": "p", "namespace": "ns", "uid": "uid-p",

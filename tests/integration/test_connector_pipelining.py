@@ -1,0 +1,165 @@
+"""Pipelined POSTs (KubeApi.post_many): answers in order, whatever ends a connection early, and
+the real API server answering a batch of Bindings with mixed outcomes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+from kubernetes import client as k8s_client
+
+from runtime.kube.api import ApiError, KubeApi
+
+from .connector_helpers import Objects, wait_for
+
+CLOSE = None  # in a script: close the connection instead of answering
+
+
+def answer(status: int, body: dict, *, chunked: bool = False, close: bool = False) -> bytes:
+    data = json.dumps(body).encode()
+    head = [f"HTTP/1.1 {status} X", "Content-Type: application/json"]
+    if close:
+        head.append("Connection: close")
+    if chunked:
+        half = len(data) // 2
+        payload = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (data[:half], data[half:])) + b"0\r\n\r\n"
+        head.append("Transfer-Encoding: chunked")
+    else:
+        payload = data
+        head.append(f"Content-Length: {len(data)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+
+
+class ScriptedServer:
+    """Plain HTTP on loopback: answers each request with the script's next answer, or closes the
+    connection at CLOSE. `hang_up_after_answer`: closes each connection after its first answer, as a
+    server does with a connection left idle too long."""
+
+    def __init__(self, script: list[bytes | None], hang_up_after_answer: bool = False) -> None:
+        self.script = list(script)
+        self.hang_up_after_answer = hang_up_after_answer
+        self.requests: list[tuple[int, str]] = []  # (connection number, request line)
+        self.connections = 0
+        self.hung_up = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._connection, args=(conn, self.connections), daemon=True).start()
+
+    def _connection(self, conn: socket.socket, number: int) -> None:
+        reader = conn.makefile("rb")
+        with conn:
+            while True:
+                line = reader.readline()
+                if not line:
+                    return
+                length = 0
+                while (header := reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = header.decode().partition(":")
+                    if name.lower() == "content-length":
+                        length = int(value)
+                reader.read(length)
+                self.requests.append((number, line.decode().strip()))
+                reply = self.script.pop(0) if self.script else CLOSE
+                if reply is CLOSE:
+                    return
+                conn.sendall(reply)
+                if b"\r\nConnection: close\r\n" in reply:
+                    return
+                if self.hang_up_after_answer:
+                    self.hung_up += 1
+                    return
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def api(self) -> KubeApi:
+        return KubeApi(k8s_client.ApiClient(k8s_client.Configuration(host=f"http://127.0.0.1:{self.port}")))
+
+
+@pytest.fixture
+def scripted():
+    servers: list[ScriptedServer] = []
+
+    def start(*script: bytes | None, hang_up_after_answer: bool = False) -> ScriptedServer:
+        servers.append(ScriptedServer(list(script), hang_up_after_answer))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_answers_come_back_in_order_from_one_connection(scripted) -> None:
+    server = scripted(answer(201, {"n": 1}), answer(404, {"message": "pods \"b\" not found"}),
+                      answer(201, {"n": 3}, chunked=True))
+    api = server.api()
+
+    out = api.post_many([(f"/p/{name}", {"name": name}) for name in "abc"])
+
+    assert out[0] == {"n": 1} and out[2] == {"n": 3}
+    assert isinstance(out[1], ApiError) and (out[1].status, out[1].message) == (404, 'pods "b" not found')
+    assert server.requests == [(1, "POST /p/a HTTP/1.1"), (1, "POST /p/b HTTP/1.1"), (1, "POST /p/c HTTP/1.1")]
+
+
+def test_requests_after_the_connection_drops_get_no_answer_and_the_next_batch_reconnects(scripted) -> None:
+    server = scripted(answer(201, {}), CLOSE, answer(201, {"again": True}))
+    api = server.api()
+
+    out = api.post_many([("/p/a", {}), ("/p/b", {}), ("/p/c", {})])
+
+    assert out[0] == {}
+    assert [(e.status, e.transient) for e in out[1:]] == [(0, True), (0, True)]
+    assert api.post_many([("/p/b", {})]) == [{"again": True}]
+    assert server.connections == 2
+
+
+def test_an_answer_saying_connection_close_ends_the_batch(scripted) -> None:
+    server = scripted(answer(429, {"message": "slow down"}, close=True), answer(201, {}))
+    api = server.api()
+
+    out = api.post_many([("/p/a", {}), ("/p/b", {})])
+
+    assert (out[0].status, out[0].message) == (429, "slow down")
+    assert out[1].status == 0
+    assert api.post_many([("/p/b", {})]) == [{}]
+    assert server.connections == 2
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_used_again(scripted) -> None:
+    server = scripted(answer(201, {"first": 1}), answer(201, {"second": 2}), hang_up_after_answer=True)
+    api = server.api()
+    assert api.post_many([("/p/a", {})]) == [{"first": 1}]
+    wait_for(lambda: server.hung_up == 1, 5, "the server to close the idle connection")
+
+    assert api.post_many([("/p/b", {})]) == [{"second": 2}]
+    assert server.connections == 2
+
+
+@pytest.mark.integration
+def test_a_batch_of_bindings_with_mixed_outcomes_on_the_api_server(objects: Objects) -> None:
+    objects.node(f"{objects.namespace}-n0", cpu="8", memory="16Gi")
+    uids = {name: objects.pod(name, "nobody")["metadata"]["uid"] for name in ("a", "b", "c")}
+    ns = objects.namespace
+
+    def binding(name: str, uid: str) -> tuple[str, dict]:
+        return (f"/api/v1/namespaces/{ns}/pods/{name}/binding",
+                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "uid": uid},
+                 "target": {"apiVersion": "v1", "kind": "Node", "name": f"{ns}-n0"}})
+
+    out = objects.api.post_many([binding("a", uids["a"]), binding("gone", "x"), binding("b", "not-its-uid"),
+                                 binding("c", uids["c"]), binding("a", uids["a"])])
+
+    assert [getattr(o, "status", "ok") for o in out] == ["ok", 404, 409, "ok", 409]
+    assert "already assigned" in out[4].message
+    assert objects.bound() == {"a": f"{ns}-n0", "c": f"{ns}-n0"}
