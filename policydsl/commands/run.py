@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import re
@@ -171,6 +172,11 @@ def run(args: argparse.Namespace) -> int:
     log.info("scheduling pods of %s with policy %s (revision %s) on %s as %s", args.scheduler_name, plan.name,
              plan.revision, where, identity)
     log.info("policy sources: %s%s", ", ".join(first.files), " (reload on SIGHUP only)" if args.no_watch else "")
+    # Everything built so far (the interpreter, the kubernetes client's thousands of model
+    # classes, numpy, the plan) lives as long as the process: out of the cyclic collector's
+    # sight, each full collection while pods stream in does not walk it again.
+    gc.collect()
+    gc.freeze()
     cluster.start()
     if elector is not None:
         elector.start()

@@ -164,8 +164,11 @@ class Scheduler:
         cluster.on_work(self._on_work)
 
     def _on_work(self) -> None:
-        self._work_arrived.set()
-        self._wake.set()
+        # Called for every pod that arrives: setting an Event takes its lock and wakes waiters,
+        # so only the first arrival since the last snapshot does.
+        if not self._work_arrived.is_set():
+            self._work_arrived.set()
+            self._wake.set()
 
     # --- the Plan ------------------------------------------------------------------------------
     @property
