@@ -213,7 +213,10 @@ SCHEDULERS: tuple[Scheduler, ...] = (
         key="ceiling",
         label="raw binder (ceiling)",
         gangs=True,  # binds everything it sees, so gangs trivially all bind
-        podgroups=workloads.NO_PODGROUPS,
+        # The gangs' PodGroups are part of the workload the API server absorbs (created as
+        # Volcano's job controller would, whichever scheduler runs): the ceiling gets them too,
+        # and ignores them. Plain pods get none, as with kube-scheduler.
+        podgroups=workloads.GANGS_ONLY,
         availability=_always,  # built on demand in seconds
         command=_rawbinder_command,
         variants=(8, 32, 128),

@@ -6,7 +6,8 @@ controllers would: its job controller for gangs, its PodGroup controller
 (one group of minMember 1 per pod) for plain pods. vc-scheduler needs both
 (it ignores a pod without a PodGroup); ours takes a pod without one as a
 one-pod job, so it gets PodGroups for gangs only, and is measured a second
-time with a PodGroup per pod. kube-scheduler and the raw binder get bare pods.
+time with a PodGroup per pod. kube-scheduler gets bare pods; the raw binder gets
+the gangs' PodGroups (part of the load of a gang workload) and ignores them.
 """
 
 from __future__ import annotations
