@@ -5,7 +5,8 @@
 | `api.py` | JSON requests and watches over the kubernetes client's authenticated pool; `connect()` |
 | `convert.py` | API objects (dicts) to the model, via runtime.objects |
 | `cache.py` | list+watch into a ClusterState: resume, relist on 410, reconnect; overlays of own writes |
-| `binder.py` | Binding subresource, concurrent, retries; device cards as Binding annotations |
+| `binder.py` | Binding subresource, pipelined batches, retries; device cards as Binding annotations |
+| `pipelining.py` | HTTP/1.1 pipelining: many requests written at once on a kept-alive connection |
 | `evictor.py` | policy/v1 Eviction (PodDisruptionBudgets apply) |
 | `status.py` | PodGroup status (merge patch of the object) and Queue status (/status), only on change |
 | `events.py` | Events with the engine's reasons, deduplicated and rate-limited |
