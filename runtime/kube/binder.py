@@ -87,22 +87,20 @@ class Binder:
                 yield outcome
             else:
                 retry.append((binding, pod, error))  # type: ignore[arg-type]
-        for binding, pod, error in retry:
-            yield self.bind(binding, pod, first_error=error)
+        if retry:
+            time.sleep(max(_pause(error, FIRST_RETRY_S) for _, _, error in retry))  # once for them all
+        for binding, pod, _ in retry:
+            yield self.bind(binding, pod, first_attempt=1)
 
-    def bind(self, binding: Binding, pod: Pod | None, first_error: ApiError | None = None) -> BindOutcome:
-        """Bind one pod, retrying transient failures. `first_error`: the first attempt was made
-        elsewhere (bind_all) and failed so."""
+    def bind(self, binding: Binding, pod: Pod | None, first_attempt: int = 0) -> BindOutcome:
+        """Bind one pod, retrying transient failures. `first_attempt` 1: the first attempt was
+        made (by bind_all), failed transiently, and its pause is over."""
         if pod is None:
             return BindOutcome(binding.pod, binding.node, DROPPED, "pod is gone")
         body = binding_body(binding, pod)
         path = _binding_path(pod)
-        delay = FIRST_RETRY_S
-        first = 0
-        if first_error is not None:
-            time.sleep(_pause(first_error, delay))
-            delay, first = delay * 2, 1
-        for attempt in range(first, self.attempts):
+        delay = FIRST_RETRY_S * 2 ** first_attempt
+        for attempt in range(first_attempt, self.attempts):
             if not self.may_write():
                 return BindOutcome(binding.pod, binding.node, FAILED, "no longer the leader")
             error = None
