@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from urllib.parse import urlencode
 
 import urllib3
 
-from runtime.kube.pipelining import Endpoint, Pipe, PipeError, Request
+from runtime.kube.pipelining import Answer, Endpoint, Pipe, PipeError, Request
 from runtime.kube.ratelimit import TokenBucket
 
 JSON = "application/json"
@@ -76,6 +75,7 @@ class KubeApi:
         self._lock = threading.Lock()
         self._endpoint: Endpoint | None | bool = False  # False: not worked out yet
         self._idle_pipes: list[Pipe] = []
+        self._closed = False
 
     # --- requests ------------------------------------------------------------------------
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
@@ -98,14 +98,21 @@ class KubeApi:
     def post(self, path: str, body: Any) -> Any:
         return self.request("POST", path, body=body)
 
-    def post_many(self, requests: Sequence[tuple[str, Any]]) -> list[Any]:
+    def post_many(self, requests: Sequence[tuple[str, Any]], *,
+                  allowed: Callable[[], bool] | None = None) -> list[Any] | None:
         """POST each (path, body), pipelined on one connection (runtime.kube.pipelining): for
         each, in order, its decoded answer or its ApiError. Status 0 means no answer came, so
-        whether the server acted on the request is unknown. Through a proxy, one by one."""
+        whether the server acted on the request is unknown. Through a proxy, one by one.
+        `allowed` is asked once the rate limiter lets the batch go: False sends nothing (None)."""
         if not requests:
             return []
-        endpoint = self._pipe_endpoint()
+        try:
+            endpoint = self._pipe_endpoint()
+        except (OSError, ValueError) as err:  # the TLS files of the configuration (ssl.SSLError is an OSError)
+            return [ApiError(0, "TLSError", str(err))] * len(requests)
         if endpoint is None:
+            if allowed is not None and not allowed():
+                return None
             out: list[Any] = []
             for path, body in requests:
                 try:
@@ -116,9 +123,11 @@ class KubeApi:
         if self.limiter is not None:
             for _ in requests:
                 self.limiter.wait()
+        if allowed is not None and not allowed():
+            return None
         headers = {**self.client.default_headers, "Accept": JSON, "Content-Type": JSON}
         self.client.update_params_for_auth(headers, [], ["BearerToken"], requests[0][0], "POST", None)
-        batch = [Request("POST", path, headers, json.dumps(body, separators=(",", ":")).encode())
+        batch = [Request("POST", endpoint.path_prefix + path, headers, json.dumps(body, separators=(",", ":")).encode())
                  for path, body in requests]
         try:
             pipe = self._take_pipe(endpoint)
@@ -126,15 +135,7 @@ class KubeApi:
             return [ApiError(0, "ConnectionError", str(err))] * len(batch)
         answers = pipe.exchange(batch)
         self._give_back(pipe)
-        out = []
-        for answer in answers:
-            if answer is None:
-                out.append(ApiError(0, "ConnectionError", "the connection ended before the answer"))
-            elif 200 <= answer.status < 300:
-                out.append(json.loads(answer.body) if answer.body else None)
-            else:
-                out.append(_error_of(answer.status, answer.reason, answer.body, answer.headers.get("retry-after")))
-        return out
+        return [_result_of(answer) for answer in answers]
 
     def _pipe_endpoint(self) -> Endpoint | None:
         if self._endpoint is False:
@@ -147,16 +148,16 @@ class KubeApi:
                 pipe = self._idle_pipes.pop() if self._idle_pipes else None
             if pipe is None:
                 return Pipe.open(endpoint, CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
-            # An idle connection with something to read has been closed by the server.
-            if not select.select([pipe.fileno()], [], [], 0)[0]:
+            if not pipe.closed_by_server():
                 return pipe
             pipe.close()
 
     def _give_back(self, pipe: Pipe) -> None:
         if pipe.reusable:
             with self._lock:
-                self._idle_pipes.append(pipe)
-                return
+                if not self._closed:
+                    self._idle_pipes.append(pipe)
+                    return
         pipe.close()
 
     def put(self, path: str, body: Any) -> Any:
@@ -194,6 +195,7 @@ class KubeApi:
         with self._lock:
             open_now = list(self._open)
             idle, self._idle_pipes = self._idle_pipes, []
+            self._closed = True
         for pipe in idle:
             pipe.close()
         for response in open_now:
@@ -231,6 +233,18 @@ def _lines(response: Any) -> Iterator[bytes]:
         yield from parts
     if pending.strip():
         yield pending
+
+
+def _result_of(answer: Answer | None) -> Any:
+    """One pipelined answer as `request` would return or raise it (the error returned)."""
+    if answer is None:
+        return ApiError(0, "ConnectionError", "the connection ended before the answer")
+    if not 200 <= answer.status < 300:
+        return _error_of(answer.status, answer.reason, answer.body, answer.headers.get("retry-after"))
+    try:
+        return json.loads(answer.body) if answer.body else None
+    except ValueError:
+        return answer.body  # done all the same: the status says so
 
 
 def _error_of(status: int, reason: str, data: bytes | None, retry_after: str | None) -> ApiError:

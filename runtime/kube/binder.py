@@ -55,65 +55,53 @@ def binding_body(binding: Binding, pod: Pod) -> dict:
 
 
 class Binder:
-    """Binds pods: a batch in one pipelined round (KubeCluster runs a few batches at once), then
-    the transient failures again one by one, with backoff."""
+    """Binds pods in pipelined rounds (KubeCluster runs a few batches at once): every pod of a
+    batch in one round, then those that failed transiently again, all in one round, after a
+    backoff, up to `attempts` rounds."""
 
     def __init__(self, api: KubeApi, *, may_write: Callable[[], bool] = lambda: True, attempts: int = ATTEMPTS) -> None:
         self.api = api
         self.may_write = may_write
         self.attempts = attempts
 
-    def bind_all(self, items: Sequence[tuple[Binding, Pod | None]]) -> Iterator[BindOutcome]:
-        """The outcome of every item: first those the pipelined round settled, in order, then
-        those retried (as `bind` retries)."""
-        sendable: list[tuple[Binding, Pod, dict]] = []
-        for binding, pod in items:
+    def bind_all(self, items: Sequence[tuple[Binding, Pod | None]]) -> Iterator[tuple[int, BindOutcome]]:
+        """(position in `items`, outcome) for every item, each as soon as it is known: pods
+        already gone first, then each round's settled ones in order."""
+        pending: list[tuple[int, Binding, Pod, dict]] = []
+        for i, (binding, pod) in enumerate(items):
             if pod is None:
-                yield BindOutcome(binding.pod, binding.node, DROPPED, "pod is gone")
+                yield i, BindOutcome(binding.pod, binding.node, DROPPED, "pod is gone")
             else:
-                sendable.append((binding, pod, binding_body(binding, pod)))
-        if not sendable:
-            return
-        if not self.may_write():
-            for binding, _, _ in sendable:
-                yield BindOutcome(binding.pod, binding.node, FAILED, "no longer the leader")
-            return
-        answers = self.api.post_many([(_binding_path(pod), body) for _, pod, body in sendable])
-        retry: list[tuple[Binding, Pod, ApiError]] = []
-        for (binding, pod, body), answer in zip(sendable, answers):
-            error = answer if isinstance(answer, ApiError) else None
-            outcome = self._outcome(binding, body, error, 0)
-            if outcome is not None:
-                yield outcome
-            else:
-                retry.append((binding, pod, error))  # type: ignore[arg-type]
-        if retry:
-            time.sleep(max(_pause(error, FIRST_RETRY_S) for _, _, error in retry))  # once for them all
-        for binding, pod, _ in retry:
-            yield self.bind(binding, pod, first_attempt=1)
+                pending.append((i, binding, pod, binding_body(binding, pod)))
+        delay = FIRST_RETRY_S
+        for attempt in range(self.attempts):
+            if not pending:
+                return
+            # Leadership is checked after the rate limiter's wait, right before anything is sent.
+            answers = self.api.post_many([(_binding_path(pod), body) for _, _, pod, body in pending],
+                                         allowed=self.may_write)
+            if answers is None:
+                for i, binding, _, _ in pending:
+                    yield i, BindOutcome(binding.pod, binding.node, FAILED, "no longer the leader")
+                return
+            retry, pause = [], 0.0
+            for item, answer in zip(pending, answers):
+                i, binding, _, body = item
+                error = answer if isinstance(answer, ApiError) else None
+                outcome = self._outcome(binding, body, error, attempt)
+                if outcome is not None:
+                    yield i, outcome
+                else:
+                    retry.append(item)
+                    pause = max(pause, _pause(error, delay))  # type: ignore[arg-type]
+            pending = retry
+            if pending:
+                time.sleep(pause)
+                delay *= 2
 
-    def bind(self, binding: Binding, pod: Pod | None, first_attempt: int = 0) -> BindOutcome:
-        """Bind one pod, retrying transient failures. `first_attempt` 1: the first attempt was
-        made (by bind_all), failed transiently, and its pause is over."""
-        if pod is None:
-            return BindOutcome(binding.pod, binding.node, DROPPED, "pod is gone")
-        body = binding_body(binding, pod)
-        path = _binding_path(pod)
-        delay = FIRST_RETRY_S * 2 ** first_attempt
-        for attempt in range(first_attempt, self.attempts):
-            if not self.may_write():
-                return BindOutcome(binding.pod, binding.node, FAILED, "no longer the leader")
-            error = None
-            try:
-                self.api.post(path, body)
-            except ApiError as err:
-                error = err
-            outcome = self._outcome(binding, body, error, attempt)
-            if outcome is not None:
-                return outcome
-            time.sleep(_pause(error, delay))  # type: ignore[arg-type]
-            delay *= 2
-        return BindOutcome(binding.pod, binding.node, FAILED, "retries exhausted")
+    def bind(self, binding: Binding, pod: Pod | None) -> BindOutcome:
+        """Bind one pod (a round of one)."""
+        return next(self.bind_all([(binding, pod)]))[1]
 
     def _outcome(self, binding: Binding, body: dict, error: ApiError | None, attempt: int) -> BindOutcome | None:
         """What attempt number `attempt` came to; None: worth another attempt."""
@@ -128,7 +116,7 @@ class Binder:
                 # An earlier attempt went through but its answer was lost.
                 return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations)
             return BindOutcome(binding.pod, binding.node, DROPPED, error.message or "conflict")
-        if not error.transient or attempt + 1 >= self.attempts:
+        if not error.transient or attempt + 1 >= self.attempts:  # the last round's failure is final
             return BindOutcome(binding.pod, binding.node, FAILED, str(error))
         return None
 

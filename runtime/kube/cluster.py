@@ -212,22 +212,21 @@ class KubeCluster:
 
     def _bind_batch(self, items: list[tuple[d.Binding, Pod | None, _GangBinds | None]]) -> None:
         started = time.perf_counter()
-        by_pod = {binding.pod: (pod, gang) for binding, pod, gang in items}
+        unsettled = set(range(len(items)))
         try:
-            for outcome in self.binder.bind_all([(binding, pod) for binding, pod, _ in items]):
+            for i, outcome in self.binder.bind_all([(binding, pod) for binding, pod, _ in items]):
                 self.metrics.bind_latency.observe(time.perf_counter() - started)
-                pod, gang = by_pod.pop(outcome.pod)
-                self._bind_settled(outcome, pod, gang)
+                unsettled.discard(i)
+                self._bind_settled(outcome, items[i][1], items[i][2])
         except Exception:  # noqa: BLE001 - logged; the binds it did not settle fail below
             log.exception("binding a batch of %d pods", len(items))
-        finally:  # a worker must always settle its binds
-            for key, (pod, gang) in by_pod.items():
-                binding = next(b for b, _, _ in items if b.pod == key)
-                self._bind_settled(BindOutcome(key, binding.node, FAILED, "the bind worker failed"), pod, gang)
+        for i in sorted(unsettled):  # a worker must always settle its binds
+            binding, pod, gang = items[i]
+            self._bind_settled(BindOutcome(binding.pod, binding.node, FAILED, "the bind worker failed"), pod, gang)
 
     def _bind_settled(self, outcome: BindOutcome, pod: Pod | None, gang: _GangBinds | None) -> None:
-        if outcome.result != BOUND:
-            self.cache.forget_assumed(outcome.pod)
+        """Count the outcome, report it, and write its gang's status if it was the gang's last;
+        never raises (the bind leaves the in-flight count whatever happens)."""
         finished_gang = None
         with self._lock:
             if outcome.result == BOUND:
@@ -242,9 +241,13 @@ class KubeCluster:
                     gang.failures.append(outcome)
                 finished_gang = gang if gang.remaining == 0 else None
         try:
+            if outcome.result != BOUND:
+                self.cache.forget_assumed(outcome.pod)
             self._settle(outcome, pod)
             if finished_gang is not None:
                 self._write_gang_status(finished_gang)
+        except Exception:  # noqa: BLE001 - one pod's report must not cost the others theirs
+            log.exception("settling the bind of %s", outcome.pod)
         finally:
             self._done(f"PodGroup/{finished_gang.status.name}" if finished_gang is not None else None)
 

@@ -8,7 +8,8 @@ sixth of the processor time (measured on the test API server: 78 µs against 527
 kubernetes client's urllib3 pool from 32 threads), and the API server (Go's net/http) answers
 pipelined requests one after another, in order, as HTTP/1.1 requires.
 
-    pipe = Pipe.open(endpoint)                   # Endpoint.of(configuration) or None (proxy)
+    endpoint = Endpoint.of(configuration)        # None: through a proxy, or not http(s)
+    pipe = Pipe.open(endpoint, connect_timeout, read_timeout)
     answers = pipe.exchange([request, ...])      # Answer per request, None where none came
     pipe.close()
 
@@ -19,11 +20,14 @@ way that tolerates "already done".
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
+
+from kubernetes.client.rest import should_bypass_proxies
 
 MAX_HEADER_LINES = 100
 MAX_LINE = 64 * 1024
@@ -42,12 +46,14 @@ class Endpoint:
     tls: ssl.SSLContext | None
     server_hostname: str | None
     authority: str  # the Host header
+    path_prefix: str = ""  # of a server URL with a path (an API server behind a gateway)
 
     @staticmethod
     def of(cfg: Any) -> Endpoint | None:
         """The configuration's server, or None when requests must go through a proxy (which
-        the client's own pool handles)."""
-        if cfg.proxy:
+        the client's own pool handles) or the URL is not http(s). Raises OSError or ValueError
+        for TLS files that cannot be read."""
+        if cfg.proxy and not should_bypass_proxies(cfg.host, cfg.no_proxy or ""):
             return None
         parts = urlsplit(cfg.host)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -66,7 +72,7 @@ class Endpoint:
                 tls.load_cert_chain(cfg.cert_file, cfg.key_file)
             tls.set_alpn_protocols(["http/1.1"])  # never HTTP/2: this is HTTP/1.1 framing
         return Endpoint(parts.hostname, port, tls, (cfg.tls_server_name or parts.hostname) if https else None,
-                        parts.netloc)
+                        parts.netloc, parts.path.rstrip("/"))
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,12 @@ class Pipe:
             self.reusable = False
         return answers
 
-    def fileno(self) -> int:
-        return self._sock.fileno()
+    def closed_by_server(self) -> bool:
+        """Whether an idle connection has something to read: the server's end of it (an idle
+        timeout), since every answer asked for was read."""
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
 
     def close(self) -> None:
         self.reusable = False
@@ -148,6 +158,12 @@ class Pipe:
         return line
 
     def _read_answer(self) -> Answer:
+        while True:  # interim answers (100 Continue, 103 Early Hints) precede the final one
+            answer = self._read_one_answer()
+            if not 100 <= answer.status < 200 or answer.status == 101:
+                return answer
+
+    def _read_one_answer(self) -> Answer:
         status_line = self._line().decode("latin-1").rstrip("\r\n")
         version, _, rest = status_line.partition(" ")
         code, _, reason = rest.partition(" ")

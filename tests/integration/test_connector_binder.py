@@ -55,7 +55,9 @@ class FailingBinds:
             raise ApiError(500, "Internal Server Error", "injected failure")
         return self.api.post(path, body)
 
-    def post_many(self, requests: list[tuple[str, dict]]) -> list:
+    def post_many(self, requests: list[tuple[str, dict]], allowed=None) -> list | None:
+        if allowed is not None and not allowed():
+            return None
         failing = [path.endswith("/binding") and body["metadata"]["name"] in self.pods for path, body in requests]
         self.attempts += sum(failing)
         answers = iter(self.api.post_many([r for r, fails in zip(requests, failing) if not fails]))

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from typing import BinaryIO
 
 import pytest
 from kubernetes import client as k8s_client
 
 from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.pipelining import Endpoint
 
 from .connector_helpers import Objects, wait_for
 
@@ -58,33 +60,41 @@ class ScriptedServer:
 
     def _connection(self, conn: socket.socket, number: int) -> None:
         reader = conn.makefile("rb")
-        with conn:
-            while True:
-                line = reader.readline()
-                if not line:
-                    return
-                length = 0
-                while (header := reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = header.decode().partition(":")
-                    if name.lower() == "content-length":
-                        length = int(value)
-                reader.read(length)
-                self.requests.append((number, line.decode().strip()))
-                reply = self.script.pop(0) if self.script else CLOSE
-                if reply is CLOSE:
-                    return
-                conn.sendall(reply)
-                if b"\r\nConnection: close\r\n" in reply:
-                    return
-                if self.hang_up_after_answer:
-                    self.hung_up += 1
-                    return
+        try:
+            self._answer(conn, reader, number)
+        finally:
+            reader.close()
+            conn.close()
+        if self.hang_up_after_answer:
+            self.hung_up += 1  # counted once the connection is closed
+
+    def _answer(self, conn: socket.socket, reader: BinaryIO, number: int) -> None:
+        """Answers until the script or the connection ends."""
+        while True:
+            line = reader.readline()
+            if not line:
+                return
+            length = 0
+            while (header := reader.readline()) not in (b"\r\n", b""):
+                name, _, value = header.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            reader.read(length)
+            self.requests.append((number, line.decode().strip()))
+            reply = self.script.pop(0) if self.script else CLOSE
+            if reply is CLOSE:
+                return
+            conn.sendall(reply)
+            if b"\r\nConnection: close\r\n" in reply:
+                return
+            if self.hang_up_after_answer:
+                return
 
     def close(self) -> None:
         self._listener.close()
 
-    def api(self) -> KubeApi:
-        return KubeApi(k8s_client.ApiClient(k8s_client.Configuration(host=f"http://127.0.0.1:{self.port}")))
+    def api(self, path: str = "") -> KubeApi:
+        return KubeApi(k8s_client.ApiClient(k8s_client.Configuration(host=f"http://127.0.0.1:{self.port}{path}")))
 
 
 @pytest.fixture
@@ -110,6 +120,30 @@ def test_answers_come_back_in_order_from_one_connection(scripted) -> None:
     assert out[0] == {"n": 1} and out[2] == {"n": 3}
     assert isinstance(out[1], ApiError) and (out[1].status, out[1].message) == (404, 'pods "b" not found')
     assert server.requests == [(1, "POST /p/a HTTP/1.1"), (1, "POST /p/b HTTP/1.1"), (1, "POST /p/c HTTP/1.1")]
+
+
+def test_interim_answers_are_skipped_and_a_server_path_is_kept(scripted) -> None:
+    server = scripted(b"HTTP/1.1 100 Continue\r\n\r\n" + answer(201, {"n": 1}), answer(201, {"n": 2}))
+    api = server.api("/gateway/cluster-1/")
+
+    assert api.post_many([("/p/a", {}), ("/p/b", {})]) == [{"n": 1}, {"n": 2}]
+    assert [line for _, line in server.requests] == ["POST /gateway/cluster-1/p/a HTTP/1.1",
+                                                     "POST /gateway/cluster-1/p/b HTTP/1.1"]
+
+
+def test_nothing_is_sent_when_no_longer_allowed(scripted) -> None:
+    server = scripted(answer(201, {}))
+
+    assert server.api().post_many([("/p/a", {})], allowed=lambda: False) is None
+    assert server.requests == [] and server.connections == 0
+
+
+@pytest.mark.parametrize("no_proxy, pipelined", [("", False), ("10.0.0.0/8,127.0.0.1", True)])
+def test_a_proxy_leaves_requests_to_the_client_pool_unless_no_proxy_says_otherwise(no_proxy, pipelined) -> None:
+    cfg = k8s_client.Configuration(host="https://127.0.0.1:6443")
+    cfg.proxy, cfg.no_proxy = "http://proxy.example:3128", no_proxy
+
+    assert (Endpoint.of(cfg) is not None) == pipelined
 
 
 def test_requests_after_the_connection_drops_get_no_answer_and_the_next_batch_reconnects(scripted) -> None:

@@ -113,6 +113,7 @@ class ScriptedApi:
     def __init__(self, *answers: object) -> None:
         self.answers = list(answers)
         self.posts: list[tuple[str, dict]] = []
+        self.rounds: list[list[str]] = []
 
     def post(self, path: str, body: dict) -> object:
         self.posts.append((path, body))
@@ -120,6 +121,19 @@ class ScriptedApi:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    def post_many(self, requests: list[tuple[str, dict]], allowed=None) -> list[object] | None:
+        """A pipelined round: the next answer for each request, errors returned, not raised."""
+        if allowed is not None and not allowed():
+            return None
+        self.rounds.append([body["metadata"]["name"] for _, body in requests])
+        out = []
+        for path, body in requests:
+            try:
+                out.append(self.post(path, body))
+            except ApiError as err:
+                out.append(err)
+        return out
 
 
 POD = Pod("ns", "p", {"cpu": 1000}, uid="uid-p")
@@ -143,35 +157,21 @@ def test_bind_outcomes(answers: list, result: str, posts: int) -> None:
     assert len(api.posts) == posts
 
 
-class ScriptedBatchApi(ScriptedApi):
-    """post_many answers from `batch` (ApiErrors stay in the list); single posts as ScriptedApi."""
-
-    def __init__(self, batch: list[object], *answers: object) -> None:
-        super().__init__(*answers)
-        self.batch = batch
-        self.batches: list[list[str]] = []
-
-    def post_many(self, requests: list[tuple[str, dict]]) -> list[object]:
-        self.batches.append([body["metadata"]["name"] for _, body in requests])
-        return self.batch
-
-
-def test_bind_all_settles_the_pipelined_round_then_retries_one_by_one() -> None:
+def test_bind_all_sends_rounds_of_the_pods_still_worth_a_try() -> None:
     pods = {name: Pod("ns", name, {"cpu": 1000}, uid=f"uid-{name}") for name in "abcde"}
     lost = ApiError(0, "ConnectionError", "the connection ended before the answer")
-    api = ScriptedBatchApi(
-        [{}, ApiError(404, "Not Found"), lost, ApiError(403, "Forbidden", "no"), lost],
-        ApiError(409, "Conflict", CONFLICT.format(node="n1")),  # c's answer was lost, but it went through
-        {},  # e, on its second attempt
+    api = ScriptedApi(
+        {}, ApiError(404, "Not Found"), lost, ApiError(403, "Forbidden", "no"), ApiError(503, "Unavailable"),
+        ApiError(409, "Conflict", CONFLICT.format(node="n1")),  # c's lost answer: it went through
+        {},  # e, in the second round
     )
     items = [(Binding(f"ns/{name}", "n1"), pods[name]) for name in "abcde"] + [(Binding("ns/gone", "n1"), None)]
 
-    outcomes = [(o.pod, o.result) for o in Binder(api, attempts=4).bind_all(items)]  # type: ignore[arg-type]
+    outcomes = [(i, o.pod, o.result) for i, o in Binder(api, attempts=4).bind_all(items)]  # type: ignore[arg-type]
 
-    assert outcomes == [("ns/gone", DROPPED), ("ns/a", BOUND), ("ns/b", DROPPED), ("ns/d", FAILED),
-                        ("ns/c", BOUND), ("ns/e", BOUND)]
-    assert api.batches == [list("abcde")]
-    assert [body["metadata"]["name"] for _, body in api.posts] == ["c", "e"]
+    assert outcomes == [(5, "ns/gone", DROPPED), (0, "ns/a", BOUND), (1, "ns/b", DROPPED), (3, "ns/d", FAILED),
+                        (2, "ns/c", BOUND), (4, "ns/e", BOUND)]
+    assert api.rounds == [list("abcde"), ["c", "e"]]
 
 
 def test_binding_carries_uid_precondition_and_device_cards() -> None:
