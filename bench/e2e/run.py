@@ -49,6 +49,12 @@ APISERVER_ARGS = (
 STARTUP_TIMEOUT_S = 180.0  # scheduler start to probe pod bound (vc-scheduler syncs its caches first)
 SETTLE_S = 2.0  # after the last bind, for trailing status writes to count against the scheduler
 PROBE_NAMESPACE = "bench-probe"
+# Before a run's first create, the API server and etcd must be nearly idle: the previous run's
+# deletions, the Go garbage collection and etcd work they leave behind would otherwise be
+# charged to whichever scheduler comes next (on two cores, up to a third of its throughput).
+QUIET_CORES = 0.2  # API server + etcd processor use, in cores, over QUIET_WINDOW_S
+QUIET_WINDOW_S = 1.0
+QUIET_TIMEOUT_S = 30.0
 EXTRA_CRDS = binaries.E2E_DIR / "crds"  # APIs vc-scheduler waits for, beyond deploy/crds/
 
 
@@ -238,6 +244,19 @@ class Bench:
         self._wait_until(lambda: not self.core.list_namespaced_pod(namespace, limit=1).items,
                          f"pods of {namespace} deleted", 300)
 
+    def wait_quiet(self) -> float:
+        """Wait until the API server and etcd use less than QUIET_CORES over QUIET_WINDOW_S (at
+        most QUIET_TIMEOUT_S: a run then starts anyway); the seconds waited."""
+        pids = (self.cluster.apiserver_pid, self.cluster.etcd_pid)
+        started = time.monotonic()
+        while time.monotonic() - started < QUIET_TIMEOUT_S:
+            before = cpu_seconds(*pids)
+            time.sleep(QUIET_WINDOW_S)
+            after = cpu_seconds(*pids)
+            if before is None or after is None or (after - before) / QUIET_WINDOW_S < QUIET_CORES:
+                break
+        return time.monotonic() - started
+
     def _wait_until(self, condition: Callable[[], bool], what: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
@@ -315,6 +334,9 @@ class Bench:
             )
             if watcher.read_line(timeout=30.0) != "ready":
                 raise BenchError(f"loadgen watch did not start:\n{watcher.log_tail()}")
+            waited = self.wait_quiet()
+            if waited > QUIET_WINDOW_S:
+                self.say(f"{run_id}: waited {waited:.0f} s for the API server and etcd to be idle")
             before = request_totals(self.cluster.server, self.cluster.token, self.cluster.ca_cert)
             control_plane = (self.cluster.apiserver_pid, self.cluster.etcd_pid)
             cpu_before = (cpu_seconds(scheduler_proc.proc.pid), cpu_seconds(*control_plane))
