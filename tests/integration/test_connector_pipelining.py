@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 from typing import BinaryIO
 
@@ -197,3 +198,23 @@ def test_a_batch_of_bindings_with_mixed_outcomes_on_the_api_server(objects: Obje
     assert [getattr(o, "status", "ok") for o in out] == ["ok", 404, 409, "ok", 409]
     assert "already assigned" in out[4].message
     assert objects.bound() == {"a": f"{ns}-n0", "c": f"{ns}-n0"}
+
+
+@pytest.mark.integration
+def test_tls_settings_follow_the_client_configuration(kube_cluster) -> None:
+    cfg = k8s_client.Configuration(host="https://127.0.0.1:6443")
+    cfg.ssl_ca_cert = str(kube_cluster.cluster.ca_cert)
+    cfg.tls_server_name = "kubernetes.default"
+    endpoint = Endpoint.of(cfg)
+    assert endpoint.tls.verify_mode == ssl.CERT_REQUIRED and endpoint.tls.check_hostname
+    assert endpoint.server_hostname == "kubernetes.default" and endpoint.authority == "127.0.0.1:6443"
+
+    cfg.assert_hostname = False
+    assert not Endpoint.of(cfg).tls.check_hostname
+
+    cfg.verify_ssl = False
+    insecure = Endpoint.of(cfg).tls
+    assert insecure.verify_mode == ssl.CERT_NONE and not insecure.check_hostname
+
+    plain = Endpoint.of(k8s_client.Configuration(host="http://127.0.0.1:8080"))
+    assert plain.tls is None and plain.server_hostname is None
