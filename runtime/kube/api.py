@@ -113,20 +113,13 @@ class KubeApi:
         if endpoint is None:
             if allowed is not None and not allowed():
                 return None
-            out: list[Any] = []
-            for path, body in requests:
-                try:
-                    out.append(self.post(path, body))
-                except ApiError as err:
-                    out.append(err)
-            return out
+            return post_each(self.post, requests)
         if self.limiter is not None:
             for _ in requests:
                 self.limiter.wait()
         if allowed is not None and not allowed():
             return None
-        headers = {**self.client.default_headers, "Accept": JSON, "Content-Type": JSON}
-        self.client.update_params_for_auth(headers, [], ["BearerToken"], requests[0][0], "POST", None)
+        headers = self._headers("POST", requests[0][0], JSON, None)
         batch = [Request("POST", endpoint.path_prefix + path, headers, json.dumps(body, separators=(",", ":")).encode())
                  for path, body in requests]
         try:
@@ -205,6 +198,12 @@ class KubeApi:
                 pass
         self.client.close()
 
+    def _headers(self, method: str, path: str, content_type: str, body: Any) -> dict[str, str]:
+        """The client's default headers and its credentials (refreshed by its hook when due)."""
+        headers = {**self.client.default_headers, "Accept": JSON, "Content-Type": content_type}
+        self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        return headers
+
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str,
               timeout: tuple[float, float]) -> Any:
         # Straight to the client's urllib3 pool (TLS, proxy, CA and client certificates as its
@@ -212,8 +211,7 @@ class KubeApi:
         # Configuration.host (scanning the environment for proxies) and sanitizes the body, nor
         # RESTClientObject.request, which matches the content type against four patterns, on
         # every one of thousands of binds; ours are plain JSON dicts.
-        headers = {**self.client.default_headers, "Accept": JSON, "Content-Type": content_type}
-        self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        headers = self._headers(method, path, content_type, body)
         url = self.host + path + ("?" + urlencode(query) if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:
@@ -233,6 +231,17 @@ def _lines(response: Any) -> Iterator[bytes]:
         yield from parts
     if pending.strip():
         yield pending
+
+
+def post_each(post: Callable[[str, Any], Any], requests: Sequence[tuple[str, Any]]) -> list[Any]:
+    """`post` each (path, body) in turn, as post_many answers: the answer or the ApiError."""
+    out: list[Any] = []
+    for path, body in requests:
+        try:
+            out.append(post(path, body))
+        except ApiError as err:
+            out.append(err)
+    return out
 
 
 def _result_of(answer: Answer | None) -> Any:

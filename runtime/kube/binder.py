@@ -99,10 +99,6 @@ class Binder:
                 time.sleep(pause)
                 delay *= 2
 
-    def bind(self, binding: Binding, pod: Pod | None) -> BindOutcome:
-        """Bind one pod (a round of one)."""
-        return next(self.bind_all([(binding, pod)]))[1]
-
     def _outcome(self, binding: Binding, body: dict, error: ApiError | None, attempt: int) -> BindOutcome | None:
         """What attempt number `attempt` came to; None: worth another attempt."""
         annotations = body["metadata"].get("annotations")

@@ -2,8 +2,8 @@
 (Binding, Eviction, status, Events) to make a cycle's decisions true.
 
 `apply` evicts (waiting for the answers: evictions are few, and 429 must be known), then
-hands the binds, in pipelined batches, to a few connections' threads and returns: binds run while the next cycle is computed, as
-in kube-scheduler and Volcano. Each bind is laid over the cache the moment it is dispatched
+hands the binds, in pipelined batches, to a few connections' threads and returns: binds run
+while the next cycle is computed, as in kube-scheduler and Volcano. Each bind is laid over the cache the moment it is dispatched
 (ClusterCache.assume_bound), so the next cycle never places onto room a bind in flight will
 take; a bind that fails takes its assumption back and the pod is placed again.
 

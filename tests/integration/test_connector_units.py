@@ -14,7 +14,7 @@ import pytest
 from compiler.pipeline import compile_text
 from runtime.decisions import Binding, Eviction, Reason
 from runtime.kube import status as st
-from runtime.kube.api import ApiError, _lines
+from runtime.kube.api import ApiError, _lines, post_each
 from runtime.kube.binder import BOUND, DROPPED, FAILED, Binder, binding_body
 from runtime.kube.embedded import EmbeddedCluster
 from runtime.kube.events import EventRecorder, InvolvedObject
@@ -127,13 +127,7 @@ class ScriptedApi:
         if allowed is not None and not allowed():
             return None
         self.rounds.append([body["metadata"]["name"] for _, body in requests])
-        out = []
-        for path, body in requests:
-            try:
-                out.append(self.post(path, body))
-            except ApiError as err:
-                out.append(err)
-        return out
+        return post_each(self.post, requests)
 
 
 POD = Pod("ns", "p", {"cpu": 1000}, uid="uid-p")
@@ -152,7 +146,7 @@ CONFLICT = 'Operation cannot be fulfilled on pods/binding "p": pod p is already 
 ])
 def test_bind_outcomes(answers: list, result: str, posts: int) -> None:
     api = ScriptedApi(*answers)
-    outcome = Binder(api, attempts=4).bind(Binding("ns/p", "n1"), POD)  # type: ignore[arg-type]
+    ((_, outcome),) = Binder(api, attempts=4).bind_all([(Binding("ns/p", "n1"), POD)])  # type: ignore[arg-type]
     assert outcome.result == result
     assert len(api.posts) == posts
 
@@ -183,7 +177,8 @@ def test_binding_carries_uid_precondition_and_device_cards() -> None:
 
 def test_no_write_once_leadership_is_lost() -> None:
     api = ScriptedApi()
-    assert Binder(api, may_write=lambda: False).bind(Binding("ns/p", "n1"), POD).result == FAILED  # type: ignore[arg-type]
+    ((_, outcome),) = Binder(api, may_write=lambda: False).bind_all([(Binding("ns/p", "n1"), POD)])  # type: ignore[arg-type]
+    assert outcome.result == FAILED
     assert api.posts == []
 
 
