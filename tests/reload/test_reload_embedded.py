@@ -111,7 +111,8 @@ def test_configmap_symlink_swap(tmp_path: Path, loop) -> None:
                                 "common.policy": common}, f"2024_01_01_00_00_00.{n}")
         running.wait_active(revision_of(root))
     assert running.scheduler.plan.plugin("binpack").weight == 6
-    assert [o.ok for o in running.outcomes] == [True, True]
+    # The reloader hands the plan over before it reports: wait for the second report.
+    assert [o.ok for o in running.wait_outcomes(2)] == [True, True]
     # Only ..data and the live folder are left: the first one's watch went with it.
     assert sorted(p.name for p in root.iterdir() if p.name.startswith("..")) == ["..2024_01_01_00_00_00.3", "..data"]
 
