@@ -40,7 +40,7 @@ def open_session(plan: Plan, state: ClusterState, options: Options | None = None
     if problems:
         raise ObjectError(problems)
     kernels = load_kernels(options.pure_python)
-    snap = build_snapshot(state, plan, options.scheduler_name, cache, kernels)
+    snap = build_snapshot(state, plan, options.scheduler_name, cache, kernels, options.fold_settled)
     ssn = Session(plan, snap, kernels)
     ssn.open_plugins(plugin_registry())
     return ssn

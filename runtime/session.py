@@ -56,6 +56,7 @@ class Verdict:
 class Options:
     scheduler_name: str = "volcano"
     pure_python: bool | None = None          # None: POLICYDSL_PURE_PYTHON decides
+    fold_settled: bool | None = None         # None: runtime.snapshot.folds_settled(plan) decides
 
 
 class Session:
@@ -154,6 +155,9 @@ class Session:
         direct_req = np.zeros_like(self.queue_request)
         np.add.at(direct_alloc, job_queue[known], self.job_allocated[known])
         np.add.at(direct_req, job_queue[known], self.job_request[known])
+        if snap.settled is not None:
+            direct_alloc += snap.settled
+            direct_req += snap.settled
         # Each queue holds its own jobs' and, through the chains, its descendants'.
         for q, chain in enumerate(self.queue_chain):
             if q == 0 or not (direct_alloc[q].any() or direct_req[q].any()):

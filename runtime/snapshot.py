@@ -42,6 +42,7 @@ BASE_RESOURCES = ("cpu", "memory", "pods")
 NVLINK_LABEL = "policydsl.io/nvlink-islands"
 NUMA_LABEL = "policydsl.io/gpu-numa"
 TOPOLOGY_LABELS = {"nvlink": NVLINK_LABEL, "numa": NUMA_LABEL}
+VICTIM_ACTIONS = frozenset({"preempt", "reclaim"})   # actions that may evict a running pod
 
 
 @dataclass
@@ -135,6 +136,10 @@ class Snapshot:
     total: np.ndarray                # (R,) allocatable of schedulable nodes
     devices: list[DeviceInventory]
     foreign_pods: int = 0            # pods of other schedulers counted in `used`
+    # Our settled lone pods, folded out of the tasks (see folds_settled): their requests per
+    # queue (Q,R), None when nothing was folded; and how many there are.
+    settled: np.ndarray | None = None
+    settled_pods: int = 0
 
     @property
     def n_nodes(self) -> int:
@@ -244,11 +249,25 @@ def memory_unit_of(resource: str | None) -> int:
     return 2**20 if resource in ("volcano.sh/gpu-memory", "volcano.sh/vgpu-memory") else 1
 
 
+def folds_settled(plan: Plan) -> bool:
+    """Whether the plan lets the snapshot fold settled lone pods out of its tasks.
+
+    A pod of ours without a PodGroup that is bound and not releasing (or has succeeded) can
+    change nothing in a cycle but its queue's allocated and requested totals, unless an
+    action may choose it as a victim. Folded, it costs the cycle no task and no job: with a
+    cluster full of such pods, a cycle's cost follows the pods still waiting, not the cluster.
+    """
+    return not set(plan.actions) & VICTIM_ACTIONS
+
+
 def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volcano",
-                   cache: SnapshotCache | None = None, kernels: Kernels | None = None) -> Snapshot:
+                   cache: SnapshotCache | None = None, kernels: Kernels | None = None,
+                   fold_settled: bool | None = None) -> Snapshot:
     """The cycle's snapshot. The passes over the pods run in `kernels` (compiled unless the
-    pure-Python reference is asked for: runtime.kernels.load)."""
+    pure-Python reference is asked for: runtime.kernels.load). `fold_settled`: None follows
+    folds_settled(plan); the decisions are the same either way."""
     k = kernels or load_kernels()
+    fold = folds_settled(plan) if fold_settled is None else fold_settled
     devices = device_plans(plan)
     managed = set()
     for d in devices:
@@ -256,7 +275,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
             managed.update(r for r in (d.resource, memory_resource_of(d), d.cores_resource) if r)
     cache = cache or SnapshotCache()
     scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
-                       cache.node_positions(state))
+                       cache.node_positions(state), fold)
     resources = _resource_list(state, plan, managed, scan.shapes, cache)
     index = {r: i for i, r in enumerate(resources)}
     nodes = cache.node_arrays(state, resources)
@@ -306,6 +325,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                         tasks.job_first, task_priority, queue_index, [q.leaf for q in queues], index, r,
                         cat.DEFAULT_QUEUE)
 
+    settled, settled_pods = _fold_settled(scan.settled, shapes, queue_index, len(queues), r)
     total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
     capability[0] = np.minimum(capability[0], total)
     snapshot = Snapshot(
@@ -318,7 +338,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         task_job=task_job, task_priority=task_priority, task_class=columns.task_class, classes=classes,
         jobs=jobs, job_first=tasks.job_first, queues=queues, queue_index=queue_index, capability=capability,
         guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
-        foreign_pods=foreign,
+        foreign_pods=foreign, settled=settled, settled_pods=settled_pods,
     )
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
@@ -339,6 +359,20 @@ def _resource_list(state: ClusterState, plan: Plan, managed: set[str], shapes: l
     for d in plan.devices:
         seen.add(d.resource)
     return BASE_RESOURCES + tuple(sorted(seen - set(BASE_RESOURCES)))
+
+
+def _fold_settled(counts: dict[tuple[str | None, int], int], shapes: np.ndarray, queue_index: dict[str, int],
+                  q_n: int, r: int) -> tuple[np.ndarray | None, int]:
+    """Settled lone pods' requests per queue. A pod naming an unknown queue counts nowhere, as
+    its job would not (build_jobs gives it queue -1)."""
+    if not counts:
+        return None, 0
+    settled = np.zeros((q_n, r), dtype=np.int64)
+    for (queue, sid), count in counts.items():
+        q = queue_index.get(queue or cat.DEFAULT_QUEUE, -1)
+        if q >= 0:
+            settled[q] += shapes[sid] * count
+    return settled, sum(counts.values())
 
 
 def _bitset(rows: list[Iterable[int]], width: int) -> np.ndarray:

@@ -31,6 +31,10 @@ class PodScan:
     node: np.ndarray                 # (T,) int64: node, -1 when not on a known node
     plain: np.ndarray                # (T,) uint8: pending without node constraints or tolerations
     job_names: list[str]             # "namespace/podgroup" (or the pod's name when implicit) per job
+    # With `fold`: our lone pods (no PodGroup) that are bound and not releasing, left out of the
+    # tasks and counted here per (queue annotation or None, request map); Succeeded lone pods
+    # are left out and not counted (they hold nothing).
+    settled: dict[tuple[str | None, int], int]
 
 
 @dataclass

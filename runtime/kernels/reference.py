@@ -485,11 +485,13 @@ SUCCEEDED = 5
 BOUND = 3
 
 
-def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos):
+def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos, fold=False):
     """One pass over the state's pods: distinct request maps, the pods holding room on nodes,
-    our scheduler's pods with their job, priority, creation, status and node."""
+    our scheduler's pods with their job, priority, creation, status and node. With `fold`, our
+    settled lone pods are counted per queue and request map instead (PodScan.settled)."""
     shape_index = {}
     job_index = {}
+    settled = {}
     shapes, ours, keys, job_names = [], [], [], []
     placed_node, placed_shape, placed_gone, placed_mine = [], [], [], []
     shape, job, priority, creation, status, node_of, plain = [], [], [], [], [], [], []
@@ -523,6 +525,11 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
                 placed_gone.append(gone)
                 placed_mine.append(mine)
         if mine and phase != "Failed":
+            if fold and not pod.group and (phase == "Succeeded" or (node and not gone)):
+                if phase != "Succeeded":
+                    queue_key = (pod.annotations.get(QUEUE_ANNOTATION), sid)
+                    settled[queue_key] = settled.get(queue_key, 0) + 1
+                continue
             prio = pod.priority
             if prio is None:
                 pclass = pod.priority_class
@@ -564,7 +571,7 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
                    np.array(shape, dtype=np.int64), np.array(job, dtype=np.int64),
                    np.array(priority, dtype=np.int64), np.array(creation, dtype=np.float64),
                    np.array(status, dtype=np.int8), np.array(node_of, dtype=np.int64), np.array(plain, dtype=np.uint8),
-                   job_names)
+                   job_names, settled)
 
 
 def _in_task_order(order, lo, hi, priority, creation, ours) -> bool:

@@ -82,11 +82,12 @@ cdef bint _same_items(dict a, dict b) except -1:
     return True
 
 
-def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_priority, dict node_pos):
+def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_priority, dict node_pos,
+              bint fold=False):
     cdef Py_ssize_t n = len(pods), pos = 0, t = 0, p = 0, sid, j
     cdef PyObject *key_ptr
     cdef PyObject *pod_ptr
-    cdef dict shape_index = {}, job_index = {}, requests, last_requests = None
+    cdef dict shape_index = {}, job_index = {}, settled = {}, requests, last_requests = None
     cdef list shapes = [], ours = [], keys = [], job_names = []
     placed_node = np.empty(n, dtype=np.int64)
     placed_shape = np.empty(n, dtype=np.int64)
@@ -103,7 +104,7 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
     cdef unsigned char[::1] pg = placed_gone, pm = placed_mine, pl = plain
     cdef double[::1] cr = creation
     cdef signed char[::1] st = status
-    cdef object pod, node, found, prio, pclass, namespace, name, last_namespace = None, last_name = None
+    cdef object pod, node, found, prio, pclass, namespace, name, last_namespace = None, last_name = None, queue_key
     cdef Py_ssize_t last_sid = -1, last_j = -1
     cdef str phase, scheduler
     cdef bint mine, gone
@@ -144,6 +145,11 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
                 pm[p] = mine
                 p += 1
         if mine and phase != "Failed":
+            if fold and not get_slot(pod, M_GROUP) and (phase == "Succeeded" or (node and not gone)):
+                if phase != "Succeeded":
+                    queue_key = ((<dict> get_slot(pod, M_ANNOTATIONS)).get(QUEUE_ANNOTATION), sid)
+                    settled[queue_key] = settled.get(queue_key, 0) + 1
+                continue
             prio = get_slot(pod, M_PRIORITY)
             if prio is None:
                 pclass = get_slot(pod, M_PRIORITY_CLASS)
@@ -183,7 +189,8 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
                              or get_slot(pod, M_TOLERATIONS))
             t += 1
     return PodScan(shapes, placed_node[:p], placed_shape[:p], placed_gone[:p], placed_mine[:p], ours, keys,
-                   shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names)
+                   shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names,
+                   settled)
 
 
 cdef bint _in_task_order(const long long[::1] order, Py_ssize_t lo, Py_ssize_t hi, const long long[::1] pr,
