@@ -48,10 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler-name", default="volcano", help="schedule pods with this schedulerName (default: volcano)")
     parser.add_argument("--schedule-period", type=duration, default=1.0, metavar="DURATION",
                         help="longest time from one cycle's start to the next (default: 1s)")
-    parser.add_argument("--min-interval", type=duration, default=0.2, metavar="DURATION",
+    parser.add_argument("--min-interval", type=duration, default=0.1, metavar="DURATION",
                         help="when pods or PodGroups arrive, the next cycle starts early, but no sooner than "
                              "this after the last one started (and after a pause twice as long as that cycle took); "
-                             "a value of at least --schedule-period keeps the fixed period (default: 200ms)")
+                             "a value of at least --schedule-period keeps the fixed period (default: 100ms)")
     parser.add_argument("--metrics-addr", default="127.0.0.1:8080", metavar="HOST:PORT",
                         help="serve /metrics, /healthz and /readyz here; port 0 picks one; `off` disables "
                              "(default: 127.0.0.1:8080)")

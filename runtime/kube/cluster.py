@@ -139,7 +139,8 @@ class KubeCluster:
 
     def apply(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport:
         report = ApplyReport()
-        counts = st.pod_counts(state)
+        # A pass over every pod: only PodGroup statuses need it.
+        counts = st.pod_counts(state) if decisions.podgroups else {}
         self._evict(decisions.evictions, state.pods, report)
         self._dispatch_binds(decisions, state, counts)
         report.binding = len(decisions.bindings)

@@ -1,6 +1,6 @@
 """The scheduling loop: every period, snapshot the cluster, run one cycle, apply the decisions.
 
-    scheduler = Scheduler(plan, cluster, scheduler_name="volcano", period=1.0, min_interval=0.2,
+    scheduler = Scheduler(plan, cluster, scheduler_name="volcano", period=1.0, min_interval=0.1,
                           metrics=Metrics())
     scheduler.run(stop_event)           # until stop_event is set; finishes the cycle in progress
     scheduler.set_plan(new_plan)        # takes effect at the start of the next cycle, which starts at once
@@ -139,7 +139,7 @@ def queue_usage(ssn: Session) -> dict[str, QueueUsage]:
 
 class Scheduler:
     def __init__(self, plan: Plan, cluster: ClusterConnection, *, scheduler_name: str = "volcano",
-                 period: float = 1.0, min_interval: float = 0.2, metrics: Metrics | None = None,
+                 period: float = 1.0, min_interval: float = 0.1, metrics: Metrics | None = None,
                  elector: Elector | None = None, pure_python: bool | None = None) -> None:
         self.cluster = cluster
         self.scheduler_name = scheduler_name
