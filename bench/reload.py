@@ -90,7 +90,7 @@ class SteadyLoad(EmbeddedCluster):
         self._placed: dict[str, int] = {}  # gang -> cycle it was placed in
         self._current: tuple[float, str] = (0.0, "")
 
-    def snapshot(self) -> ClusterState:
+    def snapshot(self, fold_settled: bool = False) -> ClusterState:
         assert self.scheduler is not None
         self._current = (time.monotonic(), self.scheduler.plan.revision)
         cycle = len(self.marks)

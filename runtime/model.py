@@ -175,6 +175,29 @@ class QueueObject:
     state: str = "open"
 
 
+@dataclass(frozen=True)
+class SettledPods:
+    """Pods a ClusterState leaves out of `pods` and only counts (runtime.kube.cache keeps the
+    counts as the watch goes): lone pods (no PodGroup) of `scheduler_name` that are bound and
+    not releasing, and bound pods of other schedulers, none holding device cards. A cycle needs
+    of them only the room they hold and what they add to their queue, and only when its plan
+    selects no victims (runtime.snapshot.folds_settled). Lone pods of ours that succeeded hold
+    nothing and are left out uncounted."""
+
+    scheduler_name: str
+    by_queue: dict[tuple[str | None, tuple], int]     # (queue annotation, request items) -> our pods
+    by_node: dict[tuple[str, tuple, bool], int]       # (node, request items, ours) -> pods
+
+
+def settles(pod: Pod, scheduler_name: str) -> bool:
+    """Whether a pod belongs in SettledPods (its key also must not be in an eviction overlay)."""
+    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == FAILED:
+        return False
+    if pod.scheduler_name != scheduler_name:
+        return bool(pod.node_name) and pod.phase != SUCCEEDED and not pod.releasing
+    return not pod.group and (pod.phase == SUCCEEDED or (bool(pod.node_name) and not pod.releasing))
+
+
 @dataclass
 class ClusterState:
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -186,6 +209,9 @@ class ClusterState:
     # Bumped whenever the node set or a node's static description changes; the snapshot cache
     # reuses its node arrays (labels, taints, allocatable) while it stays the same.
     node_generation: int = 0
+    # Pods left out of `pods` and only counted (a snapshot of the cluster cache for a plan that
+    # folds them); None: `pods` holds every pod.
+    settled: SettledPods | None = None
 
     # --- objects ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> None:

@@ -23,8 +23,8 @@ from compiler import catalog as cat
 from compiler.plan import DevicePlan, Plan, QueuePlan
 from runtime.kernels import Kernels
 from runtime.kernels import load as load_kernels
-from runtime.kernels.records import JobInfo
-from runtime.model import ClusterState, Node, Pod, Taint
+from runtime.kernels.records import JobInfo, PodScan
+from runtime.model import ClusterState, Node, Pod, SettledPods, Taint
 
 INT64_MAX = np.iinfo(np.int64).max
 UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow
@@ -276,6 +276,12 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     cache = cache or SnapshotCache()
     scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
                        cache.node_positions(state), fold)
+    counted_room = np.zeros((0, 4), dtype=np.int64)
+    if state.settled is not None:
+        if not fold or state.settled.scheduler_name != scheduler_name:
+            raise ValueError(f"this state counts settled pods of {state.settled.scheduler_name} instead of listing "
+                             f"them: only a plan that folds them can schedule {scheduler_name}'s pods on it")
+        counted_room = _merge_counted(scan, state.settled, cache.node_positions(state))
     resources = _resource_list(state, plan, managed, scan.shapes, cache)
     index = {r: i for i, r in enumerate(resources)}
     nodes = cache.node_arrays(state, resources)
@@ -298,6 +304,10 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     releasing = np.zeros((n, r), dtype=np.int64)
     foreign = k.node_usage(scan.placed_node, scan.placed_shape, scan.placed_gone, scan.placed_mine, shapes, used,
                            releasing)
+    counted_room = counted_room[counted_room[:, 0] >= 0]
+    if len(counted_room):
+        np.add.at(used, counted_room[:, 0], shapes[counted_room[:, 1]] * counted_room[:, 3, None])
+        foreign += int(counted_room[counted_room[:, 2] == 0, 3].sum())
 
     # Tasks: pods of our scheduler grouped by job (by name), each job's tasks by priority
     # (descending), creation, uid, so that each job's tasks are one contiguous range.
@@ -359,6 +369,26 @@ def _resource_list(state: ClusterState, plan: Plan, managed: set[str], shapes: l
     for d in plan.devices:
         seen.add(d.resource)
     return BASE_RESOURCES + tuple(sorted(seen - set(BASE_RESOURCES)))
+
+
+def _merge_counted(scan: PodScan, counted: SettledPods, node_pos: dict[str, int]) -> np.ndarray:
+    """Adds pods the state only counts to the scan: their request maps to its shapes, ours to
+    its settled counts. Returns the room they hold as rows of (node row or -1, shape, ours, pods)."""
+    sid_of = {tuple(shape.items()): sid for sid, shape in enumerate(scan.shapes)}
+
+    def shape_id(items: tuple) -> int:
+        sid = sid_of.get(items)
+        if sid is None:
+            sid = sid_of[items] = len(scan.shapes)
+            scan.shapes.append(dict(items))
+        return sid
+
+    for (queue, items), count in counted.by_queue.items():
+        key = (queue, shape_id(items))
+        scan.settled[key] = scan.settled.get(key, 0) + count
+    rows = [(node_pos.get(node, -1), shape_id(items), ours, count)
+            for (node, items, ours), count in counted.by_node.items()]
+    return np.array(rows, dtype=np.int64).reshape(-1, 4)
 
 
 def _fold_settled(counts: dict[tuple[str | None, int], int], shapes: np.ndarray, queue_index: dict[str, int],

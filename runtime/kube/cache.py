@@ -11,6 +11,11 @@ exponentially (capped) and never end the thread.
 shallow copy is a consistent picture) and lays the scheduler's own recent writes over it:
 pods it bound or evicted whose watch events have not arrived yet. Without that overlay the
 next cycle would place other pods onto room that is already taken.
+
+`snapshot(fold_settled=True)`, for a plan that folds settled pods (runtime.snapshot.folds_settled),
+copies only the pods still in play and counts the rest (runtime.model.SettledPods): the cache
+keeps both, pod by pod, as events arrive, so a cycle's cost follows the pods in play, not the
+cluster's size.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from typing import Any
 
 from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
-from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
+from runtime.kube.settled import SettledLedger
+from runtime.model import ClusterState, Condition, Node, Pod, PodGroup, settles
 
 log = logging.getLogger("policydsl.kube.cache")
 
@@ -73,6 +79,11 @@ class ClusterCache:
         # The scheduler's own writes that the watch has not shown yet.
         self._assumed: dict[str, tuple[str, dict[str, str]]] = {}
         self._releasing: set[str] = set()
+        # Every pod of _state.pods is in exactly one of these: counted in _ledger (the objects
+        # counted, to uncount them) or in play.
+        self._ledger = SettledLedger(scheduler_name)
+        self._settled: dict[str, Pod] = {}
+        self._in_play: dict[str, Pod] = {}
         self._synced: dict[str, threading.Event] = {r.kind: threading.Event() for r in RESOURCES}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -111,13 +122,16 @@ class ClusterCache:
         self._on_work = callback
 
     # --- reads -----------------------------------------------------------------------------
-    def snapshot(self) -> ClusterState:
+    def snapshot(self, fold_settled: bool = False) -> ClusterState:
+        """The cluster as the cache sees it, with the scheduler's recent writes laid over it;
+        with `fold_settled`, settled pods are counted in `settled` instead of listed in `pods`."""
         with self._lock:
             src = self._state
             state = ClusterState(
-                nodes=dict(src.nodes), pods=dict(src.pods), podgroups=dict(src.podgroups),
-                queues=dict(src.queues), priority_classes=dict(src.priority_classes),
+                nodes=dict(src.nodes), pods=dict(self._in_play if fold_settled else src.pods),
+                podgroups=dict(src.podgroups), queues=dict(src.queues), priority_classes=dict(src.priority_classes),
                 default_priority=src.default_priority, node_generation=src.node_generation,
+                settled=self._ledger.view() if fold_settled else None,
             )
             assumed = list(self._assumed.items())
             releasing = list(self._releasing)
@@ -174,6 +188,7 @@ class ClusterCache:
             pod = self._state.pods.get(key)
             if pod is not None and not pod.releasing:
                 self._releasing.add(key)
+                self._track(key)  # an overlaid pod stays in play
 
     def assumed_count(self) -> int:
         with self._lock:
@@ -290,6 +305,8 @@ class ClusterCache:
                 st.node_generation += 1
             elif resource is PODS:
                 st.pods = {}
+                self._ledger.clear()
+                self._settled, self._in_play = {}, {}
             elif resource is PODGROUPS:
                 st.podgroups, self._pg_status = {}, {}
             elif resource is QUEUES:
@@ -319,6 +336,7 @@ class ClusterCache:
                         self._assumed.pop(pod.key, None)
                     if pod.releasing:
                         self._releasing.discard(pod.key)
+                    self._track(pod.key)
                 else:
                     self._forget_pod(pod.key)
             elif resource is NODES:
@@ -370,6 +388,22 @@ class ClusterCache:
         self._state.pods.pop(key, None)
         self._assumed.pop(key, None)
         self._releasing.discard(key)
+        self._track(key)
+
+    def _track(self, key: str) -> None:
+        """Count the pod now at `key` as settled, or keep it in play (after any change to it)."""
+        counted = self._settled.pop(key, None)
+        if counted is not None:
+            self._ledger.remove(counted)
+        self._in_play.pop(key, None)
+        pod = self._state.pods.get(key)
+        if pod is None:
+            return
+        if key not in self._releasing and settles(pod, self.scheduler_name):
+            self._settled[key] = pod
+            self._ledger.add(pod)
+        else:
+            self._in_play[key] = pod
 
     def _refresh_classes(self) -> None:
         st = self._state

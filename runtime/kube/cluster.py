@@ -123,8 +123,8 @@ class KubeCluster:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self.cache.wait_synced(timeout)
 
-    def snapshot(self) -> ClusterState:
-        return self.cache.snapshot()
+    def snapshot(self, fold_settled: bool = False) -> ClusterState:
+        return self.cache.snapshot(fold_settled)
 
     def on_work(self, callback: Callable[[], None]) -> None:
         self.cache.on_work(callback)

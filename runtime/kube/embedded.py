@@ -40,8 +40,9 @@ class EmbeddedCluster:
     def drain(self, timeout: float | None = None) -> None:
         pass  # apply() is synchronous
 
-    def snapshot(self) -> ClusterState:
-        """A shallow copy: the scheduler may leave objects out of a cycle without losing them."""
+    def snapshot(self, fold_settled: bool = False) -> ClusterState:
+        """A shallow copy: the scheduler may leave objects out of a cycle without losing them.
+        Every pod is listed (the snapshot folds settled ones itself when the plan lets it)."""
         s = self.state
         return ClusterState(nodes=dict(s.nodes), pods=dict(s.pods), podgroups=dict(s.podgroups),
                             queues=dict(s.queues), priority_classes=dict(s.priority_classes),

@@ -37,7 +37,7 @@ from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
 from runtime.objects import ObjectProblem, check_queues
 from runtime.session import Session
-from runtime.snapshot import UNLIMITED, SnapshotCache
+from runtime.snapshot import UNLIMITED, SnapshotCache, folds_settled
 
 log = logging.getLogger("policydsl.scheduler")
 
@@ -80,7 +80,9 @@ class ClusterConnection(Protocol):
     def drain(self, timeout: float | None = None) -> object:
         """Wait until writes still in flight (asynchronous binds) have answered."""
 
-    def snapshot(self) -> ClusterState: ...
+    def snapshot(self, fold_settled: bool = False) -> ClusterState:
+        """The cluster now; with `fold_settled` it may count settled pods (ClusterState.settled)
+        instead of listing them."""
 
     def apply(self, decisions: Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport: ...
 
@@ -265,7 +267,8 @@ class Scheduler:
         plan = self._take_plan()  # the swap point: one Plan for the whole cycle
         started = time.perf_counter()
         self._work_arrived.clear()  # before the snapshot: what arrives after it starts the next cycle
-        state = self.cluster.snapshot()
+        fold = folds_settled(plan) if self.options.fold_settled is None else self.options.fold_settled
+        state = self.cluster.snapshot(fold_settled=fold)
         self._drop_invalid(state, plan)
         record = CycleRecord()
         snapshotted = time.perf_counter()

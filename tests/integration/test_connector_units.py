@@ -275,7 +275,7 @@ class SwapDuringCycle(EmbeddedCluster):
         self.scheduler: Scheduler | None = None
         self.swap_to = None
 
-    def snapshot(self) -> ClusterState:
+    def snapshot(self, fold_settled: bool = False) -> ClusterState:
         if self.scheduler is not None and self.swap_to is not None:
             self.scheduler.set_plan(self.swap_to)
             self.swap_to = None
@@ -325,7 +325,7 @@ class ArrivalsCluster(EmbeddedCluster):
     def on_work(self, callback) -> None:
         self.notify = callback
 
-    def snapshot(self):
+    def snapshot(self, fold_settled: bool = False):
         self.snapshots.append(time.monotonic())
         return super().snapshot()
 
@@ -373,7 +373,7 @@ def test_after_a_cycle_the_pause_lasts_twice_as_long_as_the_cycle_did() -> None:
     """Under a stream of arrivals the loop alternates cycle and pause: it never takes the whole CPU."""
 
     class SlowCluster(ArrivalsCluster):
-        def snapshot(self):
+        def snapshot(self, fold_settled: bool = False):
             state = super().snapshot()
             time.sleep(0.2)
             return state

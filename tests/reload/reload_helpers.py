@@ -83,7 +83,7 @@ class RecordingCluster(EmbeddedCluster):
         self.cycles: list[tuple[str, str]] = []
         self._began = ""
 
-    def snapshot(self) -> ClusterState:
+    def snapshot(self, fold_settled: bool = False) -> ClusterState:
         assert self.scheduler is not None
         self._began = self.scheduler.plan.revision
         return super().snapshot()
