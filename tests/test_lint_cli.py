@@ -292,3 +292,42 @@ def test_unreadable_policy_exits_2(tree, capsys, monkeypatch):
     monkeypatch.setattr(loader, "read_source", refuse_locked)
     code, out, _ = lint(capsys, ".")
     assert code == 2 and "locked.policy:1:1: error[PD001] cannot read locked.policy: Permission denied" in out
+
+
+# --- stdin ------------------------------------------------------------------------------------
+
+def feed_stdin(monkeypatch, data: bytes) -> None:
+    import io
+
+    class Stdin:
+        buffer = io.BytesIO(data)
+
+    monkeypatch.setattr(sys, "stdin", Stdin())
+
+
+def test_dash_lints_stdin_under_its_stdin_filename_with_that_folders_config(tree, capsys, monkeypatch):
+    tree("team/.policydsl.yaml", "lint:\n  disable: [PD521]\n")
+    tree("team/common.policy", 'policy "common" version 1\nconst SIZE = 8Gi\n')
+    feed_stdin(monkeypatch, (FINDINGS.replace("version 1\n", 'version 1\ninclude "common.policy"\n')
+                             + "queue b { capability = { memory: SIZE } }\n").encode())
+    code, out, _ = lint(capsys, "-", "--stdin-filename", "team/main.policy", "--format", "json")
+    found = {(d["code"], d["path"]) for d in json.loads(out)["diagnostics"]}
+    assert code == 1
+    assert ("PD201", "team/main.policy") in found             # named as the file it stands for
+    assert not any(c == "PD521" for c, _ in found)            # the folder's configuration applies
+    assert {c for c, _ in found} == {"PD201", "PD411"}     # the include resolved from that folder
+
+
+def test_dash_without_a_name_is_stdin_and_bad_bytes_are_located(tree, capsys, monkeypatch):
+    feed_stdin(monkeypatch, CLEAN.encode())
+    assert lint(capsys, "-")[0] == 0
+    feed_stdin(monkeypatch, b'policy "p" version 1\n# caf\xe9\n')
+    code, out, _ = lint(capsys, "-")
+    assert code == 1 and "<stdin>:2:6" in out and "PD002" in out
+
+
+def test_stdin_filename_also_named_as_a_file_is_a_usage_error(tree, capsys, monkeypatch):
+    tree("a.policy", CLEAN)
+    feed_stdin(monkeypatch, CLEAN.encode())
+    code, _, err = lint(capsys, "-", "a.policy", "--stdin-filename", "a.policy")
+    assert code == 2 and "named both" in err

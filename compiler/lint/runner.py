@@ -16,7 +16,9 @@ from pathlib import Path
 from compiler.lint.config import ConfigError, LintConfig, find_config, load_config
 from compiler.pipeline import compile_loaded
 from policydsl.diagnostics import IO_ERROR, Diagnostic, Severity, SourceCache
-from policydsl.loader import POLICY_SUFFIX, load
+from policydsl.loader import POLICY_SUFFIX, LoadedPolicy, decode_source, load, load_text
+
+STDIN = "-"   # among the paths: lint the text given as `stdin`
 
 
 class UsageError(Exception):
@@ -88,16 +90,26 @@ def config_for(policy: Path, explicit: Path | None = None) -> LintConfig:
 
 
 def lint_paths(paths: list[str], *, config_file: str | None = None, select: frozenset[str] | None = None,
-               ignore: frozenset[str] = frozenset(), fail_level: Severity | None = None) -> LintRun:
-    """Lint files and folders. Raises UsageError for missing paths, ConfigError for a bad config."""
-    files = collect_files(paths)
+               ignore: frozenset[str] = frozenset(), fail_level: Severity | None = None,
+               stdin: bytes = b"", stdin_filename: str | None = None) -> LintRun:
+    """Lint files and folders. Raises UsageError for missing paths, ConfigError for a bad config.
+    `-` among the paths lints `stdin` as if it were the file `stdin_filename` (default `<stdin>`
+    in the working folder): its includes and its configuration are found from there."""
+    files = collect_files([p for p in paths if p != STDIN])
+    loaded: dict[Path, LoadedPolicy] = {file: load(file) for file in files}
+    if STDIN in paths:
+        name = Path(stdin_filename or "<stdin>")
+        if any(file.resolve() == name.resolve() for file in files):
+            raise UsageError(f"{name}: named both as a file and as --stdin-filename")
+        text, problem = decode_source(stdin, str(name))
+        loaded[name] = load_text(text, str(name)) if problem is None else LoadedPolicy(main=None, diagnostics=[problem])
+        files.append(name)
     explicit = Path(config_file) if config_file else None
     if explicit is not None and not explicit.is_file():
         raise UsageError(f"{config_file}: no such configuration file")
     _config_at.cache_clear()  # a long-lived process (tests, an editor) must see edited files
     configs = {file: config_for(file, explicit).with_overrides(select=select, ignore=ignore, fail_level=fail_level)
                for file in files}
-    loaded = {file: load(file) for file in files}
     included = {Path(p).resolve() for file, result in loaded.items() for p in result.paths
                 if Path(p).resolve() != file.resolve()}
 
@@ -123,4 +135,4 @@ def lint_paths(paths: list[str], *, config_file: str | None = None, select: froz
     return run
 
 
-__all__ = ["LintRun", "UsageError", "ConfigError", "collect_files", "config_for", "lint_paths"]
+__all__ = ["LintRun", "UsageError", "ConfigError", "STDIN", "collect_files", "config_for", "lint_paths"]

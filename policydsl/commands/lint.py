@@ -19,7 +19,10 @@ LEVELS = ("info", "warning", "error")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or folders")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or folders, or - for stdin")
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="the file that `-` stands for: names it in findings, and its folder is where includes "
+                             "and the configuration are looked up (default: <stdin> in the working folder)")
     parser.add_argument("--format", choices=FORMAT_NAMES, default="text", help="output format (default: text)")
     parser.add_argument("--fail-level", choices=LEVELS, default=None,
                         help="exit 1 on findings at or above this severity (default: the config's, else error)")
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from compiler.lint import docs
     from compiler.lint.config import ConfigError
     from compiler.lint.registry import resolve_code
-    from compiler.lint.runner import UsageError, lint_paths
+    from compiler.lint.runner import STDIN, UsageError, lint_paths
     from policydsl import __version__
     from policydsl.diagnostics import CODES, Severity, SourceCache, closest, render
     from policydsl.formats import FORMATS, Findings, MergedSources
@@ -104,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(err))
     fail_level = Severity.parse(args.fail_level) if args.fail_level else None
     try:
-        result = lint_paths(args.paths, config_file=args.config, select=select, ignore=ignore, fail_level=fail_level)
+        result = lint_paths(args.paths, config_file=args.config, select=select, ignore=ignore, fail_level=fail_level,
+                            stdin=sys.stdin.buffer.read() if STDIN in args.paths else b"",
+                            stdin_filename=args.stdin_filename)
     except UsageError as err:
         return _error(str(err))
     except ConfigError as err:
