@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
+from kubernetes.client import rest as k8s_rest
 from kubernetes.client.rest import should_bypass_proxies
 
 MAX_HEADER_LINES = 100
@@ -47,6 +48,8 @@ class Endpoint:
     server_hostname: str | None
     authority: str  # the Host header
     path_prefix: str = ""  # of a server URL with a path (an API server behind a gateway)
+    # (level, option, value) for setsockopt, as the client's own pool would set them.
+    socket_options: tuple[tuple[int, int, int], ...] = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
     @staticmethod
     def of(cfg: Any) -> Endpoint | None:
@@ -72,7 +75,20 @@ class Endpoint:
                 tls.load_cert_chain(cfg.cert_file, cfg.key_file)
             tls.set_alpn_protocols(["http/1.1"])  # never HTTP/2: this is HTTP/1.1 framing
         return Endpoint(parts.hostname, port, tls, (cfg.tls_server_name or parts.hostname) if https else None,
-                        parts.netloc, parts.path.rstrip("/"))
+                        parts.netloc, parts.path.rstrip("/"), _socket_options(cfg))
+
+
+def _socket_options(cfg: Any) -> tuple[tuple[int, int, int], ...]:
+    """The client's rule: its `socket_options` when set, else TCP keepalive when `keep_alive`
+    (client-go's probe timings), else urllib3's default (no Nagle delay)."""
+    if cfg.socket_options is not None:
+        return tuple(tuple(option) for option in cfg.socket_options)
+    if getattr(cfg, "keep_alive", False):
+        keepalive = getattr(k8s_rest, "tcp_keepalive_socket_options", None)
+        if keepalive is not None:
+            return tuple(tuple(option) for option in keepalive())
+        return ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    return ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 
 @dataclass(frozen=True)
@@ -104,7 +120,8 @@ class Pipe:
     def open(endpoint: Endpoint, connect_timeout: float, read_timeout: float) -> Pipe:
         try:
             sock = socket.create_connection((endpoint.host, endpoint.port), timeout=connect_timeout)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for level, option, value in endpoint.socket_options:
+                sock.setsockopt(level, option, value)
             if endpoint.tls is not None:
                 sock = endpoint.tls.wrap_socket(sock, server_hostname=endpoint.server_hostname)
             sock.settimeout(read_timeout)

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s_client
 
 from runtime.kube.api import ApiError, KubeApi
-from runtime.kube.pipelining import Endpoint
+from runtime.kube.pipelining import Endpoint, Pipe
 
 from .connector_helpers import Objects, wait_for
 
@@ -218,3 +218,21 @@ def test_tls_settings_follow_the_client_configuration(kube_cluster) -> None:
 
     plain = Endpoint.of(k8s_client.Configuration(host="http://127.0.0.1:8080"))
     assert plain.tls is None and plain.server_hostname is None
+
+
+@pytest.mark.parametrize("settings, keepalive, nodelay", [
+    ({}, 0, 1),                                                       # urllib3's default
+    ({"keep_alive": True}, 1, 1),                                     # the client's keepalive switch
+    ({"socket_options": [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]}, 1, 0),   # exactly what is given
+])
+def test_pipelined_connections_take_the_clients_socket_options(settings, keepalive, nodelay) -> None:
+    server = ScriptedServer([])
+    cfg = k8s_client.Configuration(host=f"http://127.0.0.1:{server.port}")
+    for name, value in settings.items():
+        setattr(cfg, name, value)
+    pipe = Pipe.open(Endpoint.of(cfg), 5.0, 5.0)
+    try:
+        assert pipe._sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == keepalive
+        assert pipe._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == nodelay
+    finally:
+        pipe.close()
