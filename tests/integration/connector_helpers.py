@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.kube.api import ApiError, KubeApi
@@ -41,17 +41,6 @@ tier {
   plugin binpack
 }
 """
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 # --- objects ----------------------------------------------------------------------------------
@@ -241,7 +230,7 @@ class SchedulerProcess:
                     raise AssertionError(f"scheduler exited with {self.proc.returncode}:\n{self.log()}")
                 found = re.findall(r"metrics on (http://\S+)/metrics", self.log())
                 return found[-1] if found else None
-            self._metrics_url = wait_for(find, timeout, "the scheduler's metrics address")
+            self._metrics_url = wait_for(find, "the scheduler's metrics address", timeout)
         return self._metrics_url
 
     def get(self, path: str) -> tuple[int, str]:
@@ -252,7 +241,7 @@ class SchedulerProcess:
             return err.code, err.read().decode()
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        wait_for(lambda: self.get("/readyz")[0] == 200, timeout, "the scheduler's /readyz")
+        wait_for(lambda: self.get("/readyz")[0] == 200, "the scheduler's /readyz", timeout)
 
     def metric(self, name: str, **labels: str) -> float:
         _, text = self.get("/metrics")
@@ -415,7 +404,7 @@ class InProcess:
         def cycled() -> Any:
             self.cycle()
             return condition()
-        return wait_for(cycled, timeout, what, interval=0.2)
+        return wait_for(cycled, what, timeout, interval=0.2)
 
     def close(self) -> None:
         self.cluster.stop()

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from polling import wait_for
+
 from runtime.cycle import run_cycle
 from runtime.kube.api import ApiError
 
-from .connector_helpers import GANG_POLICY, InProcess, Objects, unique_scheduler_name, wait_for
+from .connector_helpers import GANG_POLICY, InProcess, Objects, unique_scheduler_name
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +22,7 @@ def test_pod_deleted_or_bound_elsewhere_meanwhile_is_dropped(objects: Objects, i
     for pod in ("a", "b", "c"):
         objects.pod(pod, name)
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 3), 10, "the cache to see the pods")
+    wait_for(lambda: scheduler.sees(objects.namespace, 3), "the cache to see the pods", 10)
     state = scheduler.cluster.snapshot()
     decisions = run_cycle(scheduler.scheduler.plan, state, scheduler.scheduler.options)
     assert len(decisions.bindings) == 3
@@ -39,7 +41,7 @@ def test_pod_deleted_or_bound_elsewhere_meanwhile_is_dropped(objects: Objects, i
     assert (binds.bound, binds.dropped, binds.failed) == (1, 2, 0)
     assert objects.bound() == {"b": elsewhere, "c": decisions.binding_of(f"{ns}/c").node}
     # The next cycle has nothing left to do and binds nothing twice.
-    wait_for(lambda: scheduler.cluster.cache.pod(f"{ns}/b").node_name == elsewhere, 10, "the watch to show b bound")
+    wait_for(lambda: scheduler.cluster.cache.pod(f"{ns}/b").node_name == elsewhere, "the watch to show b bound", 10)
     assert scheduler.cycle().decisions.bindings == []
 
 
@@ -71,7 +73,7 @@ def test_failed_bind_in_a_gang_is_reported_and_repaired_next_cycle(objects: Obje
         objects.node(f"{objects.namespace}-n{i}", cpu="4", memory="16Gi")
     pods = objects.gang("job", 8, name, cpu="2", memory="1Gi")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 8), 10, "the cache to see the gang")
+    wait_for(lambda: scheduler.sees(objects.namespace, 8), "the cache to see the gang", 10)
     failing = FailingBinds(scheduler.cluster.binder.api, {pods[3]})
     scheduler.cluster.binder.api = failing
 
@@ -85,7 +87,7 @@ def test_failed_bind_in_a_gang_is_reported_and_repaired_next_cycle(objects: Obje
     assert [(c["type"], c["reason"]) for c in status["conditions"]] == [("Unschedulable", "BindFailed")]
     assert "1/8 binds of the gang failed" in status["conditions"][0]["message"]
     assert "injected failure" in status["conditions"][0]["message"]
-    wait_for(lambda: objects.events_for(pods[3]), 10, "a FailedBinding Event")
+    wait_for(lambda: objects.events_for(pods[3]), "a FailedBinding Event", 10)
     assert objects.events_for(pods[3])[0]["reason"] == "FailedBinding"
 
     scheduler.cluster.binder.api = failing.api
@@ -109,7 +111,7 @@ def test_device_cards_are_on_the_pod_when_it_is_bound(objects: Objects, in_proce
     objects.node(node, cpu="16", memory="64Gi", **{"nvidia.com/gpu": "4"})
     objects.pod("two-cards", name, cpu="1", extra={"nvidia.com/gpu": "2"})
     scheduler: InProcess = in_process(name, DEVICE_POLICY)
-    wait_for(lambda: scheduler.sees(objects.namespace, 1), 10, "the cache to see the pod")
+    wait_for(lambda: scheduler.sees(objects.namespace, 1), "the cache to see the pod", 10)
 
     first = scheduler.cycle()
 
@@ -121,9 +123,9 @@ def test_device_cards_are_on_the_pod_when_it_is_bound(objects: Objects, in_proce
 
     # The cards in use come back through the watch (annotation): the next pod gets the others.
     objects.pod("two-more", name, cpu="1", extra={"nvidia.com/gpu": "2"})
-    wait_for(lambda: scheduler.sees(objects.namespace, 2), 10, "the cache to see the second pod")
-    wait_for(lambda: scheduler.cluster.cache.pod(f"{objects.namespace}/two-cards").node_name, 10,
-             "the watch to show the first pod bound")
+    wait_for(lambda: scheduler.sees(objects.namespace, 2), "the cache to see the second pod", 10)
+    wait_for(lambda: scheduler.cluster.cache.pod(f"{objects.namespace}/two-cards").node_name,
+             "the watch to show the first pod bound", 10)
     second = scheduler.cycle()
     assert second.binds.bound == 1
     cards = set(objects.pods()["two-more"]["metadata"]["annotations"]["volcano.sh/gpu-index"].split(","))

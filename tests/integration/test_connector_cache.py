@@ -7,10 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from polling import wait_for
+
 from runtime.kube.api import KubeApi, WatchEvent, connect
 from runtime.kube.cache import PODS, ClusterCache
 
-from .connector_helpers import Objects, unique_scheduler_name, wait_for
+from .connector_helpers import Objects, unique_scheduler_name
 from .kube_helpers import KubeCluster
 
 pytestmark = pytest.mark.integration
@@ -63,19 +65,19 @@ def test_cache_holds_our_pods_and_bound_foreign_ones_and_relists_after_410(
         objects.pod("a", name)
         objects.pod("b", name)
         objects.pod("foreign", "default-scheduler")
-        wait_for(lambda: ours() == {"a", "b"}, 10, "our two pods in the cache (not the foreign one)")
+        wait_for(lambda: ours() == {"a", "b"}, "our two pods in the cache (not the foreign one)", 10)
         # A foreign pod matters once it holds room on a node.
         objects.api.post(f"/api/v1/namespaces/{ns}/pods/foreign/binding",
                          {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "foreign"},
                           "target": {"apiVersion": "v1", "kind": "Node", "name": f"{ns}-n0"}})
-        wait_for(lambda: ours() == {"a", "b", "foreign"}, 10, "the bound foreign pod in the cache")
+        wait_for(lambda: ours() == {"a", "b", "foreign"}, "the bound foreign pod in the cache", 10)
 
         api.hide_deletions = True
         objects.api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/a", query={"gracePeriodSeconds": "0"})
         api.expire = True
         objects.pod("c", name)  # the next pods event ends the watch with 410
 
-        wait_for(lambda: ours() == {"b", "c", "foreign"}, 20, "the relisted pods, without the deleted one")
+        wait_for(lambda: ours() == {"b", "c", "foreign"}, "the relisted pods, without the deleted one", 20)
         assert ("Pod", "expired") in restarts
         assert cache.synced
     finally:

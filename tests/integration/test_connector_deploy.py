@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from polling import wait_for
+
 from compiler.pipeline import compile_text
 from runtime.kube.api import ApiError, KubeApi
 
-from .connector_helpers import REPO, Objects, SchedulerProcess, unique_scheduler_name, wait_for
+from .connector_helpers import REPO, Objects, SchedulerProcess, unique_scheduler_name
 from .kube_helpers import KubeCluster
 
 DEPLOY = REPO / "deploy"
@@ -125,12 +127,12 @@ def test_scheduler_works_with_exactly_the_deployed_permissions(
     policy = documents("configmap.yaml")[0]["data"]["policy.policy"]
     with SchedulerProcess(tmp_path, policy, service_account_kubeconfig, name, "--leader-elect",
                           "--lease-namespace", NAMESPACE) as scheduler:
-        wait_for(lambda: len(objects.bound()) == 4, 30, "the fitting gang bound")
-        wait_for(lambda: objects.events_for("waits-0"), 30, "an Event on a waiting pod")
-        wait_for(lambda: objects.read_podgroup("waits").get("status", {}).get("conditions"), 30,
-                 "the PodGroup status")
+        wait_for(lambda: len(objects.bound()) == 4, "the fitting gang bound", 30)
+        wait_for(lambda: objects.events_for("waits-0"), "an Event on a waiting pod", 30)
+        wait_for(lambda: objects.read_podgroup("waits").get("status", {}).get("conditions"), "the PodGroup status",
+                 30)
         wait_for(lambda: objects.api.get(f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")
-                 .get("status", {}).get("allocated"), 30, "the Queue status")
+                 .get("status", {}).get("allocated"), "the Queue status", 30)
         assert scheduler.terminate() == 0
         log = scheduler.log()
     # A refused request logs "403 Forbidden: ..."; a port number may hold the digits 403.

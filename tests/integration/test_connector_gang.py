@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .connector_helpers import InProcess, Objects, unique_scheduler_name, wait_for
+from polling import wait_for
+
+from .connector_helpers import InProcess, Objects, unique_scheduler_name
 
 pytestmark = pytest.mark.integration
 
@@ -16,17 +18,17 @@ def test_gang_of_eight_on_four_nodes_is_bound_whole(objects: Objects, in_process
         objects.node(node, cpu="4", memory="16Gi")
     pods = objects.gang("train", 8, name, cpu="2", memory="1Gi")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 8), 10, "the cache to see the gang")
+    wait_for(lambda: scheduler.sees(objects.namespace, 8), "the cache to see the gang", 10)
 
     report = scheduler.cycle()
 
     assert report.binds.bound == 8
-    bound = wait_for(lambda: len(objects.bound()) == 8 and objects.bound(), 10, "all 8 pods bound")
+    bound = wait_for(lambda: len(objects.bound()) == 8 and objects.bound(), "all 8 pods bound", 10)
     assert sorted(bound) == sorted(pods)
     # 2 cpu each on 4-cpu nodes: exactly two per node.
     assert sorted(list(bound.values()).count(n) for n in nodes) == [2, 2, 2, 2]
     group = wait_for(lambda: objects.read_podgroup("train").get("status", {}).get("phase") == "Running"
-                     and objects.read_podgroup("train"), 10, "PodGroup phase Running")
+                     and objects.read_podgroup("train"), "PodGroup phase Running", 10)
     assert [c["type"] for c in group["status"]["conditions"]] == ["Scheduled"]
 
 
@@ -37,7 +39,7 @@ def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Obj
     # 3 cpu each: one pod per node, 4 of the 8 would fit — a gang of 8 takes none.
     pods = objects.gang("too-big", 8, name, cpu="3", memory="1Gi")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 8), 10, "the cache to see the gang")
+    wait_for(lambda: scheduler.sees(objects.namespace, 8), "the cache to see the gang", 10)
 
     first = scheduler.cycle()
     second = scheduler.cycle()
@@ -58,7 +60,7 @@ def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Obj
     assert group["status"]["phase"] in ("Pending", "Inqueue")
 
     events = wait_for(lambda: all(objects.events_for(p) for p in pods) and
-                      {p: objects.events_for(p) for p in pods}, 10, "an Event on every waiting pod")
+                      {p: objects.events_for(p) for p in pods}, "an Event on every waiting pod", 10)
     assert all(e["reason"] == "FailedScheduling" and e["type"] == "Warning" for es in events.values() for e in es)
     messages = {es[0]["message"] for es in events.values()}
     # Pods beyond the four that fit say why no node takes them; the others that the gang waits.
@@ -74,7 +76,7 @@ def test_gang_short_of_pods_says_so_on_its_podgroup_not_with_an_event_per_pod(ob
     objects.node(f"{objects.namespace}-n0", cpu="8", memory="16Gi")
     pods = objects.gang("partial", 2, name, min_member=3, cpu="1", memory="1Gi")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 2), 10, "the cache to see the gang")
+    wait_for(lambda: scheduler.sees(objects.namespace, 2), "the cache to see the gang", 10)
 
     report = scheduler.cycle()
 
@@ -89,5 +91,5 @@ def test_gang_short_of_pods_says_so_on_its_podgroup_not_with_an_event_per_pod(ob
     assert all(objects.events_for(p) == [] for p in pods)
 
     objects.pod("partial-2", name, group="partial", cpu="1", memory="1Gi")
-    wait_for(lambda: scheduler.sees(objects.namespace, 3), 10, "the third pod")
+    wait_for(lambda: scheduler.sees(objects.namespace, 3), "the third pod", 10)
     assert scheduler.cycle().binds.bound == 3

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from .connector_helpers import GANG_POLICY, Objects, SchedulerProcess, unique_scheduler_name, wait_for
+from polling import wait_for
+
+from .connector_helpers import GANG_POLICY, Objects, SchedulerProcess, unique_scheduler_name
 from .kube_helpers import KubeCluster
 
 pytestmark = pytest.mark.integration
@@ -35,11 +37,11 @@ def test_only_the_leader_binds_and_a_standby_takes_over(
             label=identity)
 
     with replica("first") as first:
-        wait_for(lambda: _holder_or_none(objects, lease) == "first", 30, "the first replica to take the lease")
+        wait_for(lambda: _holder_or_none(objects, lease) == "first", "the first replica to take the lease", 30)
         with replica("second") as second:
             second.wait_ready()
             objects.gang("one", 4, name, cpu="1")
-            wait_for(lambda: len(objects.bound()) == 4, 30, "the first gang bound")
+            wait_for(lambda: len(objects.bound()) == 4, "the first gang bound", 30)
             assert first.metric("policydsl_pods_scheduled_total") == 4
             assert second.metric("policydsl_pods_scheduled_total") == 0
             assert (first.metric("policydsl_is_leader"), second.metric("policydsl_is_leader")) == (1, 0)
@@ -47,7 +49,7 @@ def test_only_the_leader_binds_and_a_standby_takes_over(
             first.kill()  # no release: the standby must wait for the lease to expire
             killed = time.monotonic()
             objects.gang("two", 4, name, cpu="1")
-            wait_for(lambda: len(objects.bound()) == 8, LEASE_DURATION + 30, "the standby to bind the second gang")
+            wait_for(lambda: len(objects.bound()) == 8, "the standby to bind the second gang", LEASE_DURATION + 30)
             took = time.monotonic() - killed
             assert holder() == "second"
             assert second.metric("policydsl_pods_scheduled_total") == 4

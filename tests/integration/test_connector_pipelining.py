@@ -12,10 +12,12 @@ from typing import BinaryIO
 import pytest
 from kubernetes import client as k8s_client
 
+from polling import wait_for
+
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.pipelining import Endpoint, Pipe
 
-from .connector_helpers import Objects, wait_for
+from .connector_helpers import Objects
 
 CLOSE = None  # in a script: close the connection instead of answering
 
@@ -175,7 +177,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_used_again(scripted) -
     server = scripted(answer(201, {"first": 1}), answer(201, {"second": 2}), hang_up_after_answer=True)
     api = server.api()
     assert api.post_many([("/p/a", {})]) == [{"first": 1}]
-    wait_for(lambda: server.hung_up == 1, 5, "the server to close the idle connection")
+    wait_for(lambda: server.hung_up == 1, "the server to close the idle connection", 5)
 
     assert api.post_many([("/p/b", {})]) == [{"second": 2}]
     assert server.connections == 2

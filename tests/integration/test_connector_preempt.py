@@ -51,11 +51,11 @@ def test_higher_priority_job_preempts_through_evictions(
     low, high, node = fill_node_with_low_priority_pods(objects, name)
     with FakeKubelet(objects.api, objects.namespace) as kubelet, \
             SchedulerProcess(tmp_path, PREEMPT_POLICY, kube_cluster.kubeconfig, name) as scheduler:
-        wait_for(lambda: len(objects.bound()) == 2, 30, "the low-priority pods to run")
+        wait_for(lambda: len(objects.bound()) == 2, "the low-priority pods to run", 30)
         objects.podgroup("high", 1, priority_class=high)
         objects.pod("high-0", name, cpu="2", group="high", priority_class=high)
 
-        wait_for(lambda: objects.bound().get("high-0") == node, 30, "the high-priority pod to be bound")
+        wait_for(lambda: objects.bound().get("high-0") == node, "the high-priority pod to be bound", 30)
 
         assert len(kubelet.deleted) == 1 and kubelet.deleted[0].startswith("low-")
         victim = kubelet.deleted[0]
@@ -75,15 +75,15 @@ def test_disruption_budget_blocks_the_eviction(objects: Objects, in_process) -> 
                      {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-low"},
                       "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "low"}}}})
     scheduler: InProcess = in_process(name, PREEMPT_POLICY)
-    wait_for(lambda: scheduler.sees(objects.namespace, 2), 10, "the cache to see the pods")
+    wait_for(lambda: scheduler.sees(objects.namespace, 2), "the cache to see the pods", 10)
     assert scheduler.cycle().binds.bound == 2
     # Budgets guard only running pods (evicting a pending one disrupts nothing).
     with FakeKubelet(objects.api, objects.namespace):
-        wait_for(lambda: all(p["status"]["phase"] == "Running" for p in objects.pods().values()), 10,
-                 "the low-priority pods to run")
+        wait_for(lambda: all(p["status"]["phase"] == "Running" for p in objects.pods().values()),
+                 "the low-priority pods to run", 10)
     objects.podgroup("high", 1, priority_class=high)
     objects.pod("high-0", name, cpu="2", group="high", priority_class=high)
-    wait_for(lambda: scheduler.sees(objects.namespace, 3), 10, "the cache to see the preemptor")
+    wait_for(lambda: scheduler.sees(objects.namespace, 3), "the cache to see the preemptor", 10)
 
     first = scheduler.cycle()
     second = scheduler.cycle()

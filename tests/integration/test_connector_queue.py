@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .connector_helpers import InProcess, Objects, unique_scheduler_name, wait_for
+from polling import wait_for
+
+from .connector_helpers import InProcess, Objects, unique_scheduler_name
 
 pytestmark = pytest.mark.integration
 
@@ -19,8 +21,8 @@ def test_queue_capability_holds_and_queue_status_is_written(objects: Objects, in
     for job in jobs:
         objects.gang(job, 1, name, queue=queue, cpu="2", memory="1Gi")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 4) and queue in scheduler.cluster.snapshot().queues, 10,
-             "the cache to see the pods and the queue")
+    wait_for(lambda: scheduler.sees(objects.namespace, 4) and queue in scheduler.cluster.snapshot().queues,
+             "the cache to see the pods and the queue", 10)
 
     first = scheduler.cycle()
     second = scheduler.cycle()
@@ -35,7 +37,7 @@ def test_queue_capability_holds_and_queue_status_is_written(objects: Objects, in
     assert first.applied.status_writes > 0 and second.applied.status_writes == 0
 
     status = wait_for(lambda: objects.api.get(f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")
-                      .get("status", {}).get("allocated"), 10, "the Queue status")
+                      .get("status", {}).get("allocated"), "the Queue status", 10)
     assert status == {"cpu": "4", "memory": "2Gi"}
     full = objects.api.get(f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")["status"]
     assert full["running"] == 2

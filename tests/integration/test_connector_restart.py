@@ -35,13 +35,13 @@ def test_scheduler_killed_mid_run_binds_no_pod_twice_and_loses_none(
     with AssignmentRecorder(objects.api, objects.namespace) as recorder:
         first = SchedulerProcess(tmp_path, GANG_POLICY, kube_cluster.kubeconfig, name, label="first")
         with first:
-            wait_for(lambda: len(recorder.nodes) >= 30, 60, "the first binds", interval=0.005)
+            wait_for(lambda: len(recorder.nodes) >= 30, "the first binds", 60, interval=0.005)
             first.kill()  # SIGKILL: no chance to finish the cycle
         at_kill = len(objects.bound())
         # More work arrives while no scheduler runs.
         gangs.update({f"late{i}": objects.gang(f"late{i}", 4, name, cpu="250m", memory="256Mi") for i in range(10)})
         with SchedulerProcess(tmp_path, GANG_POLICY, kube_cluster.kubeconfig, name, label="second"):
-            wait_for(lambda: len(objects.bound()) == 200, 60, "all 200 pods bound after the restart")
+            wait_for(lambda: len(objects.bound()) == 200, "all 200 pods bound after the restart", 60)
         time.sleep(0.5)  # let the recorder see the last events
         assert recorder.twice() == {}
     print(f"bound when the first scheduler was killed: {at_kill}/160")
@@ -58,14 +58,14 @@ def test_scheduler_resumes_after_the_api_server_restarts(
         objects.node(f"{objects.namespace}-n{i}", cpu="8", memory="64Gi")
     objects.gang("before", 4, name, cpu="1")
     with SchedulerProcess(tmp_path, GANG_POLICY, kube_cluster.kubeconfig, name) as scheduler:
-        wait_for(lambda: len(objects.bound()) == 4, 30, "the first gang bound")
+        wait_for(lambda: len(objects.bound()) == 4, "the first gang bound", 30)
         directory = kube_cluster.cluster.directory
         devcluster.stop_apiserver(directory)
         time.sleep(1.0)  # the scheduler's watches and cycles now fail
         devcluster.start_apiserver(directory)
         objects.gang("after", 4, name, cpu="1")
 
-        wait_for(lambda: len(objects.bound()) == 8, 60, "the second gang bound after the restart")
+        wait_for(lambda: len(objects.bound()) == 8, "the second gang bound after the restart", 60)
 
         assert scheduler.proc is not None and scheduler.proc.poll() is None
         restarts = scheduler.metric("policydsl_watch_restarts_total")

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from polling import wait_for
+
 from compiler.pipeline import compile_text
 from runtime.decisions import Binding, Eviction, Reason
 from runtime.kube import status as st
@@ -25,7 +27,7 @@ from runtime.kube.scheduler import PAUSE_PER_CYCLE, Scheduler
 from runtime.metrics import Metrics, MetricsServer, QueueUsage
 from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
 
-from .connector_helpers import GANG_POLICY, wait_for
+from .connector_helpers import GANG_POLICY
 
 
 def plan(text: str = GANG_POLICY):
@@ -342,10 +344,10 @@ def test_arriving_work_starts_a_cycle_before_the_period_is_over() -> None:
     scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=0.0)
     stop, thread = _run_in_background(scheduler)
     try:
-        wait_for(lambda: scheduler.cycles == 1, 20, "the first cycle")
+        wait_for(lambda: scheduler.cycles == 1, "the first cycle", 20)
         cluster.state.add_pod(Pod("ns", "late", {"cpu": 1000}, uid="late", scheduler_name="volcano"))
         cluster.notify()
-        wait_for(lambda: scheduler.cycles == 2, 20, "a cycle on the notice")
+        wait_for(lambda: scheduler.cycles == 2, "a cycle on the notice", 20)
         assert cluster.state.pods["ns/late"].node_name is not None
     finally:
         stop.set()
@@ -358,7 +360,7 @@ def test_without_arrivals_or_with_min_interval_at_the_period_cycles_keep_the_per
         scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=min_interval)
         stop, thread = _run_in_background(scheduler)
         try:
-            wait_for(lambda: scheduler.cycles == 1, 20, "the first cycle")
+            wait_for(lambda: scheduler.cycles == 1, "the first cycle", 20)
             if notify:
                 cluster.notify()
             time.sleep(0.3)
@@ -385,7 +387,7 @@ def test_after_a_cycle_the_pause_lasts_twice_as_long_as_the_cycle_did() -> None:
         for _ in range(3):
             count = len(cluster.snapshots)
             cluster.notify()
-            wait_for(lambda: len(cluster.snapshots) > count, 20, "a cycle on the notice")
+            wait_for(lambda: len(cluster.snapshots) > count, "a cycle on the notice", 20)
     finally:
         stop.set()
         thread.join(5)

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .connector_helpers import GANG_POLICY, REPO, Objects, SchedulerProcess, unique_scheduler_name, wait_for
+from polling import wait_for
+
+from .connector_helpers import GANG_POLICY, REPO, Objects, SchedulerProcess, unique_scheduler_name
 from .kube_helpers import KubeCluster
 
 
@@ -104,9 +106,9 @@ def test_sigterm_stops_cleanly_and_endpoints_answer(
     objects.gang("job", 2, name, cpu="1")
     with SchedulerProcess(tmp_path, GANG_POLICY, kube_cluster.kubeconfig, name) as scheduler:
         scheduler.wait_ready()
-        wait_for(lambda: len(objects.bound()) == 2, 30, "the gang bound")
+        wait_for(lambda: len(objects.bound()) == 2, "the gang bound", 30)
         group = wait_for(lambda: objects.read_podgroup("job").get("status", {}).get("phase") == "Running"
-                         and objects.read_podgroup("job"), 30, "the PodGroup Running")
+                         and objects.read_podgroup("job"), "the PodGroup Running", 30)
         # Our writes carry our user agent, so the API server names us as their field manager.
         assert "policydsl" in {f.get("manager") for f in group["metadata"]["managedFields"]}
         assert scheduler.get("/healthz") == (200, "ok")

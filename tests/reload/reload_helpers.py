@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from polling import wait_for
 
 from runtime.decisions import Decisions
 from runtime.kube.embedded import EmbeddedCluster
@@ -44,17 +43,6 @@ def revision_of(policy: Path | str) -> str:
     attempt = compile_policy(policy)
     assert attempt.plan is not None, [str(d.message) for d in attempt.errors]
     return attempt.plan.revision
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0, interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def small_cluster(pods: int = 0) -> ClusterState:

@@ -17,7 +17,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from reload_helpers import policy_text, revision_of, wait_for, write
+from polling import wait_for
+from reload_helpers import policy_text, revision_of, write
 
 REPO = Path(__file__).resolve().parents[2]
 

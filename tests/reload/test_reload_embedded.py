@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reload_helpers import add_gang, policy_text, revision_of, small_cluster, wait_for, write
+from polling import wait_for
+from reload_helpers import add_gang, policy_text, revision_of, small_cluster, write
 
 
 def test_valid_invalid_valid(tmp_path: Path, loop, caplog: pytest.LogCaptureFixture) -> None:

@@ -20,7 +20,8 @@ from runtime.reload import (
     LeaseEvents, PolicyReloader, compile_policy, fingerprint_of, fingerprint_of_known, watch_folders,
 )
 
-from reload_helpers import policy_text, small_cluster, wait_for, write
+from polling import wait_for
+from reload_helpers import policy_text, small_cluster, write
 
 
 class HeldTarget:
