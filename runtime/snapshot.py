@@ -249,14 +249,17 @@ def memory_unit_of(resource: str | None) -> int:
     return 2**20 if resource in ("volcano.sh/gpu-memory", "volcano.sh/vgpu-memory") else 1
 
 
-def folds_settled(plan: Plan) -> bool:
-    """Whether the plan lets the snapshot fold settled lone pods out of its tasks.
+def folds_settled(plan: Plan, asked: bool | None = None) -> bool:
+    """Whether the snapshot folds settled lone pods out of its tasks: `asked` when given
+    (Options.fold_settled), else whether the plan lets it.
 
     A pod of ours without a PodGroup that is bound and not releasing (or has succeeded) can
     change nothing in a cycle but its queue's allocated and requested totals, unless an
     action may choose it as a victim. Folded, it costs the cycle no task and no job: with a
     cluster full of such pods, a cycle's cost follows the pods still waiting, not the cluster.
     """
+    if asked is not None:
+        return asked
     return not set(plan.actions) & VICTIM_ACTIONS
 
 
@@ -267,7 +270,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     pure-Python reference is asked for: runtime.kernels.load). `fold_settled`: None follows
     folds_settled(plan); the decisions are the same either way."""
     k = kernels or load_kernels()
-    fold = folds_settled(plan) if fold_settled is None else fold_settled
+    fold = folds_settled(plan, fold_settled)
     devices = device_plans(plan)
     managed = set()
     for d in devices:

@@ -96,6 +96,9 @@ def lint_paths(paths: list[str], *, config_file: str | None = None, select: froz
     `-` among the paths lints `stdin` as if it were the file `stdin_filename` (default `<stdin>`
     in the working folder): its includes and its configuration are found from there."""
     files = collect_files([p for p in paths if p != STDIN])
+    explicit = Path(config_file) if config_file else None
+    if explicit is not None and not explicit.is_file():
+        raise UsageError(f"{config_file}: no such configuration file")
     loaded: dict[Path, LoadedPolicy] = {file: load(file) for file in files}
     if STDIN in paths:
         name = Path(stdin_filename or "<stdin>")
@@ -104,9 +107,6 @@ def lint_paths(paths: list[str], *, config_file: str | None = None, select: froz
         text, problem = decode_source(stdin, str(name))
         loaded[name] = load_text(text, str(name)) if problem is None else LoadedPolicy(main=None, diagnostics=[problem])
         files.append(name)
-    explicit = Path(config_file) if config_file else None
-    if explicit is not None and not explicit.is_file():
-        raise UsageError(f"{config_file}: no such configuration file")
     _config_at.cache_clear()  # a long-lived process (tests, an editor) must see edited files
     configs = {file: config_for(file, explicit).with_overrides(select=select, ignore=ignore, fail_level=fail_level)
                for file in files}

@@ -3,9 +3,10 @@
 
 `apply` evicts (waiting for the answers: evictions are few, and 429 must be known), then
 hands the binds, in pipelined batches, to a few connections' threads and returns: binds run
-while the next cycle is computed, as in kube-scheduler and Volcano. Each bind is laid over the cache the moment it is dispatched
-(ClusterCache.assume_bound), so the next cycle never places onto room a bind in flight will
-take; a bind that fails takes its assumption back and the pod is placed again.
+while the next cycle is computed, as in kube-scheduler and Volcano. Each bind is laid over the
+cache the moment it is dispatched (ClusterCache.assume_bound), so the next cycle never places
+onto room a bind in flight will take; a bind that fails takes its assumption back and the pod
+is placed again.
 
 Status writes are asynchronous too (on their own small pool, never queued behind binds). The
 status of a PodGroup with binds in flight is written when its last bind has answered — the

@@ -27,11 +27,14 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
+import urllib3
 from kubernetes.client import rest as k8s_rest
 from kubernetes.client.rest import should_bypass_proxies
 
 MAX_HEADER_LINES = 100
 MAX_LINE = 64 * 1024
+# (level, option, value) for setsockopt: urllib3's own default (no Nagle delay).
+DEFAULT_SOCKET_OPTIONS = tuple(tuple(o) for o in urllib3.connection.HTTPConnection.default_socket_options)
 
 
 class PipeError(Exception):
@@ -48,8 +51,7 @@ class Endpoint:
     server_hostname: str | None
     authority: str  # the Host header
     path_prefix: str = ""  # of a server URL with a path (an API server behind a gateway)
-    # (level, option, value) for setsockopt, as the client's own pool would set them.
-    socket_options: tuple[tuple[int, int, int], ...] = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+    socket_options: tuple[tuple[int, int, int], ...] = DEFAULT_SOCKET_OPTIONS  # as the client's pool sets them
 
     @staticmethod
     def of(cfg: Any) -> Endpoint | None:
@@ -80,15 +82,16 @@ class Endpoint:
 
 def _socket_options(cfg: Any) -> tuple[tuple[int, int, int], ...]:
     """The client's rule: its `socket_options` when set, else TCP keepalive when `keep_alive`
-    (client-go's probe timings), else urllib3's default (no Nagle delay)."""
+    (client-go's probe timings; clients older than that helper get keepalive alone), else the
+    default."""
     if cfg.socket_options is not None:
         return tuple(tuple(option) for option in cfg.socket_options)
     if getattr(cfg, "keep_alive", False):
         keepalive = getattr(k8s_rest, "tcp_keepalive_socket_options", None)
         if keepalive is not None:
             return tuple(tuple(option) for option in keepalive())
-        return ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
-    return ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+        return (*DEFAULT_SOCKET_OPTIONS, (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    return DEFAULT_SOCKET_OPTIONS
 
 
 @dataclass(frozen=True)

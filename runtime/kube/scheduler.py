@@ -267,8 +267,7 @@ class Scheduler:
         plan = self._take_plan()  # the swap point: one Plan for the whole cycle
         started = time.perf_counter()
         self._work_arrived.clear()  # before the snapshot: what arrives after it starts the next cycle
-        fold = folds_settled(plan) if self.options.fold_settled is None else self.options.fold_settled
-        state = self.cluster.snapshot(fold_settled=fold)
+        state = self.cluster.snapshot(fold_settled=folds_settled(plan, self.options.fold_settled))
         self._drop_invalid(state, plan)
         record = CycleRecord()
         snapshotted = time.perf_counter()
