@@ -178,24 +178,41 @@ class QueueObject:
 @dataclass(frozen=True)
 class SettledPods:
     """Pods a ClusterState leaves out of `pods` and only counts (runtime.kube.cache keeps the
-    counts as the watch goes): lone pods (no PodGroup) of `scheduler_name` that are bound and
-    not releasing, and bound pods of other schedulers, none holding device cards. A cycle needs
-    of them only the room they hold and what they add to their queue, and only when its plan
-    selects no victims (runtime.snapshot.folds_settled). Lone pods of ours that succeeded hold
-    nothing and are left out uncounted."""
+    counts as the watch goes): pods of `scheduler_name` that are bound and not releasing, lone
+    ones (no PodGroup) and the members of settled gangs (runtime.kube.settled.gang_settles), and
+    bound pods of other schedulers, none holding device cards. A cycle needs of them only the
+    room they hold and what they add to their queue, and only when its plan selects no victims
+    (runtime.snapshot.folds_settled). Pods of ours that succeeded hold nothing and are left out
+    uncounted. A settled gang's PodGroup is Running and already says what the cycle would write;
+    `groups` counts them per queue, for the Queue's status."""
 
     scheduler_name: str
-    by_queue: dict[tuple[str | None, tuple], int]     # (queue annotation, request items) -> our pods
+    by_queue: dict[tuple[str | None, tuple], int]     # (queue, request items) -> our pods
     by_node: dict[tuple[str, tuple, bool], int]       # (node, request items, ours) -> pods
+    groups: dict[str, int] = field(default_factory=dict)   # queue -> settled gangs (Running)
+
+
+def member_settles(pod: Pod) -> bool:
+    """Whether a pod of ours, once its job needs nothing more, is only room and a queue's total:
+    bound and not releasing, or succeeded; holding no device cards (the card inventory reads
+    them)."""
+    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == FAILED:
+        return False
+    return pod.phase == SUCCEEDED or (bool(pod.node_name) and not pod.releasing)
 
 
 def settles(pod: Pod, scheduler_name: str) -> bool:
-    """Whether a pod belongs in SettledPods (its key also must not be in an eviction overlay)."""
-    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == FAILED:
-        return False
+    """Whether a pod belongs in SettledPods on its own (its key also must not be in an eviction
+    overlay); a pod of ours in a PodGroup settles only with its whole gang."""
     if pod.scheduler_name != scheduler_name:
-        return bool(pod.node_name) and pod.phase != SUCCEEDED and not pod.releasing
-    return not pod.group and (pod.phase == SUCCEEDED or (bool(pod.node_name) and not pod.releasing))
+        return (bool(pod.node_name) and pod.phase != SUCCEEDED and pod.phase != FAILED and not pod.releasing
+                and not pod.devices and GPU_INDEX_ANNOTATION not in pod.annotations)
+    return not pod.group and member_settles(pod)
+
+
+def scheduled_condition(ready: int, size: int) -> Condition:
+    """A Running PodGroup's condition (runtime.kernels.collect writes the same, field by field)."""
+    return Condition("Scheduled", "True", "Scheduled", f"{ready}/{size} tasks ready")
 
 
 @dataclass

@@ -18,7 +18,7 @@ import numpy as np
 
 from runtime.decisions import Binding, PodGroupStatus
 from runtime.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder
-from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, QUEUE_ANNOTATION, Condition, Pod
+from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, QUEUE_ANNOTATION, Pod, scheduled_condition
 
 IDLE = 2
 FUTURE = 1
@@ -768,6 +768,6 @@ def podgroup_statuses(jobs, job_phase, ready, status, task_job, waiting):
         if phase == PG_INQUEUE or phase == PG_PENDING:
             conditions = waiting(j, pending[j], size)
         elif phase == PG_RUNNING:
-            conditions = (Condition("Scheduled", "True", "Scheduled", f"{ready[j]}/{size} tasks ready"),)
+            conditions = (scheduled_condition(ready[j], size),)
         out.append(PodGroupStatus(job.key, phase, conditions))
     return out

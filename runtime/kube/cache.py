@@ -14,8 +14,8 @@ next cycle would place other pods onto room that is already taken.
 
 `snapshot(fold_settled=True)`, for a plan that folds settled pods (runtime.snapshot.folds_settled),
 copies only the pods still in play and counts the rest (runtime.model.SettledPods): the cache
-keeps both, pod by pod, as events arrive, so a cycle's cost follows the pods in play, not the
-cluster's size.
+keeps both as events arrive, lone pods one by one and gangs whole (runtime.kube.settled), so a
+cycle's cost follows the pods in play, not the cluster's size.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 
 from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
-from runtime.kube.settled import SettledLedger
-from runtime.model import ClusterState, Condition, Node, Pod, PodGroup, settles
+from runtime.kube.settled import Gang, SettledLedger, gang_settles
+from runtime.model import QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, member_settles, settles
 
 log = logging.getLogger("policydsl.kube.cache")
 
@@ -80,10 +80,11 @@ class ClusterCache:
         self._assumed: dict[str, tuple[str, dict[str, str]]] = {}
         self._releasing: set[str] = set()
         # Every pod of _state.pods is in exactly one of these: counted in _ledger (the objects
-        # counted, to uncount them) or in play.
+        # and the queue counted, to uncount them) or in play.
         self._ledger = SettledLedger(scheduler_name)
-        self._settled: dict[str, Pod] = {}
+        self._settled: dict[str, tuple[Pod, str | None]] = {}
         self._in_play: dict[str, Pod] = {}
+        self._gangs: dict[str, Gang] = {}  # PodGroup key -> our pods naming it
         self._synced: dict[str, threading.Event] = {r.kind: threading.Event() for r in RESOURCES}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -204,6 +205,7 @@ class ClusterCache:
             self._pg_status[key] = merged
             self._state.podgroups[key] = replace(group, phase=str(merged.get("phase") or group.phase),
                                                  conditions=_conditions(merged))
+            self._review(key)
 
     def record_queue_status(self, name: str, status: dict[str, Any]) -> None:
         with self._lock:
@@ -306,7 +308,7 @@ class ClusterCache:
             elif resource is PODS:
                 st.pods = {}
                 self._ledger.clear()
-                self._settled, self._in_play = {}, {}
+                self._settled, self._in_play, self._gangs = {}, {}, {}
             elif resource is PODGROUPS:
                 st.podgroups, self._pg_status = {}, {}
             elif resource is QUEUES:
@@ -321,6 +323,9 @@ class ClusterCache:
                 self._releasing = {k for k in self._releasing if k in st.pods and not st.pods[k].releasing}
             if resource is PRIORITY_CLASSES:
                 self._refresh_classes()
+            if resource is PODGROUPS:  # gangs whose PodGroup the listing no longer has
+                for key in list(self._gangs):
+                    self._review(key)
 
     def _upsert(self, resource: Resource, obj: dict[str, Any]) -> None:
         st = self._state
@@ -351,6 +356,7 @@ class ClusterCache:
                     self._on_work()
                 st.podgroups[group.key] = group
                 self._pg_status[group.key] = dict(obj.get("status") or {})
+                self._review(group.key)
             elif resource is QUEUES:
                 queue = convert.queue_from(obj)
                 st.queues[queue.name] = queue
@@ -377,6 +383,7 @@ class ClusterCache:
         elif resource is PODGROUPS:
             st.podgroups.pop(key, None)
             self._pg_status.pop(key, None)
+            self._review(key)
         elif resource is QUEUES:
             st.queues.pop(key, None)
             self._queue_status.pop(key, None)
@@ -394,16 +401,63 @@ class ClusterCache:
         """Count the pod now at `key` as settled, or keep it in play (after any change to it)."""
         counted = self._settled.pop(key, None)
         if counted is not None:
-            self._ledger.remove(counted)
-        self._in_play.pop(key, None)
+            self._ledger.remove(*counted)
+        before = self._in_play.pop(key, None) or (counted[0] if counted is not None else None)
         pod = self._state.pods.get(key)
+        gang_before, gang_now = self._gang_key(before), self._gang_key(pod)
+        if gang_before is not None and gang_before != gang_now:
+            self._gangs[gang_before].leave(key)
+            self._review(gang_before)
         if pod is None:
             return
-        if key not in self._releasing and settles(pod, self.scheduler_name):
-            self._settled[key] = pod
-            self._ledger.add(pod)
+        if gang_now is not None:
+            self._in_play[key] = pod
+            gang = self._gangs.setdefault(gang_now, Gang())
+            gang.join(key, pod, key not in self._releasing and member_settles(pod))
+            self._review(gang_now, key)
+        elif key not in self._releasing and settles(pod, self.scheduler_name):
+            self._count(key, pod, pod.annotations.get(QUEUE_ANNOTATION))
         else:
             self._in_play[key] = pod
+
+    def _gang_key(self, pod: Pod | None) -> str | None:
+        """The PodGroup a pod of ours belongs to; None for lone pods and other schedulers' pods."""
+        if pod is None or not pod.group or pod.scheduler_name != self.scheduler_name:
+            return None
+        return f"{pod.namespace}/{pod.group}"
+
+    def _review(self, gang_key: str, changed: str | None = None) -> None:
+        """Settle the gang, or put it in play, after a change to it (`changed`: a member's key,
+        which _track left in play)."""
+        gang = self._gangs.get(gang_key)
+        if gang is None:
+            return
+        group = self._state.podgroups.get(gang_key)
+        settled = gang_settles(group, self._pg_status.get(gang_key), gang)
+        queue = group.queue if group is not None else None
+        if gang.folded is not None and (not settled or gang.folded != queue):
+            for key, (pod, _) in gang.members.items():
+                counted = self._settled.pop(key, None)
+                if counted is not None:
+                    self._ledger.remove(*counted)
+                    self._in_play[key] = pod
+            self._ledger.add_group(gang.folded, -1)
+            gang.folded = None
+        if settled and queue is not None:
+            if gang.folded is None:
+                for key, (pod, _) in gang.members.items():
+                    del self._in_play[key]
+                    self._count(key, pod, queue)
+                self._ledger.add_group(queue, 1)
+                gang.folded = queue
+            elif changed is not None and changed in self._in_play:
+                self._count(changed, self._in_play.pop(changed), queue)
+        if not gang.members:
+            del self._gangs[gang_key]
+
+    def _count(self, key: str, pod: Pod, queue: str | None) -> None:
+        self._settled[key] = (pod, queue)
+        self._ledger.add(pod, queue)
 
     def _refresh_classes(self) -> None:
         st = self._state

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from runtime.kube.cache import ClusterCache
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.scheduler import ApplyReport
+from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, group_key_of
 from runtime.objects import ObjectProblem
@@ -141,7 +141,7 @@ class KubeCluster:
     def apply(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport:
         report = ApplyReport()
         # A pass over every pod: only PodGroup statuses need it.
-        counts = st.pod_counts(state) if decisions.podgroups else {}
+        counts = st.pod_counts(state, self.cache.scheduler_name) if decisions.podgroups else {}
         self._evict(decisions.evictions, state.pods, report)
         self._dispatch_binds(decisions, state, counts)
         report.binding = len(decisions.bindings)
@@ -299,15 +299,12 @@ class KubeCluster:
         with self._lock:
             busy = set(self._busy)
         writes: list[tuple[str, Callable[[], bool]]] = []
-        phases: dict[str, list[str]] = defaultdict(list)
+        phases = st.queue_phases(decisions.podgroups, state)
         current = self.cache.podgroup_statuses() if decisions.podgroups else {}
         no_pods = {"running": 0, "succeeded": 0}
         clock = time.monotonic()
         due: dict[str, float] = {}
         for pg in decisions.podgroups:
-            group = state.podgroups.get(pg.name)
-            if group is not None:
-                phases[group.queue].append(pg.phase)
             if busy and f"PodGroup/{pg.name}" in busy:
                 continue
             pg_counts = counts.get(pg.name, no_pods)
@@ -315,7 +312,7 @@ class KubeCluster:
                                         now=now, transition_id=transition)
             if update is None:
                 continue
-            if st.same_phase_and_counts(current.get(pg.name), pg.phase, pg_counts):
+            if same_phase_and_counts(current.get(pg.name), pg.phase, pg_counts):
                 since = self._condition_due.get(pg.name, clock)
                 if clock - since < CONDITION_DELAY_S:
                     due[pg.name] = since

@@ -16,13 +16,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from compiler.quantities import format_base_units
+from runtime.decisions import PodGroupStatus
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.cache import PODGROUPS, QUEUES, ClusterCache
+from runtime.kube.statusfacts import podgroup_says
 from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, RUNNING, SUCCEEDED, ClusterState, Condition
 
 log = logging.getLogger("policydsl.kube.status")
@@ -42,36 +45,14 @@ def now_text() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _condition_facts(conditions: Iterable[Any]) -> list[tuple[str, str, str, str]]:
-    out = []
-    for c in conditions:
-        if isinstance(c, Condition):
-            out.append((c.type, c.status, c.reason, c.message))
-        elif isinstance(c, dict):
-            out.append((str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
-                        str(c.get("message", ""))))
-    return out
-
-
-def same_phase_and_counts(current: Mapping[str, Any] | None, phase: str, counts: Mapping[str, int]) -> bool:
-    """Whether a PodGroup status already has this phase and these pod counts (its conditions aside).
-    No phase yet reads as Pending, what a PodGroup is until a scheduler says otherwise."""
-    current = current or {}
-    return (current.get("phase") or PG_PENDING) == phase and all(int(current.get(name) or 0) == value
-                                                 for name, value in counts.items())
-
-
 def podgroup_update(key: str, current: Mapping[str, Any] | None, phase: str, conditions: tuple[Condition, ...],
                     counts: Mapping[str, int], *, now: str, transition_id: str) -> Update | None:
     """The merge patch of `status` that makes the PodGroup say this, or None if it already does.
     Without conditions from the engine the current ones are kept."""
+    if podgroup_says(current, phase, conditions, counts):
+        return None
     current = current or {}
     old_conditions = [c for c in current.get("conditions") or [] if isinstance(c, dict)]
-    # Cheapest checks first: a settled cluster asks this of every PodGroup every cycle.
-    same = (same_phase_and_counts(current, phase, counts)
-            and (not conditions or _condition_facts(old_conditions) == _condition_facts(conditions)))
-    if same:
-        return None
     status: dict[str, Any] = {"phase": phase, **counts}
     if conditions:
         previous = {(c.get("type"), c.get("status")): c for c in old_conditions}
@@ -91,17 +72,31 @@ def bind_failure_condition(failed: int, total: int, first_error: str) -> Conditi
                      f"{failed}/{total} binds of the gang failed ({first_error}); retrying next cycle")
 
 
-def pod_counts(state: ClusterState) -> dict[str, dict[str, int]]:
-    """running / succeeded pods per PodGroup key; groups with neither are left out (read them as 0)."""
+def pod_counts(state: ClusterState, scheduler_name: str) -> dict[str, dict[str, int]]:
+    """running / succeeded pods of `scheduler_name` per PodGroup key; groups with neither are left
+    out (read them as 0). Another scheduler's pod naming the group is not one of its tasks."""
     counts: dict[str, dict[str, int]] = {}
     for pod in state.pods.values():
         # Phase first: this runs over every pod each cycle, most of them neither (or group-less).
         phase = pod.phase
-        if (phase != RUNNING and phase != SUCCEEDED) or pod.group is None:
+        if (phase != RUNNING and phase != SUCCEEDED) or pod.group is None or pod.scheduler_name != scheduler_name:
             continue
         c = counts.setdefault(f"{pod.namespace}/{pod.group}", {"running": 0, "succeeded": 0})
         c["running" if phase == RUNNING else "succeeded"] += 1
     return counts
+
+
+def queue_phases(statuses: Iterable[PodGroupStatus], state: ClusterState) -> dict[str, list[str]]:
+    """Each queue's PodGroups by phase after a cycle: the cycle's statuses, and the settled gangs
+    the state only counts (runtime.model.SettledPods.groups), which are Running."""
+    phases: dict[str, list[str]] = defaultdict(list)
+    for pg in statuses:
+        group = state.podgroups.get(pg.name)
+        if group is not None:
+            phases[group.queue].append(pg.phase)
+    for queue, settled in (state.settled.groups if state.settled is not None else {}).items():
+        phases[queue].extend([PG_RUNNING] * settled)
+    return phases
 
 
 def queue_update(name: str, current: Mapping[str, Any] | None, allocated: Mapping[str, int],

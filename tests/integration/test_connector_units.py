@@ -396,9 +396,12 @@ def test_after_a_cycle_the_pause_lasts_twice_as_long_as_the_cycle_did() -> None:
     assert all(later - earlier >= 0.2 * (1 + PAUSE_PER_CYCLE) for earlier, later in zip(starts, starts[1:]))
 
 
-def test_pod_counts_per_podgroup_count_running_and_succeeded_pods_only() -> None:
+def test_pod_counts_per_podgroup_count_our_running_and_succeeded_pods_only() -> None:
     state = ClusterState()
-    for name, phase, group in (("a", "Running", "g"), ("b", "Succeeded", "g"), ("c", "Pending", "g"),
-                               ("d", "Running", None), ("e", "Failed", "h"), ("f", "Running", "h")):
-        state.add_pod(Pod("ns", name, {}, uid=name, phase=phase, group=group, node_name="n1"))
-    assert st.pod_counts(state) == {"ns/g": {"running": 1, "succeeded": 1}, "ns/h": {"running": 1, "succeeded": 0}}
+    for name, phase, group, scheduler in (("a", "Running", "g", "volcano"), ("b", "Succeeded", "g", "volcano"),
+                                          ("c", "Pending", "g", "volcano"), ("d", "Running", None, "volcano"),
+                                          ("e", "Failed", "h", "volcano"), ("f", "Running", "h", "volcano"),
+                                          ("g", "Running", "g", "someone-else")):
+        state.add_pod(Pod("ns", name, {}, uid=name, phase=phase, group=group, node_name="n1", scheduler_name=scheduler))
+    assert st.pod_counts(state, "volcano") == {"ns/g": {"running": 1, "succeeded": 1},
+                                               "ns/h": {"running": 1, "succeeded": 0}}
