@@ -235,7 +235,6 @@ def test_config_parses_codes_names_severities_and_fail_level():
     assert config.severity == {"PD402": Severity.ERROR, "PD411": Severity.WARNING}
     assert config.fail_level == Severity.WARNING
     assert parse_config("") == LintConfig(source=".policydsl.yaml")
-    assert parse_config("fmt: {width: 100}\n").disabled == frozenset()  # other commands' keys are left alone
 
 
 @pytest.mark.parametrize("text, line, words", [
@@ -247,6 +246,7 @@ def test_config_parses_codes_names_severities_and_fail_level():
     ("lint:\n  disable: PD201\n", 2, "must be a list"),
     ("lint: [\n", 2, "not valid YAML"),
     ("- just\n- a list\n", 1, "must be a mapping"),
+    ("lint: {}\nfmt: {width: 100}\n", 2, "unknown top-level key `fmt`"),
 ])
 def test_bad_config_is_a_located_error(text, line, words):
     with pytest.raises(ConfigError) as caught:
@@ -254,6 +254,19 @@ def test_bad_config_is_a_located_error(text, line, words):
     diag = caught.value.diagnostic
     assert diag.code == "PD200" and diag.span.path == "cfg.yaml"
     assert diag.span.line == line and words in diag.message, (diag.span, diag.message)
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("disable: [PD201]\n", "did you mean `disable:` under `lint:`?"),       # not indented under lint:
+    ("ignore: [PD201]\n", "did you mean `disable:` under `lint:`?"),        # Ruff's name, top level
+    ("lint:\n  ignore: [PD201]\n", "did you mean `disable:` under `lint:`?"),
+    ("lint:\n  extend-select: [PD201]\n", "did you mean `select:` under `lint:`?"),
+    ("colour: auto\n", None),
+])
+def test_a_misplaced_or_ruff_named_key_gets_a_hint(text, hint):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text)
+    assert caught.value.diagnostic.hint == hint
 
 
 def test_nearest_config_wins_walking_up(tmp_path):

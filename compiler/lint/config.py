@@ -8,8 +8,9 @@ Read from `.policydsl.yaml`, found by walking up from each policy file (the near
       severity: {PD402: error}    # re-grade a rule
       fail_level: warning         # `policydsl lint` exits 1 at this severity or above
 
-Other top-level keys belong to other commands and are left alone. A malformed file is a
-`ConfigError` pointing at the offending line of the YAML.
+`lint:` is the file's only section: any other top-level key is an error (as Ruff rejects an
+unknown setting), since a misplaced `disable:` would otherwise lint as if the file were not
+there. A malformed file is a `ConfigError` pointing at the offending line of the YAML.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def check_code(text: Any) -> tuple[str | None, str | None]:
 
 
 _LEVELS = ["info", "warning", "error"]
+# Ruff's names for the same settings, which a Ruff user may write here.
+_RUFF_NAMES = {"ignore": "disable", "extend-ignore": "disable", "extend-select": "select"}
 _CODE_LIST = {"type": "list", "schema": {"type": "string"}, "nullable": True}
 _SCHEMA = {
     "lint": {
@@ -152,13 +155,17 @@ def parse_config(text: str, path: str = CONFIG_FILE) -> LintConfig:
     if not isinstance(data, dict):
         raise fail("the file must be a mapping with a `lint:` key", root)
     nodes = _marks(root)
-    validator = Validator(_SCHEMA, allow_unknown=True)
+    validator = Validator(_SCHEMA, allow_unknown=False)
     if not validator.validate(data):
         err = _first_error(validator._errors)
         where = tuple(err.document_path)
         node = nodes.get((*where, "<key>")) if err.code == UNKNOWN_FIELD.code else nodes.get(where)
-        message = _describe(err)
-        raise fail(message, node or nodes.get(where[:-1]))
+        hint = None
+        if err.code == UNKNOWN_FIELD.code:
+            meant = _RUFF_NAMES.get(where[-1], where[-1])
+            if meant in _SCHEMA["lint"]["schema"] and where != ("lint", meant):
+                hint = f"did you mean `{meant}:` under `lint:`?"
+        raise fail(_describe(err), node or nodes.get(where[:-1]), hint)
     section = data.get("lint") or {}
     codes: dict[str, list[str]] = {}
     for key in ("disable", "select"):
@@ -196,6 +203,8 @@ def _describe(err) -> str:
     from cerberus import errors as ce
 
     field_name = err.field
+    if err.code == ce.UNKNOWN_FIELD.code and len(err.document_path) == 1:
+        return f"unknown top-level key `{field_name}`; the file's only section is `lint:`"
     if err.code == ce.UNKNOWN_FIELD.code:
         return f"unknown key `{field_name}` under `lint:`; use disable, select, severity or fail_level"
     if err.code == ce.UNALLOWED_VALUE.code:

@@ -105,6 +105,9 @@ lint:
   fail_level: warning                 # exit 1 on findings at or above this severity
 ```
 
+`lint:` is the file's only section: any other key, at the top or under `lint:`, is a PD200
+error at its line (Ruff's `ignore` and `extend-select` get a hint to `disable` and `select`).
+
 Inline, in the policy (a reason may follow `--`):
 
 ```
