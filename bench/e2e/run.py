@@ -55,6 +55,9 @@ PROBE_NAMESPACE = "bench-probe"
 QUIET_CORES = 0.2  # API server + etcd processor use, in cores, over QUIET_WINDOW_S
 QUIET_WINDOW_S = 1.0
 QUIET_TIMEOUT_S = 30.0
+# Deleting 20,000 pods or PodGroups in one request can outlast the API server's request timeout
+# (504: the deletion goes on); the collection is deleted again, this many times at most.
+WIPE_ATTEMPTS = 5
 EXTRA_CRDS = binaries.E2E_DIR / "crds"  # APIs vc-scheduler waits for, beyond deploy/crds/
 
 
@@ -238,11 +241,29 @@ class Bench:
     def wipe_namespace(self, namespace: str) -> None:
         """Delete every pod (no grace: there is no kubelet) and PodGroup; the empty namespace stays
         (without a namespace controller a deleted namespace would never finish terminating)."""
-        self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-        self.custom.delete_collection_namespaced_custom_object(
-            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups")
-        self._wait_until(lambda: not self.core.list_namespaced_pod(namespace, limit=1).items,
-                         f"pods of {namespace} deleted", 300)
+        self._delete_all(lambda: self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0),
+                         lambda: not self.core.list_namespaced_pod(namespace, limit=1).items, f"pods of {namespace}")
+        self._delete_all(
+            lambda: self.custom.delete_collection_namespaced_custom_object(
+                "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"),
+            lambda: not self.custom.list_namespaced_custom_object(
+                "scheduling.volcano.sh", "v1beta1", namespace, "podgroups", limit=1)["items"],
+            f"PodGroups of {namespace}")
+
+    def _delete_all(self, delete: Callable[[], object], gone: Callable[[], bool], what: str) -> None:
+        """Delete a collection, again after a server timeout or a 5xx, until it is empty."""
+        from kubernetes.client.rest import ApiException
+
+        for attempt in range(1, WIPE_ATTEMPTS + 1):
+            try:
+                delete()
+                break
+            except ApiException as exc:
+                if exc.status not in (429, 500, 502, 503, 504) or attempt == WIPE_ATTEMPTS:
+                    raise BenchError(f"deleting the {what}: {exc.status} {exc.reason}") from None
+                self.say(f"deleting the {what}: {exc.status} {exc.reason}; deleting the rest again")
+                time.sleep(2.0)
+        self._wait_until(gone, f"the {what} deleted", 300)
 
     def wait_quiet(self) -> float:
         """Wait until the API server and etcd use less than QUIET_CORES over QUIET_WINDOW_S (at
@@ -394,8 +415,9 @@ def _difference(before: float | None, after: float | None) -> float | None:
 # ------------------------------------------------------------------ the whole run
 
 
-def run_benchmark(options: Options, log: IO[str] = sys.stderr) -> tuple[list[RunResult], dict[str, str]]:
-    """Run everything selected; returns the results and, per skipped scheduler, why."""
+def run_benchmark(options: Options, results: list[RunResult], log: IO[str] = sys.stderr) -> dict[str, str]:
+    """Run everything selected, appending each run's result to `results` as it ends (a failure
+    later keeps them); returns, per skipped scheduler, why it was skipped."""
     skipped: dict[str, str] = {}
     runnable = []
     for scheduler in options.schedulers:
@@ -410,7 +432,6 @@ def run_benchmark(options: Options, log: IO[str] = sys.stderr) -> tuple[list[Run
             f"  {key}: {reason}" for key, reason in skipped.items()))
     binaries.loadtools_dir()  # build (seconds) before the cluster is up
 
-    results: list[RunResult] = []
     cluster_dir = options.workdir / "cluster"
     cluster = devcluster.up(cluster_dir, apiserver_args=APISERVER_ARGS)
     try:
@@ -437,7 +458,7 @@ def run_benchmark(options: Options, log: IO[str] = sys.stderr) -> tuple[list[Run
     finally:
         bench.close()
         devcluster.down(cluster_dir)
-    return results, skipped
+    return skipped
 
 
 def _parse_only(items: list[str]) -> tuple[tuple[Scheduler, ...], tuple[str, ...]]:
@@ -529,17 +550,25 @@ def main(argv: list[str] | None = None) -> int:
     from kubernetes.client.rest import ApiException
 
     machine = report.machine()  # before the run: its load average is the other work on the machine
-    try:
-        results, skipped = run_benchmark(options)
-    except (BenchError, binaries.MissingBinary, devcluster.DevClusterError) as exc:
-        print(f"bench.e2e: {exc}", file=sys.stderr)
-        return 1
-    except ApiException as exc:
-        print(f"bench.e2e: the API server refused a request of the harness: {exc.status} {exc.reason}: {exc.body}",
-              file=sys.stderr)
-        return 1
-    document = report.Report(results=results, skipped=skipped, workloads=options.workloads, command=command,
+    results: list[RunResult] = []
+
+    def report_of(skipped: dict[str, str]) -> report.Report:
+        return report.Report(results=results, skipped=skipped, workloads=options.workloads, command=command,
                              machine=machine, peers=PEERS, when=dt.datetime.now(dt.timezone.utc))
+
+    try:
+        skipped = run_benchmark(options, results)
+    except (BenchError, binaries.MissingBinary, devcluster.DevClusterError, ApiException) as exc:
+        if isinstance(exc, ApiException):
+            print(f"bench.e2e: the API server refused a request of the harness: {exc.status} {exc.reason}: "
+                  f"{exc.body}", file=sys.stderr)
+        else:
+            print(f"bench.e2e: {exc}", file=sys.stderr)
+        if results and args.json:  # the runs that ended are kept (render them with --from-json)
+            args.json.write_text(json.dumps(report_of({}).to_json(), indent=2) + "\n")
+            print(f"bench.e2e: the {len(results)} runs that ended are in {args.json}", file=sys.stderr)
+        return 1
+    document = report_of(skipped)
     print(document.markdown())
     if args.markdown:
         document.write_markdown(args.markdown)
