@@ -134,3 +134,57 @@ def test_cpu_seconds_of_processes_grow_with_their_work() -> None:
     assert before is not None and after is not None and after - before >= 0.2
     assert cpu_seconds(os.getpid(), os.getpid()) >= 2 * after - 0.05  # the sum over processes
     assert cpu_seconds(2**22 + 7) is None  # no such process
+
+
+def _bench_without_cluster(log):
+    from bench.e2e.run import Bench
+
+    bench = Bench.__new__(Bench)  # only say() and _wait_until() are used: no cluster behind it
+    bench.log = log
+    return bench
+
+
+def test_a_deletion_that_outlasts_the_server_timeout_is_made_again(monkeypatch, capsys) -> None:
+    from kubernetes.client.rest import ApiException
+
+    from bench.e2e import run
+    from bench.e2e.run import WIPE_ATTEMPTS, BenchError
+
+    monkeypatch.setattr(run.time, "sleep", lambda seconds: None)
+    bench = _bench_without_cluster(sys.stderr)
+    left = {"pods": 3}
+
+    def delete(failures: list[int]):
+        def call() -> None:
+            if failures:
+                raise ApiException(status=failures.pop(0), reason="Gateway Timeout")
+            left["pods"] = 0
+        return call
+
+    bench._delete_all(delete([504, 503]), lambda: left["pods"] == 0, "pods of ns")
+    assert left["pods"] == 0
+    assert capsys.readouterr().err.count("deleting the rest again") == 2
+    with pytest.raises(BenchError, match="deleting the pods of ns: 403"):
+        bench._delete_all(delete([403]), lambda: True, "pods of ns")   # not a timeout: not retried
+    with pytest.raises(BenchError, match="504"):
+        bench._delete_all(delete([504] * WIPE_ATTEMPTS), lambda: True, "pods of ns")
+
+
+def test_runs_that_ended_before_a_failure_are_kept(monkeypatch, tmp_path: Path) -> None:
+    from bench.e2e import run
+    from bench.e2e.measure import RunResult
+
+    ended = RunResult(workload="a", scheduler="ceiling", variant=8, pods=10, bound=10, seconds=1.0, pods_per_s=10.0,
+                      p50_ms=1.0, p99_ms=2.0, scheduler_requests=10, requests_per_pod=1.0, create_per_s=10.0,
+                      timed_out=False)
+
+    def fails_after_one_run(options, results, log=sys.stderr):
+        results.append(ended)
+        raise run.BenchError("timed out waiting for the bench nodes deleted")
+
+    monkeypatch.setattr(run, "run_benchmark", fails_after_one_run)
+    results_json = tmp_path / "results.json"
+    assert run.main(["--only", "ceiling,a", "--workdir", str(tmp_path), "--json", str(results_json)]) == 1
+    kept = json.loads(results_json.read_text())["results"]
+    assert [(r["scheduler"], r["variant"], r["pods_per_s"]) for r in kept] == [("ceiling", 8, 10.0)]
+    assert run.main(["--from-json", str(results_json)]) == 0   # and they render
