@@ -204,9 +204,8 @@ def member_settles(pod: Pod) -> bool:
 def settles(pod: Pod, scheduler_name: str) -> bool:
     """Whether a pod belongs in SettledPods on its own (its key also must not be in an eviction
     overlay); a pod of ours in a PodGroup settles only with its whole gang."""
-    if pod.scheduler_name != scheduler_name:
-        return (bool(pod.node_name) and pod.phase != SUCCEEDED and pod.phase != FAILED and not pod.releasing
-                and not pod.devices and GPU_INDEX_ANNOTATION not in pod.annotations)
+    if pod.scheduler_name != scheduler_name:  # bound: it holds room (a finished one holds none)
+        return pod.phase != SUCCEEDED and member_settles(pod)
     return not pod.group and member_settles(pod)
 
 

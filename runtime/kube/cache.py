@@ -433,9 +433,10 @@ class ClusterCache:
         if gang is None:
             return
         group = self._state.podgroups.get(gang_key)
-        settled = gang_settles(group, self._pg_status.get(gang_key), gang)
-        queue = group.queue if group is not None else None
-        if gang.folded is not None and (not settled or gang.folded != queue):
+        # The queue to count it under while it settles; None while it is in play.
+        queue = group.queue if group is not None and gang_settles(group, self._pg_status.get(gang_key), gang) \
+            else None
+        if gang.folded is not None and gang.folded != queue:
             for key, (pod, _) in gang.members.items():
                 counted = self._settled.pop(key, None)
                 if counted is not None:
@@ -443,7 +444,7 @@ class ClusterCache:
                     self._in_play[key] = pod
             self._ledger.add_group(gang.folded, -1)
             gang.folded = None
-        if settled and queue is not None:
+        if queue is not None:
             if gang.folded is None:
                 for key, (pod, _) in gang.members.items():
                     del self._in_play[key]
