@@ -87,6 +87,7 @@ class RunResult:
     # machine where they share the cores, every millisecond of the first is taken from the second.
     scheduler_cpu_ms_per_pod: float | None = None
     control_plane_cpu_ms_per_pod: float | None = None
+    repetition: int = 1  # which of --repeat's rounds (1 when the runs were not repeated)
 
     @property
     def complete(self) -> bool:
@@ -96,8 +97,10 @@ class RunResult:
         return asdict(self)
 
     @classmethod
-    def failed(cls, workload: str, scheduler: str, variant: int | None, pods: int, error: str) -> RunResult:
-        return cls(workload, scheduler, variant, pods, 0, 0.0, 0.0, None, None, 0, None, 0.0, False, {}, error)
+    def failed(cls, workload: str, scheduler: str, variant: int | None, pods: int, error: str,
+               repetition: int = 1) -> RunResult:
+        return cls(workload, scheduler, variant, pods, 0, 0.0, 0.0, None, None, 0, None, 0.0, False, {}, error,
+                   repetition=repetition)
 
 
 def summarize(
@@ -117,6 +120,7 @@ def summarize(
     timed_out: bool,
     scheduler_cpu_s: float | None = None,
     control_plane_cpu_s: float | None = None,
+    repetition: int = 1,
 ) -> RunResult:
     """Turn a run's raw observations into its figures."""
     bound = [r for r in records if r.bound_ns]
@@ -149,6 +153,7 @@ def summarize(
         requests_by_kind=by_kind,
         scheduler_cpu_ms_per_pod=_per_pod_ms(scheduler_cpu_s, len(bound)),
         control_plane_cpu_ms_per_pod=_per_pod_ms(control_plane_cpu_s, len(bound)),
+        repetition=repetition,
     )
 
 

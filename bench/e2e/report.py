@@ -78,6 +78,16 @@ def machine() -> Machine:
     )
 
 
+def _rank(run: RunResult) -> tuple[bool, float]:
+    return run.complete, run.pods_per_s
+
+
+def _median(runs: Sequence[RunResult]) -> RunResult:
+    """The middle run by rank; of two middles the lower, so that an even count flatters no one."""
+    ranked = sorted(runs, key=_rank)
+    return ranked[(len(ranked) - 1) // 2]
+
+
 def _fmt(value: float | None, digits: int = 0) -> str:
     if value is None:
         return "—"
@@ -94,18 +104,34 @@ class Report:
     peers: Sequence[str]  # scheduler keys everyone gets a throughput ratio to
     when: dt.datetime
 
+    def _runs(self, workload: str, scheduler: str, variant: object = ...) -> list[RunResult]:
+        """The runs that ran (of one variant, when given)."""
+        return [r for r in self.results if r.workload == workload and r.scheduler == scheduler and not r.error
+                and (variant is ... or r.variant == variant)]
+
     def best(self, workload: str, scheduler: str) -> RunResult | None:
-        """The run that counts for a scheduler: its fastest complete variant, else its fastest."""
-        runs = [r for r in self.results if r.workload == workload and r.scheduler == scheduler and not r.error]
-        if not runs:
-            return None
-        return max(runs, key=lambda r: (r.complete, r.pods_per_s))
+        """The run that counts for a scheduler: of each variant its median run, and of those the
+        best (complete first, then pods/s). The ceiling is thus its best concurrency's typical run,
+        not the luckiest of all its samples, and one scheduler's repeats weigh like another's."""
+        runs = self._runs(workload, scheduler)
+        medians = [_median(self._runs(workload, scheduler, variant)) for variant in {r.variant for r in runs}]
+        return max(medians, key=_rank, default=None)
+
+    def _repeated(self) -> bool:
+        return any(r.repetition > 1 for r in self.results)
+
+    def _spread(self, run: RunResult) -> str:
+        """pods/s over the repeats of the run's scheduler and variant: "min-max (n runs)"."""
+        values = [r.pods_per_s for r in self._runs(run.workload, run.scheduler, run.variant)]
+        return f"{min(values):,.0f}-{max(values):,.0f} ({len(values)})"
 
     def _table(self, workload: Workload) -> list[str]:
         ceiling_key = next(s.key for s in SCHEDULERS if s.ceiling)
         ceiling = self.best(workload.key, ceiling_key)
         peers = {key: self.best(workload.key, key) for key in self.peers}
-        header = ["scheduler", "bound", "pods/s", "P50 ms", "P99 ms", "API requests/pod", "created/s", "% of ceiling"]
+        repeated = self._repeated()
+        header = ["scheduler", "bound", "pods/s"] + (["pods/s range (runs)"] if repeated else [])
+        header += ["P50 ms", "P99 ms", "API requests/pod", "created/s", "% of ceiling"]
         header += [f"× {key}" for key in self.peers]
         # Results from before the harness measured processor time have none: no empty columns then.
         with_cpu = any(r.scheduler_cpu_ms_per_pod is not None for r in self.results)
@@ -125,8 +151,8 @@ class Report:
             if best.variant is not None:
                 label += f", concurrency {best.variant}"
             bound = f"{best.bound:,}/{best.pods:,}" + (" (timed out)" if best.timed_out else "")
-            row = [label, bound, _fmt(best.pods_per_s), _fmt(best.p50_ms), _fmt(best.p99_ms),
-                   _fmt(best.requests_per_pod, 2), _fmt(best.create_per_s),
+            row = [label, bound, _fmt(best.pods_per_s)] + ([self._spread(best)] if repeated else [])
+            row += [_fmt(best.p50_ms), _fmt(best.p99_ms), _fmt(best.requests_per_pod, 2), _fmt(best.create_per_s),
                    f"{100 * best.pods_per_s / ceiling.pods_per_s:.0f}%" if ceiling and ceiling.pods_per_s else "—"]
             for key in self.peers:
                 peer = peers[key]
@@ -143,15 +169,22 @@ class Report:
         runs = [r for r in self.results if r.scheduler == ceiling_key and not r.error]
         if not runs:
             return []
-        lines = ["Raw binder by concurrency (pods/s; the best is the ceiling above):", ""]
+        repeated = self._repeated()
+        lines = [("Raw binder by concurrency (pods/s, the median run and the range; the best median is "
+                  "the ceiling above):" if repeated else
+                  "Raw binder by concurrency (pods/s; the best is the ceiling above):"), ""]
         concurrencies = sorted({r.variant for r in runs if r.variant is not None})
         lines.append("| workload | " + " | ".join(str(c) for c in concurrencies) + " |")
         lines.append("|---|" + "---|" * len(concurrencies))
         for workload in self.workloads:
             cells = []
             for concurrency in concurrencies:
-                run = next((r for r in runs if r.workload == workload.key and r.variant == concurrency), None)
-                cells.append(_fmt(run.pods_per_s) if run else "—")
+                samples = self._runs(workload.key, ceiling_key, concurrency)
+                if not samples:
+                    cells.append("—")
+                    continue
+                median = _median(samples)
+                cells.append(_fmt(median.pods_per_s) + (f" ({self._spread(median)})" if repeated else ""))
             if any(cell != "—" for cell in cells):
                 lines.append(f"| {workload.key} | " + " | ".join(cells) + " |")
         return lines

@@ -1,7 +1,7 @@
 """The side-by-side benchmark: every scheduler, the same workloads, one API server.
 
     python -m bench.e2e [--scale 0.1] [--only kube-scheduler,ceiling,a] [--timeout 600]
-                        [--markdown docs/benchmarks.md] [--json results.json]
+                        [--repeat 3] [--markdown docs/benchmarks.md] [--json results.json]
 
 One dev cluster (runtime.devcluster, API-server rate limits off) serves the
 whole run. For each workload the harness creates the fake nodes and queues,
@@ -9,8 +9,11 @@ then for each scheduler in turn (SCHEDULERS in bench/e2e/schedulers.py): a
 fresh namespace, the scheduler started and proven live by binding a probe
 pod, a watch started, the workload created by `loadgen create` at full speed,
 and the run over when every pod is bound or at the timeout. Then the
-scheduler is stopped and its pods and PodGroups deleted, so runs are
-independent. See bench/e2e/measure.py for what is measured.
+scheduler is stopped and its pods and PodGroups deleted, and etcd's history
+compacted before the next run, so runs are independent. With --repeat N
+every scheduler runs N times per workload, round after round, and the
+report takes each one's median run. See bench/e2e/measure.py for what is
+measured.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -74,6 +77,11 @@ class Options:
     create_concurrency: int
     ceiling_concurrency: tuple[int, ...]
     workdir: Path
+    repeat: int = 1  # runs of each scheduler (and each ceiling concurrency) per workload
+    repeat_of: Mapping[str, int] = field(default_factory=dict)  # scheduler key -> its own count
+
+    def repeats(self, scheduler: Scheduler) -> int:
+        return self.repeat_of.get(scheduler.key, self.repeat)
 
 
 # ------------------------------------------------------------------ processes
@@ -332,9 +340,12 @@ class Bench:
             time.sleep(0.2)
         self.wipe_namespace(PROBE_NAMESPACE)
 
-    def run_one(self, scheduler: Scheduler, variant: int | None, workload: Workload) -> RunResult:
-        run_id = f"{workload.key}-{scheduler.key}" + (f"-{variant}" if variant is not None else "")
+    def run_one(self, scheduler: Scheduler, variant: int | None, workload: Workload, repetition: int = 1) -> RunResult:
+        run_id = (f"{workload.key}-{scheduler.key}" + (f"-{variant}" if variant is not None else "")
+                  + (f"-r{repetition}" if self.options.repeats(scheduler) > 1 else ""))
         namespace = f"bench-{run_id}"
+        # Every run starts from the same storage: no history of the runs before it to pay for.
+        devcluster.compact_storage(self.cluster)
         self.ensure_namespace(namespace)
         jobs_file = self.runs_dir / f"{run_id}.jsonl"
         objects = workloads.write_jobs_file(jobs_file, workloads.job_requests(
@@ -343,7 +354,7 @@ class Bench:
             scheduler_proc = self.start_scheduler(scheduler, variant, run_id)
         except BenchError as exc:
             self.say(f"{run_id}: {exc}")
-            return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc))
+            return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc), repetition)
         watcher: Child | None = None
         try:
             records_file = self.runs_dir / f"{run_id}.tsv"
@@ -376,7 +387,7 @@ class Bench:
             cpu_after = (cpu_seconds(scheduler_proc.proc.pid), cpu_seconds(*control_plane))
         except BenchError as exc:
             self.say(f"{run_id}: {exc}")
-            return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc))
+            return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc), repetition)
         finally:
             if watcher is not None:
                 watcher.stop()
@@ -397,6 +408,7 @@ class Bench:
             timed_out=bool(watched["timed_out"]),
             scheduler_cpu_s=_difference(cpu_before[0], cpu_after[0]),
             control_plane_cpu_s=_difference(cpu_before[1], cpu_after[1]),
+            repetition=repetition,
         )
         self.say(f"{run_id}: bound {result.bound}/{result.pods} in {result.seconds}s = {result.pods_per_s} pods/s, "
                  f"P50 {result.p50_ms} ms, P99 {result.p99_ms} ms, {result.requests_per_pod} requests/pod"
@@ -449,10 +461,13 @@ def run_benchmark(options: Options, results: list[RunResult], log: IO[str] = sys
             bench.say(f"workload {workload.title}")
             bench.create_nodes(workload.nodes)
             bench.create_queues(workload.queues)
-            for scheduler in takers:
-                variants = options.ceiling_concurrency if scheduler.ceiling else scheduler.variants
-                for variant in variants:
-                    results.append(bench.run_one(scheduler, variant, workload))
+            # Round after round of every scheduler, not one scheduler's repeats in a row: what
+            # drifts over the run (the machine's other work, the control plane's state) is shared.
+            for repetition in range(1, max(options.repeats(s) for s in takers) + 1):
+                for scheduler in (s for s in takers if options.repeats(s) >= repetition):
+                    variants = options.ceiling_concurrency if scheduler.ceiling else scheduler.variants
+                    for variant in variants:
+                        results.append(bench.run_one(scheduler, variant, workload, repetition))
             bench.delete_queues(workload.queues)
             bench.delete_nodes()
     finally:
@@ -472,6 +487,17 @@ def _parse_only(items: list[str]) -> tuple[tuple[Scheduler, ...], tuple[str, ...
     chosen_schedulers = tuple(s for s in SCHEDULERS if s.key in names) or SCHEDULERS
     chosen_workloads = tuple(w.key for w in WORKLOADS if w.key in names) or tuple(w.key for w in WORKLOADS)
     return chosen_schedulers, chosen_workloads
+
+
+def _repeat(text: str) -> tuple[str | None, int]:
+    """`N` (every scheduler) or `SCHEDULER=N`."""
+    key, _, count = text.rpartition("=")
+    if not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"expected N or SCHEDULER=N with N at least 1, got {text!r}")
+    if key and key not in {s.key for s in SCHEDULERS}:
+        raise argparse.ArgumentTypeError(
+            f"unknown scheduler {key!r} (schedulers: {', '.join(sorted(s.key for s in SCHEDULERS))})")
+    return key or None, int(count)
 
 
 def _positive_ints(text: str) -> tuple[int, ...]:
@@ -500,6 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="jobs the harness creates at once (default 16)")
     parser.add_argument("--ceiling-concurrency", type=_positive_ints, default=None, metavar="N,N,...",
                         help="raw binder concurrencies to try; the best is the ceiling (default 8,32,128)")
+    parser.add_argument("--repeat", type=_repeat, action="append", default=[], metavar="N|SCHEDULER=N",
+                        help="run every scheduler (and every raw binder concurrency) N times per workload, in "
+                        "rounds; the median run counts and the range is reported (default 1). SCHEDULER=N "
+                        "sets one scheduler's count (e.g. --repeat 3 --repeat vc-scheduler=1)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the cluster logs, scheduler logs and raw watch records here (default: a temp dir)")
     parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="write the report here")
@@ -544,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
         create_concurrency=args.create_concurrency,
         ceiling_concurrency=args.ceiling_concurrency or tuple(v for v in ceiling.variants if v is not None),
         workdir=workdir.resolve(),
+        repeat=next((count for key, count in reversed(args.repeat) if key is None), 1),
+        repeat_of={key: count for key, count in args.repeat if key is not None},
     )
     command = "python -m bench.e2e" + ("" if argv is None and len(sys.argv) <= 1 else " " + shlex.join(
         sys.argv[1:] if argv is None else argv))

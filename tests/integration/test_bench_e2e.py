@@ -38,14 +38,15 @@ def test_tiny_run_binds_every_pod_and_reports_every_figure(tmp_path: Path) -> No
     report_md.write_text("# Prose kept\n\n<!-- bench.e2e results: BEGIN (generated) -->\nold\n"
                          "<!-- bench.e2e results: END -->\n\nTrailing prose.\n")
     done = _harness("--scale", "0.005", "--only", "kube-scheduler,ceiling,a", "--ceiling-concurrency", "4,16",
-                    "--timeout", "60", "--workdir", str(tmp_path / "work"),
+                    "--repeat", "2", "--repeat", "kube-scheduler=1", "--timeout", "60", "--workdir", str(tmp_path / "work"),
                     "--json", str(results_json), "--markdown", str(report_md))
     assert done.returncode == 0, done.stderr[-3000:]
 
     document = json.loads(results_json.read_text())
     runs = document["results"]
-    assert Counter((r["scheduler"], r["variant"]) for r in runs) == {
-        ("ceiling", 4): 1, ("ceiling", 16): 1, ("kube-scheduler", None): 1}
+    # In rounds, every scheduler once before any twice; kube-scheduler has a count of its own.
+    assert [(r["scheduler"], r["variant"], r["repetition"]) for r in runs] == [
+        ("ceiling", 4, 1), ("ceiling", 16, 1), ("kube-scheduler", None, 1), ("ceiling", 4, 2), ("ceiling", 16, 2)]
     pods = document["workloads"][0]["pods"]
     assert pods == 50  # 10,000 pods x 0.005
     for run in runs:
@@ -69,6 +70,7 @@ def test_tiny_run_binds_every_pod_and_reports_every_figure(tmp_path: Path) -> No
     assert markdown.startswith("# Prose kept\n") and markdown.endswith("Trailing prose.\n")
     assert "\nold\n" not in markdown
     assert "| kube-scheduler | 50/50 |" in markdown
+    assert "| pods/s range (runs) |" in markdown and " (2) |" in markdown and " (1) |" in markdown
     assert "scheduler CPU ms/pod | API server + etcd CPU ms/pod |" in markdown
     assert "| raw binder (ceiling), concurrency" in markdown
     assert "Command: `python -m bench.e2e --scale 0.005" in markdown
@@ -96,6 +98,58 @@ def test_unknown_only_names_are_a_usage_error() -> None:
     assert done.returncode == 2
     assert "unknown slurm, z" in done.stderr
     assert "Traceback" not in done.stderr
+    for bad in ("0", "slurm=2", "kube-scheduler=x"):
+        done = _harness("--repeat", bad, timeout=60)
+        assert done.returncode == 2 and "--repeat" in done.stderr and "Traceback" not in done.stderr, bad
+
+
+def _result(scheduler: str, variant: int | None, pods_per_s: float, repetition: int = 1, bound: int = 100):
+    from bench.e2e.measure import RunResult
+
+    return RunResult(workload="a", scheduler=scheduler, variant=variant, pods=100, bound=bound, seconds=1.0,
+                     pods_per_s=pods_per_s, p50_ms=1.0, p99_ms=2.0, scheduler_requests=100, requests_per_pod=1.0,
+                     create_per_s=pods_per_s, timed_out=bound < 100, repetition=repetition)
+
+
+def _report(results):
+    import datetime as dt
+
+    from bench.e2e.report import Machine, Report
+    from bench.e2e.workloads import WORKLOADS
+
+    machine = Machine(cpus=2, memory_gib=24, cpu_model="cpu", kernel="k", python="3.11", go="go", kube_version="v",
+                      volcano_version="v", load_average=(0.0, 0.0, 0.0))
+    return Report(results=results, skipped={}, workloads=[w for w in WORKLOADS if w.key == "a"], command="c",
+                  machine=machine, peers=["kube-scheduler"], when=dt.datetime(2026, 11, 30))
+
+
+@pytest.mark.parametrize(("ceiling_runs", "ours_runs", "ceiling", "ours"), [
+    # One run each: the fastest concurrency is the ceiling, as before --repeat.
+    ({8: [500], 32: [600]}, [450], 600, 450),
+    # Repeated: the ceiling is its best concurrency's median, not its luckiest sample (700).
+    ({8: [500, 700, 400], 32: [600, 550, 560]}, [300, 450, 420], 560, 420),
+    # Two runs: the lower middle, for the ceiling and for us alike.
+    ({32: [600, 500]}, [480, 400], 500, 400),
+    # A run that did not bind everything ranks below every complete one.
+    ({32: [600, 590, 580]}, [(900, 50), 420, 410], 590, 410),
+])
+def test_the_median_run_counts_and_the_best_concurrency_by_its_median(ceiling_runs, ours_runs, ceiling, ours) -> None:
+    results = [_result("ceiling", variant, value, n) for variant, values in ceiling_runs.items()
+               for n, value in enumerate(values, 1)]
+    for n, value in enumerate(ours_runs, 1):
+        speed, bound = value if isinstance(value, tuple) else (value, 100)
+        results.append(_result("policydsl", None, speed, n, bound))
+    report = _report(results)
+    assert report.best("a", "ceiling").pods_per_s == ceiling
+    assert report.best("a", "policydsl").pods_per_s == ours
+    markdown = report.markdown()
+    row = next(line for line in markdown.splitlines() if line.startswith("| policydsl (ours) |"))
+    assert f"| {100 * ours / ceiling:.0f}% |" in row
+    repeated = any(len(values) > 1 for values in ceiling_runs.values())
+    assert ("pods/s range (runs)" in markdown) == repeated
+    if repeated:
+        speeds = [v[0] if isinstance(v, tuple) else v for v in ours_runs]
+        assert f"| {min(speeds):,.0f}-{max(speeds):,.0f} ({len(speeds)}) |" in row
 
 
 def test_each_scheduler_gets_the_podgroups_it_needs() -> None:

@@ -173,3 +173,29 @@ def test_pod_can_be_created_without_service_account_controller(kube_cluster: Kub
         assert core.read_namespaced_pod("p1", "default").status.phase == "Pending"
     finally:
         core.delete_namespaced_pod("p1", "default", grace_period_seconds=0)
+
+
+def test_compacting_storage_drops_old_revisions_and_keeps_the_objects(kube_cluster: KubeCluster) -> None:
+    from runtime import devcluster
+
+    core = k8s_client.CoreV1Api(kube_cluster.api_client)
+    name = "compaction-probe"
+    first = core.create_namespaced_config_map("default", {"metadata": {"name": name}, "data": {"n": "1"}})
+    try:
+        core.patch_namespaced_config_map(name, "default", {"data": {"n": "2"}})
+        old = first.metadata.resource_version
+
+        def read_as_of(revision: str) -> k8s_client.V1ConfigMapList:
+            return core.list_namespaced_config_map("default", field_selector=f"metadata.name={name}",
+                                                   resource_version=revision, resource_version_match="Exact")
+
+        assert read_as_of(old).items[0].data == {"n": "1"}  # history is there before
+        compacted = devcluster.compact_storage(kube_cluster.cluster)
+        assert compacted >= int(old)
+        with pytest.raises(ApiException) as gone:
+            read_as_of(old)
+        assert gone.value.status == 410  # "too old resource version": compacted away
+        assert core.read_namespaced_config_map(name, "default").data == {"n": "2"}  # the present is kept
+        assert devcluster.compact_storage(kube_cluster.cluster) >= compacted  # again: nothing to drop, no error
+    finally:
+        core.delete_namespaced_config_map(name, "default")
