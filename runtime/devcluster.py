@@ -360,7 +360,7 @@ def _start_etcd(etcd: Path, data_dir: Path, client_port: int, peer_port: int, lo
             "--initial-cluster-state=new",
             "--logger=zap",
             "--log-level=warn",
-            # As kubeadm runs etcd (and etcd 3.6's default): a snapshot every 10,000 writes. This
+            # As kubeadm runs etcd: a snapshot (and a truncated raft log) every 10,000 writes. This
             # etcd (3.4) keeps 100,000 raft entries in memory by default, and a benchmark writes
             # ~50,000 a run, so every run after the first carried a growing log: policydsl's (b)
             # fell from 456 to 390-420 pods/s over three runs; with 10,000, 436-477.
