@@ -104,17 +104,19 @@ class Report:
     peers: Sequence[str]  # scheduler keys everyone gets a throughput ratio to
     when: dt.datetime
 
-    def _runs(self, workload: str, scheduler: str, variant: object = ...) -> list[RunResult]:
-        """The runs that ran (of one variant, when given)."""
-        return [r for r in self.results if r.workload == workload and r.scheduler == scheduler and not r.error
-                and (variant is ... or r.variant == variant)]
+    def _variants(self, workload: str, scheduler: str) -> dict[int | None, list[RunResult]]:
+        """The runs that ran, per variant (a raw binder concurrency, or None)."""
+        grouped: dict[int | None, list[RunResult]] = {}
+        for r in self.results:
+            if r.workload == workload and r.scheduler == scheduler and not r.error:
+                grouped.setdefault(r.variant, []).append(r)
+        return grouped
 
     def best(self, workload: str, scheduler: str) -> RunResult | None:
         """The run that counts for a scheduler: of each variant its median run, and of those the
         best (complete first, then pods/s). The ceiling is thus its best concurrency's typical run,
         not the luckiest of all its samples, and one scheduler's repeats weigh like another's."""
-        runs = self._runs(workload, scheduler)
-        medians = [_median(self._runs(workload, scheduler, variant)) for variant in {r.variant for r in runs}]
+        medians = [_median(runs) for runs in self._variants(workload, scheduler).values()]
         return max(medians, key=_rank, default=None)
 
     def _repeated(self) -> bool:
@@ -122,7 +124,7 @@ class Report:
 
     def _spread(self, run: RunResult) -> str:
         """pods/s over the repeats of the run's scheduler and variant: "min-max (n runs)"."""
-        values = [r.pods_per_s for r in self._runs(run.workload, run.scheduler, run.variant)]
+        values = [r.pods_per_s for r in self._variants(run.workload, run.scheduler)[run.variant]]
         return f"{min(values):,.0f}-{max(values):,.0f} ({len(values)})"
 
     def _table(self, workload: Workload) -> list[str]:
@@ -178,8 +180,9 @@ class Report:
         lines.append("|---|" + "---|" * len(concurrencies))
         for workload in self.workloads:
             cells = []
+            by_concurrency = self._variants(workload.key, ceiling_key)
             for concurrency in concurrencies:
-                samples = self._runs(workload.key, ceiling_key, concurrency)
+                samples = by_concurrency.get(concurrency)
                 if not samples:
                     cells.append("—")
                     continue
