@@ -82,6 +82,12 @@ def _rank(run: RunResult) -> tuple[bool, float]:
     return run.complete, run.pods_per_s
 
 
+def _spread(runs: Sequence[RunResult]) -> str:
+    """pods/s over the repeats of one scheduler and variant: "min-max (n runs)"."""
+    values = [r.pods_per_s for r in runs]
+    return f"{min(values):,.0f}-{max(values):,.0f} ({len(values)})"
+
+
 def _median(runs: Sequence[RunResult]) -> RunResult:
     """The middle run by rank; of two middles the lower, so that an even count flatters no one."""
     ranked = sorted(runs, key=_rank)
@@ -122,10 +128,6 @@ class Report:
     def _repeated(self) -> bool:
         return any(r.repetition > 1 for r in self.results)
 
-    def _spread(self, run: RunResult) -> str:
-        """pods/s over the repeats of the run's scheduler and variant: "min-max (n runs)"."""
-        values = [r.pods_per_s for r in self._variants(run.workload, run.scheduler)[run.variant]]
-        return f"{min(values):,.0f}-{max(values):,.0f} ({len(values)})"
 
     def _table(self, workload: Workload) -> list[str]:
         ceiling_key = next(s.key for s in SCHEDULERS if s.ceiling)
@@ -153,7 +155,7 @@ class Report:
             if best.variant is not None:
                 label += f", concurrency {best.variant}"
             bound = f"{best.bound:,}/{best.pods:,}" + (" (timed out)" if best.timed_out else "")
-            row = [label, bound, _fmt(best.pods_per_s)] + ([self._spread(best)] if repeated else [])
+            row = [label, bound, _fmt(best.pods_per_s)] + ([_spread(self._variants(workload.key, scheduler.key)[best.variant])] if repeated else [])
             row += [_fmt(best.p50_ms), _fmt(best.p99_ms), _fmt(best.requests_per_pod, 2), _fmt(best.create_per_s),
                    f"{100 * best.pods_per_s / ceiling.pods_per_s:.0f}%" if ceiling and ceiling.pods_per_s else "—"]
             for key in self.peers:
@@ -187,7 +189,7 @@ class Report:
                     cells.append("—")
                     continue
                 median = _median(samples)
-                cells.append(_fmt(median.pods_per_s) + (f" ({self._spread(median)})" if repeated else ""))
+                cells.append(_fmt(median.pods_per_s) + (f" ({_spread(samples)})" if repeated else ""))
             if any(cell != "—" for cell in cells):
                 lines.append(f"| {workload.key} | " + " | ".join(cells) + " |")
         return lines
