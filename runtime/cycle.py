@@ -15,11 +15,11 @@ from compiler.plan import Plan
 from runtime import decisions as d
 from runtime.actions import registry as action_registry
 from runtime.kernels import load as load_kernels
-from runtime.model import PG_PENDING, ClusterState, Condition
+from runtime.model import PG_PENDING, ClusterState, Condition, Pod
 from runtime.objects import ObjectError, check_queues
 from runtime.plugins import registry as plugin_registry
 from runtime.session import Options, Session
-from runtime.snapshot import PENDING, SnapshotCache, build_snapshot
+from runtime.snapshot import HELD, PENDING, SnapshotCache, build_snapshot
 
 __all__ = ["Options", "CycleObserver", "run_cycle", "open_session", "collect"]
 
@@ -64,6 +64,15 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
     return decisions
 
 
+def held_reason(pod: Pod) -> d.Reason:
+    """Why a pod is never placed as it is (Snapshot status HELD)."""
+    if pod.scheduling_gates:
+        gates = " ".join(pod.scheduling_gates)
+        return d.Reason(d.GATED, f"waiting for scheduling gates: [{gates}]", {"gates": list(pod.scheduling_gates)})
+    return d.Reason(d.UNSUPPORTED, f"pod sets {pod.unsupported}, which this scheduler does not evaluate: it is "
+                                   f"not placed without it", {"field": pod.unsupported})
+
+
 def collect(ssn: Session) -> d.Decisions:
     snap = ssn.snap
     out = d.Decisions(evictions=list(ssn.evictions))
@@ -71,8 +80,11 @@ def collect(ssn: Session) -> d.Decisions:
     out.bindings, out.pipelined = ssn.k.placements(snap.status, status, ssn.task_node, snap.task_keys,
                                                    snap.node_names, ssn.task_devices)
     keys = snap.task_keys
-    waiting = np.flatnonzero(status == PENDING)
+    waiting = np.flatnonzero((status == PENDING) | (status == HELD))
     for t, j in zip(waiting.tolist(), snap.task_job[waiting].tolist()):
+        if status[t] == HELD:
+            out.unschedulable.append(d.Unschedulable(keys[t], (held_reason(snap.pods[t]),)))
+            continue
         reasons = list(ssn.task_reasons.get(t, ()))
         for reason in ssn.job_reasons.get(j, ()):
             if reason not in reasons:

@@ -27,6 +27,8 @@ MEMBERS = "members"              # the gang has fewer pods than minMember: it wa
 JOB = "job"                      # the job is invalid (unknown queue or PodGroup, ...)
 PREEMPTION = "preemption"        # evicted for a preemptor
 RECLAIM = "reclaim"              # evicted for another queue
+GATED = "gated"                  # the pod has scheduling gates
+UNSUPPORTED = "unsupported"      # the pod sets a field the scheduler does not evaluate
 
 
 @dataclass(frozen=True)

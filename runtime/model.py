@@ -16,7 +16,7 @@ State transitions a simulator needs:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.decisions import Decisions
@@ -29,6 +29,11 @@ PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
 DEFAULT_SCHEDULER = "volcano"
 DEFAULT_MAX_PODS = 110
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+# Namespace objects carry this label with their own name (the API server sets it), so a
+# namespaceSelector can select by name even where no Namespace object was read.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 # Pod phases as Kubernetes names them.
 PENDING = "Pending"
@@ -76,11 +81,124 @@ class MatchExpression:
     key: str
     operator: str          # In | NotIn | Exists | DoesNotExist | Gt | Lt
     values: tuple[str, ...] = ()
+    # A node selector term's matchFields entry: `key` names a field of the Node object (only
+    # metadata.name exists), not a label.
+    field: bool = False
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label map satisfies the expression (label selectors' semantics)."""
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        try:  # Gt / Lt (node selectors only): integers
+            return value is not None and (int(value) > int(self.values[0]) if self.operator == "Gt"
+                                          else int(value) < int(self.values[0]))
+        except (IndexError, ValueError):
+            return False
 
 
 # A node selector term is a conjunction of expressions; a required affinity is a disjunction
 # of terms (Kubernetes' nodeSelectorTerms).
 SelectorTerm = tuple[MatchExpression, ...]
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """A metav1.LabelSelector: every matchLabels pair and every expression must hold. The empty
+    selector matches every object (a missing one, None where it is allowed, matches none)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[MatchExpression, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        return all(expr.matches(labels) for expr in self.match_expressions)
+
+    def keys(self) -> set[str]:
+        return {k for k, _ in self.match_labels} | {e.key for e in self.match_expressions}
+
+
+@dataclass(frozen=True)
+class PodAffinityTerm:
+    """One podAffinity/podAntiAffinity term, its namespaces resolved: `namespaces` lists names
+    (the pod's own when the term names none and has no namespaceSelector); `namespace_selector`
+    selects more by the Namespace objects' labels (empty: every namespace). matchLabelKeys and
+    mismatchLabelKeys are already merged into `selector`, as the API server does."""
+
+    topology_key: str
+    selector: LabelSelector | None            # None matches no pod
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: LabelSelector | None = None
+
+    def matches(self, namespace: str, labels: Mapping[str, str],
+                namespace_labels: Callable[[str], Mapping[str, str]]) -> bool:
+        if self.selector is None or not self.selector.matches(labels):
+            return False
+        if namespace in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.matches(namespace_labels(namespace))
+
+
+@dataclass(frozen=True)
+class WeightedTerm:
+    weight: int                                # 1..100
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True)
+class SpreadConstraint:
+    """One topologySpreadConstraints entry (matchLabelKeys merged into `selector`)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str                    # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector | None             # None: counts no pod
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"        # Honor | Ignore: count only nodes the pod's affinity allows
+    node_taints_policy: str = "Ignore"         # Honor | Ignore: count only nodes whose taints it tolerates
+
+    @property
+    def hard(self) -> bool:
+        return self.when_unsatisfiable == "DoNotSchedule"
+
+
+@dataclass(frozen=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"                        # 0.0.0.0 takes the port on every address
+
+    def conflicts(self, other: "HostPort") -> bool:
+        return (self.port == other.port and self.protocol == other.protocol
+                and (self.ip == other.ip or WILDCARD_IP in (self.ip, other.ip)))
+
+
+WILDCARD_IP = "0.0.0.0"
+
+
+@dataclass(frozen=True)
+class PodRules:
+    """What makes a pod's placement depend on where other pods are (inter-pod affinity, topology
+    spread, host ports). None on a pod that has none of them: most pods."""
+
+    affinity: tuple[PodAffinityTerm, ...] = ()             # required podAffinity
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()        # required podAntiAffinity
+    preferred_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.affinity or self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity
+                    or self.spread or self.host_ports)
 
 
 @dataclass
@@ -115,6 +233,12 @@ class Pod:
     creation: float = 0.0                      # creationTimestamp as seconds; ties by uid
     releasing: bool = False                    # deletionTimestamp set (evicted, terminating)
     devices: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    rules: PodRules | None = None              # inter-pod affinity, topology spread, host ports
+    scheduling_gates: tuple[str, ...] = ()     # spec.schedulingGates: never bound while any is left
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    # A field of the pod the scheduler does not evaluate (e.g. "spec.resourceClaims"): the pod
+    # waits, with a reason naming it, rather than be placed as if the field were not there.
+    unsupported: str | None = None
 
     @property
     def key(self) -> str:
@@ -198,6 +322,8 @@ def member_settles(pod: Pod) -> bool:
     them)."""
     if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == FAILED:
         return False
+    if pod.rules:  # its affinity terms and ports bind other pods' placements: it stays listed
+        return False
     return pod.phase == SUCCEEDED or (bool(pod.node_name) and not pod.releasing)
 
 
@@ -228,6 +354,23 @@ class ClusterState:
     # Pods left out of `pods` and only counted (a snapshot of the cluster cache for a plan that
     # folds them); None: `pods` holds every pod.
     settled: SettledPods | None = None
+    # Namespace objects' labels by name (a namespaceSelector of a pod affinity term reads them).
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # With `settled`: the pods it counts, listed on demand (a cycle whose pods carry inter-pod
+    # rules needs every placed pod's labels, not only its room).
+    settled_pods: Callable[[], Iterable[Pod]] | None = None
+
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        labels = self.namespaces.get(name)
+        return labels if labels is not None else {NAMESPACE_NAME_LABEL: name}
+
+    def placed_pods(self) -> list[Pod]:
+        """Every pod that holds room on a node (whoever's), settled ones included."""
+        out = [p for p in self.pods.values() if p.node_name and not p.terminal]
+        if self.settled is not None and self.settled_pods is not None:
+            listed = self.pods.keys()
+            out.extend(p for p in self.settled_pods() if p.key not in listed and p.node_name and not p.terminal)
+        return out
 
     # --- objects ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> None:
@@ -311,6 +454,7 @@ class ClusterState:
             podgroups={**self.podgroups, **other.podgroups}, queues={**self.queues, **other.queues},
             priority_classes={**self.priority_classes, **other.priority_classes},
             default_priority=other.default_priority or self.default_priority,
+            namespaces={**self.namespaces, **other.namespaces},
         )
         return merged
 

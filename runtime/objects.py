@@ -1,7 +1,7 @@
 """Kubernetes objects (dicts from YAML/JSON files or the API) to the cluster model.
 
-Reads Nodes, Pods, PodGroups and Queues (`scheduling.volcano.sh/v1beta1`) and
-PriorityClasses, from multi-document YAML, JSON, `List` objects (what `kubectl get -o yaml`
+Reads Nodes, Pods (their spec: runtime.podspec), PodGroups and Queues
+(`scheduling.volcano.sh/v1beta1`), PriorityClasses and Namespaces, from multi-document YAML, JSON, `List` objects (what `kubectl get -o yaml`
 prints) or a folder of such files. Every problem names the object (and file) it is in; all
 problems of a load are reported together as one `ObjectError`, never a traceback.
 """
@@ -9,24 +9,22 @@ problems of a load are reported together as one `ObjectError`, never a traceback
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import yaml
 
-from compiler.quantities import to_base_units
+from runtime import kubefields as kf
+from runtime.kubefields import FieldError
 from runtime.model import (
-    DEFAULT_MAX_PODS, GROUP_ANNOTATIONS, PENDING, RUNNING, ClusterState, Condition, MatchExpression, Node,
-    Pod, PodGroup, QueueObject, Taint, Toleration,
+    DEFAULT_MAX_PODS, NAMESPACE_NAME_LABEL, ClusterState, Condition, Node, PodGroup, QueueObject, Taint,
 )
+from runtime.podspec import read_pod
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace")
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
-CRITICAL_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 
 
 @dataclass(frozen=True)
@@ -49,8 +47,6 @@ class ObjectError(Exception):
         super().__init__("\n".join(str(p) for p in problems))
 
 
-class _Bad(Exception):
-    pass
 
 
 # --- entry points ------------------------------------------------------------------------
@@ -107,7 +103,7 @@ def read_object(obj: dict, state: ClusterState, source: str = "<api>") -> None:
         raise ObjectError([ObjectProblem(source, str(kind) or "object", "", f"unknown kind `{kind}`")])
     try:
         reader(obj, state)
-    except _Bad as err:
+    except FieldError as err:
         raise ObjectError([ObjectProblem(source, kind, _display_name(obj), str(err))]) from None
 
 
@@ -142,7 +138,7 @@ def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | Non
         name = _display_name(obj)
         try:
             _READERS[kind](obj, state)
-        except _Bad as err:
+        except FieldError as err:
             problems.append(ObjectProblem(source, kind, name, str(err)))
         except KeyError:
             known = ", ".join(KINDS)
@@ -182,240 +178,102 @@ def _object_key(obj: dict) -> tuple[str, str]:
     return (str(obj.get("kind", "")), _display_name(obj))
 
 
-# --- field helpers -----------------------------------------------------------------------
-
-def _map(obj: Any, key: str, required: bool = False) -> dict:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    if value is None:
-        if required:
-            raise _Bad(f"missing `{key}`")
-        return {}
-    if not isinstance(value, dict):
-        raise _Bad(f"`{key}` must be a mapping, found {type(value).__name__}")
-    return value
-
-
-def _list(obj: dict, key: str) -> list:
-    value = obj.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _Bad(f"`{key}` must be a list, found {type(value).__name__}")
-    return value
-
-
-def _name(obj: dict) -> tuple[str, str]:
-    meta = _map(obj, "metadata", required=True)
-    name = meta.get("name")
-    if not name or not isinstance(name, str):
-        raise _Bad("missing `metadata.name`")
-    return str(meta.get("namespace") or "default"), name
-
-
-def _resources(values: Any, where: str) -> dict[str, int]:
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise _Bad(f"`{where}` must be a mapping of resource quantities")
-    out = {}
-    for resource, quantity in values.items():
-        try:
-            out[str(resource)] = to_base_units(str(resource), quantity if isinstance(quantity, (int, float)) else str(quantity))
-        except ValueError as err:
-            raise _Bad(f"`{where}.{resource}`: {err}") from None
-    return out
-
-
-def _int(value: Any, where: str, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise _Bad(f"`{where}` must be an integer, found `{value}`")
-    try:
-        return int(value)
-    except ValueError:
-        raise _Bad(f"`{where}` must be an integer, found `{value}`") from None
-
-
-def _timestamp(meta: dict) -> float:
-    value = meta.get("creationTimestamp")
-    if value is None:
-        return 0.0
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise _Bad(f"`metadata.creationTimestamp` is not a timestamp: `{value}`") from None
-
-
-def _uid(meta: dict, namespace: str, name: str) -> str:
-    return str(meta.get("uid") or uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{name}"))
-
-
-def _strings(values: Any, where: str) -> dict[str, str]:
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise _Bad(f"`{where}` must be a mapping of strings")
-    return {str(k): str(v) for k, v in values.items()}
-
-
-def _terms(raw: Any, where: str) -> tuple[tuple[MatchExpression, ...], ...]:
-    terms = []
-    for i, term in enumerate(raw or []):
-        if not isinstance(term, dict):
-            raise _Bad(f"`{where}[{i}]` must be a mapping")
-        exprs = []
-        for expr in _list(term, "matchExpressions"):
-            op = expr.get("operator") if isinstance(expr, dict) else None
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt") or not expr.get("key"):
-                raise _Bad(f"`{where}[{i}].matchExpressions`: bad expression {expr!r}")
-            exprs.append(MatchExpression(str(expr["key"]), op, tuple(str(v) for v in expr.get("values") or ())))
-        terms.append(tuple(exprs))
-    return tuple(terms)
-
-
 # --- readers ------------------------------------------------------------------------------
 
 def _read_node(obj: dict, state: ClusterState) -> None:
-    _, name = _name(obj)
+    _, name = kf.name_of(obj)
     meta = obj["metadata"]
-    spec = _map(obj, "spec")
-    status = _map(obj, "status")
-    allocatable = _resources(status.get("allocatable") or status.get("capacity"), "status.allocatable")
+    spec = kf.mapping(obj, "spec")
+    status = kf.mapping(obj, "status")
+    allocatable = kf.resources(status.get("allocatable") or status.get("capacity"), "status.allocatable")
     if not allocatable:
-        raise _Bad("missing `status.allocatable` (or `status.capacity`)")
+        raise FieldError("missing `status.allocatable` (or `status.capacity`)")
     allocatable.setdefault("pods", DEFAULT_MAX_PODS)
     taints = []
-    for t in _list(spec, "taints"):
+    for t in kf.listing(spec, "taints"):
         if not isinstance(t, dict) or not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise _Bad(f"`spec.taints`: bad taint {t!r} (needs key and effect NoSchedule|PreferNoSchedule|NoExecute)")
+            raise FieldError(f"`spec.taints`: bad taint {t!r} (needs key and effect NoSchedule|PreferNoSchedule|NoExecute)")
         taints.append(Taint(str(t["key"]), str(t.get("value") or ""), t["effect"]))
     state.add_node(Node(
-        name=name, allocatable=allocatable, labels=_strings(meta.get("labels"), "metadata.labels"),
+        name=name, allocatable=allocatable, labels=kf.strings(meta.get("labels"), "metadata.labels"),
         taints=tuple(taints), unschedulable=bool(spec.get("unschedulable", False)),
-        annotations=_strings(meta.get("annotations"), "metadata.annotations"),
+        annotations=kf.strings(meta.get("annotations"), "metadata.annotations"),
     ))
 
 
 def _read_pod(obj: dict, state: ClusterState) -> None:
-    namespace, name = _name(obj)
-    meta = obj["metadata"]
-    spec = _map(obj, "spec", required=True)
-    status = _map(obj, "status")
-    containers = _list(spec, "containers")
-    if not containers:
-        raise _Bad("missing `spec.containers`")
-    requests: dict[str, int] = {}
-    for i, c in enumerate(containers):
-        res = _map(c, "resources")
-        for k, v in _resources(res.get("requests") or res.get("limits"), f"spec.containers[{i}].resources.requests").items():
-            requests[k] = requests.get(k, 0) + v
-    # An init container runs alone: the pod needs the larger of it and the sum of the others.
-    for i, c in enumerate(_list(spec, "initContainers")):
-        res = _map(c, "resources")
-        for k, v in _resources(res.get("requests") or res.get("limits"), f"spec.initContainers[{i}].resources.requests").items():
-            requests[k] = max(requests.get(k, 0), v)
-    for k, v in _resources(spec.get("overhead"), "spec.overhead").items():
-        requests[k] = requests.get(k, 0) + v
-    annotations = _strings(meta.get("annotations"), "metadata.annotations")
-    group = next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), None)
-    affinity = _map(_map(spec, "affinity"), "nodeAffinity")
-    required = _map(affinity, "requiredDuringSchedulingIgnoredDuringExecution")
-    preferred = []
-    for i, p in enumerate(_list(affinity, "preferredDuringSchedulingIgnoredDuringExecution")):
-        term = _terms([_map(p, "preference")], f"spec.affinity.nodeAffinity.preferred[{i}]")[0]
-        preferred.append((_int(p.get("weight"), "weight", 1), term))
-    tolerations = []
-    for t in _list(spec, "tolerations"):
-        if not isinstance(t, dict):
-            raise _Bad(f"`spec.tolerations`: bad toleration {t!r}")
-        tolerations.append(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
-                                      str(t.get("value") or ""), str(t.get("effect") or "")))
-    priority_class = spec.get("priorityClassName")
-    priority = spec.get("priority")
-    if priority is None and priority_class is not None:
-        priority = state.priority_classes.get(priority_class, CRITICAL_CLASSES.get(priority_class))
-    phase = str(status.get("phase") or (RUNNING if spec.get("nodeName") else PENDING))
-    devices: dict[str, tuple[int, ...]] = {}
-    state.add_pod(Pod(
-        namespace=namespace, name=name, requests=requests, uid=_uid(meta, namespace, name),
-        node_name=spec.get("nodeName") or None, phase=phase,
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"), group=group,
-        priority_class=priority_class, priority=None if priority is None else _int(priority, "spec.priority", 0),
-        node_selector=_strings(spec.get("nodeSelector"), "spec.nodeSelector"),
-        required_terms=_terms(_list(required, "nodeSelectorTerms"), "spec.affinity.nodeAffinity.required.nodeSelectorTerms"),
-        preferred_terms=tuple(preferred), tolerations=tuple(tolerations), annotations=annotations,
-        labels=_strings(meta.get("labels"), "metadata.labels"), creation=_timestamp(meta),
-        releasing=bool(meta.get("deletionTimestamp")), devices=devices,
-    ))
+    state.add_pod(read_pod(obj, state.priority_classes))
 
 
 def _read_podgroup(obj: dict, state: ClusterState) -> None:
     _check_group(obj)
-    namespace, name = _name(obj)
+    namespace, name = kf.name_of(obj)
     meta = obj["metadata"]
-    spec = _map(obj, "spec")
-    status = _map(obj, "status")
-    min_member = _int(spec.get("minMember"), "spec.minMember", 1)
+    spec = kf.mapping(obj, "spec")
+    status = kf.mapping(obj, "status")
+    min_member = kf.integer(spec.get("minMember"), "spec.minMember", 1)
     if min_member < 0:
-        raise _Bad("`spec.minMember` must not be negative")
+        raise FieldError("`spec.minMember` must not be negative")
     min_task = spec.get("minTaskMember") or {}
     if not isinstance(min_task, dict):
-        raise _Bad("`spec.minTaskMember` must be a mapping")
+        raise FieldError("`spec.minTaskMember` must be a mapping")
     conditions = [Condition(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
-                            str(c.get("message", ""))) for c in _list(status, "conditions") if isinstance(c, dict)]
+                            str(c.get("message", ""))) for c in kf.listing(status, "conditions") if isinstance(c, dict)]
     state.add_podgroup(PodGroup(
         namespace=namespace, name=name, min_member=min_member,
-        min_resources=_resources(spec["minResources"], "spec.minResources") if spec.get("minResources") else None,
-        min_task_member={str(k): _int(v, f"spec.minTaskMember.{k}", 0) for k, v in min_task.items()},
+        min_resources=kf.resources(spec["minResources"], "spec.minResources") if spec.get("minResources") else None,
+        min_task_member={str(k): kf.integer(v, f"spec.minTaskMember.{k}", 0) for k, v in min_task.items()},
         queue=str(spec.get("queue") or "default"), priority_class=spec.get("priorityClassName"),
-        phase=str(status.get("phase") or "Pending"), conditions=conditions, uid=_uid(meta, namespace, name),
-        creation=_timestamp(meta),
+        phase=str(status.get("phase") or "Pending"), conditions=conditions, uid=kf.uid_of(meta, namespace, name),
+        creation=kf.timestamp(meta),
     ))
 
 
 def _read_queue(obj: dict, state: ClusterState) -> None:
     _check_group(obj)
-    _, name = _name(obj)
-    spec = _map(obj, "spec")
-    status = _map(obj, "status")
-    weight = _int(spec.get("weight"), "spec.weight", 1)
+    _, name = kf.name_of(obj)
+    spec = kf.mapping(obj, "spec")
+    status = kf.mapping(obj, "status")
+    weight = kf.integer(spec.get("weight"), "spec.weight", 1)
     if not 1 <= weight <= 65535:
-        raise _Bad(f"`spec.weight` must be 1..65535, found {weight}")
+        raise FieldError(f"`spec.weight` must be 1..65535, found {weight}")
     state_name = str(status.get("state") or spec.get("state") or "Open").lower()
     state.add_queue(QueueObject(
         name=name, weight=weight,
-        capability=_resources(spec["capability"], "spec.capability") if spec.get("capability") else None,
-        guarantee=_resources(_map(spec, "guarantee").get("resource"), "spec.guarantee.resource") or None,
-        deserved=_resources(spec["deserved"], "spec.deserved") if spec.get("deserved") else None,
-        reclaimable=spec.get("reclaimable") is not False, priority=_int(spec.get("priority"), "spec.priority", 0),
+        capability=kf.resources(spec["capability"], "spec.capability") if spec.get("capability") else None,
+        guarantee=kf.resources(kf.mapping(spec, "guarantee").get("resource"), "spec.guarantee.resource") or None,
+        deserved=kf.resources(spec["deserved"], "spec.deserved") if spec.get("deserved") else None,
+        reclaimable=spec.get("reclaimable") is not False, priority=kf.integer(spec.get("priority"), "spec.priority", 0),
         parent=spec.get("parent") or None, state="open" if state_name == "open" else "closed",
     ))
 
 
 def _read_priority_class(obj: dict, state: ClusterState) -> None:
-    _, name = _name(obj)
+    _, name = kf.name_of(obj)
     if "value" not in obj:
-        raise _Bad("missing `value`")
-    value = _int(obj.get("value"), "value", 0)
+        raise FieldError("missing `value`")
+    value = kf.integer(obj.get("value"), "value", 0)
     state.priority_classes[name] = value
     if obj.get("globalDefault"):
         state.default_priority = value
 
 
+def _read_namespace(obj: dict, state: ClusterState) -> None:
+    _, name = kf.name_of(obj)
+    labels = kf.strings(obj["metadata"].get("labels"), "metadata.labels")
+    labels.setdefault(NAMESPACE_NAME_LABEL, name)
+    state.namespaces[name] = labels
+
+
 def _check_group(obj: dict) -> None:
     api = str(obj.get("apiVersion", ""))
     if not api.startswith(VOLCANO_GROUP + "/"):
-        raise _Bad(f"apiVersion must be {VOLCANO_GROUP}/v1beta1, found `{api}`")
+        raise FieldError(f"apiVersion must be {VOLCANO_GROUP}/v1beta1, found `{api}`")
 
 
 _READERS: dict[str, Callable[[dict, ClusterState], None]] = {
     "Node": _read_node, "Pod": _read_pod, "PodGroup": _read_podgroup, "Queue": _read_queue,
-    "PriorityClass": _read_priority_class,
+    "PriorityClass": _read_priority_class, "Namespace": _read_namespace,
 }
 
 

@@ -18,23 +18,42 @@ them through the combinators below, which implement the tier rules of Volcano:
 | preemptable / reclaimable victims | per tier the intersection; first non-empty tier decides   |
 
 Every change goes through a `Statement`, committed or discarded as a unit.
+
+Filters (`predicate`) and scorers (`node_order`) are either static — a function of the task
+class, answered once per class and cached (node selector, taints, least-requested) — or
+stateful: a `StatefulRule`, whose answer depends on where pods are, those this cycle placed
+included (inter-pod affinity, topology spread, host ports, device cards). A stateful rule is
+told of every placement, undo and eviction (kube-scheduler's AddPod/RemovePod) and marks the
+nodes whose answer changed for the classes it concerns (`Session.mark_dirty`); a class's
+placement tree re-keys just those. Classes no stateful rule concerns pay nothing for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 
 from compiler.plan import Plan
 from runtime import decisions as d
-from runtime.kernels import Kernels
-from runtime.snapshot import ALLOCATED, BOUND, PENDING, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass
+from runtime.kernels import Kernels, ScoreParams
+from runtime.snapshot import ALLOCATED, BOUND, HELD, PENDING, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass
 
 ORDER_POINTS = ("job_order", "queue_order", "task_order")
+# Every extension point a plugin may answer (compiler.catalog's PluginSpec.points name them).
+POINTS = frozenset({
+    "job_order", "queue_order", "task_order", "job_ready", "job_pipelined", "job_starving", "job_valid",
+    "job_enqueued", "preemptable", "reclaimable", "preemptive", "overused", "allocatable", "predicate",
+    "node_order",
+})
 _NONE: list = []          # the callbacks of a point nobody registered at (never appended to)
 PERMIT, REJECT, ABSTAIN = True, False, None
+# Node mask codes the placement kernels read (runtime/kernels/place.pyx): bit 0 the node passes
+# the class's filters; bit 1 it passes only once releasing pods have left it (a stateful rule's
+# room is held by pods that are leaving), so a placement there is pipelined, not bound.
+MASK_FAIL, MASK_PASS, MASK_RELEASING = 0, 1, 2
+MASK_LATER = MASK_PASS | MASK_RELEASING
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,119 @@ class Check:
 
     message: str
     passing: np.ndarray
+
+
+class StatefulRule:
+    """A filter and/or scorer whose answer depends on where pods are (kube-scheduler's
+    PreFilter/Filter/Score with AddPod/RemovePod, Volcano's allocate/deallocate event
+    handlers). One object keeps the rule's counts for the session: the session calls
+    `placed`/`unplaced` for every placement made or undone (a statement discarded, a gang
+    rolled back) and `evicted`/`unevicted` for every victim, and the rule calls
+    `Session.mark_dirty` for the classes and nodes whose answer those changed.
+
+    A plugin registers it at `predicate` (then `filters`, `codes` and `checks` answer) and/or
+    at `node_order` (`scores` and `score`). `cid` is a task class (Snapshot.classes)."""
+
+    name = ""
+    # Whether evicting pods can make the filter pass (preempt and reclaim then consider the
+    # node); device cards are not freed by preemption (runtime/README.md).
+    preempts = True
+
+    def filters(self, cid: int) -> bool:
+        """Whether the filter concerns class cid at all (else it passes every node)."""
+        return False
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        """Mask codes (MASK_FAIL, MASK_PASS, MASK_LATER) of class cid on `nodes` (all when None)."""
+        raise NotImplementedError
+
+    def checks(self, cid: int) -> list["Check"]:
+        """Why nodes fail now, one Check per cause (kube-scheduler's words), for reasons."""
+        return []
+
+    def scores(self, cid: int) -> bool:
+        return False
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        """Weighted node scores of class cid on `nodes` (all when None)."""
+        raise NotImplementedError
+
+    def placed(self, t: int, node: int) -> None:
+        pass
+
+    def unplaced(self, t: int, node: int) -> None:
+        pass
+
+    def evicted(self, t: int, node: int) -> None:
+        pass
+
+    def unevicted(self, t: int, node: int) -> None:
+        pass
+
+
+class ClassPlacement:
+    """One task class's placement inputs for the session: the static mask and scores (cached),
+    the stateful rules that concern it with the mask and scores they make (re-computed only on
+    the nodes they marked dirty), and the class's placement tree with the ledger log position
+    it was last brought up to date at."""
+
+    def __init__(self, cid: int, req: np.ndarray, static_mask: np.ndarray, static_score: np.ndarray,
+                 filters: list[StatefulRule], scorers: list[StatefulRule]):
+        self.cid = cid
+        self.req = req
+        self.static_mask = static_mask
+        self.static_score = static_score
+        self.filters = filters
+        self.scorers = scorers
+        self.stateful = bool(filters or scorers)
+        self.mask = static_mask.copy() if filters else static_mask
+        self.score = static_score.copy() if scorers else static_score
+        self.tree = None
+        self.seen = 0
+        self.dirty_all = self.stateful
+        self.dirty: list[np.ndarray] = []
+
+    def mark(self, nodes: np.ndarray | None) -> None:
+        if nodes is None:
+            self.dirty_all = True
+            self.dirty = []
+        elif not self.dirty_all:
+            self.dirty.append(nodes)
+
+    def update(self) -> np.ndarray | None:
+        """Re-compute the stateful answers where marked; returns the nodes re-computed (None:
+        all, or nothing was marked and the result is an empty array)."""
+        if self.dirty_all:
+            nodes = None
+        elif self.dirty:
+            nodes = np.unique(np.concatenate(self.dirty)) if len(self.dirty) > 1 else self.dirty[0]
+        else:
+            return _EMPTY
+        self.dirty_all, self.dirty = False, []
+        if self.filters:
+            codes = self.static_mask.copy() if nodes is None else self.static_mask[nodes]
+            for rule in self.filters:
+                codes = combine_codes(codes, rule.codes(self.cid, nodes))
+            if nodes is None:
+                self.mask[:] = codes
+            else:
+                self.mask[nodes] = codes
+        if self.scorers:
+            extra = sum(rule.score(self.cid, nodes) for rule in self.scorers)
+            if nodes is None:
+                self.score[:] = self.static_score + extra
+            else:
+                self.score[nodes] = self.static_score[nodes] + extra
+        return nodes
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def combine_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Both filters' answers at once: a node fails if either fails, else passes later if either
+    says later."""
+    return np.where((a & b & MASK_PASS) != 0, a | b, MASK_FAIL).astype(np.uint8)
 
 
 @dataclass(frozen=True)
@@ -102,18 +234,21 @@ class Session:
         self._custom_task_order = False
         # Callbacks per point: a list of tiers, each a list of (plugin name, fn).
         self.callbacks: dict[str, list[list[tuple[str, Callable]]]] = {}
-        self.score_params = np.zeros(4 + 2 * r, dtype=np.float64)
-        self.static_scorers: list[Callable[[TaskClass], np.ndarray | None]] = []
-        self.device_hooks: Any = None       # set by the deviceshare plugin
+        # The score kernel's terms (least-requested, binpack, ...), set by plugins by name.
+        self.kernel_scores = ScoreParams(r)
+        self.score_params = self.kernel_scores.vector
+        # Stateful filters and scorers (StatefulRule), and every rule told of placements.
+        self.stateful_filters: list[StatefulRule] = []
+        self.stateful_scorers: list[StatefulRule] = []
+        self.listeners: list[StatefulRule] = []
+        self._rule_states: dict[str, Any] = {}
         self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
         self.queue_deserved: np.ndarray | None = None   # set by proportion / capacity
         self.plugins: dict[str, Any] = {}
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
-        self._class_inputs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        # A class's placement tree and the ledger's log length when it was last used: it
-        # re-keys only the nodes logged since.
-        self.trees: dict[int, tuple[Any, int]] = {}
+        # Each class's placement inputs and tree (ClassPlacement), made on first use.
+        self.placements: dict[int, ClassPlacement] = {}
         # Outcome
         self.evictions: list[d.Eviction] = []
         self.task_reasons: dict[int, list[d.Reason]] = {}
@@ -143,7 +278,7 @@ class Session:
         ready = (st == ALLOCATED) | (st == BOUND)
         self.job_ready[:] = np.bincount(jobs_of[ready | (st == SUCCEEDED)], minlength=j_n)[:j_n]
         self.job_pending[:] = np.bincount(jobs_of[st == PENDING], minlength=j_n)[:j_n]
-        live = (st != SUCCEEDED) & (st != RELEASING)
+        live = (st != SUCCEEDED) & (st != RELEASING) & (st != HELD)
         if j_n:
             # Each job's tasks are one range (snap.job_first): per-job sums are range sums.
             starts = snap.job_first[:-1]
@@ -176,8 +311,19 @@ class Session:
         self.queue_request[0] = self.queue_request[children].sum(axis=0) if children else 0
 
     # --- registration --------------------------------------------------------------------
-    def register(self, point: str, plugin: str, fn: Callable, column: Callable[[], np.ndarray] | None = None) -> None:
-        """`column`, for an order point: fn's answers for all rows at once, an array (job_order)."""
+    def register(self, point: str, plugin: str, fn: Callable | StatefulRule,
+                 column: Callable[[], np.ndarray] | None = None) -> None:
+        """`column`, for an order point: fn's answers for all rows at once, an array (job_order).
+        At `predicate` and `node_order`, `fn` is either static (a function of the task class:
+        list[Check], or a score array or None) or a StatefulRule."""
+        if point not in POINTS:
+            raise ValueError(f"plugin {plugin} answers `{point}`, which is no extension point")
+        if isinstance(fn, StatefulRule):
+            if point not in ("predicate", "node_order"):
+                raise ValueError(f"plugin {plugin}: a stateful rule answers predicate or node_order, not {point}")
+            (self.stateful_filters if point == "predicate" else self.stateful_scorers).append(fn)
+            self.add_listener(fn)
+            return
         if column is not None:
             self.order_columns[fn] = column
         tiers = self.callbacks.setdefault(point, [])
@@ -198,13 +344,29 @@ class Session:
                 plugin.on_session_open(self)
         for point, tiers in self.callbacks.items():
             self.callbacks[point] = [t for t in tiers if t]
-        if self.device_hooks is not None and self.snap.device_managed.any():
-            # Card columns are the device plugin's check, not the node's.
-            self._fit_columns = (~self.snap.device_managed).astype(np.int64)
-            self.ledger.set_held(self._fit_columns.astype(np.uint8))
         # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
         # the priority plugin alone gives, so only other task orders need a sort.
         self._custom_task_order = any(name != "priority" for tier in self.fns("task_order") for name, _ in tier)
+
+    def add_listener(self, rule: StatefulRule) -> None:
+        """Tell `rule` of every placement, undo and eviction (once, however often registered)."""
+        if all(rule is not other for other in self.listeners):
+            self.listeners.append(rule)
+
+    def rule_state(self, name: str, make: Callable[[], Any]) -> Any:
+        """The session's one instance of a stateful rule that several plugins register facets
+        of (predicates its filter, nodeorder its scorer): made by the first to ask."""
+        state = self._rule_states.get(name)
+        if state is None:
+            state = self._rule_states[name] = make()
+        return state
+
+    def check_columns_per_card(self, columns: np.ndarray) -> None:
+        """Resource columns the device plugin checks card by card: the node fit (and the room a
+        task holds on its node) leaves them out."""
+        if columns.any():
+            self._fit_columns = (~columns).astype(np.int64)
+            self.ledger.set_held(self._fit_columns.astype(np.uint8))
 
     def enabled(self, plugin_spec, point: str) -> bool:
         return plugin_spec.enabled(point)
@@ -332,13 +494,12 @@ class Session:
 
     # --- nodes for a task class ----------------------------------------------------------
     def class_mask(self, cls: TaskClass) -> tuple[np.ndarray, list[Check]]:
-        """Nodes passing every static predicate (all but resources and devices), cached."""
+        """Nodes passing every static predicate (all but resources and the stateful rules), cached."""
         cached = self._mask_cache.get(cls.index)
         if cached is None:
             checks = [Check("node(s) were unschedulable", self.snap.schedulable)]
-            for tier in self.fns("predicate"):
-                for _, fn in tier:
-                    checks.extend(fn(cls))
+            for fn in self.flat("predicate"):
+                checks.extend(fn(cls))
             mask = np.ones(self.snap.n_nodes, dtype=bool)
             for check in checks:
                 mask &= check.passing
@@ -349,32 +510,90 @@ class Session:
         cached = self._static_cache.get(cls.index)
         if cached is None:
             cached = np.zeros(self.snap.n_nodes, dtype=np.float64)
-            for scorer in self.static_scorers:
+            for scorer in self.flat("node_order"):
                 extra = scorer(cls)
                 if extra is not None:
                     cached += extra
             self._static_cache[cls.index] = cached
         return cached
 
-    def class_inputs(self, cid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What the placement kernels take for a task class: node mask (uint8), static scores,
-        fit request. Cached for the session."""
-        cached = self._class_inputs.get(cid)
-        if cached is None:
+    def placement(self, cid: int) -> ClassPlacement:
+        """Class cid's placement inputs (node mask codes, scores, fit request) and tree, made on
+        first use; `fresh_placement` brings them up to date."""
+        cp = self.placements.get(cid)
+        if cp is None:
             cls = self.snap.classes[cid]
             mask, _ = self.class_mask(cls)
             req = np.array(cls.request, dtype=np.int64) * self._fit_columns
-            cached = self._class_inputs[cid] = (mask, self.class_static_score(cls), req)
-        return cached
+            cp = self.placements[cid] = ClassPlacement(
+                cid, req, mask, self.class_static_score(cls), [f for f in self.stateful_filters if f.filters(cid)],
+                [f for f in self.stateful_scorers if f.scores(cid)])
+        return cp
+
+    def fresh_placement(self, cid: int) -> ClassPlacement:
+        """Class cid's placement with its stateful answers and its tree up to date: the tree is
+        built when new (or when many nodes changed since its last use), else re-keyed on the
+        nodes the ledger logged since and those the stateful rules marked."""
+        cp = self.placement(cid)
+        changed = cp.update() if cp.stateful else _EMPTY
+        logged = self.ledger.log_n
+        if cp.tree is None:
+            cp.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined, cp.req,
+                                           cp.mask, cp.score, self.score_params)
+            cp.tree.build()
+        elif changed is None or logged - cp.seen + len(changed) > max(64, self.snap.n_nodes // 8):
+            cp.tree.build()
+        else:
+            if logged > cp.seen:
+                cp.tree.refresh(self.ledger.log_since(cp.seen))
+            if len(changed):
+                cp.tree.refresh(changed.astype(np.int64, copy=False))
+        cp.seen = logged
+        return cp
+
+    def stateful_codes(self, cid: int, nodes: np.ndarray) -> np.ndarray:
+        """Class cid's mask codes on `nodes` as the rules answer now (not waiting for a refresh)."""
+        cp = self.placement(cid)
+        codes = cp.static_mask[nodes]
+        for rule in cp.filters:
+            codes = combine_codes(codes, rule.codes(cid, nodes))
+        return codes
+
+    def mark_dirty(self, cid: int, nodes: np.ndarray | None) -> None:
+        """A stateful rule's answer for class cid changed on `nodes` (None: on any node)."""
+        cp = self.placements.get(cid)
+        if cp is not None and cp.stateful:
+            cp.mark(nodes)
+
+    def mark_all_dirty(self, nodes: np.ndarray | None, rule: StatefulRule) -> None:
+        """`rule`'s answer changed on `nodes` for every class it concerns."""
+        for cp in self.placements.values():
+            if any(r is rule for r in cp.filters) or any(r is rule for r in cp.scorers):
+                cp.mark(nodes)
+
+    # --- placement notifications ---------------------------------------------------------
+    def notify_placed(self, tasks, nodes) -> None:
+        for rule in self.listeners:
+            for t, node in zip(tasks, nodes):
+                rule.placed(int(t), int(node))
+
+    def notify_unplaced(self, tasks, nodes) -> None:
+        for rule in self.listeners:
+            for t, node in zip(tasks, nodes):
+                rule.unplaced(int(t), int(node))
 
     def fit_request(self, t: int) -> np.ndarray:
         """The request the fit kernel checks: device-managed columns are the card check's."""
         return self.snap.request[t] * self._fit_columns
 
-    def no_node_reason(self, t: int, extra: Iterable[tuple[str, np.ndarray]] = ()) -> d.Reason:
-        """"0/5 nodes are available: 3 insufficient cpu, 2 node(s) had untolerated taint {gpu: true}"."""
-        cls = self.snap.classes[self.snap.task_class[t]]
+    def no_node_reason(self, t: int) -> d.Reason:
+        """"0/5 nodes are available: 3 insufficient cpu, 2 node(s) had untolerated taint {gpu: true}":
+        each node counted under the first check it fails (static ones, resources, then the
+        stateful rules')."""
+        cid = int(self.snap.task_class[t])
+        cls = self.snap.classes[cid]
         _, checks = self.class_mask(cls)
+        extra = [(c.message, c.passing) for rule in self.placement(cid).filters for c in rule.checks(cid)]
         n = self.snap.n_nodes
         remaining = np.ones(n, dtype=bool)
         counts: dict[str, int] = {}
@@ -458,13 +677,14 @@ class Session:
         self._flat = {}
         self.order_columns = {}
         self.plugins = {}
-        self.static_scorers = []
+        self.stateful_filters = []
+        self.stateful_scorers = []
+        self.listeners = []
+        self._rule_states = {}
         self.enqueue_listeners = []
-        self.device_hooks = None
-        self.trees = {}
+        self.placements = {}
         self._mask_cache = {}
         self._static_cache = {}
-        self._class_inputs = {}
 
 
 _PLACE, _EVICT = 0, 1
@@ -484,17 +704,22 @@ class Statement:
         if n:
             self.ssn.ledger.placed(tasks, nodes, kinds, n)
             self.ops.append((_PLACE, tasks[:n]))
+            if self.ssn.listeners:
+                self.ssn.notify_placed(tasks[:n], nodes[:n])
 
-    def place(self, t: int, node: int, status: int, devices: dict | None = None) -> None:
+    def place(self, t: int, node: int, status: int) -> None:
         """Place t on node as ALLOCATED or PIPELINED without a kernel (node arrays included)."""
-        if devices:
-            self.ssn.task_devices[t] = devices
         self.ssn.ledger.occupy(t, node, status)
         self.ops.append((_PLACE, [t]))
+        if self.ssn.listeners:
+            self.ssn.notify_placed((t,), (node,))
 
     def evict(self, t: int, reason: d.Reason) -> None:
         prior = self.ssn.ledger.evict(t)
         self.ops.append((_EVICT, t, prior, reason))
+        node = int(self.ssn.task_node[t])
+        for rule in self.ssn.listeners:
+            rule.evicted(t, node)
 
     def commit(self) -> None:
         keys = self.ssn.snap.task_keys
@@ -515,14 +740,14 @@ class Statement:
         ssn = self.ssn
         for op in reversed(self.ops[mark:]):
             if op[0] == _PLACE:
-                if ssn.task_devices:
-                    for t in op[1]:
-                        devices = ssn.task_devices.pop(t, None)
-                        if devices and ssn.device_hooks is not None:
-                            ssn.device_hooks.release(t, int(ssn.task_node[t]), devices)
+                if ssn.listeners:
+                    ssn.notify_unplaced(op[1], ssn.task_node[op[1]].tolist())
                 ssn.ledger.unplace(op[1])
             else:
                 ssn.ledger.unevict(op[1], op[2])
+                node = int(ssn.task_node[op[1]])
+                for rule in ssn.listeners:
+                    rule.unevicted(op[1], node)
         del self.ops[mark:]
 
     def to_pipelined(self) -> None:

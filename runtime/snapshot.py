@@ -15,7 +15,7 @@ without a parent hangs under `root` (index 0), whose capability is the whole clu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -36,6 +36,7 @@ PIPELINED = 2       # placed on room that releasing pods will free
 BOUND = 3           # running or bound
 RELEASING = 4       # being evicted / terminating, still holds its node's resources
 SUCCEEDED = 5       # finished: holds nothing, still counts for its gang
+HELD = 6            # waiting, but never to be placed as it is: scheduling gates, a field not evaluated
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
 
 BASE_RESOURCES = ("cpu", "memory", "pods")
@@ -74,6 +75,7 @@ class TaskClass:
     preferred_terms: tuple
     tolerations: tuple
     device_request: tuple[tuple[str, int], ...]
+    head: int = -1                   # its first task (namespace, labels and rules are the head pod's)
 
 
 @dataclass
@@ -140,6 +142,15 @@ class Snapshot:
     # queue (Q,R), None when nothing was folded; and how many there are.
     settled: np.ndarray | None = None
     settled_pods: int = 0
+    # Where inter-pod rules are in play (some pod carries affinity terms, spread constraints
+    # or host ports): every pod on a node, whoever's, settled ones included, with its node row;
+    # the label keys the rules' selectors read; Namespace labels. Empty otherwise.
+    placed_pods: list[Pod] = field(default_factory=list)
+    placed_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rule_pods: list[Pod] = field(default_factory=list)
+    label_keys: tuple[str, ...] | None = None
+    namespace_labels: Callable[[str], dict[str, str]] = lambda name: {}
+    topology: "Topology | None" = None
 
     @property
     def n_nodes(self) -> int:
@@ -187,6 +198,7 @@ class _NodeArrays:
     prefer_taint_bits: np.ndarray
     taints: list[Taint]
     prefer_taints: list[Taint]
+    topology: Topology
 
 
 class SnapshotCache:
@@ -319,7 +331,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     request = shapes[task_shape]
     task_priority = scan.priority[tasks.order]
     status = scan.status[tasks.order]
-    columns = k.task_columns(tasks.pods, status, scan.plain[tasks.order], task_shape, row_of_shape)
+    label_keys = rule_label_keys(scan.rule_pods) if scan.rule_pods else None
+    columns = k.task_columns(tasks.pods, status, scan.plain[tasks.order], task_shape, row_of_shape, label_keys)
     device_names = managed | {d.resource for d in devices}
     classes = []
     for cid, head in enumerate(columns.class_heads):
@@ -328,7 +341,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
             if device_names else ()
         classes.append(TaskClass(cid, rows[int(row_of_shape[task_shape[head]])], selector, pod.required_terms,
-                                 pod.preferred_terms, pod.tolerations, device_request))
+                                 pod.preferred_terms, pod.tolerations, device_request, head))
     device_managed = np.zeros(r, dtype=bool)
     device_managed[[index[m] for m in managed if m in index]] = True
 
@@ -351,10 +364,70 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         task_job=task_job, task_priority=task_priority, task_class=columns.task_class, classes=classes,
         jobs=jobs, job_first=tasks.job_first, queues=queues, queue_index=queue_index, capability=capability,
         guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
-        foreign_pods=foreign, settled=settled, settled_pods=settled_pods,
+        foreign_pods=foreign, settled=settled, settled_pods=settled_pods, topology=nodes.topology,
     )
+    if scan.rule_pods:
+        placed = state.placed_pods()
+        positions = cache.node_positions(state)
+        rows_of = np.array([positions.get(p.node_name, -1) for p in placed], dtype=np.int64)
+        known = rows_of >= 0
+        snapshot.placed_pods = [p for p, ok in zip(placed, known.tolist()) if ok]
+        snapshot.placed_rows = rows_of[known]
+        snapshot.rule_pods = scan.rule_pods
+        snapshot.label_keys = label_keys
+        snapshot.namespace_labels = state.namespace_labels
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
+
+
+def rule_label_keys(rule_pods: list[Pod]) -> tuple[str, ...]:
+    """The label keys any inter-pod selector of these pods reads (sorted): pods that agree on
+    them (and on namespace and rules) are alike to every rule, whatever their other labels."""
+    keys: set[str] = set()
+    for pod in rule_pods:
+        rules = pod.rules
+        terms = [*rules.affinity, *rules.anti_affinity, *(w.term for w in rules.preferred_affinity),
+                 *(w.term for w in rules.preferred_anti_affinity)]
+        for term in terms:
+            if term.selector is not None:
+                keys |= term.selector.keys()
+        for c in rules.spread:
+            if c.selector is not None:
+                keys |= c.selector.keys()
+    return tuple(sorted(keys))
+
+
+class Topology:
+    """Each node's domain under a topology key: the nodes' distinct values of that label,
+    numbered; computed on first use per key, kept with the node arrays across cycles."""
+
+    def __init__(self, objects: list[Node]):
+        self._objects = objects
+        self._keys: dict[str, "Domains"] = {}
+
+    def domains(self, key: str) -> "Domains":
+        found = self._keys.get(key)
+        if found is None:
+            values: dict[str, int] = {}
+            of = np.array([values.setdefault(node.labels[key], len(values)) if key in node.labels else -1
+                           for node in self._objects], dtype=np.int64)
+            order = np.argsort(of, kind="stable")
+            starts = np.searchsorted(of[order], np.arange(len(values) + 1))
+            found = self._keys[key] = Domains(key, of, len(values), order, starts, list(values))
+        return found
+
+
+@dataclass(frozen=True)
+class Domains:
+    key: str
+    of: np.ndarray                   # (N,) int64: each node's domain, -1 where the node lacks the label
+    count: int
+    _order: np.ndarray               # nodes sorted by domain (those without the label first)
+    _starts: np.ndarray              # domain d's nodes are _order[_starts[d]:_starts[d + 1]]
+    values: list[str]
+
+    def nodes(self, d: int) -> np.ndarray:
+        return self._order[self._starts[d]:self._starts[d + 1]]
 
 
 def _resource_list(state: ClusterState, plan: Plan, managed: set[str], shapes: list[dict[str, int]],
@@ -446,7 +519,7 @@ def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays
         label_bits=_bitset(label_rows, len(label_index) + len(label_key_index)), label_index=label_index,
         label_key_index=label_key_index, taint_bits=_bitset(taint_rows, len(taint_index)),
         prefer_taint_bits=_bitset(prefer_rows, len(prefer_index)), taints=list(taint_index),
-        prefer_taints=list(prefer_index),
+        prefer_taints=list(prefer_index), topology=Topology(objects),
     )
 
 

@@ -3,8 +3,6 @@ identical tasks with the placement kernel (or card by card for device requests).
 
 from __future__ import annotations
 
-import numpy as np
-
 from runtime import decisions as d
 from runtime.session import Session
 from runtime.snapshot import PENDING
@@ -42,55 +40,31 @@ def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
 
 
 def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
-    """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure)."""
-    snap = ssn.snap
-    t0 = run[0]
-    cid = int(snap.task_class[t0])
-    mask, static, req = ssn.class_inputs(cid)
-    hooks = ssn.device_hooks
-    if hooks is not None and hooks.needs(t0):
-        placed = 0
-        for t in run[:limit]:
-            dev_mask = (mask.astype(bool) & hooks.node_mask(t)).view(np.uint8) if hooks.filter else mask
-            dev_score = static + hooks.score(t) * hooks.weight
-            nodes = np.empty(1, dtype=np.int64)
-            kinds = np.empty(1, dtype=np.int8)
-            if ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, dev_mask, dev_score,
-                                 ssn.score_params, 1, nodes, kinds) == 0:
-                break
-            ssn.task_devices[t] = hooks.assign(t, int(nodes[0]))
-            stmt.placed([t], nodes, kinds, 1)
-            placed += 1
+    """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure).
+    A class no stateful rule concerns places the run in one tree call; otherwise task by task,
+    each placement's effect on the rules (and so on the class's next node) taken in first."""
+    cid = int(ssn.snap.task_class[run[0]])
+    cp = ssn.fresh_placement(cid)
+    if not cp.stateful:
+        placed = cp.tree.place(limit)
+        stmt.placed(run, cp.tree.out_nodes, cp.tree.out_kinds, placed)
+        # The tree already re-keyed the nodes it placed on.
+        cp.seen = ssn.ledger.log_n
         return placed
-    tree = class_tree(ssn, cid, req, mask, static)
-    placed = tree.place(limit)
-    stmt.placed(run, tree.out_nodes, tree.out_kinds, placed)
-    # The tree already re-keyed the nodes it placed on.
-    ssn.trees[cid] = (tree, ssn.ledger.log_n)
+    placed = 0
+    while placed < limit:
+        if placed:
+            cp = ssn.fresh_placement(cid)
+        if cp.tree.place(1) == 0:
+            break
+        stmt.placed(run[placed:placed + 1], cp.tree.out_nodes, cp.tree.out_kinds, 1)
+        cp.seen = ssn.ledger.log_n
+        placed += 1
     return placed
 
 
-def class_tree(ssn: Session, cid: int, req, mask, static):
-    """The class's placement tree, brought up to date: built when new or when many nodes
-    changed since its last use, else only the changed nodes re-keyed."""
-    snap = ssn.snap
-    tree, seen = ssn.trees.get(cid, (None, 0))
-    logged = ssn.ledger.log_n
-    if tree is None:
-        tree = ssn.k.PlacementTree(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
-                                   ssn.score_params)
-        tree.build()
-    elif logged - seen > max(64, snap.n_nodes // 8):
-        tree.build()
-    elif logged > seen:
-        tree.refresh(ssn.ledger.log_since(seen))
-    return tree
-
-
 def failure_reason(ssn: Session, t: int) -> d.Reason:
-    hooks = ssn.device_hooks
-    extra = hooks.node_checks(t) if hooks is not None and hooks.filter and hooks.needs(t) else ()
-    return ssn.no_node_reason(t, extra)
+    return ssn.no_node_reason(t)
 
 
 def gang_reason(ssn: Session, j: int) -> d.Reason:

@@ -14,7 +14,8 @@ from typing import Callable
 import numpy as np
 
 from runtime import decisions as d
-from runtime.session import Session
+from runtime.model import PREEMPT_NEVER
+from runtime.session import MASK_PASS, Session
 from runtime.snapshot import BOUND, PIPELINED
 
 
@@ -88,30 +89,28 @@ def settle(ssn: Session, stmt, j: int) -> None:
 def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int], bool],
               reason_for: Callable[[int], d.Reason], on_node: dict[int, list[int]]) -> bool:
     """Make room for task t: pipeline it where releasing pods already make room, else evict the
-    cheapest victim set. Returns whether t was placed (pipelined)."""
+    cheapest victim set. Returns whether t was placed (pipelined). A pod whose preemption
+    policy is Never evicts nothing; where stateful rules concern t (inter-pod affinity, ports),
+    a victim set counts only if, with it gone, every rule lets t onto the node."""
     snap = ssn.snap
-    cls = snap.classes[snap.task_class[t]]
-    mask, _ = ssn.class_mask(cls)
-    req = ssn.fit_request(t)
-    nodes = np.empty(1, dtype=np.int64)
-    kinds = np.empty(1, dtype=np.int8)
-    static = ssn.class_static_score(cls)
-    if ssn.device_hooks is not None and ssn.device_hooks.needs(t):
-        return False   # card-level preemption is not modelled (runtime/README.md)
-    if ssn.k.place_batch(snap.allocatable, ssn.used, ssn.releasing, ssn.pipelined, req, mask, static,
-                         ssn.score_params, 1, nodes, kinds):
-        # place_batch updated used/pipelined itself; record without re-adding.
-        stmt.placed([t], nodes, kinds, 1)
+    cid = int(snap.task_class[t])
+    cp = ssn.fresh_placement(cid)
+    if cp.tree.place(1):
+        stmt.placed([t], cp.tree.out_nodes, cp.tree.out_kinds, 1)
+        cp.seen = ssn.ledger.log_n
         return True
+    if snap.pods[t].preemption_policy == PREEMPT_NEVER or not all(rule.preempts for rule in cp.filters):
+        return False   # card-level preemption is not modelled (runtime/README.md)
+    req = cp.req
     future = snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined
     scores = np.empty(snap.n_nodes, dtype=np.float64)
-    ssn.k.score_nodes(snap.allocatable, ssn.used, req, ssn.score_params, static, scores)
+    ssn.k.score_nodes(snap.allocatable, ssn.used, req, ssn.score_params, cp.score, scores)
     best = None
     for node, tasks in on_node.items():
-        if not mask[node]:
+        if not cp.static_mask[node]:
             continue
         need = np.maximum(req - future[node], 0)
-        if not need.any():
+        if not cp.filters and not need.any():
             continue
         candidates = [v for v in tasks if ssn.status[v] == BOUND and may_evict(v)]
         if not candidates:
@@ -119,8 +118,11 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
         allowed = ssn.victims(point, t, candidates)
         if not allowed:
             continue
-        chosen = minimal_victims(ssn, need, allowed)
-        if chosen is None:
+        if cp.filters:
+            chosen = _victims_for_rules(ssn, stmt, cid, node, need, allowed, reason_for)
+        else:
+            chosen = minimal_victims(ssn, need, allowed)
+        if not chosen:
             continue
         cost = (len(chosen), max(int(snap.task_priority[v]) for v in chosen), -scores[node], node)
         if best is None or cost < best[0]:
@@ -132,3 +134,47 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
         stmt.evict(v, reason_for(v))
     stmt.place(t, node, PIPELINED)
     return True
+
+
+def _victims_for_rules(ssn: Session, stmt, cid: int, node: int, need: np.ndarray, allowed: list[int],
+                       reason_for: Callable[[int], d.Reason]) -> list[int] | None:
+    """Victims on `node` whose eviction makes room and lets every stateful rule of class cid
+    pass there (kube-scheduler's dry run): lowest priority first until it does, then each kept
+    back again, highest priority first, where the rest still suffice. Tried in the statement
+    and rolled back; None when even all of them would not do."""
+    req = ssn.snap.request
+    pri = ssn.snap.task_priority
+    task_job = ssn.snap.task_job
+    left = {int(task_job[v]): spare(ssn, int(task_job[v])) for v in allowed}
+    ordered = sorted(allowed, key=lambda v: (pri[v], -ssn.snap.pods[v].creation, v))
+    at = np.array([node], dtype=np.int64)
+
+    def passes(victims: list[int]) -> bool:
+        freed = req[victims].sum(axis=0) if victims else np.zeros_like(need)
+        return _covers(freed, need) and bool(ssn.stateful_codes(cid, at)[0] & MASK_PASS)
+
+    mark = stmt.mark()
+    chosen: list[int] = []
+    found = passes(chosen)
+    for v in ordered:
+        if found:
+            break
+        j = int(task_job[v])
+        if left[j] <= 0:
+            continue
+        left[j] -= 1
+        stmt.evict(v, reason_for(v))
+        chosen.append(v)
+        found = passes(chosen)
+    if not found or not chosen:
+        stmt.rollback(mark)
+        return None
+    for v in sorted(chosen, key=lambda v: (-pri[v], v)):
+        trial = [c for c in chosen if c != v]
+        stmt.rollback(mark)
+        for c in trial:
+            stmt.evict(c, reason_for(c))
+        if passes(trial):
+            chosen = trial
+    stmt.rollback(mark)
+    return chosen

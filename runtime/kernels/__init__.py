@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 BUILD_HINT = "the Cython kernels are not built: run `pip install -e .` (or `python setup.py build_ext --inplace`)"
 
 
@@ -45,6 +47,33 @@ class Kernels:
     build_jobs: Callable
     placements: Callable
     podgroup_statuses: Callable
+
+
+class ScoreParams:
+    """The score kernel's terms (`c_score` in _core.pxi, `score_node` in reference.py) as one
+    float64 vector the kernels read, set by name so no plugin writes an index:
+
+        [0] binpack weight   [1] least-requested   [2] most-requested   [3] balanced allocation
+        [4 : 4+R]     binpack weight of each resource
+        [4+R : 4+2R]  the resources least/most-requested and balanced allocation average over
+
+    Several plugins may add to the same term (their weights sum, as Volcano sums scores)."""
+
+    def __init__(self, n_resources: int):
+        self.n_resources = n_resources
+        self.vector = np.zeros(4 + 2 * n_resources, dtype=np.float64)
+
+    def binpack(self, weight: float, resource_weights: dict[int, float]) -> None:
+        self.vector[0] += weight
+        for r, w in resource_weights.items():
+            self.vector[4 + r] = float(w)
+
+    def requested(self, least: float, most: float, balanced: float, resources: list[int]) -> None:
+        self.vector[1] += least
+        self.vector[2] += most
+        self.vector[3] += balanced
+        for r in resources:
+            self.vector[4 + self.n_resources + r] = 1.0
 
 
 def pure_python_requested() -> bool:

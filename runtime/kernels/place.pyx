@@ -11,6 +11,12 @@ cimport numpy as cnp
 
 include "_core.pxi"
 
+# Node mask codes (runtime.session): bit 0 the node passes the class's predicates; bit 1 it
+# passes only once releasing pods have left (a stateful rule's room is held by them).
+cdef enum:
+    MASK_PASS = 1
+    MASK_RELEASING = 2
+
 
 def score_nodes(const long long[:, ::1] alloc, const long long[:, ::1] used, const long long[::1] req,
                 const double[::1] params, const double[::1] static, double[::1] out):
@@ -25,11 +31,13 @@ cdef inline double c_key(const long long[:, ::1] alloc, const long long[:, ::1] 
                          const long long[::1] req, const unsigned char[::1] mask, const double[::1] static,
                          const double[::1] params, Py_ssize_t n) noexcept nogil:
     cdef int state
-    if not mask[n]:
+    if not (mask[n] & MASK_PASS):
         return -INFINITY
     state = c_fit_state(alloc, used, releasing, pipelined, req, n)
     if state == 0:
         return -INFINITY
+    if state == 2 and (mask[n] & MASK_RELEASING):
+        state = 1       # what the rule needs is held by pods that are leaving: a future fit
     return c_score(alloc, used, req, params, n) + static[n] + (IDLE_BONUS if state == 2 else FUTURE_BONUS)
 
 

@@ -35,6 +35,9 @@ class PodScan:
     # tasks and counted here per (queue annotation or None, request map); Succeeded lone pods
     # are left out and not counted (they hold nothing).
     settled: dict[tuple[str | None, int], int]
+    # Pods with inter-pod rules (runtime.model.PodRules) that matter this cycle: every such
+    # pod on a node, whoever's, and ours waiting (folded or not).
+    rule_pods: list[Any]
 
 
 @dataclass

@@ -104,12 +104,18 @@ def score_nodes(alloc, used, req, params, static, out) -> None:
         out[n] = score_node(alloc, used, req, params, n) + static[n]
 
 
+MASK_PASS = 1           # node mask codes (runtime.session)
+MASK_RELEASING = 2
+
+
 def _key(alloc, used, releasing, pipelined, req, mask, static, params, n: int) -> float:
-    if not mask[n]:
+    if not mask[n] & MASK_PASS:
         return NEG_INF
     state = fit_state(alloc, used, releasing, pipelined, req, n)
     if state == NO_FIT:
         return NEG_INF
+    if state == IDLE and mask[n] & MASK_RELEASING:
+        state = FUTURE      # what the rule needs is held by pods that are leaving: a future fit
     score = score_node(alloc, used, req, params, n) + static[n]
     return score + (IDLE_BONUS if state == IDLE else FUTURE_BONUS)
 
@@ -483,6 +489,7 @@ class Ledger:
 
 SUCCEEDED = 5
 BOUND = 3
+HELD = 6
 
 
 def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos, fold=False):
@@ -495,6 +502,7 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
     shapes, ours, keys, job_names = [], [], [], []
     placed_node, placed_shape, placed_gone, placed_mine = [], [], [], []
     shape, job, priority, creation, status, node_of, plain = [], [], [], [], [], [], []
+    rule_pods = []
     last_items, last_sid, last_job_key, last_j = None, -1, None, -1
     for key, pod in pods.items():
         if not isinstance(pod, Pod):
@@ -516,6 +524,8 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
         node = pod.node_name
         where = -1
         gone = False
+        if pod.rules is not None and phase != "Succeeded" and phase != "Failed" and (node or mine):
+            rule_pods.append(pod)
         if node:
             where = node_pos.get(node, -1)
             gone = bool(pod.releasing)
@@ -563,15 +573,16 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
                 node_of.append(where)
                 plain.append(False)
             else:
-                status.append(PENDING)
+                status.append(HELD if pod.scheduling_gates or pod.unsupported else PENDING)
                 node_of.append(-1)
-                plain.append(not (pod.node_selector or pod.required_terms or pod.preferred_terms or pod.tolerations))
+                plain.append(not (pod.node_selector or pod.required_terms or pod.preferred_terms or pod.tolerations
+                                  or pod.rules))
     return PodScan(shapes, np.array(placed_node, dtype=np.int64), np.array(placed_shape, dtype=np.int64),
                    np.array(placed_gone, dtype=np.uint8), np.array(placed_mine, dtype=np.uint8), ours, keys,
                    np.array(shape, dtype=np.int64), np.array(job, dtype=np.int64),
                    np.array(priority, dtype=np.int64), np.array(creation, dtype=np.float64),
                    np.array(status, dtype=np.int8), np.array(node_of, dtype=np.int64), np.array(plain, dtype=np.uint8),
-                   job_names, settled)
+                   job_names, settled, rule_pods)
 
 
 def _in_task_order(order, lo, hi, priority, creation, ours) -> bool:
@@ -669,9 +680,11 @@ def build_jobs(podgroups, priority_classes, default_priority, job_names, pods, j
     return jobs
 
 
-def task_columns(pods, status, plain, task_shape, row_of_shape):
+def task_columns(pods, status, plain, task_shape, row_of_shape, label_keys=None):
     """Each pending task's class (0 for the others) and each class's first task: a task
-    without node constraints or tolerations (`plain`) is classed by its request row alone."""
+    without node constraints or tolerations (`plain`) is classed by its request row alone.
+    With `label_keys` (the label keys inter-pod selectors read), every task is also classed by
+    its rules, namespace and those of its labels."""
     t_n = len(pods)
     task_class = [0] * t_n
     plain_class = [-1] * len(row_of_shape)
@@ -681,7 +694,7 @@ def task_columns(pods, status, plain, task_shape, row_of_shape):
         if status[t] != PENDING:
             continue
         row = row_of_shape[task_shape[t]]
-        if plain[t]:
+        if plain[t] and label_keys is None:
             cid = plain_class[row]
             if cid < 0:
                 cid = plain_class[row] = len(heads)
@@ -691,6 +704,9 @@ def task_columns(pods, status, plain, task_shape, row_of_shape):
             selector = pod.node_selector
             key = (row, tuple(sorted(selector.items())) if selector else (), pod.required_terms, pod.preferred_terms,
                    pod.tolerations)
+            if label_keys is not None:
+                labels = pod.labels
+                key += (pod.rules, pod.namespace, tuple((k, labels[k]) for k in label_keys if k in labels))
             cid = keyed.get(key)
             if cid is None:
                 cid = len(heads)

@@ -31,6 +31,7 @@ cdef enum:
     BOUND = 3
     RELEASING = 4
     SUCCEEDED = 5
+    HELD = 6
 
 cdef PyMemberDef *M_REQUESTS = slot_member(Pod, "requests")
 cdef PyMemberDef *M_PHASE = slot_member(Pod, "phase")
@@ -49,6 +50,10 @@ cdef PyMemberDef *M_REQUIRED = slot_member(Pod, "required_terms")
 cdef PyMemberDef *M_PREFERRED = slot_member(Pod, "preferred_terms")
 cdef PyMemberDef *M_TOLERATIONS = slot_member(Pod, "tolerations")
 cdef PyMemberDef *M_ANNOTATIONS = slot_member(Pod, "annotations")
+cdef PyMemberDef *M_RULES = slot_member(Pod, "rules")
+cdef PyMemberDef *M_GATES = slot_member(Pod, "scheduling_gates")
+cdef PyMemberDef *M_UNSUPPORTED = slot_member(Pod, "unsupported")
+cdef PyMemberDef *M_LABELS = slot_member(Pod, "labels")
 
 
 cdef tuple _items_key(dict requests):
@@ -88,7 +93,7 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
     cdef PyObject *key_ptr
     cdef PyObject *pod_ptr
     cdef dict shape_index = {}, job_index = {}, settled = {}, requests, last_requests = None
-    cdef list shapes = [], ours = [], keys = [], job_names = []
+    cdef list shapes = [], ours = [], keys = [], job_names = [], rule_pods = []
     placed_node = np.empty(n, dtype=np.int64)
     placed_shape = np.empty(n, dtype=np.int64)
     placed_gone = np.empty(n, dtype=np.uint8)
@@ -133,6 +138,9 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
         node = get_slot(pod, M_NODE)
         where = -1
         gone = False
+        if (get_slot(pod, M_RULES) is not None and phase != "Succeeded" and phase != "Failed"
+                and (node or mine)):
+            rule_pods.append(pod)
         if node:
             found = node_pos.get(node)
             if found is not None:
@@ -184,13 +192,13 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
                 st[t] = RELEASING if gone else BOUND
                 nd[t] = where
             else:
-                st[t] = PENDING
+                st[t] = HELD if get_slot(pod, M_GATES) or get_slot(pod, M_UNSUPPORTED) else PENDING
                 pl[t] = not (get_slot(pod, M_SELECTOR) or get_slot(pod, M_REQUIRED) or get_slot(pod, M_PREFERRED)
-                             or get_slot(pod, M_TOLERATIONS))
+                             or get_slot(pod, M_TOLERATIONS) or get_slot(pod, M_RULES) is not None)
             t += 1
     return PodScan(shapes, placed_node[:p], placed_shape[:p], placed_gone[:p], placed_mine[:p], ours, keys,
                    shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names,
-                   settled)
+                   settled, rule_pods)
 
 
 cdef bint _in_task_order(const long long[::1] order, Py_ssize_t lo, Py_ssize_t hi, const long long[::1] pr,
@@ -255,21 +263,24 @@ def group_tasks(scan):
 
 
 def task_columns(list pods, const signed char[::1] status, const unsigned char[::1] plain,
-                 const long long[::1] task_shape, const long long[::1] row_of_shape):
+                 const long long[::1] task_shape, const long long[::1] row_of_shape, tuple label_keys=None):
     """Each pending task's class (0 for the others) and each class's first task: a task
-    without node constraints or tolerations (`plain`) is classed by its request row alone."""
+    without node constraints or tolerations (`plain`) is classed by its request row alone.
+    With `label_keys` (the label keys inter-pod selectors read), every task is also classed by
+    its rules, namespace and those of its labels."""
     cdef Py_ssize_t t_n = len(pods), t, row, cid
     class_arr = np.zeros(t_n, dtype=np.int64)
     plain_class_arr = np.full(row_of_shape.shape[0], -1, dtype=np.int64)
     cdef long long[::1] task_class = class_arr, plain_class = plain_class_arr
     cdef dict keyed = {}
     cdef list heads = []
-    cdef object pod, selector, found
+    cdef object pod, selector, found, key
+    cdef dict labels
     for t in range(t_n):
         if status[t] != PENDING:
             continue
         row = row_of_shape[task_shape[t]]
-        if plain[t]:
+        if plain[t] and label_keys is None:
             cid = plain_class[row]
             if cid < 0:
                 cid = plain_class[row] = len(heads)
@@ -279,6 +290,10 @@ def task_columns(list pods, const signed char[::1] status, const unsigned char[:
             selector = get_slot(pod, M_SELECTOR)
             key = (row, tuple(sorted(selector.items())) if selector else (), get_slot(pod, M_REQUIRED),
                    get_slot(pod, M_PREFERRED), get_slot(pod, M_TOLERATIONS))
+            if label_keys is not None:
+                labels = get_slot(pod, M_LABELS)
+                key += (get_slot(pod, M_RULES), get_slot(pod, M_NAMESPACE),
+                        tuple([(k, labels[k]) for k in label_keys if k in labels]))
             found = keyed.get(key)
             if found is None:
                 cid = len(heads)

@@ -15,15 +15,11 @@ class BinpackPlugin(Plugin):
     def on_session_open(self, ssn) -> None:
         if not self.spec.enabled("node_order"):
             return
-        snap = ssn.snap
+        index = ssn.snap.resource_index
         weight = self.spec.weight if self.spec.weight is not None else 1.0
-        p = ssn.score_params
-        p[0] += weight
         weights = {"cpu": self.args.get("cpu", 1), "memory": self.args.get("memory", 1)}
         weights.update(self.args.get("resources") or {})
-        for name, w in weights.items():
-            if name in snap.resource_index:
-                p[4 + snap.resource_index[name]] = float(w)
+        ssn.kernel_scores.binpack(weight, {index[name]: w for name, w in weights.items() if name in index})
 
 
 PLUGIN = BinpackPlugin

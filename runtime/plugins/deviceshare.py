@@ -22,6 +22,7 @@ import numpy as np
 from compiler import catalog as cat
 from compiler.quantities import format_base_units
 from runtime.plugins import Plugin
+from runtime.session import Check, StatefulRule
 from runtime.snapshot import DeviceInventory, DeviceNeed, Snapshot, device_need
 
 TOPOLOGY_BONUS = 100.0
@@ -158,6 +159,54 @@ class DeviceHooks:
                 inv.tasks[c] -= 1
 
 
+class DeviceRule(StatefulRule):
+    """Cards as a stateful filter and scorer: a class with a device need passes the nodes whose
+    idle cards hold it; a placement takes cards (recorded for the binding), an undo gives them
+    back, and either marks the node changed for every class with a device need."""
+
+    name = "deviceshare"
+    preempts = False
+
+    def __init__(self, ssn, hooks: DeviceHooks, weight: float):
+        self.ssn = ssn
+        self.hooks = hooks
+        self.weight = weight
+
+    def _head(self, cid: int) -> int:
+        return self.ssn.snap.classes[cid].head
+
+    def _needs(self, cid: int) -> bool:
+        return bool(self.hooks.needs(self._head(cid)))
+
+    def filters(self, cid: int) -> bool:
+        return self._needs(cid)
+
+    def scores(self, cid: int) -> bool:
+        return self.weight != 0 and self._needs(cid)
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        mask = self.hooks.node_mask(self._head(cid)).astype(np.uint8)
+        return mask if nodes is None else mask[nodes]
+
+    def checks(self, cid: int) -> list[Check]:
+        return [Check(message, passing) for message, passing in self.hooks.node_checks(self._head(cid))]
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        scores = self.hooks.score(self._head(cid)) * self.weight
+        return scores if nodes is None else scores[nodes]
+
+    def placed(self, t: int, node: int) -> None:
+        if self.hooks.needs(t):
+            self.ssn.task_devices[t] = self.hooks.assign(t, node)
+            self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
+
+    def unplaced(self, t: int, node: int) -> None:
+        devices = self.ssn.task_devices.pop(t, None)
+        if devices:
+            self.hooks.release(t, node, devices)
+            self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
+
+
 class DeviceSharePlugin(Plugin):
     name = "deviceshare"
 
@@ -170,9 +219,12 @@ class DeviceSharePlugin(Plugin):
         # deviceshare.ScheduleWeight the catalog's default is 0. Card choice on the chosen node
         # follows `policy` either way.
         weight = self.spec.weight if self.spec.weight is not None else cat.PLUGINS[self.name].default_weight
-        hooks.weight = weight if self.spec.enabled("node_order") else 0.0
-        hooks.filter = self.spec.enabled("predicate")
-        ssn.device_hooks = hooks
+        rule = DeviceRule(ssn, hooks, weight)
+        # Card columns are checked card by card, not by the node fit.
+        ssn.check_columns_per_card(ssn.snap.device_managed)
+        self.register(ssn, "predicate", rule)
+        self.register(ssn, "node_order", rule)
+        ssn.add_listener(rule)     # cards are taken on placement even with both points off
 
 
 PLUGIN = DeviceSharePlugin

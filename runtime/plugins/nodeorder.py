@@ -1,15 +1,16 @@
 """nodeorder: kube-scheduler style scorers (0–100 each) times their weights, times the
 plugin's weight. least-requested, most-requested and balanced-allocation (over cpu and memory)
-are folded into the score kernel's parameters; preferred node affinity and PreferNoSchedule
-taint toleration are per-class arrays. (podaffinity, imagelocality and podtopologyspread have
-weights but no scorer yet: see runtime/README.md.)"""
+are the score kernel's terms; preferred node affinity and PreferNoSchedule taint toleration
+are static per-class arrays; inter-pod affinity (`podaffinity`) and topology spread
+(`podtopologyspread`) are stateful scorers (runtime.rules). (imagelocality has a weight but no
+scorer: see runtime/README.md.)"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from runtime.plugins import Plugin
-from runtime.plugins.predicates import bit_column, terms_mask
+from runtime.plugins.predicates import bit_column, pod_affinity_state, spread_state, terms_mask
 from runtime.snapshot import TaskClass
 
 NODEORDER_RESOURCES = ("cpu", "memory")
@@ -23,13 +24,11 @@ class NodeOrderPlugin(Plugin):
             return
         snap = ssn.snap
         weight = self.spec.weight if self.spec.weight is not None else 1.0
-        r_n = snap.n_resources
-        p = ssn.score_params
-        p[1] += float(self.args.get("leastrequested", 1)) * weight
-        p[2] += float(self.args.get("mostrequested", 0)) * weight
-        p[3] += float(self.args.get("balancedresource", 1)) * weight
-        for name in NODEORDER_RESOURCES:
-            p[4 + r_n + snap.resource_index[name]] = 1.0
+        ssn.kernel_scores.requested(
+            least=float(self.args.get("leastrequested", 1)) * weight,
+            most=float(self.args.get("mostrequested", 0)) * weight,
+            balanced=float(self.args.get("balancedresource", 1)) * weight,
+            resources=[snap.resource_index[name] for name in NODEORDER_RESOURCES])
         affinity_w = float(self.args.get("nodeaffinity", 2)) * weight
         taint_w = float(self.args.get("tainttoleration", 3)) * weight
 
@@ -52,7 +51,14 @@ class NodeOrderPlugin(Plugin):
                 out = score * taint_w if out is None else out + score * taint_w
             return out
 
-        ssn.static_scorers.append(static)
+        self.register(ssn, "node_order", static)
+        if snap.rule_pods:   # inter-pod scores only where some pod carries rules
+            for name, state in (("podaffinity", pod_affinity_state), ("podtopologyspread", spread_state)):
+                w = float(self.args.get(name, 2)) * weight
+                if w > 0:
+                    rule = state(ssn)
+                    rule.weight = w
+                    self.register(ssn, "node_order", rule)
 
 
 PLUGIN = NodeOrderPlugin

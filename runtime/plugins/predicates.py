@@ -1,9 +1,14 @@
-"""predicates: node selector and required node affinity, taints and tolerations (NoSchedule,
-NoExecute). Resource fit and the pod-count limit (the `pods` resource) are checked by the fit
-kernel for every plan; unschedulable (cordoned) nodes are always filtered. Each predicate
-answers for a whole task class at once, over the label and taint bitsets."""
+"""predicates: node selector and required node affinity (matchExpressions, matchFields on
+metadata.name), taints and tolerations (NoSchedule, NoExecute) as static filters, each
+answering for a whole task class at once over the label and taint bitsets; inter-pod affinity,
+topology spread and host ports as stateful ones (runtime.rules), each switchable (Volcano's
+predicate.PodAffinityEnable, PodTopologySpreadEnable, NodePortsEnable). Resource fit and the
+pod-count limit (the `pods` resource) are checked by the fit kernel for every plan;
+unschedulable (cordoned) nodes are always filtered."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,6 +16,10 @@ from runtime.model import MatchExpression, Toleration
 from runtime.plugins import Plugin
 from runtime.session import Check
 from runtime.snapshot import Snapshot, TaskClass
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.rules.podaffinity import PodAffinityRule
+    from runtime.rules.spread import TopologySpreadRule
 
 AFFINITY_MESSAGE = "node(s) didn't match Pod's node affinity/selector"
 
@@ -30,6 +39,9 @@ def label_exists(snap: Snapshot, key: str) -> np.ndarray:
 
 
 def expression_mask(snap: Snapshot, expr: MatchExpression) -> np.ndarray:
+    if expr.field:   # matchFields: metadata.name, the only node field
+        named = np.isin(np.array(snap.node_names, dtype=object), list(expr.values))
+        return named if expr.operator == "In" else ~named
     if expr.operator in ("In", "NotIn"):
         mask = np.zeros(snap.n_nodes, dtype=bool)
         for v in expr.values:
@@ -88,6 +100,16 @@ def untolerated_taint_checks(snap: Snapshot, tolerations: tuple[Toleration, ...]
     return checks
 
 
+def pod_affinity_state(ssn) -> "PodAffinityRule":
+    from runtime.rules.podaffinity import PodAffinityRule
+    return ssn.rule_state("podaffinity", lambda: PodAffinityRule(ssn))
+
+
+def spread_state(ssn) -> "TopologySpreadRule":
+    from runtime.rules.spread import TopologySpreadRule
+    return ssn.rule_state("podtopologyspread", lambda: TopologySpreadRule(ssn))
+
+
 class PredicatesPlugin(Plugin):
     name = "predicates"
 
@@ -95,6 +117,18 @@ class PredicatesPlugin(Plugin):
         snap = ssn.snap
         use_affinity = self.args.get("node_affinity", True)
         use_taints = self.args.get("taint_toleration", True)
+        if snap.rule_pods:   # inter-pod rules only where some pod carries them
+            if self.args.get("pod_affinity", True):
+                rule = pod_affinity_state(ssn)
+                rule.filter_on = True
+                self.register(ssn, "predicate", rule)
+            if self.args.get("pod_topology_spread", True):
+                rule = spread_state(ssn)
+                rule.filter_on = True
+                self.register(ssn, "predicate", rule)
+            if self.args.get("node_ports", True):
+                from runtime.rules.ports import NodePortsRule
+                self.register(ssn, "predicate", NodePortsRule(ssn))
 
         def predicate(cls: TaskClass) -> list[Check]:
             checks = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.plugins import Plugin
-from runtime.snapshot import SUCCEEDED
+from runtime.snapshot import HELD, SUCCEEDED
 
 
 class PriorityPlugin(Plugin):
@@ -35,7 +35,7 @@ class PriorityPlugin(Plugin):
 
         def starving(j: int) -> bool:
             # Starving while some of its tasks neither run nor wait on releasing room.
-            live = sum(1 for t in jobs[j].tasks if ssn.status[t] != SUCCEEDED)
+            live = sum(1 for t in jobs[j].tasks if ssn.status[t] != SUCCEEDED and ssn.status[t] != HELD)
             return bool(ssn.job_ready[j] + ssn.job_pipelined[j] < live)
 
         self.register(ssn, "job_starving", starving)
