@@ -134,7 +134,7 @@ PLUGINS: dict[str, PluginSpec] = {
         PluginSpec(
             "gang", "All-or-nothing: a job runs only when minMember tasks can run together.",
             frozenset({"job_order", "job_ready", "job_pipelined", "job_starving", "preemptable",
-                       "reclaimable", "job_enqueued", "job_valid"}),
+                       "reclaimable", "job_valid"}),
         ),
         PluginSpec(
             "conformance", "Never evicts critical system pods (system-*-critical, kube-system).",

@@ -30,8 +30,8 @@ placement tree re-keys just those. Classes no stateful rule concerns pay nothing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -179,6 +179,20 @@ def combine_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class KernelScore:
+    """A plugin's terms of the score kernel (runtime.kernels.ScoreParams), registered at
+    `node_order`: binpack's weight and per-resource weights, or nodeorder's least-requested,
+    most-requested and balanced-allocation weights and the resources they average over."""
+
+    binpack: float = 0.0
+    binpack_resources: Mapping[int, float] = field(default_factory=dict)
+    least_requested: float = 0.0
+    most_requested: float = 0.0
+    balanced: float = 0.0
+    requested_resources: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Verdict:
     vote: bool | None              # PERMIT, REJECT or ABSTAIN
     reason: d.Reason | None = None
@@ -242,6 +256,7 @@ class Session:
         self.stateful_scorers: list[StatefulRule] = []
         self.listeners: list[StatefulRule] = []
         self._rule_states: dict[str, Any] = {}
+        self.answered: set[tuple[str, str]] = set()      # (plugin, point) registered
         self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
         self.queue_deserved: np.ndarray | None = None   # set by proportion / capacity
         self.plugins: dict[str, Any] = {}
@@ -318,6 +333,16 @@ class Session:
         list[Check], or a score array or None) or a StatefulRule."""
         if point not in POINTS:
             raise ValueError(f"plugin {plugin} answers `{point}`, which is no extension point")
+        self.answered.add((plugin, point))
+        if isinstance(fn, KernelScore):
+            if point != "node_order":
+                raise ValueError(f"plugin {plugin}: kernel score terms answer node_order, not {point}")
+            if fn.binpack:
+                self.kernel_scores.binpack(fn.binpack, dict(fn.binpack_resources))
+            if fn.least_requested or fn.most_requested or fn.balanced:
+                self.kernel_scores.requested(fn.least_requested, fn.most_requested, fn.balanced,
+                                             list(fn.requested_resources))
+            return
         if isinstance(fn, StatefulRule):
             if point not in ("predicate", "node_order"):
                 raise ValueError(f"plugin {plugin}: a stateful rule answers predicate or node_order, not {point}")

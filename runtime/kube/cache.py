@@ -53,7 +53,8 @@ PODS = Resource("Pod", "/api/v1/pods", "v1")
 PODGROUPS = Resource("PodGroup", "/apis/scheduling.volcano.sh/v1beta1/podgroups", convert.VOLCANO_API)
 QUEUES = Resource("Queue", "/apis/scheduling.volcano.sh/v1beta1/queues", convert.VOLCANO_API)
 PRIORITY_CLASSES = Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", "scheduling.k8s.io/v1")
-RESOURCES = (PRIORITY_CLASSES, NODES, QUEUES, PODGROUPS, PODS)
+NAMESPACES = Resource("Namespace", "/api/v1/namespaces", "v1")  # labels, for affinity namespaceSelectors
+RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, QUEUES, PODGROUPS, PODS)
 
 
 class Gone(Exception):
@@ -132,7 +133,8 @@ class ClusterCache:
                 nodes=dict(src.nodes), pods=dict(self._in_play if fold_settled else src.pods),
                 podgroups=dict(src.podgroups), queues=dict(src.queues), priority_classes=dict(src.priority_classes),
                 default_priority=src.default_priority, node_generation=src.node_generation,
-                settled=self._ledger.view() if fold_settled else None,
+                settled=self._ledger.view() if fold_settled else None, namespaces=dict(src.namespaces),
+                settled_pods=self.settled_pods if fold_settled else None,
             )
             assumed = list(self._assumed.items())
             releasing = list(self._releasing)
@@ -145,6 +147,12 @@ class ClusterCache:
             if pod is not None and not pod.releasing:
                 state.pods[key] = replace(pod, releasing=True)
         return state
+
+    def settled_pods(self) -> list[Pod]:
+        """The pods counted as settled, listed (a cycle whose pods carry inter-pod rules reads
+        every placed pod's labels)."""
+        with self._lock:
+            return [pod for pod, _ in self._settled.values()]
 
     def pod(self, key: str) -> Pod | None:
         with self._lock:
@@ -315,6 +323,8 @@ class ClusterCache:
                 st.queues, self._queue_status = {}, {}
             elif resource is PRIORITY_CLASSES:
                 self._classes = {}
+            elif resource is NAMESPACES:
+                st.namespaces = {}
             for item in items:
                 self._upsert(resource, item)
             if resource is PODS:  # drop overlays the listed state already shows (or never will)
@@ -365,6 +375,9 @@ class ClusterCache:
                 pc = convert.priority_class_from(obj)
                 self._classes[pc.name] = pc
                 self._refresh_classes()
+            elif resource is NAMESPACES:
+                name, labels = convert.namespace_from(obj)
+                st.namespaces[name] = labels
         except convert.ObjectError as err:
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             if self._bad_objects.get(key) != version:
@@ -390,6 +403,8 @@ class ClusterCache:
         elif resource is PRIORITY_CLASSES:
             self._classes.pop(key, None)
             self._refresh_classes()
+        elif resource is NAMESPACES:
+            st.namespaces.pop(key, None)
 
     def _forget_pod(self, key: str) -> None:
         self._state.pods.pop(key, None)

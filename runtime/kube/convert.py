@@ -62,6 +62,13 @@ def priority_class_from(obj: dict[str, Any]) -> PriorityClass:
     return PriorityClass(name, value, bool(obj.get("globalDefault")))
 
 
+def namespace_from(obj: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """A Namespace's name and labels."""
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "Namespace", "v1"), scratch)
+    return next(iter(scratch.namespaces.items()))
+
+
 def pod_matters(pod: Pod, scheduler_name: str) -> bool:
     """Pods the scheduler must know: its own (to place, or counting for their gang), and every
     other pod that holds room on a node."""
@@ -78,6 +85,6 @@ def object_key(obj: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "ObjectError", "PriorityClass", "node_from", "pod_from", "podgroup_from", "queue_from", "priority_class_from",
+    "ObjectError", "PriorityClass", "node_from", "pod_from", "namespace_from", "podgroup_from", "queue_from", "priority_class_from",
     "pod_matters", "object_key",
 ]

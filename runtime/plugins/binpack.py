@@ -7,10 +7,12 @@ the node scores 0; else s_r = (used_r + request_r) × w_r / allocatable_r. Score
 from __future__ import annotations
 
 from runtime.plugins import Plugin
+from runtime.session import KernelScore
 
 
 class BinpackPlugin(Plugin):
     name = "binpack"
+    answers = frozenset({"node_order"})
 
     def on_session_open(self, ssn) -> None:
         if not self.spec.enabled("node_order"):
@@ -19,7 +21,8 @@ class BinpackPlugin(Plugin):
         weight = self.spec.weight if self.spec.weight is not None else 1.0
         weights = {"cpu": self.args.get("cpu", 1), "memory": self.args.get("memory", 1)}
         weights.update(self.args.get("resources") or {})
-        ssn.kernel_scores.binpack(weight, {index[name]: w for name, w in weights.items() if name in index})
+        self.register(ssn, "node_order", KernelScore(
+            binpack=weight, binpack_resources={index[name]: w for name, w in weights.items() if name in index}))
 
 
 PLUGIN = BinpackPlugin

@@ -18,6 +18,7 @@ from runtime.snapshot import UNLIMITED
 
 class CapacityPlugin(Plugin):
     name = "capacity"
+    answers = frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive"})
 
     def on_session_open(self, ssn) -> None:
         snap = ssn.snap

@@ -10,6 +10,7 @@ SYSTEM_NAMESPACE = "kube-system"
 
 class ConformancePlugin(Plugin):
     name = "conformance"
+    answers = frozenset({"preemptable", "reclaimable"})
 
     def on_session_open(self, ssn) -> None:
         pods = ssn.snap.pods

@@ -209,6 +209,7 @@ class DeviceRule(StatefulRule):
 
 class DeviceSharePlugin(Plugin):
     name = "deviceshare"
+    answers = frozenset({"predicate", "node_order"})
 
     def on_session_open(self, ssn) -> None:
         if not ssn.snap.devices:

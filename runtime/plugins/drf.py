@@ -18,6 +18,7 @@ def dominant_share(allocated: np.ndarray, total: np.ndarray) -> float:
 
 class DrfPlugin(Plugin):
     name = "drf"
+    answers = frozenset({"job_order", "queue_order", "preemptable", "reclaimable"})
 
     def on_session_open(self, ssn) -> None:
         total = ssn.total.astype(np.float64)

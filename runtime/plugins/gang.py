@@ -18,6 +18,8 @@ from runtime.snapshot import ALLOCATED, BOUND, PENDING, PIPELINED, SUCCEEDED
 
 class GangPlugin(Plugin):
     name = "gang"
+    answers = frozenset({"job_order", "job_ready", "job_pipelined", "job_starving", "job_valid", "preemptable",
+                         "reclaimable"})
 
     def on_session_open(self, ssn) -> None:
         self.ssn = ssn

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.plugins import Plugin
+from runtime.session import KernelScore
 from runtime.plugins.predicates import bit_column, pod_affinity_state, spread_state, terms_mask
 from runtime.snapshot import TaskClass
 
@@ -18,17 +19,18 @@ NODEORDER_RESOURCES = ("cpu", "memory")
 
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
+    answers = frozenset({"node_order"})
 
     def on_session_open(self, ssn) -> None:
         if not self.spec.enabled("node_order"):
             return
         snap = ssn.snap
         weight = self.spec.weight if self.spec.weight is not None else 1.0
-        ssn.kernel_scores.requested(
-            least=float(self.args.get("leastrequested", 1)) * weight,
-            most=float(self.args.get("mostrequested", 0)) * weight,
+        self.register(ssn, "node_order", KernelScore(
+            least_requested=float(self.args.get("leastrequested", 1)) * weight,
+            most_requested=float(self.args.get("mostrequested", 0)) * weight,
             balanced=float(self.args.get("balancedresource", 1)) * weight,
-            resources=[snap.resource_index[name] for name in NODEORDER_RESOURCES])
+            requested_resources=tuple(snap.resource_index[name] for name in NODEORDER_RESOURCES)))
         affinity_w = float(self.args.get("nodeaffinity", 2)) * weight
         taint_w = float(self.args.get("tainttoleration", 3)) * weight
 

@@ -18,6 +18,7 @@ DEFAULT_FACTOR = 1.2
 
 class OvercommitPlugin(Plugin):
     name = "overcommit"
+    answers = frozenset({"job_enqueued"})
 
     def on_session_open(self, ssn) -> None:
         factor = ssn.plan.action_arguments.get("enqueue", {}).get("overcommit_factor")

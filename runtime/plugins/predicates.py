@@ -112,6 +112,7 @@ def spread_state(ssn) -> "TopologySpreadRule":
 
 class PredicatesPlugin(Plugin):
     name = "predicates"
+    answers = frozenset({"predicate"})
 
     def on_session_open(self, ssn) -> None:
         snap = ssn.snap

@@ -10,6 +10,7 @@ from runtime.snapshot import HELD, SUCCEEDED
 
 class PriorityPlugin(Plugin):
     name = "priority"
+    answers = frozenset({"job_order", "task_order", "preemptable", "job_starving"})
 
     def on_session_open(self, ssn) -> None:
         jobs = ssn.snap.jobs

@@ -21,6 +21,7 @@ from runtime.snapshot import UNLIMITED
 
 class ProportionPlugin(Plugin):
     name = "proportion"
+    answers = frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive"})
 
     def deserved(self, ssn) -> np.ndarray:
         self.caps = np.array([qs.real_capability(ssn, q) for q in range(len(ssn.snap.queues))], dtype=np.int64)

@@ -1,0 +1,75 @@
+"""The catalog (compiler.catalog) and the runtime's plugins check each other: every plugin the
+catalog lists exists, and answers exactly the extension points the catalog says it does."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler import catalog as cat
+from runtime.cycle import open_session
+from runtime.model import ClusterState, PodAffinityTerm, PodRules, LabelSelector, SpreadConstraint, HostPort
+from runtime.plugins import CatalogMismatch, Plugin, catalog_mismatches, registry
+from runtime.session import POINTS
+from runtime_helpers import GiB, gang, node, pod, policy
+
+
+def test_the_catalog_and_the_runtime_agree():
+    assert catalog_mismatches(registry()) == []
+
+
+class _Stray(Plugin):
+    name = "stray"
+    answers = frozenset({"job_order"})
+
+
+class _ShortGang(Plugin):
+    name = "gang"
+    answers = frozenset({"job_order"})
+
+
+@pytest.mark.parametrize("change, expect", [
+    (lambda p: p.pop("drf"), "the catalog lists plugin drf, which the runtime does not implement"),
+    (lambda p: p.update(stray=_Stray), "the runtime implements plugin stray, which the catalog does not list"),
+    (lambda p: p.update(gang=_ShortGang), "the catalog says gang answers `job_ready`, which the runtime does not"),
+])
+def test_a_disagreement_is_named(change, expect):
+    plugins = dict(registry())
+    change(plugins)
+    assert any(problem.startswith(expect) for problem in catalog_mismatches(plugins)), catalog_mismatches(plugins)
+
+
+def test_a_plugin_registering_an_undeclared_point_is_refused():
+    plan = policy("tier { plugin priority }")
+    state = ClusterState()
+    ssn = open_session(plan, state)
+    with pytest.raises(CatalogMismatch, match="does not declare"):
+        ssn.plugins["priority"].register(ssn, "allocatable", lambda *a: None)
+
+
+def _everything_cluster() -> ClusterState:
+    """Pods that make every plugin answer: gangs with minResources, a zero-request pod, a device
+    request, inter-pod rules."""
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB, **{"nvidia.com/gpu": 2})
+    node(state, "n2", cpu=8000, memory=32 * GiB)
+    gang(state, "g", size=2, min_resources={"cpu": 2000}, phase="Pending")
+    pod(state, "best-effort", cpu=0, memory=0)
+    pod(state, "card", requests={"nvidia.com/gpu": 1})
+    term = PodAffinityTerm("kubernetes.io/hostname", LabelSelector((("app", "x"),)), frozenset({"ns"}))
+    rules = PodRules(anti_affinity=(term,), spread=(SpreadConstraint(1, "zone", "DoNotSchedule",
+                                                                     LabelSelector((("app", "x"),))),),
+                     host_ports=(HostPort(80),))
+    pod(state, "ruled", labels={"app": "x"}, rules=rules)
+    return state
+
+
+@pytest.mark.parametrize("queues", ["proportion", "capacity"])
+def test_every_declared_point_is_answered_in_a_session_that_needs_it(queues):
+    names = [n for n in cat.PLUGINS if n not in ("proportion", "capacity")] + [queues]
+    tiers = "tier {\n" + "\n".join(f"  plugin {n}" for n in names) + "\n}"
+    plan = policy(tiers + '\ndevice "nvidia.com/gpu" { sharing = whole }',
+                  actions="enqueue, allocate, preempt, reclaim, backfill")
+    ssn = open_session(plan, _everything_cluster())
+    for name in names:
+        answered = {point for plugin, point in ssn.answered if plugin == name}
+        assert answered == cat.PLUGINS[name].points & POINTS, name
