@@ -142,7 +142,7 @@ class Child:
         return "\n".join(tail)
 
 
-def _two_free_ports() -> tuple[int, int]:
+def two_free_ports() -> tuple[int, int]:
     """Two distinct free loopback ports (both held open while choosing, so they differ)."""
     first, second = socket.socket(), socket.socket()
     try:
@@ -304,7 +304,7 @@ class Bench:
             kubeconfig=self.cluster.kubeconfig,
             scheduler_name=SCHEDULER_NAME_PREFIX + scheduler.key,
             workdir=workdir,
-            ports=_two_free_ports(),
+            ports=two_free_ports(),
             token=self.cluster.token,
             variant=variant,
         )
