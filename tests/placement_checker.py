@@ -533,7 +533,8 @@ def _host_ports(pod: _Pod) -> list[tuple[str, int, str]]:
     for container in containers:
         for port in container.get("ports") or []:
             if port.get("hostPort"):
-                claimed.append((port.get("protocol") or "TCP", int(port["hostPort"]), port.get("hostIP") or WILDCARD_IP))
+                claimed.append((port.get("protocol") or "TCP", int(port["hostPort"]),
+                                port.get("hostIP") or WILDCARD_IP))
     return claimed
 
 
@@ -835,7 +836,8 @@ def bearer_get(server: str, token: str, ca_cert: str, timeout: float = 60.0) -> 
 
     def get(path: str, query: Mapping[str, str]) -> Mapping[str, Any]:
         url = f"{server}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        request = urllib.request.Request(url, headers=headers)
         with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             answer: Mapping[str, Any] = json.loads(response.read())
         return answer

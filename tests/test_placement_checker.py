@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from placement_checker import Violation, check, list_all, pod_requests
+from placement_checker import RULES, Violation, check, list_all, pod_requests
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -208,8 +208,8 @@ CASES: dict[str, Case] = {
         [node("n1", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])],
         [pod("p", "n1", tolerations=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])], set()),
     "an empty key with Exists tolerates everything": (
-        [node("n1", taints=[{"key": "x", "effect": "NoExecute"}])], [pod("p", "n1", tolerations=[{"operator": "Exists"}])],
-        set()),
+        [node("n1", taints=[{"key": "x", "effect": "NoExecute"}])],
+        [pod("p", "n1", tolerations=[{"operator": "Exists"}])], set()),
     "a toleration of another effect": (
         [node("n1", taints=[{"key": "gpu", "effect": "NoSchedule"}])],
         [pod("p", "n1", tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoExecute"}])],
@@ -280,7 +280,8 @@ CASES: dict[str, Case] = {
         NODES_3, [web("w0", "n1", affinity=anti({"topologyKey": HOST})), web("w1", "n1")], set()),
     "mismatchLabelKeys keeps tenants apart": (
         NODES_3, [pod("t1", "n1", labels={"tenant": "x"}, affinity=anti(term(
-            labelSelector={"matchExpressions": [{"key": "tenant", "operator": "Exists"}]}, mismatchLabelKeys=["tenant"]))),
+            labelSelector={"matchExpressions": [{"key": "tenant", "operator": "Exists"}]},
+            mismatchLabelKeys=["tenant"]))),
                   pod("t2", "n1", labels={"tenant": "x"}), pod("t3", "n1", labels={"tenant": "y"})],
         {("default/t1", "pod-anti-affinity")}),
     # pod affinity
@@ -294,7 +295,8 @@ CASES: dict[str, Case] = {
                                       {("default/api", "pod-affinity")}),
     "affinity on a node without the key": (
         [node("x1", None)], [pod("db", "x1", labels={"app": "db"}),
-                             pod("api", "x1", affinity=attract(term(ZONE, app="db")))], {("default/api", "pod-affinity")}),
+                             pod("api", "x1", affinity=attract(term(ZONE, app="db")))],
+        {("default/api", "pod-affinity")}),
     "the first pod of a self-affine group goes anywhere": (
         NODES_3, [web("w0", "n3", affinity=attract(term(ZONE, app="web")))], set()),
     "a self-affine group in one zone": (
@@ -341,7 +343,8 @@ CASES: dict[str, Case] = {
         [web(f"w{i}", n, topologySpreadConstraints=[spread(nodeTaintsPolicy="Honor")])
          for i, n in enumerate(["a1", "b1"])], set()),
     "nodeTaintsPolicy Ignore counts a tainted zone": (
-        [node("a1", "a"), node("b1", "b"), node("b2", "b"), node("c1", "c", taints=[{"key": "t", "effect": "NoSchedule"}])],
+        [node("a1", "a"), node("b1", "b"), node("b2", "b"),
+         node("c1", "c", taints=[{"key": "t", "effect": "NoSchedule"}])],
         [web(f"w{i}", n, topologySpreadConstraints=[spread()]) for i, n in enumerate(["a1", "b1", "b2"])],
         {("default/w1", "topology-spread"), ("default/w2", "topology-spread")}),
     "minDomains above the domains: at most maxSkew per domain": (
@@ -389,7 +392,7 @@ def test_each_rule_is_caught_when_broken_and_only_then(case: str) -> None:
 
 def test_every_rule_has_a_breaking_case() -> None:
     broken = {rule for _, _, expected in CASES.values() for _, rule in expected}
-    assert broken | {"gang"} == set(__import__("placement_checker").RULES)
+    assert broken | {"gang"} == set(RULES)  # gang has a test of its own
 
 
 def test_a_pod_given_two_nodes_over_time() -> None:

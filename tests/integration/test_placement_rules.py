@@ -106,7 +106,7 @@ class Outcome:
         return "\n".join(lines)
 
 
-def _setup(objects: Objects, scheduler: str) -> str:
+def _setup(objects: Objects, scheduler: str) -> None:
     run = objects.namespace
     for zone in ZONES:
         for i in range(NODES_PER_ZONE):
@@ -115,7 +115,6 @@ def _setup(objects: Objects, scheduler: str) -> str:
     objects.podgroup(GANG, GANG_SIZE)
     for body in workload(scheduler, run):
         objects.api.post(f"/api/v1/namespaces/{run}/pods", body)
-    return run
 
 
 def _outcome(objects: Objects, recorder: AssignmentRecorder, expected: int) -> Outcome:
@@ -127,11 +126,12 @@ def _outcome(objects: Objects, recorder: AssignmentRecorder, expected: int) -> O
     except AssertionError:
         pass  # fewer is an outcome too: the caller compares
     time.sleep(SETTLE_S)
-    placement = read_placement(lambda path, query: objects.api.get(path, query),
-                               node_selector=f"{RUN_LABEL}={objects.namespace}", namespace=objects.namespace)
+    placement = read_placement(objects.api.get, node_selector=f"{RUN_LABEL}={objects.namespace}",
+                               namespace=objects.namespace)
     pods = {p["metadata"]["name"]: p for p in placement.pods if p["metadata"]["namespace"] == objects.namespace}
     bound = {name: p["spec"]["nodeName"] for name, p in pods.items() if p["spec"].get("nodeName")}
-    kinds = {kind: sum(1 for name in bound if pods[name]["metadata"]["labels"]["kind"] == kind) for kind in EXPECTED_BOUND}
+    kinds = {kind: sum(1 for name in bound if pods[name]["metadata"]["labels"]["kind"] == kind)
+             for kind in EXPECTED_BOUND}
     history = {f"{objects.namespace}/{name}": nodes for name, nodes in recorder.nodes.items()}
     return Outcome(bound, kinds, placement.check(history))
 
@@ -161,9 +161,9 @@ def kube_scheduler_outcome(kube_cluster: KubeCluster, tmp_path_factory: pytest.T
                 assert scheduler.alive(), f"kube-scheduler exited:\n{scheduler.log_tail()}"
             finally:
                 scheduler.stop()
-        yield outcome
     finally:
         objects.cleanup()
+    yield outcome
 
 
 def test_kube_scheduler_keeps_every_rule_and_binds_what_fits(kube_scheduler_outcome: Outcome) -> None:
