@@ -88,6 +88,11 @@ class RunResult:
     scheduler_cpu_ms_per_pod: float | None = None
     control_plane_cpu_ms_per_pod: float | None = None
     repetition: int = 1  # which of --repeat's rounds (1 when the runs were not repeated)
+    # What the independent placement checker found wrong in the final placement (None: not
+    # checked): how many violations, how many per rule, and the first few as examples.
+    violations: int | None = None
+    violations_by_rule: dict[str, int] = field(default_factory=dict)
+    violation_examples: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:

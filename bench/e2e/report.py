@@ -141,6 +141,10 @@ class Report:
         with_cpu = any(r.scheduler_cpu_ms_per_pod is not None for r in self.results)
         if with_cpu:
             header += ["scheduler CPU ms/pod", "API server + etcd CPU ms/pod"]
+        # Likewise results from before the harness ran the placement checker.
+        with_check = any(r.violations is not None for r in self.results)
+        if with_check:
+            header += ["rule violations"]
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         notes = []
         for scheduler in SCHEDULERS:
@@ -163,6 +167,12 @@ class Report:
                 row.append(f"{best.pods_per_s / peer.pods_per_s:.2f}" if peer and peer.pods_per_s else "—")
             if with_cpu:
                 row += [_fmt(best.scheduler_cpu_ms_per_pod, 2), _fmt(best.control_plane_cpu_ms_per_pod, 2)]
+            if with_check:
+                row.append(_fmt(best.violations))
+                if best.violations:
+                    rules = ", ".join(f"{rule} {count:,}" for rule, count in best.violations_by_rule.items())
+                    example = f"; e.g. `{best.violation_examples[0]}`" if best.violation_examples else ""
+                    notes.append(f"{label}: {best.violations:,} rule violations ({rules}){example}")
             lines.append("| " + " | ".join(row) + " |")
         if notes:
             lines += [""] + [f"- {note}" for note in notes]
@@ -233,7 +243,8 @@ class Report:
             results=[RunResult(**{k: v for k, v in r.items() if k in fields}) for r in document["results"]],
             skipped=document["skipped"],
             workloads=[Workload(key=w["key"], nodes=w["nodes"], jobs=w["jobs"], gang_size=w["gang_size"],
-                                queues=w["queues"]) for w in document["workloads"]],
+                                queues=w["queues"], zones=w.get("zones", 0), spread_group=w.get("spread_group", 0))
+                       for w in document["workloads"]],
             command=document["command"],
             machine=Machine(**{**document["machine"], "load_average": tuple(document["machine"]["load_average"])}),
             peers=document["peers"],

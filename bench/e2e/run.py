@@ -30,8 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -62,6 +63,7 @@ QUIET_TIMEOUT_S = 30.0
 # (504: the deletion goes on); the collection is deleted again, this many times at most.
 WIPE_ATTEMPTS = 5
 EXTRA_CRDS = binaries.E2E_DIR / "crds"  # APIs vc-scheduler waits for, beyond deploy/crds/
+VIOLATION_EXAMPLES = 5  # a run's first rule violations kept in its result, as examples
 
 
 class BenchError(RuntimeError):
@@ -142,7 +144,7 @@ class Child:
         return "\n".join(tail)
 
 
-def _two_free_ports() -> tuple[int, int]:
+def two_free_ports() -> tuple[int, int]:
     """Two distinct free loopback ports (both held open while choosing, so they differ)."""
     first, second = socket.socket(), socket.socket()
     try:
@@ -200,11 +202,12 @@ class Bench:
             raise BenchError(f"loadgen create: {summary['failed']} requests failed, e.g. {summary['errors'][:2]}")
         return summary
 
-    def create_nodes(self, count: int) -> None:
-        jobs_file = self.runs_dir / f"nodes-{count}.jsonl"
-        workloads.write_jobs_file(jobs_file, workloads.node_requests(count))
+    def create_nodes(self, count: int, zones: int = 0) -> None:
+        name = f"nodes-{count}" + (f"-{zones}-zones" if zones else "")
+        jobs_file = self.runs_dir / f"{name}.jsonl"
+        workloads.write_jobs_file(jobs_file, workloads.node_requests(count, zones))
         started = time.monotonic()
-        self._loadgen_create(jobs_file, f"nodes-{count}.log", concurrency=32)
+        self._loadgen_create(jobs_file, f"{name}.log", concurrency=32)
         node = self.core.read_node(workloads.node_name(count - 1))
         if not (node.status and node.status.allocatable):
             raise BenchError(f"node {node.metadata.name} has no allocatable after create")
@@ -304,7 +307,7 @@ class Bench:
             kubeconfig=self.cluster.kubeconfig,
             scheduler_name=SCHEDULER_NAME_PREFIX + scheduler.key,
             workdir=workdir,
-            ports=_two_free_ports(),
+            ports=two_free_ports(),
             token=self.cluster.token,
             variant=variant,
         )
@@ -317,6 +320,25 @@ class Bench:
             child.stop()
             raise
         return child
+
+    def check_placement(self, result: RunResult, namespace: str, run_id: str) -> RunResult:
+        """`result` with what the independent checker (tests/placement_checker.py) finds wrong in
+        the run's final placement: every required rule of every bound pod, after the scheduler
+        stopped and outside the measured window. The raw binder keeps none but room, by design."""
+        from tests.placement_checker import bearer_get, read_placement
+
+        started = time.monotonic()
+        get = bearer_get(self.cluster.server, self.cluster.token, str(self.cluster.ca_cert))
+        try:
+            violations = read_placement(get, node_selector="bench.policydsl/node=true", namespace=namespace).check()
+        except OSError as exc:  # the figures stand; the check is reported as not made
+            self.say(f"{run_id}: warning: placement not checked: {exc}")
+            return result
+        by_rule = dict(Counter(v.rule for v in violations).most_common())
+        self.say(f"{run_id}: placement checked in {time.monotonic() - started:.1f}s: {len(violations)} violations"
+                 + (f" ({', '.join(f'{rule} {n}' for rule, n in by_rule.items())})" if violations else ""))
+        return replace(result, violations=len(violations), violations_by_rule=by_rule,
+                       violation_examples=[str(v) for v in violations[:VIOLATION_EXAMPLES]])
 
     def _probe(self, scheduler: Scheduler, scheduler_name: str, run_id: str, child: Child) -> None:
         """Bind one pod through the scheduler: it is up, synced and really scheduling."""
@@ -413,6 +435,7 @@ class Bench:
         self.say(f"{run_id}: bound {result.bound}/{result.pods} in {result.seconds}s = {result.pods_per_s} pods/s, "
                  f"P50 {result.p50_ms} ms, P99 {result.p99_ms} ms, {result.requests_per_pod} requests/pod"
                  + (" (TIMED OUT)" if result.timed_out else ""))
+        result = self.check_placement(result, namespace, run_id)
         try:
             self.wipe_namespace(namespace)
         except BenchError as exc:  # the next run has a namespace of its own; say so and go on
@@ -459,7 +482,7 @@ def run_benchmark(options: Options, results: list[RunResult], log: IO[str] = sys
             if not takers:
                 continue
             bench.say(f"workload {workload.title}")
-            bench.create_nodes(workload.nodes)
+            bench.create_nodes(workload.nodes, workload.zones)
             bench.create_queues(workload.queues)
             # Round after round of every scheduler, not one scheduler's repeats in a row: what
             # drifts over the run (the machine's other work, the control plane's state) is shared.

@@ -8,6 +8,11 @@ controllers would: its job controller for gangs, its PodGroup controller
 one-pod job, so it gets PodGroups for gangs only, and is measured a second
 time with a PodGroup per pod. kube-scheduler gets bare pods; the raw binder gets
 the gangs' PodGroups (part of the load of a gang workload) and ignores them.
+
+Workload (d) carries the placement rules of a Deployment's replicas: its pods come
+in groups, each pod its own job, whose members repel each other per host (required
+podAntiAffinity on kubernetes.io/hostname) and spread over the zones the nodes are
+labelled with (topologySpreadConstraints, maxSkew 1, DoNotSchedule).
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ PODGROUP_MODES = (NO_PODGROUPS, GANGS_ONLY, EVERY_JOB)
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+GROUP_LABEL = "bench.policydsl/group"  # the replicas of one group: what their rules select
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -44,10 +53,18 @@ class Workload:
     jobs: int
     gang_size: int  # 1: plain pods
     queues: int = 4
+    zones: int = 0  # nodes labelled with this many zones, in blocks of consecutive nodes (0: no zone label)
+    # Pods per group of replicas that repel each other per host and spread over the zones
+    # (0: no placement rules). Every pod is still a job of its own.
+    spread_group: int = 0
 
     @property
     def pods(self) -> int:
         return self.jobs * self.gang_size
+
+    @property
+    def rules(self) -> bool:
+        return self.spread_group > 0
 
     @property
     def gangs(self) -> bool:
@@ -56,17 +73,28 @@ class Workload:
     @property
     def title(self) -> str:
         shape = f"{self.jobs:,} gangs of {self.gang_size}" if self.gangs else f"{self.pods:,} pods"
-        return f"({self.key}) {self.nodes:,} nodes / {shape}"
+        if self.rules:
+            shape += (f" in {self.pods // self.spread_group:,} groups of {self.spread_group} (hostname "
+                      "anti-affinity, zone spread maxSkew 1)")
+        nodes = f"{self.nodes:,} nodes" + (f" in {self.zones} zones" if self.zones else "")
+        return f"({self.key}) {nodes} / {shape}"
 
     def scaled(self, factor: float) -> Workload:
-        """Nodes and jobs times `factor` (at least one of each); gang size and queues kept."""
-        return replace(self, nodes=max(1, round(self.nodes * factor)), jobs=max(1, round(self.jobs * factor)))
+        """Nodes and jobs times `factor` (at least one of each); gang size, queues and zones kept.
+        With placement rules, whole groups, and at least a node per group member and per zone
+        (a group needs a host per member, and every zone is a domain its spread counts)."""
+        nodes, jobs = max(1, round(self.nodes * factor)), max(1, round(self.jobs * factor))
+        if self.rules:
+            jobs = max(1, round(jobs / self.spread_group)) * self.spread_group
+            nodes = max(nodes, self.spread_group, self.zones)
+        return replace(self, nodes=nodes, jobs=jobs)
 
 
 WORKLOADS: tuple[Workload, ...] = (
     Workload("a", nodes=1_000, jobs=10_000, gang_size=1),
     Workload("b", nodes=1_000, jobs=2_000, gang_size=8),
     Workload("c", nodes=5_000, jobs=20_000, gang_size=1),
+    Workload("d", nodes=1_000, jobs=10_000, gang_size=1, zones=10, spread_group=10),
 )
 
 
@@ -74,16 +102,22 @@ def node_name(index: int) -> str:
     return f"bench-node-{index:05d}"
 
 
-def node_manifest(index: int) -> dict[str, Any]:
-    """A Node as a kubelet registers it: allocatable == capacity, Ready. Nothing updates it again."""
+def zone_name(index: int) -> str:
+    return f"bench-zone-{index:02d}"
+
+
+def node_manifest(index: int, count: int = 1, zones: int = 0) -> dict[str, Any]:
+    """A Node as a kubelet registers it: allocatable == capacity, Ready. Nothing updates it again.
+    With `zones`, node `index` of `count` is in a zone of consecutive nodes, as a cloud names them
+    (so that binding in node order, as the raw binder does, does not spread by accident)."""
     name = node_name(index)
+    labels = {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux", "bench.policydsl/node": "true"}
+    if zones:
+        labels[ZONE_LABEL] = zone_name(index * zones // count)
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "bench.policydsl/node": "true"},
-        },
+        "metadata": {"name": name, "labels": labels},
         "status": {
             "capacity": dict(NODE_CAPACITY),
             "allocatable": dict(NODE_CAPACITY),
@@ -107,23 +141,36 @@ def queue_manifest(index: int) -> dict[str, Any]:
     }
 
 
-def pod_manifest(namespace: str, name: str, scheduler_name: str, group: str | None, queue: str) -> dict[str, Any]:
+def pod_manifest(namespace: str, name: str, scheduler_name: str, group: str | None, queue: str,
+                 replicas_of: str | None = None) -> dict[str, Any]:
     """A pod of `group` (None: no PodGroup) in `queue` (Volcano's PodGroup controller copies the
-    annotation into the group it makes; ours reads it when there is no group)."""
+    annotation into the group it makes; ours reads it when there is no group); with `replicas_of`,
+    one of those replicas, with their placement rules."""
     annotations = {QUEUE_ANNOTATION: queue}
     if group is not None:
         annotations[GROUP_ANNOTATION] = group
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app": "bench"},
-                                "annotations": annotations}
+    labels = {"app": "bench"}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {"requests": dict(POD_REQUEST)}}],
+    }
+    if replicas_of is not None:
+        labels[GROUP_LABEL] = replicas_of
+        spec.update(replica_rules(replicas_of))
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def replica_rules(replicas_of: str) -> dict[str, Any]:
+    """The pod spec fields of a replica of `replicas_of`: at most one of them per host, and spread
+    evenly over the zones (the two rules a Deployment for high availability asks for)."""
+    selector = {"matchLabels": {GROUP_LABEL: replicas_of}}
     return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": {
-            "schedulerName": scheduler_name,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {"requests": dict(POD_REQUEST)}}],
-        },
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOSTNAME_LABEL, "labelSelector": selector}]}},
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}],
     }
 
 
@@ -158,7 +205,8 @@ def job_requests(
 ) -> Iterator[list[dict[str, Any]]]:
     """Per job, the create requests in order: its PodGroup (if `podgroups` gives it one), then its pods.
 
-    Jobs go round-robin over the queues. Pod names are `job-NNNNN-T`.
+    Jobs go round-robin over the queues. Pod names are `job-NNNNN-T`; with placement rules,
+    consecutive jobs make a group of replicas `group-NNNNN`.
     """
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
     groups_path = f"{PODGROUP_API}/namespaces/{namespace}/podgroups"
@@ -168,15 +216,17 @@ def job_requests(
         steps = []
         if grouped:
             steps.append(_post(groups_path, podgroup_manifest(namespace, group, workload.gang_size, queue)))
+        replicas_of = f"group-{job // workload.spread_group:05d}" if workload.rules else None
         for task in range(workload.gang_size):
-            pod = pod_manifest(namespace, f"{group}-{task}", scheduler_name, group if grouped else None, queue)
+            pod = pod_manifest(namespace, f"{group}-{task}", scheduler_name, group if grouped else None, queue,
+                               replicas_of)
             steps.append(_post(pods_path, pod))
         yield steps
 
 
-def node_requests(count: int) -> Iterator[list[dict[str, Any]]]:
+def node_requests(count: int, zones: int = 0) -> Iterator[list[dict[str, Any]]]:
     for index in range(count):
-        yield [_post("/api/v1/nodes", node_manifest(index))]
+        yield [_post("/api/v1/nodes", node_manifest(index, count, zones))]
 
 
 def write_jobs_file(path: Path, jobs: Iterator[list[dict[str, Any]]]) -> int:

@@ -45,15 +45,19 @@ tier {
 
 # --- objects ----------------------------------------------------------------------------------
 
-def node_body(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110", **extra: str) -> dict:
+def node_body(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110", *,
+              labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None, **extra: str) -> dict:
     resources = {"cpu": cpu, "memory": memory, "pods": pods, **extra}
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
         "status": {"capacity": resources, "allocatable": resources,
                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                    "message": "fake node (no kubelet)"}]},
     }
+    if taints:
+        body["spec"] = {"taints": taints}
+    return body
 
 
 def pod_body(name: str, scheduler: str, *, cpu: str = "1", memory: str = "1Gi", group: str | None = None,
@@ -95,7 +99,7 @@ class Objects:
         self.nodes: list[str] = []
         self.cluster_objects: list[str] = []
 
-    def node(self, name: str, **kwargs: str) -> None:
+    def node(self, name: str, **kwargs: Any) -> None:
         body = node_body(name, **kwargs)
         created = self.api.post("/api/v1/nodes", body)
         self.nodes.append(name)

@@ -242,3 +242,84 @@ def test_runs_that_ended_before_a_failure_are_kept(monkeypatch, tmp_path: Path) 
     kept = json.loads(results_json.read_text())["results"]
     assert [(r["scheduler"], r["variant"], r["pods_per_s"]) for r in kept] == [("ceiling", 8, 10.0)]
     assert run.main(["--from-json", str(results_json)]) == 0   # and they render
+
+
+@pytest.mark.integration
+def test_tiny_run_of_the_placement_rules_workload_checks_every_placement(tmp_path: Path) -> None:
+    results_json, report_md = tmp_path / "results.json", tmp_path / "report.md"
+    done = _harness("--scale", "0.02", "--only", "kube-scheduler,ceiling,d", "--ceiling-concurrency", "8",
+                    "--timeout", "60", "--workdir", str(tmp_path / "work"), "--json", str(results_json),
+                    "--markdown", str(report_md))
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = {r["scheduler"]: r for r in json.loads(results_json.read_text())["results"]}
+    assert runs["kube-scheduler"]["bound"] == runs["kube-scheduler"]["pods"] == 200
+    # kube-scheduler keeps every rule; the raw binder, binding round-robin over nodes whose zones
+    # come in blocks, stacks each group's replicas into a few zones.
+    assert runs["kube-scheduler"]["violations"] == 0, runs["kube-scheduler"]["violation_examples"]
+    assert runs["ceiling"]["violations"] > 0 and "topology-spread" in runs["ceiling"]["violations_by_rule"]
+    assert len(runs["ceiling"]["violation_examples"]) == 5
+    markdown = report_md.read_text()
+    assert "### (d) 20 nodes in 10 zones / 200 pods in 20 groups of 10" in markdown
+    assert "| rule violations |" in markdown
+    assert f"- raw binder (ceiling), concurrency 8: {runs['ceiling']['violations']:,} rule violations" in markdown
+
+
+def test_the_placement_rules_workload_is_groups_of_replicas_over_zones() -> None:
+    from bench.e2e import workloads
+    from bench.e2e.workloads import EVERY_JOB, NO_PODGROUPS, WORKLOADS
+
+    full = next(w for w in WORKLOADS if w.key == "d")
+    assert (full.nodes, full.pods, full.pods // full.spread_group, full.zones) == (1_000, 10_000, 1_000, 10)
+    small = full.scaled(0.005)
+    # Whole groups, and a host per replica and per zone, however small the scale.
+    assert (small.nodes, small.pods) == (10, 50)
+    assert full.scaled(0.0001).pods == 10
+
+    zones = [workloads.node_manifest(i, 20, 10)["metadata"]["labels"][workloads.ZONE_LABEL] for i in range(20)]
+    assert zones == [f"bench-zone-{i // 2:02d}" for i in range(20)]  # blocks of consecutive nodes
+    assert workloads.ZONE_LABEL not in workloads.node_manifest(0)["metadata"]["labels"]
+
+    plain = [step["body"] for job in workloads.job_requests(small, "ns", "s", NO_PODGROUPS) for step in job]
+    assert len(plain) == 50 and all(p["kind"] == "Pod" for p in plain)
+    groups = Counter(p["metadata"]["labels"][workloads.GROUP_LABEL] for p in plain)
+    assert groups == {f"group-{g:05d}": 10 for g in range(5)}
+    first = plain[0]["spec"]
+    term = first["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term == {"topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {workloads.GROUP_LABEL: "group-00000"}}}
+    assert first["topologySpreadConstraints"] == [
+        {"maxSkew": 1, "topologyKey": workloads.ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {workloads.GROUP_LABEL: "group-00000"}}}]
+    # Each replica is still a job of its own: vc-scheduler gets a PodGroup of one per pod.
+    grouped = [step for job in workloads.job_requests(small, "ns", "s", EVERY_JOB) for step in job]
+    assert Counter(step["path"].rsplit("/", 1)[1] for step in grouped) == {"podgroups": 50, "pods": 50}
+    # The other workloads carry no rules and no zones.
+    assert all(not w.rules and not w.zones for w in WORKLOADS if w.key != "d")
+
+
+def test_rule_violations_are_reported_and_survive_json() -> None:
+    from dataclasses import replace
+
+    from bench.e2e.report import Report
+    from bench.e2e.workloads import WORKLOADS
+
+    checked = replace(_result("ceiling", 8, 600), violations=12, violations_by_rule={"topology-spread": 10,
+                                                                                  "pod-anti-affinity": 2},
+                      violation_examples=["ns/p: topology-spread: zone=a holds 2"])
+    clean = replace(_result("policydsl", None, 500), violations=0)
+    report = _report([checked, clean])
+    markdown = report.markdown()
+    assert "| rule violations |" in markdown
+    assert next(line for line in markdown.splitlines() if line.startswith("| policydsl (ours) |")).endswith("| 0 |")
+    assert ("- raw binder (ceiling), concurrency 8: 12 rule violations (topology-spread 10, pod-anti-affinity 2); "
+            "e.g. `ns/p: topology-spread: zone=a holds 2`") in markdown
+    # Results from before the check render without the column.
+    assert "rule violations" not in _report([_result("policydsl", None, 500)]).markdown()
+
+    document = replace(report, workloads=[w for w in WORKLOADS if w.key == "d"]).to_json()
+    document["results"] = [{**r, "workload": "d"} for r in document["results"]]
+    again = Report.from_json(document)
+    assert again.workloads[0] == next(w for w in WORKLOADS if w.key == "d")
+    assert again.results[0].violations_by_rule == {"topology-spread": 10, "pod-anti-affinity": 2}
+    del document["workloads"][0]["zones"], document["workloads"][0]["spread_group"]  # as before (d) existed
+    assert not Report.from_json(document).workloads[0].rules
