@@ -612,9 +612,10 @@ class Session:
         return self.snap.request[t] * self._fit_columns
 
     def no_node_reason(self, t: int) -> d.Reason:
-        """"0/5 nodes are available: 3 insufficient cpu, 2 node(s) had untolerated taint {gpu: true}":
+        """"0/5 nodes are available: 2 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."
+        in kube-scheduler's words and order (its "<count> <reason>" parts sorted as strings):
         each node counted under the first check it fails (static ones, resources, then the
-        stateful rules')."""
+        stateful rules'), a node short of several resources under each."""
         cid = int(self.snap.task_class[t])
         cls = self.snap.classes[cid]
         _, checks = self.class_mask(cls)
@@ -635,7 +636,7 @@ class Session:
                 continue
             short = remaining & (free[:, r] < req[r])
             if short.any():
-                label = "too many pods" if name == "pods" else f"insufficient {name}"
+                label = "Too many pods" if name == "pods" else f"Insufficient {name}"
                 counts[label] = counts.get(label, 0) + int(short.sum())
                 short_any |= short
         remaining &= ~short_any
@@ -644,10 +645,8 @@ class Session:
             if failing.any():
                 counts[message] = counts.get(message, 0) + int(failing.sum())
             remaining &= passing
-        parts = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        text = f"0/{n} nodes are available"
-        if parts:
-            text += ": " + ", ".join(f"{c} {m}" for m, c in parts)
+        parts = sorted(f"{c} {m}" for m, c in counts.items())
+        text = f"0/{n} nodes are available" + (": " + ", ".join(parts) if parts else "") + "."
         return d.Reason(d.NODES, text, {"nodes": n, "counts": dict(counts)})
 
     def add_reason(self, t: int, reason: d.Reason) -> None:

@@ -64,7 +64,7 @@ def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Obj
     assert all(e["reason"] == "FailedScheduling" and e["type"] == "Warning" for es in events.values() for e in es)
     messages = {es[0]["message"] for es in events.values()}
     # Pods beyond the four that fit say why no node takes them; the others that the gang waits.
-    assert any("0/4 nodes are available: 4 insufficient cpu" in m for m in messages), messages
+    assert any("0/4 nodes are available: 4 Insufficient cpu" in m for m in messages), messages
     assert all("insufficient cpu" in m or "gang" in m for m in messages), messages
     # Later cycles find the same reasons: no second Event, no second status write.
     assert all(len(es) == 1 for es in events.values())

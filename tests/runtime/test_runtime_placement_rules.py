@@ -86,7 +86,7 @@ def test_replicas_with_hostname_anti_affinity_take_one_node_each(pure):
     bound = placements(decisions)
     assert len(bound) == 3 and len(set(bound.values())) == 3
     (waiting,) = {f"ns/web-{i}" for i in range(4)} - set(bound)
-    assert reasons(decisions, waiting) == ["0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules"]
+    assert reasons(decisions, waiting) == ["0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."]
 
 
 def test_existing_pods_anti_affinity_is_symmetric(pure):
@@ -97,7 +97,7 @@ def test_existing_pods_anti_affinity_is_symmetric(pure):
     decisions = cycle(PLAN, state, pure)
     assert placements(decisions) == {}
     assert reasons(decisions, "ns/web") == [
-        "0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules"]
+        "0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules."]
     state = cluster({"n1": {}, "n2": {}}, pods)
     assert placements(cycle(PLAN, state, pure)) == {"ns/web": "n2"}
 
@@ -206,7 +206,7 @@ def test_topology_spread_with_no_room_says_so(pure):
     decisions = cycle(PLAN, cluster(nodes, pods), pure)
     assert placements(decisions) == {}
     assert reasons(decisions, "ns/new") == [
-        "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints"]
+        "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints."]
 
 
 def test_min_domains_holds_the_minimum_at_zero(pure):
@@ -252,7 +252,7 @@ def test_host_ports_conflict_by_port_protocol_and_ip(pure, first, second, share)
     assert bool(placements(decisions)) == share
     if not share:
         assert reasons(decisions, "ns/b") == [
-            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports"]
+            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."]
 
 
 def test_two_pending_pods_asking_for_one_port_take_two_nodes(pure):

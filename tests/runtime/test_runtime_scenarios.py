@@ -68,9 +68,9 @@ def test_node_reason_counts_causes(pure):
     pod(state, "p", cpu=2000)
     decisions = cycle(policy(STANDARD_TIERS), state, pure)
     assert [r.message for r in decisions.reasons_for("ns/p")] == [
-        "0/5 nodes are available: 3 insufficient cpu, 2 node(s) had untolerated taint {gpu: true}"]
+        "0/5 nodes are available: 2 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."]
     assert decisions.to_dict()["unschedulable"] == [{"pod": "ns/p", "reasons": [
-        "0/5 nodes are available: 3 insufficient cpu, 2 node(s) had untolerated taint {gpu: true}"]}]
+        "0/5 nodes are available: 2 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."]}]
 
 
 def test_selector_affinity_and_tolerations(pure):
@@ -285,7 +285,7 @@ def test_device_slices_pack_onto_one_card(pure):
     second = cycle(plan, state, pure)
     assert {b.pod: b.devices["nvidia.com/gpu"] for b in second.bindings} == {"ns/big": (1,)}
     assert [r.message for r in second.reasons_for("ns/huge")] == [
-        "0/1 nodes are available: 1 device memory fragmented: no card with 50Gi idle"]
+        "0/1 nodes are available: 1 device memory fragmented: no card with 50Gi idle."]
 
 
 def test_device_node_score_counts_only_with_a_weight(pure):

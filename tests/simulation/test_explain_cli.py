@@ -23,8 +23,8 @@ def test_failed_predicates_are_counted_per_node(tmp_path, capsys):
     assert out.splitlines() == [
         "ns/fat waits (no PodGroup, queue default)",
         "  why:",
-        "  - no node fits: 0/2 nodes are available: 1 insufficient cpu, 1 node(s) had untolerated taint {gpu: yes}",
-        "      1 node: insufficient cpu",
+        "  - no node fits: 0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {gpu: yes}.",
+        "      1 node: Insufficient cpu",
         "      1 node: node(s) had untolerated taint {gpu: yes}",
     ]
 

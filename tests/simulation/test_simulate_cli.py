@@ -38,7 +38,7 @@ def test_one_cycle_json_is_the_decisions_of_that_cycle(small_snapshot, capsys):
     assert decisions["podgroups"] == [{"name": "ns/g", "phase": "Running"}]
     [waiting] = decisions["unschedulable"]
     assert waiting["pod"] == "ns/lost"
-    assert waiting["reasons"] == ["0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector"]
+    assert waiting["reasons"] == ["0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."]
 
 
 def test_one_cycle_json_names_the_cards_of_a_device_binding(tmp_path, capsys):
