@@ -165,7 +165,8 @@ PLUGINS: dict[str, PluginSpec] = {
             ),
         ),
         PluginSpec(
-            "predicates", "Filters nodes: resource fit, node selector and affinity, taints, pod count.",
+            "predicates", "Filters nodes: resource fit, node selector and affinity, taints, pod count, inter-pod "
+            "affinity, topology spread, host ports.",
             frozenset({"predicate"}),
             arguments=_predicate_switches(
                 ("node_affinity", "NodeAffinityEnable", "required node affinity and nodeSelector"),

@@ -263,7 +263,7 @@ REDUNDANT_DEFAULT = CodeInfo(
     why="Writing a default out adds noise, and hides which settings were deliberately changed.",
     fix="Remove the setting (or keep it, if spelling it out documents a decision).",
     bad=_HEAD + "tier {\n  plugin predicates {\n    taint_toleration = true  # expect: PD411\n  }\n}\n",
-    good=_HEAD + "tier {\n  plugin predicates {\n    taint_toleration = false\n  }\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n  plugin binpack {\n    cpu = 2\n  }\n}\n",
 )
 
 
@@ -297,3 +297,37 @@ def redundant_default(ctx: LintContext) -> Iterator[Diagnostic]:
 
 def _show(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# predicates' switches of rules a pod declares in its own spec (node affinity, tolerations,
+# inter-pod affinity, topology spread, host ports): off, the pods' rules are not enforced.
+POD_RULE_SWITCHES = {
+    "node_affinity": "nodeSelector and required node affinity",
+    "taint_toleration": "taints (pods are placed on nodes whose taints they do not tolerate)",
+    "pod_affinity": "podAffinity and podAntiAffinity",
+    "pod_topology_spread": "topologySpreadConstraints",
+    "node_ports": "hostPort",
+}
+
+POD_RULE_OFF = CodeInfo(
+    "PD412", "pod-rule-switched-off", Severity.WARNING, "a predicate switched off that pods can still ask for",
+    why="A pod's spec declares its own placement rules (node affinity, tolerations, inter-pod affinity, topology "
+        "spread, host ports). With the predicate off the scheduler places such pods as if the rule were not there: "
+        "replicas that must not share a node do, two pods take one host port and the kubelet rejects one.",
+    fix="Leave the predicate on; if it must be off, keep pods that use the rule off this scheduler, and disable "
+        "the warning where the policy is linted (`# policydsl: disable=PD412`).",
+    bad=_HEAD + "tier {\n  plugin predicates {\n    pod_affinity = false  # expect: PD412\n  }\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n}\n",
+)
+
+
+@rule(POD_RULE_OFF)
+def pod_rule_switched_off(ctx: LintContext) -> Iterator[Diagnostic]:
+    plugin = ctx.plugin_named("predicates")
+    if plugin is None:
+        return
+    for written in plugin.node.settings:
+        key = written.key.value
+        if key in POD_RULE_SWITCHES and plugin.explicit_arguments.get(key) is False:
+            yield finding(POD_RULE_OFF, f"`{key} = false`: pods' {POD_RULE_SWITCHES[key]} will be ignored",
+                          written.key.span, "leave it on, or keep pods that use it off this scheduler")

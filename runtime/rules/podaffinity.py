@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runtime.model import LabelSelector, Pod, PodAffinityTerm, PodRules
-from runtime.rules.pods import Profile, placed, profile
+from runtime.model import Pod, PodAffinityTerm, PodRules
+from runtime.rules.pods import Profile, SelectorIndex, placed, profile
 from runtime.session import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check, Session, StatefulRule
 from runtime.snapshot import Domains
 
@@ -38,18 +38,6 @@ DEFAULT_HARD_WEIGHT = 1
 # What a pod carrying a term does to others: repels them (required anti-affinity), or scores
 # them up or down (kube-scheduler's symmetric weights).
 REPELS, ATTRACTS, PREFERS, AVOIDS = "repels", "attracts", "prefers", "avoids"
-
-
-def _anchor(selector: LabelSelector | None) -> tuple[str, str] | None:
-    """A label pair every pod the selector matches has: it finds the candidates for a term."""
-    if selector is None:
-        return None
-    if selector.match_labels:
-        return selector.match_labels[0]
-    for expr in selector.match_expressions:
-        if expr.operator == "In" and len(expr.values) == 1:
-            return expr.key, expr.values[0]
-    return None
 
 
 class _Counts:
@@ -125,12 +113,13 @@ class PodAffinityRule(StatefulRule):
         self.ns_labels = snap.namespace_labels
         self._groups: dict[tuple[PodAffinityTerm, ...], _Group] = {}
         self._holds: dict[tuple[PodAffinityTerm, str, int], _Hold] = {}
-        self._group_anchor: dict[tuple[str, str], list[_Group]] = {}
-        self._group_loose: list[_Group] = []
-        self._hold_anchor: dict[tuple[str, str], list[_Hold]] = {}
-        self._hold_loose: list[_Hold] = []
+        self._group_index: SelectorIndex[_Group] = SelectorIndex()
+        self._hold_index: SelectorIndex[_Hold] = SelectorIndex()
         self._matches: dict[Profile, list[_Group]] = {}
         self._carried: dict[PodRules, list[_Hold]] = {}
+        # By identity first: hashing a PodRules walks all its terms, and a pod's rules object
+        # lives as long as the session.
+        self._carried_by_id: dict[int, list[_Hold]] = {}
         self._classes: dict[int, _ClassTerms] = {}
         for cls in snap.classes:
             rules = snap.pods[cls.head].rules if cls.head >= 0 else None
@@ -158,14 +147,14 @@ class PodAffinityRule(StatefulRule):
         group = self._groups.get(terms)
         if group is None:
             group = self._groups[terms] = _Group(terms, {t.topology_key: self._counts(t.topology_key) for t in terms})
-            anchor = next((a for a in (_anchor(t.selector) for t in terms) if a is not None), None)
-            if anchor is None:
-                self._group_loose.append(group)
-            else:
-                self._group_anchor.setdefault(anchor, []).append(group)
+            # A pod must match every term: any term's required pair finds the candidates.
+            self._group_index.add(group, next((t.selector for t in terms if t.selector is not None), None))
         return group
 
     def _holds_of(self, rules: PodRules) -> list[_Hold]:
+        found = self._carried_by_id.get(id(rules))
+        if found is not None:
+            return found
         found = self._carried.get(rules)
         if found is None:
             wanted = [(t, REPELS, 0) for t in rules.anti_affinity]
@@ -173,6 +162,7 @@ class PodAffinityRule(StatefulRule):
             wanted += [(w.term, PREFERS, w.weight) for w in rules.preferred_affinity]
             wanted += [(w.term, AVOIDS, w.weight) for w in rules.preferred_anti_affinity]
             found = self._carried[rules] = [self._hold(*item) for item in wanted]
+        self._carried_by_id[id(rules)] = found
         return found
 
     def _hold(self, term: PodAffinityTerm, kind: str, weight: int) -> _Hold:
@@ -180,11 +170,7 @@ class PodAffinityRule(StatefulRule):
         hold = self._holds.get(key)
         if hold is None:
             hold = self._holds[key] = _Hold(term, kind, weight, self._counts(term.topology_key))
-            anchor = _anchor(term.selector)
-            if anchor is None:
-                self._hold_loose.append(hold)
-            else:
-                self._hold_anchor.setdefault(anchor, []).append(hold)
+            self._hold_index.add(hold, term.selector)
         return hold
 
     def _matching(self, pod: Pod) -> list[_Group]:
@@ -192,9 +178,8 @@ class PodAffinityRule(StatefulRule):
         key = profile(self.snap, pod)
         found = self._matches.get(key)
         if found is None:
-            labels = pod.labels
-            candidates = [g for k, v in labels.items() for g in self._group_anchor.get((k, v), ())]
-            found = self._matches[key] = [g for g in (*candidates, *self._group_loose) if g.matches(pod, self.ns_labels)]
+            found = self._matches[key] = [g for g in self._group_index.candidates(pod.labels)
+                                          if g.matches(pod, self.ns_labels)]
         return found
 
     def _count_group(self, group: _Group, node: int, step: int, leaving: bool) -> None:
@@ -217,8 +202,7 @@ class PodAffinityRule(StatefulRule):
                 ct.preferred += [(-float(w.weight), self._group((w.term,))) for w in rules.preferred_anti_affinity]
             for group in {id(g): g for g in (ct.affinity, *ct.anti, *(g for _, g in ct.preferred)) if g}.values():
                 group.users.append(cid)
-            candidates = [h for k, v in pod.labels.items() for h in self._hold_anchor.get((k, v), ())]
-            for hold in {id(h): h for h in (*candidates, *self._hold_loose)}.values():
+            for hold in self._hold_index.candidates(pod.labels):
                 if hold.term.matches(pod.namespace, pod.labels, self.ns_labels):
                     (ct.repelled_by if hold.kind == REPELS else ct.scored_by).append(hold)
                     hold.matched.append(cid)

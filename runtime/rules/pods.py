@@ -8,13 +8,14 @@ with the same namespace and the same values of the label keys the rules' selecto
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Hashable
+from collections.abc import Iterator, Mapping
+from typing import Generic, Hashable, TypeVar
 
-from runtime.model import Pod
+from runtime.model import LabelSelector, Pod
 from runtime.snapshot import Snapshot
 
 Profile = Hashable
+T = TypeVar("T")
 
 
 def profile(snap: Snapshot, pod: Pod) -> Profile:
@@ -26,3 +27,37 @@ def profile(snap: Snapshot, pod: Pod) -> Profile:
 def placed(snap: Snapshot) -> Iterator[tuple[Pod, int]]:
     """Every pod holding room on a node, with its node row."""
     return zip(snap.placed_pods, snap.placed_rows.tolist())
+
+
+def anchor(selector: LabelSelector | None) -> tuple[str, str] | None:
+    """A label pair every pod the selector matches has: it finds the candidates for a term."""
+    if selector is None:
+        return None
+    if selector.match_labels:
+        return selector.match_labels[0]
+    for expr in selector.match_expressions:
+        if expr.operator == "In" and len(expr.values) == 1:
+            return expr.key, expr.values[0]
+    return None
+
+
+class SelectorIndex(Generic[T]):
+    """Items (terms, selections) by a label pair their selector requires, so that a pod's
+    candidates are found from its labels instead of by trying every item; items whose
+    selector requires no single pair are always candidates."""
+
+    def __init__(self) -> None:
+        self._anchored: dict[tuple[str, str], list[T]] = {}
+        self._loose: list[T] = []
+
+    def add(self, item: T, selector: LabelSelector | None) -> None:
+        pair = anchor(selector)
+        if pair is None:
+            self._loose.append(item)
+        else:
+            self._anchored.setdefault(pair, []).append(item)
+
+    def candidates(self, labels: Mapping[str, str]) -> list[T]:
+        """Each item at most once (an item is listed under one pair only)."""
+        out = [item for pair in labels.items() for item in self._anchored.get(pair, ())]
+        return out + self._loose if self._loose else out

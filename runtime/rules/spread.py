@@ -29,7 +29,7 @@ import numpy as np
 
 from runtime.model import LabelSelector, Pod, SpreadConstraint
 from runtime.plugins.predicates import affinity_mask, untolerated_taint_checks
-from runtime.rules.pods import Profile, placed, profile
+from runtime.rules.pods import Profile, SelectorIndex, placed, profile
 from runtime.session import MASK_FAIL, MASK_PASS, Check, Session, StatefulRule
 from runtime.snapshot import Domains
 
@@ -80,7 +80,7 @@ class TopologySpreadRule(StatefulRule):
         self.filter_on = False
         self.weight = 0.0
         self._selections: dict[tuple[str, LabelSelector], _Selection] = {}
-        self._by_namespace: dict[str, list[_Selection]] = {}
+        self._by_namespace: dict[str, SelectorIndex[_Selection]] = {}
         self._matches: dict[Profile, list[_Selection]] = {}
         self._classes: dict[int, list[_Spread]] = {}
         self._score_range: dict[int, tuple[float, float]] = {}
@@ -101,15 +101,16 @@ class TopologySpreadRule(StatefulRule):
         found = self._selections.get(key)
         if found is None:
             found = self._selections[key] = _Selection(namespace, selector, np.zeros(self.snap.n_nodes, np.int64))
-            self._by_namespace.setdefault(namespace, []).append(found)
+            self._by_namespace.setdefault(namespace, SelectorIndex()).add(found, selector)
         return found
 
     def _matching(self, pod: Pod) -> list[_Selection]:
         key = profile(self.snap, pod)
         found = self._matches.get(key)
         if found is None:
-            found = self._matches[key] = [s for s in self._by_namespace.get(pod.namespace, ())
-                                          if s.selector.matches(pod.labels)]
+            index = self._by_namespace.get(pod.namespace)
+            found = self._matches[key] = [s for s in index.candidates(pod.labels)
+                                          if s.selector.matches(pod.labels)] if index is not None else []
         return found
 
     def _class(self, cid: int) -> list[_Spread]:
