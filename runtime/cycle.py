@@ -16,7 +16,6 @@ from runtime import decisions as d
 from runtime.actions import registry as action_registry
 from runtime.kernels import load as load_kernels
 from runtime.model import PG_PENDING, ClusterState, Condition, Pod
-from runtime.objects import ObjectError, check_queues
 from runtime.plugins import registry as plugin_registry
 from runtime.session import Options, Session
 from runtime.snapshot import HELD, PENDING, SnapshotCache, build_snapshot
@@ -36,9 +35,6 @@ def open_session(plan: Plan, state: ClusterState, options: Options | None = None
                  cache: SnapshotCache | None = None) -> Session:
     """Snapshot the state and open the plugins, ready for actions (tests and tools use it)."""
     options = options or Options()
-    problems = check_queues(state, [q.name for q in plan.queues])
-    if problems:
-        raise ObjectError(problems)
     kernels = load_kernels(options.pure_python)
     snap = build_snapshot(state, plan, options.scheduler_name, cache, kernels, options.fold_settled)
     ssn = Session(plan, snap, kernels)
@@ -49,7 +45,8 @@ def open_session(plan: Plan, state: ClusterState, options: Options | None = None
 def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
               cache: SnapshotCache | None = None, observer: CycleObserver | None = None) -> d.Decisions:
     """Run the Plan's actions once over the state. The state is not changed (see
-    ClusterState.apply). Raises ObjectError when a PodGroup names an unknown queue."""
+    ClusterState.apply). A PodGroup naming a queue nobody defines waits, saying so, as Volcano
+    skips such a job; the others are scheduled."""
     ssn = open_session(plan, state, options, cache)
     actions = action_registry()
     for name in plan.actions:
@@ -109,6 +106,8 @@ def collect(ssn: Session) -> d.Decisions:
             first = ssn.job_reasons[j][0]
         if first is not None:
             detail = f": {first.message}"
+        if not size:   # a PodGroup whose pods do not exist yet
+            return (Condition("Unschedulable", "True", "NotEnoughResources", f"PodGroup not admitted{detail}"),)
         return (Condition("Unschedulable", "True", "NotEnoughResources",
                           f"{pending}/{size} tasks in gang unschedulable{detail}"),)
 

@@ -78,20 +78,17 @@ def read_documents(path: str | Path) -> list[tuple[str, Any]]:
     return documents
 
 
-def load_path(path: str | Path, policy_queues: Iterable[str] | None = None) -> ClusterState:
-    """A ClusterState from a file or a folder of files (sorted; hidden folders skipped).
-
-    With `policy_queues` (the Plan's queue names), a PodGroup naming a queue that neither the
-    policy nor a Queue object defines is an error; without, that check waits for run_cycle."""
-    return load_objects(read_documents(path), policy_queues=policy_queues)
+def load_path(path: str | Path) -> ClusterState:
+    """A ClusterState from a file or a folder of files (sorted; hidden folders skipped)."""
+    return load_objects(read_documents(path))
 
 
-def load_text(text: str, source: str = "<input>", policy_queues: Iterable[str] | None = None) -> ClusterState:
+def load_text(text: str, source: str = "<input>") -> ClusterState:
     try:
         documents = parse_documents(text, Path(source).suffix)
     except ValueError as err:
         raise ObjectError([ObjectProblem(source, "", "", str(err))]) from None
-    return load_objects(((source, doc) for doc in documents), policy_queues=policy_queues)
+    return load_objects((source, doc) for doc in documents)
 
 
 def read_object(obj: dict, state: ClusterState, source: str = "<api>") -> None:
@@ -123,8 +120,7 @@ def parse_documents(text: str, suffix: str = "") -> list[Any]:
         raise ValueError(f"invalid YAML{where}: {problem}") from None
 
 
-def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | None = None,
-                 policy_queues: Iterable[str] | None = None) -> ClusterState:
+def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | None = None) -> ClusterState:
     """Add (source, object dict) pairs to a state (a new one by default). Lists are flattened."""
     state = state or ClusterState()
     problems: list[ObjectProblem] = []
@@ -145,7 +141,7 @@ def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | Non
             problems.append(ObjectProblem(source, str(kind) or "object", name,
                                           f"unknown kind `{kind}` (known: {known}, List)" if kind else
                                           "missing `kind`"))
-    problems.extend(_check_references(state, {_object_key(o): s for s, o in flat}, policy_queues))
+    problems.extend(_check_references(state, {_object_key(o): s for s, o in flat}))
     if problems:
         raise ObjectError(problems)
     return state
@@ -277,15 +273,10 @@ _READERS: dict[str, Callable[[dict, ClusterState], None]] = {
 }
 
 
-def _check_references(state: ClusterState, sources: dict[tuple[str, str], str],
-                      policy_queues: Iterable[str] | None) -> list[ObjectProblem]:
-    """Cross-object checks: a PodGroup names a queue that exists; a pod's node exists."""
+def _check_references(state: ClusterState, sources: dict[tuple[str, str], str]) -> list[ObjectProblem]:
+    """Cross-object checks: a pod's node exists. (A PodGroup naming a queue nobody defines is no
+    error of the input: its job waits, saying so, as Volcano skips it.)"""
     problems = []
-    known = None if policy_queues is None else set(policy_queues) | set(state.queues) | {"default"}
-    for group in state.podgroups.values():
-        if known is not None and group.queue not in known:
-            problems.append(ObjectProblem(sources.get(("PodGroup", group.key), "<input>"), "PodGroup", group.key,
-                                          f"names queue `{group.queue}`, which does not exist"))
     for pod in state.pods.values():
         if pod.node_name and pod.node_name not in state.nodes and not pod.terminal:
             problems.append(ObjectProblem(sources.get(("Pod", pod.key), "<input>"), "Pod", pod.key,

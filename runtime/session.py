@@ -294,11 +294,12 @@ class Session:
         self.job_ready[:] = np.bincount(jobs_of[ready | (st == SUCCEEDED)], minlength=j_n)[:j_n]
         self.job_pending[:] = np.bincount(jobs_of[st == PENDING], minlength=j_n)[:j_n]
         live = (st != SUCCEEDED) & (st != RELEASING) & (st != HELD)
-        if j_n:
+        sized = np.diff(snap.job_first) > 0     # jobs with tasks (a PodGroup may have none yet)
+        if sized.any():
             # Each job's tasks are one range (snap.job_first): per-job sums are range sums.
-            starts = snap.job_first[:-1]
-            self.job_allocated[:] = np.add.reduceat(req * ready[:, None], starts, axis=0)
-            self.job_request[:] = np.add.reduceat(req * live[:, None], starts, axis=0)
+            starts = snap.job_first[:-1][sized]
+            self.job_allocated[sized] = np.add.reduceat(req * ready[:, None], starts, axis=0)
+            self.job_request[sized] = np.add.reduceat(req * live[:, None], starts, axis=0)
         job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
         known = job_queue >= 0
         direct_alloc = np.zeros_like(self.queue_allocated)

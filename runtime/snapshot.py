@@ -24,7 +24,7 @@ from compiler.plan import DevicePlan, Plan, QueuePlan
 from runtime.kernels import Kernels
 from runtime.kernels import load as load_kernels
 from runtime.kernels.records import JobInfo, PodScan
-from runtime.model import ClusterState, Node, Pod, SettledPods, Taint
+from runtime.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
 
 INT64_MAX = np.iinfo(np.int64).max
 UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow
@@ -351,6 +351,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                         tasks.job_first, task_priority, queue_index, [q.leaf for q in queues], index, r,
                         cat.DEFAULT_QUEUE)
 
+    job_first = _add_podless_jobs(jobs, tasks.job_first, state, queue_index, [q.leaf for q in queues], index, r)
     settled, settled_pods = _fold_settled(scan.settled, shapes, queue_index, len(queues), r)
     total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
     capability[0] = np.minimum(capability[0], total)
@@ -362,7 +363,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         prefer_taint_bits=nodes.prefer_taint_bits, taints=nodes.taints, prefer_taints=nodes.prefer_taints,
         pods=tasks.pods, task_keys=tasks.keys, request=request, status=status, task_node=scan.node[tasks.order],
         task_job=task_job, task_priority=task_priority, task_class=columns.task_class, classes=classes,
-        jobs=jobs, job_first=tasks.job_first, queues=queues, queue_index=queue_index, capability=capability,
+        jobs=jobs, job_first=job_first, queues=queues, queue_index=queue_index, capability=capability,
         guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
         foreign_pods=foreign, settled=settled, settled_pods=settled_pods, topology=nodes.topology,
     )
@@ -378,6 +379,38 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.namespace_labels = state.namespace_labels
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
+
+
+def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: ClusterState, queue_index: dict[str, int],
+                      leaf: list[bool], index: dict[str, int], r: int) -> np.ndarray:
+    """PodGroups waiting for admission or for their pods (Pending, Inqueue) that no pod names
+    yet become jobs without tasks, appended to `jobs`: Volcano's job controller creates a
+    vcjob's pods only once enqueue has admitted its PodGroup. Returns job_first with their
+    (empty) ranges."""
+    named = {job.key for job in jobs}
+    added = 0
+    none = np.zeros(0, dtype=np.int64)
+    for key, group in state.podgroups.items():
+        if key in named or group.phase not in (PG_PENDING, PG_INQUEUE):
+            continue
+        q = queue_index.get(group.queue, -1)
+        problem = (f"queue {group.queue} does not exist" if q < 0 else
+                   f"queue {group.queue} is not a leaf queue" if not leaf[q] else None)
+        min_res = None
+        if group.min_resources:
+            min_res = np.zeros(r, dtype=np.int64)
+            for res, amount in group.min_resources.items():
+                if res in index:
+                    min_res[index[res]] = amount
+        priority = (state.priority_classes.get(group.priority_class, state.default_priority)
+                    if group.priority_class else state.default_priority)
+        jobs.append(JobInfo(len(jobs), key, group, False, q, group.queue, group.min_member,
+                            dict(group.min_task_member), min_res, priority, group.creation, group.uid, group.phase,
+                            none, problem))
+        added += 1
+    if not added:
+        return job_first
+    return np.concatenate([job_first, np.full(added, job_first[-1], dtype=np.int64)])
 
 
 def rule_label_keys(rule_pods: list[Pod]) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"policydsl explain: {err}" if err.exit_code == 2 else str(err), file=sys.stderr)
         return err.exit_code
     try:
-        state = load_path(args.snapshot, policy_queues=[q.name for q in plan.queues])
+        state = load_path(args.snapshot)
         result = explain(plan, state, args.target, Options(scheduler_name=args.scheduler_name))
     except ObjectError as err:
         print(f"policydsl explain: {problems_text(err)}", file=sys.stderr)

@@ -219,7 +219,7 @@ def _embedded(spec: str, plan):  # -> EmbeddedCluster | None
         print(f"policydsl run: --cluster must be embedded:SNAPSHOT, got `{spec}`", file=sys.stderr)
         return None
     try:
-        state = load_path(os.path.expanduser(location), policy_queues=[q.name for q in plan.queues])
+        state = load_path(os.path.expanduser(location))
     except ObjectError as err:
         for problem in err.problems:
             print(f"policydsl run: {problem}", file=sys.stderr)

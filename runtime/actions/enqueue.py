@@ -1,6 +1,7 @@
 """enqueue: admits pending jobs, PodGroup Pending → Inqueue. Queues take turns (queue order),
 one job per turn (job order). A job whose PodGroup has no minResources is admitted (if its
-queue is open); otherwise every enqueue plugin must admit it (tier voting)."""
+queue is open); otherwise every enqueue plugin must admit it (tier voting). A PodGroup without
+pods yet is admitted like any other (runtime.snapshot: pod-less PodGroups are jobs)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ def run(ssn: Session) -> None:
     heaps: dict[int, list] = {}
     for job in ssn.snap.jobs:
         j = job.index
-        if ssn.job_phase[j] != "Pending" or job.queue < 0:
+        if ssn.job_phase[j] != "Pending":
             continue
-        reason = ssn.job_valid(j)
-        if reason is not None:
-            ssn.job_reasons.setdefault(j, [reason])
+        # Only a job that cannot run at all waits here (an unknown PodGroup or queue, a queue
+        # that is not a leaf): as Volcano's enqueue, admission asks no job_valid plugin, so a
+        # gang whose pods do not all exist yet — a vcjob's, whose pods the controller creates
+        # once its PodGroup is Inqueue — is admitted on its minResources.
+        if job.problem or job.queue < 0:
+            ssn.job_reasons.setdefault(j, [d.Reason(d.JOB, job.problem or f"queue {job.queue_name} does not exist")])
             continue
         heaps.setdefault(job.queue, []).append((ssn.job_key(j), j))
     queues = []

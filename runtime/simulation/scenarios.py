@@ -92,7 +92,7 @@ def example_scenario(plan: Plan) -> Scenario:
     description = "built-in example: 8 nodes (2 with 8 GPUs), about an hour of API, notebook, ETL and training jobs"
     if shown:
         description += f" (example queues: {shown})"
-    return build_scenario(cluster, workload, [q.name for q in plan.queues], mapping, description)
+    return build_scenario(cluster, workload, mapping, description)
 
 
 def load_scenario(plan: Plan, snapshot: str | Path | None = None, workload: str | Path | None = None) -> Scenario:
@@ -114,7 +114,6 @@ def scenario_from_documents(plan: Plan, snapshot: list[Document] | None, workloa
     workload."""
     if snapshot is None and workload is None:
         return example_scenario(plan)
-    queues = [q.name for q in plan.queues]
     workload = workload or []
     if snapshot is None:
         if any(isinstance(d, dict) and d.get("kind") == "Node" for _, d in flatten(workload)):
@@ -122,4 +121,4 @@ def scenario_from_documents(plan: Plan, snapshot: list[Document] | None, workloa
         else:
             snapshot = read_documents(EXAMPLE_CLUSTER)
             description += " on the built-in example cluster"
-    return build_scenario(snapshot, workload, queues, description=description)
+    return build_scenario(snapshot, workload, description=description)

@@ -131,8 +131,8 @@ def copy_podgroup(group: PodGroup) -> PodGroup:
     return dataclasses.replace(group, conditions=[])
 
 
-def build_scenario(snapshot: list[Document], workload: list[Document], policy_queues: Iterable[str],
-                   queue_map: dict[str, str] | None = None, description: str = "") -> Scenario:
+def build_scenario(snapshot: list[Document], workload: list[Document], queue_map: dict[str, str] | None = None,
+                   description: str = "") -> Scenario:
     """Load both inputs as one set of objects (so every problem is reported at once and a
     PodGroup may name a Queue of either input), then split off the objects that arrive later."""
     problems: list[ObjectProblem] = []
@@ -146,7 +146,7 @@ def build_scenario(snapshot: list[Document], workload: list[Document], policy_qu
     problems.extend(_duplicates(documents))
     timing = _timing(documents, problems)
     try:
-        state = load_objects(documents, policy_queues=list(policy_queues))
+        state = load_objects(documents)
     except ObjectError as err:
         problems.extend(err.problems)
     if problems:

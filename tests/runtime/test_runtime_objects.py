@@ -91,16 +91,18 @@ def test_all_problems_reported_together():
     assert [p.kind for p in err.value.problems] == ["Foo", "Bar"]
 
 
-def test_podgroup_naming_a_missing_queue():
+def test_podgroup_naming_a_missing_queue_waits_and_the_rest_is_scheduled():
     text = ("apiVersion: scheduling.volcano.sh/v1beta1\nkind: PodGroup\n"
-            "metadata: {name: g, namespace: ns}\nspec: {queue: nowhere}\n")
-    with pytest.raises(ObjectError, match="PodGroup ns/g: names queue `nowhere`"):
-        load_text(text, policy_queues=["online"])
-    state = load_text(text)              # without the policy, the check waits for the cycle
-    with pytest.raises(ObjectError, match="names queue `nowhere`"):
-        run_cycle(policy("tier { plugin gang }"), state)
-    ok = load_text(text.replace("nowhere", "online"), policy_queues=["online"])
-    assert ok.podgroups["ns/g"].queue == "online"
+            "metadata: {name: g, namespace: ns}\nspec: {queue: nowhere}\n---\n"
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: 4, memory: 8Gi}}\n")
+    for name, group in (("g-0", "g"), ("lone", None)):
+        text += ("---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: ns%s}\n"
+                 "spec: {schedulerName: volcano, containers: [{name: c, resources: {requests: {cpu: 1}}}]}\n"
+                 % (name, ", annotations: {scheduling.k8s.io/group-name: g}" if group else ""))
+    state = load_text(text)              # no error of the input: Volcano skips such a job
+    decisions = run_cycle(policy("tier { plugin gang\n plugin predicates }"), state)
+    assert [b.pod for b in decisions.bindings] == ["ns/lone"]
+    assert [r.message for r in decisions.reasons_for("ns/g-0")] == ["queue nowhere does not exist"]
 
 
 def test_only_our_scheduler_is_scheduled():

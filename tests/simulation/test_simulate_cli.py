@@ -146,8 +146,6 @@ BAD_INPUTS = [
     ("malformed quantity", [node("n1", cpu="four")], "Node n1: `status.allocatable.cpu`: `four` is not a quantity"),
     ("missing field", [node("n1"), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
                                     "spec": {"schedulerName": "volcano"}}], "Pod ns/p: missing `spec.containers`"),
-    ("missing queue", [node("n1"), podgroup("g", queue="nope"), pod("g-0", group="g")],
-     "PodGroup ns/g: names queue `nope`, which does not exist"),
     ("bad duration", [node("n1"), pod("p", duration="ten minutes")],
      "Pod ns/p: annotation `simulation.policydsl.io/duration`: `ten minutes` is not a duration"),
     ("running pod arriving later", [node("n1"), pod("p", node_name="n1", arrival="5m")],
