@@ -98,13 +98,13 @@ def test_token_bucket_allows_a_burst_then_the_rate() -> None:
 def test_events_are_deduplicated_until_the_message_changes() -> None:
     recorder = EventRecorder(api=None, component="volcano", instance="test", refresh_s=300.0)  # type: ignore[arg-type]
     pod = InvolvedObject("Pod", "v1", "ns", "p", "uid-1")
-    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient cpu")
-    assert not recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient cpu")
-    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient memory")
+    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 Insufficient cpu")
+    assert not recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 Insufficient cpu")
+    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 Insufficient memory")
     other = InvolvedObject("Pod", "v1", "ns", "p", "uid-2")  # same name, a new pod
-    assert recorder.record(other, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient memory")
+    assert recorder.record(other, "Warning", "FailedScheduling", "0/4 nodes are available: 4 Insufficient memory")
     recorder.forget(lambda key: False)
-    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 insufficient memory")
+    assert recorder.record(pod, "Warning", "FailedScheduling", "0/4 nodes are available: 4 Insufficient memory")
 
 
 # --- binds and evictions ------------------------------------------------------------------------------
