@@ -12,7 +12,7 @@ import heapq
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
 from runtime.session import Session
-from runtime.snapshot import PENDING
+from runtime.snapshot import PENDING, READY_STATUSES
 
 
 def run(ssn: Session) -> None:
@@ -45,16 +45,21 @@ def allocate_job(ssn: Session, j: int) -> None:
         return
     ssn.attempted.add(j)
     stmt = ssn.new_statement()
+    failed_roles: set[str] = set()
     for run_tasks in runs:
         limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[run_tasks[0]], len(run_tasks))
         placed = place_run(ssn, stmt, run_tasks, limit) if limit > 0 else 0
         if placed < len(run_tasks):
-            failing = run_tasks[placed]
-            reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, failing)
-            for t in (t for run in runs for t in run):
-                if ssn.status[t] == PENDING:
-                    ssn.add_reason(t, reason)
-            break
+            # The run's other tasks are alike: they fail alike, and keep their own reason; the
+            # job's other tasks are still tried (Volcano's NeedContinueAllocating).
+            rest = run_tasks[placed:]
+            reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, rest[0])
+            for t in rest:
+                ssn.add_reason(t, reason)
+            if placed < limit or queue_reason is None:
+                failed_roles.add(snap.pods[rest[0]].task_role)
+            if not keeps_trying(ssn, j, failed_roles):
+                break
     if ssn.job_ready_ok(j):
         stmt.commit()
     elif ssn.job_pipelined_ok(j):
@@ -66,3 +71,20 @@ def allocate_job(ssn: Session, j: int) -> None:
         if job.min_member > 1:
             for t in (t for run in runs for t in run):
                 ssn.add_reason(t, gang)
+
+
+def keeps_trying(ssn: Session, j: int, failed_roles: set[str]) -> bool:
+    """After a task found no node, whether the job's other tasks are still worth trying
+    (Volcano's NeedContinueAllocating): not when every task must run; when the roles' minimums
+    add up to more than minMember, while the tasks of roles that have not failed can still make
+    it ready; otherwise while every failed role already has its minimum."""
+    job = ssn.snap.jobs[j]
+    if job.min_member == len(job.tasks):
+        return False
+    mins = job.min_task_member
+    if job.min_member < sum(mins.values()):
+        pending = [t for t in job.tasks.tolist() if ssn.status[t] == PENDING]
+        left = sum(1 for t in pending if ssn.snap.pods[t].task_role not in failed_roles)
+        return int(ssn.job_ready[j]) + left >= job.min_member
+    allocated = ssn.role_counts(job, READY_STATUSES)
+    return all(allocated.get(role, 0) >= mins.get(role, 0) for role in failed_roles)
