@@ -20,21 +20,23 @@ def test_allocate_tries_a_jobs_other_tasks_after_one_finds_no_node(pure):
     # Volcano's NeedContinueAllocating: with minMember below the job's size, a task that fits
     # nowhere does not stop its siblings, and each keeps its own reason.
     state = ClusterState()
-    node(state, "n1", cpu=4000)
+    node(state, "n1", cpu=2000)
+    node(state, "n2", cpu=2000)
     state.add_podgroup(PodGroup("ns", "job", min_member=1, phase="Inqueue", uid="pg"))
-    pod(state, "big", cpu=8000, group="job", priority=10)      # first in task order, fits nowhere
+    pod(state, "big", cpu=3000, group="job", priority=10)      # first in task order, fits on no node
     pod(state, "small-0", cpu=1000, group="job")
     pod(state, "small-1", cpu=1000, group="job")
     decisions = cycle(PLAN, state, pure)
     assert set(placements(decisions)) == {"ns/small-0", "ns/small-1"}
-    assert [r.message for r in decisions.reasons_for("ns/big")] == ["0/1 nodes are available: 1 Insufficient cpu."]
+    assert [r.message for r in decisions.reasons_for("ns/big")] == ["0/2 nodes are available: 2 Insufficient cpu."]
 
 
 def test_a_job_all_of_whose_tasks_must_run_stops_at_the_first_that_cannot(pure):
     state = ClusterState()
-    node(state, "n1", cpu=4000)
+    node(state, "n1", cpu=2000)
+    node(state, "n2", cpu=2000)
     state.add_podgroup(PodGroup("ns", "gang", min_member=3, phase="Inqueue", uid="pg"))
-    pod(state, "big", cpu=8000, group="gang", priority=10)
+    pod(state, "big", cpu=3000, group="gang", priority=10)
     pod(state, "small-0", cpu=1000, group="gang")
     pod(state, "small-1", cpu=1000, group="gang")
     decisions = cycle(PLAN, state, pure)
