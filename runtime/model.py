@@ -26,6 +26,7 @@ GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/grou
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})       # what Go's strconv.ParseBool takes as true
 GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
 DEFAULT_SCHEDULER = "volcano"
 DEFAULT_MAX_PODS = 110
@@ -246,11 +247,17 @@ class Pod:
 
     @property
     def task_role(self) -> str:
-        return self.annotations.get(TASK_SPEC_ANNOTATION, "")
+        """The vcjob task the pod is of: the annotation, else the label (as Volcano reads it)."""
+        return self.annotations.get(TASK_SPEC_ANNOTATION) or self.labels.get(TASK_SPEC_ANNOTATION, "")
 
     @property
     def preemptable(self) -> bool:
-        return self.annotations.get(PREEMPTABLE_ANNOTATION, "true").lower() != "false"
+        """volcano.sh/preemptable: the annotation, else the label; unset means yes, a value that
+        is not a boolean means no (as Volcano parses it, with Go's strconv.ParseBool)."""
+        value = self.annotations.get(PREEMPTABLE_ANNOTATION)
+        if value is None:
+            value = self.labels.get(PREEMPTABLE_ANNOTATION)
+        return value is None or value in GO_TRUE
 
     @property
     def terminal(self) -> bool:

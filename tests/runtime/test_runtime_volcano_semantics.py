@@ -42,3 +42,23 @@ def test_a_job_all_of_whose_tasks_must_run_stops_at_the_first_that_cannot(pure):
     decisions = cycle(PLAN, state, pure)
     assert placements(decisions) == {}
     assert any("gang short" in r.message for r in decisions.reasons_for("ns/small-0"))
+
+
+@pytest.mark.parametrize("annotations, labels, expect", [
+    ({}, {}, True),
+    ({"volcano.sh/preemptable": "false"}, {}, False),
+    ({}, {"volcano.sh/preemptable": "false"}, False),            # the label, when no annotation
+    ({"volcano.sh/preemptable": "true"}, {"volcano.sh/preemptable": "false"}, True),   # the annotation first
+    ({"volcano.sh/preemptable": "maybe"}, {}, False),            # not a boolean: not preemptable
+    ({"volcano.sh/preemptable": "F"}, {}, False),
+])
+def test_preemptable_is_read_from_annotation_then_label(annotations, labels, expect):
+    from runtime.model import Pod
+    assert Pod("ns", "p", annotations=annotations, labels=labels).preemptable is expect
+
+
+def test_task_spec_is_read_from_annotation_then_label():
+    from runtime.model import Pod
+    assert Pod("ns", "p", labels={"volcano.sh/task-spec": "worker"}).task_role == "worker"
+    assert Pod("ns", "p", annotations={"volcano.sh/task-spec": "ps"},
+               labels={"volcano.sh/task-spec": "worker"}).task_role == "ps"
