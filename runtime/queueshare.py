@@ -85,6 +85,9 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
         return (-snap.queues[q].priority, share(q))
 
     def allocatable(q: int, request: np.ndarray, count: int):
+        queue = snap.queues[q]
+        if not queue.open:     # Volcano's proportion and capacity: a queue not Open allocates nothing
+            return 0, d.Reason(d.QUEUE, f"queue {queue.name} is closed", {"queue": queue.name})
         allowed, reason = count, None
         for c in ssn.queue_chain[q]:
             n, binding = within(c, request, allowed)
@@ -95,6 +98,8 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
         return allowed, reason
 
     def preemptive(q: int, t: int) -> bool:
+        if not snap.queues[q].open:    # nor does it reclaim
+            return False
         after = ssn.queue_allocated[q] + snap.request[t]
         return all(after[r] <= deserved[q][r] for r in columns if snap.request[t][r] > 0)
 

@@ -62,3 +62,22 @@ def test_task_spec_is_read_from_annotation_then_label():
     assert Pod("ns", "p", labels={"volcano.sh/task-spec": "worker"}).task_role == "worker"
     assert Pod("ns", "p", annotations={"volcano.sh/task-spec": "ps"},
                labels={"volcano.sh/task-spec": "worker"}).task_role == "ps"
+
+
+@pytest.mark.parametrize("plugin", ["proportion", "capacity"])
+def test_a_closed_queue_neither_allocates_nor_reclaims(plugin, pure):
+    from runtime.model import QueueObject
+    tiers = STANDARD_TIERS.replace("plugin proportion", f"plugin {plugin}")
+    plan = policy(tiers, actions="enqueue, allocate, reclaim, backfill")
+    state = ClusterState()
+    node(state, "n1", cpu=4000)
+    state.add_queue(QueueObject("shut", state="closed", guarantee={"cpu": 4000}, deserved={"cpu": 4000}))
+    state.add_queue(QueueObject("busy", deserved={"cpu": 0}))
+    state.add_podgroup(PodGroup("ns", "admitted", min_member=1, queue="shut", phase="Inqueue", uid="pg1"))
+    pod(state, "admitted-0", cpu=1000, group="admitted")
+    state.add_podgroup(PodGroup("ns", "other", min_member=1, queue="busy", phase="Running", uid="pg2"))
+    for i in range(4):
+        pod(state, f"other-{i}", cpu=1000, group="other", node_name="n1")
+    decisions = cycle(plan, state, pure)
+    assert placements(decisions) == {} and decisions.evictions == []
+    assert [r.message for r in decisions.reasons_for("ns/admitted-0")] == ["queue shut is closed"]
