@@ -15,6 +15,7 @@ import numpy as np
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, pending_of
 from runtime.actions.eviction import evict_for, pods_by_node, settle
+from runtime.model import PREEMPT_NEVER
 from runtime.session import Session
 from runtime.snapshot import PIPELINED
 
@@ -35,23 +36,31 @@ def run(ssn: Session) -> None:
                 continue
             stmt = ssn.new_statement()
             reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined preemptors
+            failed: set[int] = set()       # classes that found no room: their other tasks would not
             for t in pending_of(ssn, j):
-                if ssn.zero_request(t):
+                if not ssn.job_starving(j):
+                    break
+                if int(snap.task_class[t]) in failed:
                     continue
                 mark = stmt.mark()
                 pod = snap.pods[t].key
+                best_effort = ssn.zero_request(t)
 
                 def reason_for(v: int, pod=pod, t=t) -> d.Reason:
                     return d.Reason(d.PREEMPTION, f"preempted by {pod} (priority {int(snap.task_priority[t])})",
                                     {"preemptor": pod})
 
-                def may_evict(v: int) -> bool:
+                def may_evict(v: int, best_effort=best_effort) -> bool:
                     victim = snap.jobs[snap.task_job[v]]
+                    # A best-effort preemptor (a pod slot, nothing more) evicts only best-effort pods.
                     return (victim.queue == q and victim.index != j and snap.pods[v].preemptable
+                            and (not best_effort or bool(ssn.zero[v]))
                             and (not by_priority or victim.priority < snap.jobs[j].priority))
 
                 if not evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node):
-                    break
+                    if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
+                        failed.add(int(snap.task_class[t]))
+                    continue
                 # With its victims gone (the statement already took them off the queue), may
                 # the queue allocate this preemptor and the job's earlier ones? If not, the
                 # reservation would never bind and the evictions would buy nothing. (Preemptors

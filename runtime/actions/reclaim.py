@@ -11,6 +11,7 @@ import heapq
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, pending_of
 from runtime.actions.eviction import evict_for, pods_by_node, settle
+from runtime.model import PREEMPT_NEVER
 from runtime.session import Session
 
 
@@ -28,20 +29,24 @@ def run(ssn: Session) -> None:
             if not ssn.job_starving(j):
                 continue
             stmt = ssn.new_statement()
+            failed: set[int] = set()       # classes that found no room: their other tasks would not
             for t in pending_of(ssn, j):
-                if ssn.zero_request(t):
-                    continue
-                if not ssn.preemptive(q, t):
+                if not ssn.job_starving(j):
                     break
+                if int(snap.task_class[t]) in failed or not ssn.preemptive(q, t):
+                    continue
                 pod = snap.pods[t].key
+                best_effort = ssn.zero_request(t)
 
                 def reason_for(v: int, pod=pod) -> d.Reason:
                     return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}", {"queue": name, "for": pod})
 
-                def may_evict(v: int) -> bool:
+                def may_evict(v: int, best_effort=best_effort) -> bool:
                     vq = snap.jobs[snap.task_job[v]].queue
-                    return vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
+                    return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
+                            and (not best_effort or bool(ssn.zero[v])))
 
                 if not evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node):
-                    break
+                    if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
+                        failed.add(int(snap.task_class[t]))
             settle(ssn, stmt, j)

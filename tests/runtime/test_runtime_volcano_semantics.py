@@ -81,3 +81,29 @@ def test_a_closed_queue_neither_allocates_nor_reclaims(plugin, pure):
     decisions = cycle(plan, state, pure)
     assert placements(decisions) == {} and decisions.evictions == []
     assert [r.message for r in decisions.reasons_for("ns/admitted-0")] == ["queue shut is closed"]
+
+
+def test_a_best_effort_preemptor_frees_a_pod_slot_from_best_effort_pods_only(pure):
+    plan = policy(STANDARD_TIERS, actions="enqueue, allocate, preempt, backfill")
+    state = ClusterState()
+    node(state, "n1", cpu=4000)
+    state.nodes["n1"].allocatable["pods"] = 2
+    pod(state, "low-be", cpu=0, memory=0, priority=1, node_name="n1")
+    pod(state, "low-cpu", cpu=1000, priority=1, node_name="n1")
+    pod(state, "high-be", cpu=0, memory=0, priority=100)
+    decisions = cycle(plan, state, pure)
+    assert [e.pod for e in decisions.evictions] == ["ns/low-be"]
+    assert decisions.pipelined == {"ns/high-be": "n1"}
+
+
+def test_preemption_policy_never_is_skipped_and_the_next_task_still_preempts(pure):
+    plan = policy(STANDARD_TIERS, actions="enqueue, allocate, preempt, backfill")
+    state = ClusterState()
+    node(state, "n1", cpu=2000)
+    pod(state, "low-0", cpu=1000, priority=1, node_name="n1")
+    pod(state, "low-1", cpu=1000, priority=1, node_name="n1")
+    state.add_podgroup(PodGroup("ns", "job", min_member=1, phase="Inqueue", uid="pg"))
+    pod(state, "never", cpu=1000, priority=100, group="job", creation=0.0, preemption_policy="Never")
+    pod(state, "may", cpu=1000, priority=100, group="job", creation=1.0)
+    decisions = cycle(plan, state, pure)
+    assert len(decisions.evictions) == 1 and decisions.pipelined == {"ns/may": "n1"}
