@@ -16,6 +16,7 @@ State transitions a simulator needs:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -200,6 +201,16 @@ class PodRules:
     def __bool__(self) -> bool:
         return bool(self.affinity or self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity
                     or self.spread or self.host_ports)
+
+    # Hashed once: a cycle looks rules up by value for every pod that carries them, and a frozen
+    # dataclass would hash all its nested terms each time.
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.affinity, self.anti_affinity, self.preferred_affinity, self.preferred_anti_affinity,
+                     self.spread, self.host_ports))
 
 
 @dataclass

@@ -417,8 +417,7 @@ def rule_label_keys(rule_pods: list[Pod]) -> tuple[str, ...]:
     """The label keys any inter-pod selector of these pods reads (sorted): pods that agree on
     them (and on namespace and rules) are alike to every rule, whatever their other labels."""
     keys: set[str] = set()
-    for pod in rule_pods:
-        rules = pod.rules
+    for rules in {pod.rules for pod in rule_pods}:
         terms = [*rules.affinity, *rules.anti_affinity, *(w.term for w in rules.preferred_affinity),
                  *(w.term for w in rules.preferred_anti_affinity)]
         for term in terms:
