@@ -95,7 +95,14 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
     snap = ssn.snap
     cid = int(snap.task_class[t])
     cp = ssn.fresh_placement(cid)
-    if cp.tree.place(1):
+    if ssn.zero_request(t):
+        # A best-effort pod needs only a pod slot: where one is free, backfill places it; it
+        # preempts only where every node it may use is full.
+        pods = snap.resource_index["pods"]
+        free = snap.allocatable[:, pods] - ssn.used[:, pods] - ssn.pipelined[:, pods] > 0
+        if (free & (cp.mask & MASK_PASS).astype(bool)).any():
+            return False
+    elif cp.tree.place(1):
         stmt.placed([t], cp.tree.out_nodes, cp.tree.out_kinds, 1)
         cp.seen = ssn.ledger.log_n
         return True
