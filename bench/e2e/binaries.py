@@ -1,8 +1,9 @@
 """Where the benchmark's programs live, and how to get the ones that are missing.
 
-Nothing here is in the repository: bench/e2e/build.sh builds vc-scheduler and
-the load tools into the cache, and .ci/install-kube.sh builds kube-scheduler
-(runtime.devcluster.kube_bin_dir()).
+Nothing here is in the repository: bench/e2e/build.sh builds vc-scheduler,
+vc-controller-manager (for the vcjob integration tests) and the load tools into
+the cache, and .ci/install-kube.sh builds kube-scheduler
+(runtime.devcluster.kube_bin_dir()) and has build.sh build vc-controller-manager.
 """
 
 from __future__ import annotations
@@ -38,14 +39,26 @@ def volcano_version() -> str:
     raise MissingBinary(f"no `require volcano.sh/volcano vX.Y.Z` line in {VOLCANO_GO_MOD}")
 
 
-def vc_scheduler() -> Path:
-    path = cache_root() / "volcano" / volcano_version() / "bin" / "vc-scheduler"
+def _volcano_binary(name: str, how: str) -> Path:
+    path = cache_root() / "volcano" / volcano_version() / "bin" / name
     if not os.access(path, os.X_OK):
         raise MissingBinary(
-            f"vc-scheduler {volcano_version()} is not built ({path} is missing): run "
-            "`bash bench/e2e/build.sh vc-scheduler` (about 10 minutes the first time on 2 cores)"
+            f"{name} {volcano_version()} is not built ({path} is missing): run "
+            f"{how} (about 10 minutes the first time on 2 cores)"
         )
     return path
+
+
+def vc_scheduler() -> Path:
+    return _volcano_binary("vc-scheduler", "`bash bench/e2e/build.sh vc-scheduler`")
+
+
+def vc_controller_manager() -> Path:
+    """Volcano's job, PodGroup and Queue controllers; the vcjob integration tests run it."""
+    return _volcano_binary(
+        "vc-controller-manager",
+        "`bash .ci/install-kube.sh` (or only `bash bench/e2e/build.sh vc-controller-manager`)",
+    )
 
 
 def kube_scheduler() -> Path:

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Build the Go programs the side-by-side benchmark (python -m bench.e2e) runs
-# besides the dev cluster's own kube-apiserver and kube-scheduler:
+# Build the Go programs the side-by-side benchmark (python -m bench.e2e) and the
+# vcjob integration tests run besides the dev cluster's own kube-apiserver and
+# kube-scheduler:
 #
-#   vc-scheduler  Volcano's scheduler, from the volcano.sh/volcano Go module at
-#                 the release pinned in tools/volcano/go.mod (a wrapper module
-#                 of its own: its k8s.io/* pins differ from tools/kube's).
-#   loadtools     bench/e2e/loadtools (standard library only, seconds to build):
-#                 loadgen creates the workload and times binds from a watch;
-#                 rawbinder binds pending pods round-robin with no scheduling
-#                 logic, the ceiling of the machine.
+#   vc-scheduler           Volcano's scheduler and job controllers, from the
+#   vc-controller-manager  volcano.sh/volcano Go module at the release pinned in
+#                          tools/volcano/go.mod (a wrapper module of its own: its
+#                          k8s.io/* pins differ from tools/kube's). The benchmark
+#                          runs vc-scheduler; tests/integration/test_vcjob.py runs
+#                          the controller-manager (.ci/install-kube.sh builds it).
+#   loadtools              bench/e2e/loadtools (standard library only, seconds to
+#                          build): loadgen creates the workload and times binds
+#                          from a watch; rawbinder binds pending pods round-robin
+#                          with no scheduling logic, the ceiling of the machine.
 #
 # Outputs are cached outside the repo and built only when missing:
-#   ${POLICYDSL_CACHE:-$HOME/.cache/policydsl}/volcano/<version>/bin/vc-scheduler
+#   ${POLICYDSL_CACHE:-$HOME/.cache/policydsl}/volcano/<version>/bin/{vc-scheduler,vc-controller-manager}
 #   ${POLICYDSL_CACHE:-$HOME/.cache/policydsl}/loadtools/<source hash>/bin/{loadgen,rawbinder}
-# The first vc-scheduler build takes roughly 10 minutes on 2 idle cores.
+# The first build of each Volcano command takes roughly 10 minutes on 2 idle
+# cores (the second less: they share most packages in Go's build cache).
 #
-#   bash bench/e2e/build.sh [all|vc-scheduler|loadtools]   (default: all)
+#   bash bench/e2e/build.sh [all|vc-scheduler|vc-controller-manager|loadtools]
+#   (default: all, what the benchmark needs: vc-scheduler and loadtools)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -28,33 +34,38 @@ log() { echo "bench-build: $*"; }
 die() { echo "bench-build: ERROR: $*" >&2; exit 1; }
 
 case "$what" in
-    all|vc-scheduler|loadtools) ;;
-    *) die "unknown target '$what' (expected all, vc-scheduler or loadtools)" ;;
+    all|vc-scheduler|vc-controller-manager|loadtools) ;;
+    *) die "unknown target '$what' (expected all, vc-scheduler, vc-controller-manager or loadtools)" ;;
 esac
 
-if ! command -v go >/dev/null 2>&1; then
+# Only what is missing needs Go: a machine with everything cached runs this without it.
+need_go() {
+    command -v go >/dev/null 2>&1 && return
     if [ -x /usr/local/go/bin/go ]; then
         export PATH="/usr/local/go/bin:$PATH"
     else
         die "the Go toolchain is missing: install Go >= $(awk '$1 == "go" {print $2}' "$volcano_wrapper/go.mod") so that 'go' is on PATH, then rerun: bash bench/e2e/build.sh"
     fi
-fi
+}
 
 # GOTOOLCHAIN=local: never fetch another toolchain; fail instead.
 go_build() {
     GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 nice -n 10 go build -trimpath "$@"
 }
 
-build_vc_scheduler() {
-    local version bin_dir src_dir start
+# build_volcano NAME PACKAGE: the command PACKAGE of the pinned volcano.sh/volcano
+# release, as $cache/volcano/<version>/bin/NAME.
+build_volcano() {
+    local name="$1" package="$2" version bin_dir src_dir start
     version="$(awk '$1 == "require" && $2 == "volcano.sh/volcano" {print $3}' "$volcano_wrapper/go.mod")"
     [ -n "$version" ] || die "no 'require volcano.sh/volcano vX.Y.Z' line in $volcano_wrapper/go.mod"
     bin_dir="$cache/volcano/$version/bin"
-    if [ -x "$bin_dir/vc-scheduler" ]; then
-        log "vc-scheduler $version present: $bin_dir/vc-scheduler"
+    if [ -x "$bin_dir/$name" ]; then
+        log "$name $version present: $bin_dir/$name"
         return
     fi
-    log "building vc-scheduler $version with $(go version) (first time only; about 10 minutes)"
+    need_go
+    log "building $name $version with $(go version) (first time only; about 10 minutes)"
     # Build in a copy of the wrapper module, so build litter stays out of the repo.
     src_dir="$cache/volcano/$version/src"
     mkdir -p "$src_dir" "$bin_dir"
@@ -63,11 +74,11 @@ build_vc_scheduler() {
     (
         cd "$src_dir"
         go_build -ldflags "-s -w -X volcano.sh/volcano/pkg/version.Version=$version" \
-            -o "$bin_dir/vc-scheduler.tmp" volcano.sh/volcano/cmd/scheduler
+            -o "$bin_dir/$name.tmp" "$package"
     )
     # Rename only once complete, so an interrupted build is never taken as done.
-    mv "$bin_dir/vc-scheduler.tmp" "$bin_dir/vc-scheduler"
-    log "built $bin_dir/vc-scheduler in $(( $(date +%s) - start ))s"
+    mv "$bin_dir/$name.tmp" "$bin_dir/$name"
+    log "built $bin_dir/$name in $(( $(date +%s) - start ))s"
 }
 
 build_loadtools() {
@@ -80,6 +91,7 @@ build_loadtools() {
         log "loadgen and rawbinder present in $bin_dir"
         return
     fi
+    need_go
     log "building loadgen and rawbinder into $bin_dir"
     mkdir -p "$bin_dir"
     for cmd in loadgen rawbinder; do
@@ -89,4 +101,5 @@ build_loadtools() {
 }
 
 if [ "$what" = all ] || [ "$what" = loadtools ]; then build_loadtools; fi
-if [ "$what" = all ] || [ "$what" = vc-scheduler ]; then build_vc_scheduler; fi
+if [ "$what" = all ] || [ "$what" = vc-scheduler ]; then build_volcano vc-scheduler volcano.sh/volcano/cmd/scheduler; fi
+if [ "$what" = vc-controller-manager ]; then build_volcano vc-controller-manager volcano.sh/volcano/cmd/controller-manager; fi

@@ -8,6 +8,7 @@ test that silently skips tests nothing.
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,8 +21,11 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))
 
+from bench.e2e import binaries  # noqa: E402
 from runtime import devcluster  # noqa: E402
+from runtime.kube.api import KubeApi  # noqa: E402
 
+from . import volcano_controller  # noqa: E402
 from .kube_helpers import KubeCluster, create_fake_node  # noqa: E402
 from .connector_helpers import in_process, kube_api, objects  # noqa: E402,F401 - fixtures of the connector tests
 
@@ -64,3 +68,31 @@ def fake_nodes(kube_cluster: KubeCluster) -> Iterator[Callable[..., k8s_client.V
     core = k8s_client.CoreV1Api(kube_cluster.api_client)
     for name in created:
         core.delete_node(name)
+
+
+@pytest.fixture(scope="module")
+def vc_controller(kube_cluster: KubeCluster,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[volcano_controller.VolcanoController]:
+    """Volcano's vc-controller-manager (job, PodGroup, Queue, GC controllers) running against the
+    session's cluster, with Volcano's batch CRDs installed; `.scheduler_name` is a name of its
+    own for the module's vcjobs. Fails, with how to build it, when the binary is missing."""
+    try:
+        binary = binaries.vc_controller_manager()
+    except binaries.MissingBinary as exc:
+        error = str(exc)
+    else:
+        error = ""
+    if error:
+        pytest.fail(f"vc-controller-manager unavailable: {error}", pytrace=False)
+    volcano_controller.install_crds(kube_cluster.cluster)
+    api = KubeApi(kube_cluster.api_client)
+    made_root = volcano_controller.ensure_root_queue(api)
+    name = f"policydsl-vc-{uuid.uuid4().hex[:6]}"
+    log = tmp_path_factory.mktemp("vc-controller") / "vc-controller-manager.log"
+    controller = volcano_controller.VolcanoController(binary, kube_cluster.kubeconfig, name, log)
+    try:
+        yield controller.start()
+    finally:
+        controller.stop()
+        if made_root:
+            api.delete(volcano_controller.ROOT_QUEUE_PATH)
