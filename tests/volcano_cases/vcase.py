@@ -220,6 +220,9 @@ class Case:
     # past Volcano's config loader): the case runs the plan compiled without lint, and the test
     # also asserts the code is still reported (docs/lint-rules.md documents each).
     lint_refuses: str | None = None
+    # Actions listed in the policy but not run (the Go test calls a session function of that
+    # action directly); listing preempt or reclaim also keeps settled pods as tasks.
+    also_listed: tuple[str, ...] = ()
 
     def state(self) -> ClusterState:
         state = ClusterState()
@@ -235,7 +238,7 @@ class Case:
         return state
 
     def policy(self) -> str:
-        return policy_text(self.tiers, self.actions, self.action_args)
+        return policy_text(self.tiers, self.actions + self.also_listed, self.action_args)
 
     def plan(self) -> Plan:
         return _compile(self.policy(), self.lint_refuses is None)
