@@ -245,7 +245,9 @@ class Case:
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:110]
+    for sign, word in (("<=", " le "), (">=", " ge "), ("<", " lt "), (">", " gt "), ("=", " eq ")):
+        text = text.replace(sign, word)
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:120]
 
 
 def params(cases: list[Case]) -> list:
