@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.model import LabelSelector, MatchExpression, PodAffinityTerm, PodRules
-from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run, run_and_check
+from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check
 
 # --- TestProportion / pod-deallocate ---------------------------------------------------------
 

@@ -14,6 +14,11 @@ This module is the bridge:
   them to true), so every flag our catalog knows for a plugin is written out, true or false;
 - `Case` and `check`: one table entry, its expected outcome, and how it is marked when our
   engine decides otherwise (a documented deliberate difference, or a strict xfail with a class).
+
+A case runs on an open session: its actions in the Go test's order (which may differ from a
+policy's canonical order), then `collect`. Each module runs every case on both kernels.
+`VCASE_SHOW=1 pytest tests/volcano_cases` drops the xfail marks to show how each divergent
+case fails; /work/notes/volcano-cases.md (outside the repository) has the classes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -34,13 +40,11 @@ from compiler.quantities import to_base_units
 from runtime.actions import registry as action_registry
 from runtime.cycle import collect, open_session
 from runtime.decisions import Decisions
-from runtime.model import (
-    PREEMPT_LOWER_PRIORITY, ClusterState, MatchExpression, Node, Pod, PodGroup, QueueObject, Taint, Toleration,
-)
+from runtime.model import PREEMPT_LOWER_PRIORITY, ClusterState, Node, Pod, PodGroup, QueueObject, Taint, Toleration
 from runtime.session import Options, Session
 
 VOLCANO = "volcano.sh/volcano@v1.14.1"
-README = "runtime/README.md, Deliberate differences from Volcano"
+README = Path(__file__).resolve().parents[2] / "runtime" / "README.md"
 ACTION_ORDER = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 
 
@@ -97,10 +101,6 @@ def queue(name: str, weight: int = 1, capability: dict[str, int] | None = None, 
     return QueueObject(name, weight=weight, capability=capability or None, guarantee=guarantee or None,
                        deserved=deserved, priority=priority, parent=parent or None, state=state,
                        reclaimable=reclaimable)
-
-
-def in_(key: str, *values: str) -> MatchExpression:
-    return MatchExpression(key, "In", tuple(values))
 
 
 # --- tiers, as a policy -------------------------------------------------------------------------
@@ -212,10 +212,12 @@ class Case:
     # Extra checks a Go test makes itself (not through CheckAll): called with the session after
     # the actions (still open) and the decisions; asserts.
     probe: Callable[[Session, Decisions], None] | None = None
-    # Set-up before the actions, on the open session (the Go test's own statements).
+    # Set-up before the actions, on the open session: the Go test's own statements, or a check
+    # of what the session counts at open (as Go reads a plugin's metric after OnSessionOpen).
     setup: Callable[[Session], None] | None = None
-    # How the case is marked: a deliberate difference (`ours` replaces the expectation and
-    # `readme` quotes the line of runtime/README.md) or an accidental one (`xfail`: class, reason).
+    # How the case is marked: a deliberate difference (`ours` replaces the expectation, with
+    # `ours_probe` for `probe`, and `readme` quotes runtime/README.md's line saying so, checked
+    # to be there) or an accidental one (`xfail`: class, reason; `a+b` when two classes meet).
     ours: Expect | None = None
     readme: str | None = None
     ours_probe: Callable[[Session, Decisions], None] | None = None
@@ -258,7 +260,12 @@ def params(cases: list[Case]) -> list:
     """pytest params, one per case: an accidental divergence is a strict xfail naming its class."""
     out = []
     ids = set()
+    readme = " ".join(README.read_text().split())
     for case in cases:
+        assert (case.ours is None) == (case.readme is None), case.source
+        assert case.ours is None or case.xfail is None, case.source
+        if case.readme is not None:
+            assert " ".join(case.readme.split()) in readme, f"{case.source}: not in runtime/README.md"
         marks = []
         # VCASE_SHOW=1 drops the xfail marks, to see how a divergent case fails.
         if case.xfail is not None and not os.environ.get("VCASE_SHOW"):
