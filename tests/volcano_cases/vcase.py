@@ -18,7 +18,7 @@ This module is the bridge:
 A case runs on an open session: its actions in the Go test's order (which may differ from a
 policy's canonical order), then `collect`. Each module runs every case on both kernels.
 `VCASE_SHOW=1 pytest tests/volcano_cases` drops the xfail marks to show how each divergent
-case fails; /work/notes/volcano-cases.md (outside the repository) has the classes.
+case fails; each xfail reason starts with its divergence class (issue 16's, or a new one).
 """
 
 from __future__ import annotations
