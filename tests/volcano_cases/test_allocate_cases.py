@@ -36,9 +36,7 @@ CASES = [
                pod("c1", "p2", "", "Pending", res("1", "1G"), "pg1", WORKER, {"nodeRole": "worker"})],
          podgroups=[podgroup("pg1", "c1", "c1", 1)],
          queues=[queue("c1", 1)],
-         expect=Expect(binds={"c1/p2": "n1"}),
-         xfail=("allocate-stops-at-first-task",
-                "p1 fits no node, so we stop the job there and never try p2, which fits")),
+         expect=Expect(binds={"c1/p2": "n1"})),
     # TestAllocate / "prepredicate failed and tasks are not used up, continue on until min member
     # meet": minMember 2, one master and one worker each; a master fits n1, a worker n2.
     Case("TestAllocate / prepredicate failed and tasks are not used up, continue on until min member meet",
@@ -51,10 +49,7 @@ CASES = [
                pod("c1", "p3", "", "Pending", res("1", "1G"), "pg1", WORKER, {"nodeRole": "worker"})],
          podgroups=[podgroup("pg1", "c1", "c1", 2, {"master": 1, "worker": 1})],
          queues=[queue("c1", 1)],
-         expect=Expect(binds={"c1/p0": "n1", "c1/p2": "n2"}),
-         xfail=("allocate-stops-at-first-task+labels-preemptable-task-spec",
-                "p1 (second master) fits nowhere once p0 took n1 and we stop the job there, so no worker is "
-                "tried; the roles are labels we do not read, so minTaskMember would fail even then")),
+         expect=Expect(binds={"c1/p0": "n1", "c1/p2": "n2"})),
     # TestAllocate / "master's min member can not be allocated, break from allocating": the
     # master role needs 2 but only one master fits: nothing binds.
     Case("TestAllocate / master's min member can not be allocated, break from allocating", ALLOCATE_TIERS,

@@ -58,9 +58,7 @@ CASES = [
                pod("ns1", "p7", "", "Pending", res("2", "4Gi"), "pg6")],
          podgroups=[podgroup("pg5", "ns1", "q3", 1, None, "Running"), podgroup("pg6", "ns1", "q4", 1)],
          queues=[dq("q3", res("2", "4Gi")), dq("q4", res("2", "4Gi"))],
-         expect=Expect(evicted=["ns1/p6"], pipelined={"ns1/pg6": ["n2"]}),
-         xfail=("labels-preemptable-task-spec", "p5's volcano.sh/preemptable=false is a label; we read annotations only "
-                                                "and reclaim p5")),
+         expect=Expect(evicted=["ns1/p6"], pipelined={"ns1/pg6": ["n2"]})),
     # case3: cpu and memory are overused by q6, A100 is not; the preemptor asks A100 only:
     # q5 reclaims p9 (p8 labelled not preemptable).
     flat("case3: CPU & Memory are overused, scalar resource is not overused, but candidate pod has not request CPU & Memory, reclaim should happen",
@@ -74,9 +72,7 @@ CASES = [
          podgroups=[podgroup("pg7", "ns1", "q5", 1, None, "Running"), podgroup("pg8", "ns1", "q6", 1, None, "Running"),
                     podgroup("pg9", "ns1", "q6", 1)],
          queues=[dq("q5", res("2", "4Gi", A100)), dq("q6", res("2", "4Gi", A100))],
-         expect=Expect(evicted=["ns1/p9"], pipelined={"ns1/pg9": ["n4"]}),
-         xfail=("labels-preemptable-task-spec", "p8's volcano.sh/preemptable=false is a label; we read annotations only "
-                                                "and reclaim p8")),
+         expect=Expect(evicted=["ns1/p9"], pipelined={"ns1/pg9": ["n4"]})),
     # case4: only n6 is free; q9 (priority 10) goes before q8 (priority 1).
     flat("case4: Pods are assigned according to the order of Queue Priority in which PGs are placed",
          nodes=[node("n5", res("2", "4Gi", PODS10)), node("n6", res("2", "4Gi", PODS10))],
@@ -271,8 +267,7 @@ CASES += [
     # second not. Neither has pods in the Go case.
     hier("case6: podgroup can't be enqueued when any ancestor queue's capability is not enough", nodes=[HN1],
          podgroups=[PG10, PG11], queues=[ROOT, Q6, Q61, Q62],
-         expect=Expect(phases={"ns1/pg10": "Inqueue", "ns1/pg11": "Pending"}),
-         xfail=("podgroup-without-pods", "PodGroups without pods are never jobs to us: pg10 is never admitted")),
+         expect=Expect(phases={"ns1/pg10": "Inqueue", "ns1/pg11": "Pending"})),
     # case6, variant: one pending pod each (requesting its minResources), so the jobs exist
     # for us; the admission arithmetic is the case's. Enqueue alone, so pg10's admission is
     # not followed by a binding that would count twice.

@@ -55,8 +55,7 @@ CASES = [
     case("pggroup cannot enqueue because the specified queue is c1, but there is only c2",
          podgroups=[podgroup("pg1", "c1", "c1", 0, phase="Pending")],
          queues=[queue("c2", 1, res("4", "4G"))],
-         expect=Expect(phases={"c1/pg1": "Pending"}),
-         xfail=("unknown-queue", "a PodGroup naming a queue that does not exist fails the whole input (ObjectError)")),
+         expect=Expect(phases={"c1/pg1": "Pending"})),
     # "pggroup cannot enqueue because queue resources are less than podgroup MinResources":
     # minResources 8 cpu, capability 1 cpu: stays Pending. (No pods: we never see the job, and
     # a PodGroup we do not report keeps its phase, so this agrees only by omission.)

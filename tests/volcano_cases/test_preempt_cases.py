@@ -146,10 +146,7 @@ def shared_cases(source: str, tiers, action_args) -> list[Case]:
              podgroups=[podgroup("pg1", "c1", "q1", 0, {}, priority_class="low-priority"),
                         podgroup("pg2", "c1", "q1", 1, {"": 1}, priority_class="high-priority")],
              queues=[queue("q1", 1, res("6", "6G"))],
-             expect=Expect(evicted=["c1/preemptee1"]),
-             xfail=("besteffort-preemptor",
-                    "preempt skips preemptors that request nothing but a pod slot, so a full pods limit is "
-                    "never preempted for")),
+             expect=Expect(evicted=["c1/preemptee1"])),
         # "can not preempt resources when task preemption policy is never" (#3642).
         case("can not preempt resources when task preemption policy is never",
              nodes=[node10("n1", "1", "1Gi", pods="1")],

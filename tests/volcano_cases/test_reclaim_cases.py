@@ -42,10 +42,7 @@ CASES = [
          podgroups=[podgroup("pg1", "c1", "q1", 1, None, priority_class="low-priority"),
                     podgroup("pg2", "c1", "q2", 1, None, priority_class="high-priority")],
          queues=[queue("q1", 1), queue("q2", 1)],
-         expect=Expect(evicted=["c1/preemptee2"]),
-         xfail=("labels-preemptable-task-spec",
-                "preemptee1/3's volcano.sh/preemptable=false is a pod label; we read annotations only and "
-                "take preemptee1")),
+         expect=Expect(evicted=["c1/preemptee2"])),
     # "sort reclaimees when reclaiming from overusing queue": victims of several queues on one
     # node are ordered by Volcano's BuildVictimsPriorityQueue: other queues by the victim-queue
     # order, then the lower-priority job first: pg2 (low-priority) gives preemptee2-1.
@@ -102,8 +99,7 @@ CASES = [
          podgroups=[podgroup("pg1", "c1", "q1", 1, None, "Running", priority_class="low-priority"),
                     podgroup("pg2", "c1", "q2", 1, None, priority_class="high-priority")],
          queues=[queue("q1", 1), queue("q2", 1, state="closed")],
-         expect=Expect(),
-         xfail=("closed-queue", "proportion's preemptive does not refuse a Closed queue: we reclaim for it")),
+         expect=Expect()),
     # "can not reclaim resources when queue is not open(capacity plugin)".
     case("can not reclaim resources when queue is not open(capacity plugin)", WITH_CAPACITY,
          nodes=[node("n1", res("3", "3Gi", PODS10))],
@@ -143,10 +139,7 @@ CASES = [
          podgroups=[podgroup("pg-victim", "c1", "q1", 1, None, "Running", priority_class="low-priority"),
                     podgroup("pg-preemptor", "c1", "q2", 2, None, priority_class="high-priority-no-preempt")],
          queues=[queue("q1", 1), queue("q2", 1)],
-         expect=Expect(evicted=["c1/victim-pod"]),
-         xfail=("preemption-policy-never",
-                "reclaim stops the job at its first preemptor when that one may not preempt (policy Never) "
-                "instead of trying the next")),
+         expect=Expect(evicted=["c1/victim-pod"])),
 ]
 
 
