@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from policydsl import __version__
     from policydsl.diagnostics import CODES, Severity, SourceCache, closest, render
     from policydsl.formats import FORMATS, Findings, MergedSources
+    from policydsl.loader import read_limited
 
     if args.explain:
         codes = docs.all_codes()
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     fail_level = Severity.parse(args.fail_level) if args.fail_level else None
     try:
         result = lint_paths(args.paths, config_file=args.config, select=select, ignore=ignore, fail_level=fail_level,
-                            stdin=sys.stdin.buffer.read() if STDIN in args.paths else b"",
+                            stdin=read_limited(sys.stdin.buffer) if STDIN in args.paths else b"",
                             stdin_filename=args.stdin_filename)
     except UsageError as err:
         return _error(str(err))
