@@ -148,6 +148,14 @@ def test_an_endless_file_is_cut_at_the_limit_not_read_to_its_end() -> None:
         assert f"{MAX_POLICY_BYTES // 2**20} MiB" in said
 
 
+def test_a_volcano_config_is_held_to_the_same_size() -> None:
+    done = subprocess.run([sys.executable, "-m", "policydsl", "import-volcano", "/dev/zero"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert f"/dev/zero:1:1: error[PD601] cannot read /dev/zero: it is larger than {MAX_POLICY_BYTES // 2**20} MiB" \
+        in done.stderr
+
+
 def test_stdin_over_the_limit_is_pd004() -> None:
     done = subprocess.run([sys.executable, "-m", "policydsl", "lint", "-"], cwd=REPO, capture_output=True,
                           timeout=60, input=b"#" * (MAX_POLICY_BYTES + 10))
