@@ -148,6 +148,15 @@ def test_an_endless_file_is_cut_at_the_limit_not_read_to_its_end() -> None:
         assert f"{MAX_POLICY_BYTES // 2**20} MiB" in said
 
 
+def test_the_scheduler_refuses_an_endless_policy_instead_of_hanging() -> None:
+    # `run` fingerprints the policy's files for hot reload before compiling them.
+    done = subprocess.run([sys.executable, "-m", "policydsl", "run", "--policy", "/dev/zero", "--cluster",
+                           f"embedded:{REPO / 'examples'}", "--cycles", "1"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert "/dev/zero:1:1: error[PD004]" in done.stderr and "not starting" in done.stderr
+
+
 def test_a_volcano_config_is_held_to_the_same_size() -> None:
     done = subprocess.run([sys.executable, "-m", "policydsl", "import-volcano", "/dev/zero"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
