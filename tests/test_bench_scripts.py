@@ -62,3 +62,15 @@ def test_reload_without_json_prints_its_report() -> None:
                           env={**os.environ, "COLUMNS": "200"})  # rich wraps at 80 columns without a terminal
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1/1 reloads observed" in done.stdout and "mixed 0" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pods", "10", "--gang", "3"], "--pods (10) must be a multiple of --gang (3)"),
+    (["--nodes", "0"], "--nodes must be at least 1, got 0"),
+    (["--gang", "-2"], "--gang must be at least 1, got -2"),
+])
+def test_load_refuses_sizes_it_cannot_run_before_starting_a_cluster(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "load.py"), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+    assert "Traceback" not in done.stderr and "starting a dev cluster" not in done.stdout
