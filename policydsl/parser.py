@@ -11,6 +11,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -170,7 +171,7 @@ class _Block:
     span: Span
 
 
-def _edges(child) -> tuple[int, int, int, int]:
+def _edges(child: Any) -> tuple[int, int, int, int]:
     if isinstance(child, Token):
         return (child.line, child.column, child.end_line or child.line,
                 child.end_column or child.column + len(child))
@@ -181,7 +182,7 @@ def _edges(child) -> tuple[int, int, int, int]:
     return span.line, span.column, span.end_line, span.end_column
 
 
-def _parts(children: list) -> list:
+def _parts(children: list[Any]) -> list[Any]:
     """The children a node is made of: keywords and punctuation dropped, absent optionals (None) kept."""
     return [c for c in children if not isinstance(c, Token)]
 
@@ -193,30 +194,30 @@ class _Builder:
     def __init__(self, state: _ParseState):
         self.state = state
 
-    def _span(self, children: list) -> Span:
+    def _span(self, children: list[Any]) -> Span:
         present = [c for c in children if c is not None]
         first, last = _edges(present[0]), _edges(present[-1])
         return Span(self.state.path, first[0], first[1], last[2], last[3])
 
     # --- literals -------------------------------------------------------------------------
-    def integer(self, children):
+    def integer(self, children: list[Any]) -> n.Integer:
         return n.Integer(int(children[0]), self._span(children))
 
-    def float(self, children):
+    def float(self, children: list[Any]) -> n.Float:
         text = str(children[0])
         return n.Float(float(text), text, self._span(children))
 
-    def quantity(self, children):
+    def quantity(self, children: list[Any]) -> n.Quantity:
         return n.Quantity(str(children[0]), self._span(children))
 
-    def percent(self, children):
+    def percent(self, children: list[Any]) -> n.Percent:
         text = str(children[0])
         return n.Percent(float(text[:-1]), text, self._span(children))
 
-    def boolean(self, children):
+    def boolean(self, children: list[Any]) -> n.Boolean:
         return n.Boolean(str(children[0]) == "true", self._span(children))
 
-    def string(self, children):
+    def string(self, children: list[Any]) -> n.String:
         span = self._span(children)
         raw = str(children[0])
         try:
@@ -226,61 +227,61 @@ class _Builder:
             self.state.literal_errors.append(err)
             return n.String(raw[1:-1], span)
 
-    def const_ref(self, children):
+    def const_ref(self, children: list[Any]) -> n.ConstRef:
         return n.ConstRef(str(children[0]), self._span(children))
 
-    def name(self, children):
+    def name(self, children: list[Any]) -> n.Name:
         return n.Name(str(children[0]), self._span(children))
 
-    def list(self, children):
+    def list(self, children: list[Any]) -> n.ListValue:
         return n.ListValue(tuple(c for c in _parts(children) if c is not None), self._span(children))
 
-    def map_entry(self, children):
+    def map_entry(self, children: list[Any]) -> n.MapEntry:
         key, value = _parts(children)
         return n.MapEntry(key.value, key.span, value)
 
-    def map(self, children):
+    def map(self, children: list[Any]) -> n.MapValue:
         return n.MapValue(tuple(c for c in _parts(children) if c is not None), self._span(children))
 
     # --- structure ------------------------------------------------------------------------
-    def setting(self, children):
+    def setting(self, children: list[Any]) -> n.Setting:
         key, value = _parts(children)
         return n.Setting(key, value, self._span(children))
 
-    def settings_block(self, children):
+    def settings_block(self, children: list[Any]) -> _Block:
         return _Block(tuple(_parts(children)), self._span(children))
 
-    def header(self, children):
+    def header(self, children: list[Any]) -> n.Header:
         name, version = _parts(children)
         return n.Header(name, version, self._span(children))
 
-    def include(self, children):
+    def include(self, children: list[Any]) -> n.Include:
         return n.Include(_parts(children)[0], self._span(children))
 
-    def const_decl(self, children):
+    def const_decl(self, children: list[Any]) -> n.Const:
         name, value = _parts(children)
         return n.Const(name, value, self._span(children))
 
-    def actions(self, children):
+    def actions(self, children: list[Any]) -> n.Actions:
         return n.Actions(tuple(c for c in _parts(children) if c is not None), self._span(children))
 
-    def plugin_weight(self, children):
+    def plugin_weight(self, children: list[Any]) -> n.Value:
         return _parts(children)[0]
 
-    def plugin(self, children):
+    def plugin(self, children: list[Any]) -> n.Plugin:
         name, weight, block = _parts(children)
         settings = block.settings if block is not None else ()
         return n.Plugin(name, weight, settings, self._span(children), has_block=block is not None)
 
-    def tier(self, children):
+    def tier(self, children: list[Any]) -> n.Tier:
         label, *plugins = _parts(children)
         return n.Tier(label, tuple(plugins), self._span(children))
 
-    def action_config(self, children):
+    def action_config(self, children: list[Any]) -> n.ActionConfig:
         name, block = _parts(children)
         return n.ActionConfig(name, block.settings, self._span(children))
 
-    def queue(self, children):
+    def queue(self, children: list[Any]) -> n.Queue:
         name, *members = _parts(children)
         settings: list[n.Setting] = []
         queues: list[n.Queue] = []
@@ -294,11 +295,11 @@ class _Builder:
                 settings.append(member)
         return n.Queue(name, tuple(settings), tuple(queues), self._span(children), tuple(order))
 
-    def device(self, children):
+    def device(self, children: list[Any]) -> n.Device:
         resource, block = _parts(children)
         return n.Device(resource, block.settings, self._span(children))
 
-    def start(self, children):
+    def start(self, children: list[Any]) -> tuple[n.Header, tuple[n.Item, ...]]:
         header, *items = _parts(children)
         return header, tuple(items)
 
