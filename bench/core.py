@@ -149,7 +149,8 @@ def settled_cycles(plan, nodes: int, bound: int, waiting: int, repeat: int) -> d
     in_play = {}
     for key, pod in state.pods.items():
         if settles(pod, "volcano"):
-            ledger.add(pod)
+            # A lone pod is counted under the queue its annotation names, as the cache does.
+            ledger.add(pod, pod.annotations.get(QUEUE_ANNOTATION))
         else:
             in_play[key] = pod
     counted = dataclasses.replace(state, pods=in_play, settled=ledger.view())

@@ -287,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the objects in the cluster")
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args(argv)
+    sizes = (("--nodes", args.nodes), ("--pods", args.pods), ("--gang", args.gang), ("--workers", args.workers))
+    for flag, value in sizes:
+        if value < 1:
+            parser.error(f"{flag} must be at least 1, got {value}")
+    if args.pods % args.gang:
+        parser.error(f"--pods ({args.pods}) must be a multiple of --gang ({args.gang})")
 
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print
     cluster_dir = None

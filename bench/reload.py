@@ -49,7 +49,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from policydsl.commands.run import duration  # noqa: E402
+from policydsl.commands.flags import duration  # noqa: E402
 from runtime.decisions import Decisions  # noqa: E402
 from runtime.kube.embedded import EmbeddedCluster  # noqa: E402
 from runtime.kube.scheduler import ApplyReport, Scheduler  # noqa: E402

@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # a usage error (2), or --help / --version (0): already printed
+        return done.code if isinstance(done.code, int) else EXIT_USAGE
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from policydsl.limits import MAX_NESTING
+
 
 class Severity(enum.IntEnum):
     INFO = 1
@@ -27,7 +29,7 @@ class Severity(enum.IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     """A region of a source file. Lines and columns are 1-based; end is exclusive."""
 
@@ -73,6 +75,23 @@ def register_code(info: CodeInfo) -> CodeInfo:
 IO_ERROR = register_code(CodeInfo("PD001", "io-error", Severity.ERROR, "the file cannot be read"))
 BAD_ENCODING = register_code(CodeInfo("PD002", "bad-encoding", Severity.ERROR, "the file is not valid UTF-8"))
 EMPTY_FILE = register_code(CodeInfo("PD003", "empty-file", Severity.ERROR, "the file holds no policy"))
+TOO_LARGE = register_code(CodeInfo(
+    "PD004", "file-too-large", Severity.ERROR, "a policy file larger than the tool reads",
+    why="Every file of a policy is read whole and kept, with its syntax tree, for as long as the policy "
+        "runs (the scheduler reloads it on every edit): an unbounded file, or a device such as /dev/zero "
+        "given by mistake, would take the process's memory.",
+    fix="Split the policy with `include` (the limit is per file; the message gives it), or generate fewer, "
+        "larger queues.",
+))
+TOO_DEEP = register_code(CodeInfo(
+    "PD005", "nesting-too-deep", Severity.ERROR, "brackets and braces nested too deep",
+    why="Lists, maps and queues nest, and every stage that reads the policy walks the nesting; past the "
+        "limit a policy could exhaust the stack of whichever stage reads it first.",
+    fix="Flatten the value or the queue tree to at most the nesting the message gives.",
+    bad='policy "example" version 1\nactions [allocate]\nconst DEEP = '
+        + "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1) + "  # expect: PD005\n",
+    good='policy "example" version 1\nactions [allocate]\nconst FLAT = [[1, 2], [3, 4]]\n',
+))
 SYNTAX_ERROR = register_code(CodeInfo("PD010", "syntax-error", Severity.ERROR, "the text does not follow the grammar"))
 BAD_LITERAL = register_code(CodeInfo("PD011", "bad-literal", Severity.ERROR, "a number, quantity or string is malformed"))
 UNSUPPORTED_VERSION = register_code(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from policydsl import nodes as n
 from policydsl.diagnostics import (
@@ -17,10 +18,12 @@ from policydsl.diagnostics import (
     IO_ERROR,
     Diagnostic,
     Severity,
+    TOO_LARGE,
     SourceCache,
     Span,
     make,
 )
+from policydsl.limits import MAX_POLICY_BYTES
 from policydsl.parser import parse_text
 
 POLICY_SUFFIX = ".policy"
@@ -49,9 +52,16 @@ class LoadedPolicy:
             yield from policy.items
 
 
+def read_limited(stream: BinaryIO) -> bytes:
+    """A policy's bytes from `stream`, and one more if there are more than a policy may hold:
+    enough for decode_source to tell, without reading an endless stream (a device, a pipe) to its end."""
+    return stream.read(MAX_POLICY_BYTES + 1)
+
+
 def read_source(path: Path) -> tuple[str | None, Diagnostic | None]:
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as stream:
+            data = read_limited(stream)
     except IsADirectoryError:
         return None, make(IO_ERROR, f"{path} is a folder, not a policy file", Span.point(str(path), 1, 1))
     except OSError as err:
@@ -60,7 +70,11 @@ def read_source(path: Path) -> tuple[str | None, Diagnostic | None]:
 
 
 def decode_source(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:
-    """Bytes to text, or a PD002 diagnostic at the line and column of the first bad byte."""
+    """Bytes to text; or a PD004 diagnostic when there are too many of them, or a PD002 one at the
+    line and column of the first bad byte."""
+    if len(data) > MAX_POLICY_BYTES:
+        return None, make(TOO_LARGE, f"the file is larger than {MAX_POLICY_BYTES // 2**20} MiB, the most one "
+                          "policy file may hold", Span.point(path, 1, 1), "split it into files with `include`")
     try:
         # A byte-order mark (left by some Windows editors) is not part of the text.
         return data.decode("utf-8").removeprefix("\ufeff"), None

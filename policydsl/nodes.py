@@ -12,20 +12,20 @@ from typing import Union
 from policydsl.diagnostics import Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Integer:
     value: int
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Float:
     value: float
     text: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Quantity:
     """A Kubernetes quantity with a suffix, e.g. `500m`, `80Gi`; kept as text."""
 
@@ -33,45 +33,45 @@ class Quantity:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Percent:
     value: float
     text: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Boolean:
     value: bool
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class String:
     value: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConstRef:
     name: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListValue:
     items: tuple["Value", ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MapEntry:
     key: str
     key_span: Span
     value: "Value"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MapValue:
     entries: tuple[MapEntry, ...]
     span: Span
@@ -86,46 +86,46 @@ class MapValue:
 Value = Union[Integer, Float, Quantity, Percent, Boolean, String, ConstRef, ListValue, MapValue]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Name:
     value: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Setting:
     key: Name
     value: Value
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Header:
     name: String
     version: Integer
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Include:
     path: String
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Const:
     name: Name
     value: Value
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Actions:
     names: tuple[Name, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Plugin:
     name: Name
     weight: Value | None
@@ -134,21 +134,21 @@ class Plugin:
     has_block: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tier:
     label: String | None
     plugins: tuple[Plugin, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ActionConfig:
     name: Name
     settings: tuple[Setting, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Queue:
     name: Name
     settings: tuple[Setting, ...]
@@ -158,7 +158,7 @@ class Queue:
     order: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Device:
     resource: String
     settings: tuple[Setting, ...]
@@ -168,13 +168,13 @@ class Device:
 Item = Union[Include, Const, Actions, Tier, ActionConfig, Queue, Device]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Comment:
     text: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Policy:
     path: str
     header: Header

@@ -11,9 +11,10 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Lark, Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
 from policydsl import nodes as n
@@ -21,11 +22,13 @@ from policydsl.diagnostics import (
     BAD_LITERAL,
     EMPTY_FILE,
     SYNTAX_ERROR,
+    TOO_DEEP,
     UNSUPPORTED_VERSION,
     Diagnostic,
     Span,
     make,
 )
+from policydsl.limits import MAX_NESTING
 
 LANGUAGE_VERSIONS = (1,)
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
@@ -45,41 +48,83 @@ TERMINAL_WORDS = {
 }
 
 
-class _CommentSink:
-    """Lark calls the lexer callback on a shared parser, so comments land here per parse."""
+class _LiteralError(Exception):
+    def __init__(self, message: str, span: Span):
+        self.message = message
+        self.span = span
+        super().__init__(message)
+
+
+class _TooDeep(Exception):
+    """Raised from the lexer at the bracket that opens one level too many: the parse stops there."""
+
+    def __init__(self, token: Token):
+        self.token = token
+        super().__init__(str(token))
+
+
+class _ParseState:
+    """What one parse gathers besides the AST. The Lark parser is built once and shared, and its
+    lexer callbacks and tree builder are bound to this object then, so it is reset before every
+    parse (under _Parser.lock)."""
 
     def __init__(self) -> None:
-        self.tokens: list[Token] = []
+        self.begin("<string>")
 
-    def __call__(self, token: Token) -> Token:
-        self.tokens.append(token)
+    def begin(self, path: str) -> None:
+        self.path = path
+        self.comments: list[Token] = []
+        self.literal_errors: list[_LiteralError] = []
+        self.depth = 0
+
+    def restart(self) -> None:
+        """Another parse of (part of) the same text, from the top level: after a syntax error."""
+        self.depth = 0
+
+    def comment(self, token: Token) -> Token:
+        self.comments.append(token)
+        return token
+
+    def open(self, token: Token) -> Token:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _TooDeep(token)
+        return token
+
+    def close(self, token: Token) -> Token:
+        self.depth -= 1
         return token
 
 
 @dataclass
 class _Parser:
     lark: Lark
-    comments: _CommentSink
+    state: _ParseState
     lock: threading.Lock
     words: dict[str, str]
 
 
 @functools.lru_cache(maxsize=1)
 def _parser() -> _Parser:
-    sink = _CommentSink()
+    state = _ParseState()
+    # The AST is built as the LALR parser reduces each rule (Lark's tree-less mode): a parse tree
+    # of the whole file first, with a position record per node, took four times the AST's memory.
+    # Every token is kept so that a node's span covers its keywords and brackets.
     lark = Lark(
         GRAMMAR_PATH.read_text(encoding="utf-8"),
         parser="lalr",
-        propagate_positions=True,
         maybe_placeholders=True,
-        lexer_callbacks={"COMMENT": sink},
+        keep_all_tokens=True,
+        transformer=_Builder(state),
+        lexer_callbacks={"COMMENT": state.comment, "LSQB": state.open, "LBRACE": state.open,
+                         "RSQB": state.close, "RBRACE": state.close},
         start=["start", "items"],
     )
     words = dict(TERMINAL_WORDS)
     for term in lark.terminals:
         if isinstance(term.pattern, PatternStr):
             words.setdefault(term.name, f"`{term.pattern.value}`")
-    return _Parser(lark, sink, threading.Lock(), words)
+    return _Parser(lark, state, threading.Lock(), words)
 
 
 def describe_expected(expected: set[str] | frozenset[str]) -> str:
@@ -99,124 +144,145 @@ def describe_expected(expected: set[str] | frozenset[str]) -> str:
     return "one of " + ", ".join(readable[:-1]) + " or " + readable[-1]
 
 
-def _span(path: str, meta) -> Span:
-    return Span(path, meta.line, meta.column, meta.end_line, meta.end_column)
-
-
 def _token_span(path: str, token: Token) -> Span:
-    return Span(path, token.line, token.column, token.end_line or token.line,
-                token.end_column or token.column + len(token))
+    return Span(path, *_edges(token))
 
 
-class _LiteralError(Exception):
-    def __init__(self, message: str, span: Span):
-        self.message = message
-        self.span = span
-        super().__init__(message)
+_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)
+_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
 
 
 def _unescape(raw: str, span: Span) -> str:
-    body = raw[1:-1]
-    out: list[str] = []
-    i = 0
-    escapes = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\":
-            nxt = body[i + 1] if i + 1 < len(body) else ""
-            if nxt not in escapes:
-                raise _LiteralError(f"unknown escape `\\{nxt}` in string", span)
-            out.append(escapes[nxt])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    def replace(match: re.Match[str]) -> str:
+        escaped = match.group(1)
+        if escaped not in _ESCAPES:
+            raise _LiteralError(f"unknown escape `\\{escaped}` in string", span)
+        return _ESCAPES[escaped]
+
+    return _ESCAPE.sub(replace, raw[1:-1])
 
 
-@v_args(meta=True)
-class _ToAst(Transformer):
-    def __init__(self, path: str):
-        super().__init__()
-        self.path = path
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """A `{ setting* }` block on its way into its plugin, action or device: its span reaches the
+    closing brace, which the parent's span must too."""
+
+    settings: tuple[n.Setting, ...]
+    span: Span
+
+
+def _edges(child: Any) -> tuple[int, int, int, int]:
+    if isinstance(child, Token):
+        return (child.line, child.column, child.end_line or child.line,
+                child.end_column or child.column + len(child))
+    if isinstance(child, n.MapEntry):
+        first, last = child.key_span, _edges(child.value)
+        return first.line, first.column, last[2], last[3]
+    span = child.span
+    return span.line, span.column, span.end_line, span.end_column
+
+
+def _parts(children: list[Any]) -> list[Any]:
+    """The children a node is made of: keywords and punctuation dropped, absent optionals (None) kept."""
+    return [c for c in children if not isinstance(c, Token)]
+
+
+class _Builder:
+    """Lark's callbacks, one per grammar rule, called as the parser reduces it: children are the
+    rule's tokens, the nodes already built for its sub-rules, and None for an absent `[optional]`."""
+
+    def __init__(self, state: _ParseState):
+        self.state = state
+
+    def _span(self, children: list[Any]) -> Span:
+        present = [c for c in children if c is not None]
+        first, last = _edges(present[0]), _edges(present[-1])
+        return Span(self.state.path, first[0], first[1], last[2], last[3])
 
     # --- literals -------------------------------------------------------------------------
-    def integer(self, meta, children):
-        return n.Integer(int(children[0]), _span(self.path, meta))
+    def integer(self, children: list[Any]) -> n.Integer:
+        return n.Integer(int(children[0]), self._span(children))
 
-    def float(self, meta, children):
+    def float(self, children: list[Any]) -> n.Float:
         text = str(children[0])
-        return n.Float(float(text), text, _span(self.path, meta))
+        return n.Float(float(text), text, self._span(children))
 
-    def quantity(self, meta, children):
-        return n.Quantity(str(children[0]), _span(self.path, meta))
+    def quantity(self, children: list[Any]) -> n.Quantity:
+        return n.Quantity(str(children[0]), self._span(children))
 
-    def percent(self, meta, children):
+    def percent(self, children: list[Any]) -> n.Percent:
         text = str(children[0])
-        return n.Percent(float(text[:-1]), text, _span(self.path, meta))
+        return n.Percent(float(text[:-1]), text, self._span(children))
 
-    def boolean(self, meta, children):
-        return n.Boolean(str(children[0]) == "true", _span(self.path, meta))
+    def boolean(self, children: list[Any]) -> n.Boolean:
+        return n.Boolean(str(children[0]) == "true", self._span(children))
 
-    def string(self, meta, children):
-        span = _span(self.path, meta)
-        return n.String(_unescape(str(children[0]), span), span)
+    def string(self, children: list[Any]) -> n.String:
+        span = self._span(children)
+        raw = str(children[0])
+        try:
+            return n.String(_unescape(raw, span), span)
+        except _LiteralError as err:
+            # Reported once the whole file has parsed: a syntax error anywhere comes first.
+            self.state.literal_errors.append(err)
+            return n.String(raw[1:-1], span)
 
-    def const_ref(self, meta, children):
-        return n.ConstRef(str(children[0]), _span(self.path, meta))
+    def const_ref(self, children: list[Any]) -> n.ConstRef:
+        return n.ConstRef(str(children[0]), self._span(children))
 
-    def name(self, meta, children):
-        return n.Name(str(children[0]), _span(self.path, meta))
+    def name(self, children: list[Any]) -> n.Name:
+        return n.Name(str(children[0]), self._span(children))
 
-    def list(self, meta, children):
-        return n.ListValue(tuple(c for c in children if c is not None), _span(self.path, meta))
+    def list(self, children: list[Any]) -> n.ListValue:
+        return n.ListValue(tuple(c for c in _parts(children) if c is not None), self._span(children))
 
-    def map_entry(self, meta, children):
-        key, value = children
+    def map_entry(self, children: list[Any]) -> n.MapEntry:
+        key, value = _parts(children)
         return n.MapEntry(key.value, key.span, value)
 
-    def map(self, meta, children):
-        return n.MapValue(tuple(c for c in children if c is not None), _span(self.path, meta))
+    def map(self, children: list[Any]) -> n.MapValue:
+        return n.MapValue(tuple(c for c in _parts(children) if c is not None), self._span(children))
 
     # --- structure ------------------------------------------------------------------------
-    def setting(self, meta, children):
-        key, value = children
-        return n.Setting(key, value, _span(self.path, meta))
+    def setting(self, children: list[Any]) -> n.Setting:
+        key, value = _parts(children)
+        return n.Setting(key, value, self._span(children))
 
-    def settings_block(self, meta, children):
-        return tuple(children)
+    def settings_block(self, children: list[Any]) -> _Block:
+        return _Block(tuple(_parts(children)), self._span(children))
 
-    def header(self, meta, children):
-        name, version = children
-        return n.Header(name, version, _span(self.path, meta))
+    def header(self, children: list[Any]) -> n.Header:
+        name, version = _parts(children)
+        return n.Header(name, version, self._span(children))
 
-    def include(self, meta, children):
-        return n.Include(children[0], _span(self.path, meta))
+    def include(self, children: list[Any]) -> n.Include:
+        return n.Include(_parts(children)[0], self._span(children))
 
-    def const_decl(self, meta, children):
-        name, value = children
-        return n.Const(name, value, _span(self.path, meta))
+    def const_decl(self, children: list[Any]) -> n.Const:
+        name, value = _parts(children)
+        return n.Const(name, value, self._span(children))
 
-    def actions(self, meta, children):
-        return n.Actions(tuple(c for c in children if c is not None), _span(self.path, meta))
+    def actions(self, children: list[Any]) -> n.Actions:
+        return n.Actions(tuple(c for c in _parts(children) if c is not None), self._span(children))
 
-    def plugin_weight(self, meta, children):
-        return children[0]
+    def plugin_weight(self, children: list[Any]) -> n.Value:
+        return _parts(children)[0]
 
-    def plugin(self, meta, children):
-        name, weight, block = children
-        return n.Plugin(name, weight, tuple(block or ()), _span(self.path, meta), has_block=block is not None)
+    def plugin(self, children: list[Any]) -> n.Plugin:
+        name, weight, block = _parts(children)
+        settings = block.settings if block is not None else ()
+        return n.Plugin(name, weight, settings, self._span(children), has_block=block is not None)
 
-    def tier(self, meta, children):
-        label, *plugins = children
-        return n.Tier(label, tuple(plugins), _span(self.path, meta))
+    def tier(self, children: list[Any]) -> n.Tier:
+        label, *plugins = _parts(children)
+        return n.Tier(label, tuple(plugins), self._span(children))
 
-    def action_config(self, meta, children):
-        name, block = children
-        return n.ActionConfig(name, tuple(block), _span(self.path, meta))
+    def action_config(self, children: list[Any]) -> n.ActionConfig:
+        name, block = _parts(children)
+        return n.ActionConfig(name, block.settings, self._span(children))
 
-    def queue(self, meta, children):
-        name, *members = children
+    def queue(self, children: list[Any]) -> n.Queue:
+        name, *members = _parts(children)
         settings: list[n.Setting] = []
         queues: list[n.Queue] = []
         order: list[tuple[str, int]] = []
@@ -227,14 +293,14 @@ class _ToAst(Transformer):
             else:
                 order.append(("s", len(settings)))
                 settings.append(member)
-        return n.Queue(name, tuple(settings), tuple(queues), _span(self.path, meta), tuple(order))
+        return n.Queue(name, tuple(settings), tuple(queues), self._span(children), tuple(order))
 
-    def device(self, meta, children):
-        resource, block = children
-        return n.Device(resource, tuple(block), _span(self.path, meta))
+    def device(self, children: list[Any]) -> n.Device:
+        resource, block = _parts(children)
+        return n.Device(resource, block.settings, self._span(children))
 
-    def start(self, meta, children):
-        header, *items = children
+    def start(self, children: list[Any]) -> tuple[n.Header, tuple[n.Item, ...]]:
+        header, *items = _parts(children)
         return header, tuple(items)
 
 
@@ -291,8 +357,10 @@ def _accepts(err: UnexpectedInput) -> set[str]:
 def _acceptable_before(text: str, position: int, start: str) -> set[str]:
     """For a character no token starts with: the terminals the parser could take at that point,
     found by feeding it the text before the character."""
+    parser = _parser()
+    parser.state.restart()
     try:
-        interactive = _parser().lark.parse_interactive(text[:position], start=start)
+        interactive = parser.lark.parse_interactive(text[:position], start=start)
         interactive.exhaust_lexer()
         return set(interactive.accepts())
     except Exception:  # the text before may itself be broken; the lexer's guess is used then
@@ -311,28 +379,31 @@ def _describe_token(token: Token) -> str:
     return f"{kind} `{token}`"
 
 
+_CONTENT = re.compile(r"^[^\S\n]*[^\s#]", re.MULTILINE)  # a line that is neither blank nor a comment
+
+
 def parse_text(text: str, path: str = "<string>") -> ParseResult:
     """Parse one file's text. Never raises for bad input."""
-    if not text.strip() or all(not ln.strip() or ln.lstrip().startswith("#") for ln in text.splitlines()):
+    if not _CONTENT.search(text):
         return ParseResult(None, (make(EMPTY_FILE, "the file holds no policy", Span.point(path, 1, 1),
                                        'start with a header: policy "name" version 1'),))
     parser = _parser()
+    state = parser.state
     with parser.lock:
-        parser.comments.tokens = []
-        tree = None
+        state.begin(path)
         try:
-            tree = parser.lark.parse(text, start="start")
+            header, items = parser.lark.parse(text, start="start")
+        except _TooDeep as err:
+            return ParseResult(None, (_too_deep(path, err.token),))
         except UnexpectedInput as err:
             errors = [_syntax_diagnostic(path, err, text)]
             errors.extend(_recover(parser, path, text, err))
             return ParseResult(None, tuple(_dedupe(errors)))
-        comment_tokens = list(parser.comments.tokens)
-    try:
-        header, items = _ToAst(path).transform(tree)
-    except VisitError as err:
-        if isinstance(err.orig_exc, _LiteralError):
-            return ParseResult(None, (make(BAD_LITERAL, err.orig_exc.message, err.orig_exc.span),))
-        raise
+        comment_tokens, literal_errors = state.comments, state.literal_errors
+        state.begin("<string>")  # the shared state holds no file between parses
+    if literal_errors:
+        first = literal_errors[0]
+        return ParseResult(None, (make(BAD_LITERAL, first.message, first.span),))
     comments = tuple(n.Comment(str(t), _token_span(path, t)) for t in comment_tokens)
     policy = n.Policy(path, header, items, comments)
     diagnostics: list[Diagnostic] = []
@@ -345,6 +416,12 @@ def parse_text(text: str, path: str = "<string>") -> ParseResult:
         ))
         return ParseResult(None, tuple(diagnostics))
     return ParseResult(policy, tuple(diagnostics))
+
+
+def _too_deep(path: str, token: Token) -> Diagnostic:
+    return make(TOO_DEEP, f"brackets and braces nested more than {MAX_NESTING} levels deep",
+                _token_span(path, token), f"flatten the value or the queue tree: at most {MAX_NESTING} "
+                "levels of `[ ]` and `{ }` may be open at once")
 
 
 _TOP_LEVEL = re.compile(r"^(include|const|actions|tier|action|queue|device)\b")
@@ -364,8 +441,12 @@ def _recover(parser: _Parser, path: str, text: str, err: UnexpectedInput) -> lis
         if resume is None:
             return found
         rest = "\n" * resume + "".join(lines[resume:])
+        parser.state.restart()
         try:
             parser.lark.parse(rest, start="items")
+            return found
+        except _TooDeep as deep:
+            found.append(_too_deep(path, deep.token))
             return found
         except UnexpectedInput as again:
             found.append(_syntax_diagnostic(path, again, rest, start="items"))

@@ -47,7 +47,7 @@ from compiler.pipeline import Compilation, compile_file
 from compiler.plan import Plan
 from policydsl import nodes as n
 from policydsl.diagnostics import Diagnostic, Severity
-from policydsl.loader import resolve_policy_path
+from policydsl.loader import read_limited, resolve_policy_path
 from runtime.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -153,7 +153,10 @@ def fingerprint_of(files: Iterable[str]) -> Fingerprint:
     out = []
     for path in sorted(set(files)):
         try:
-            digest: str | None = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            # As much as the loader reads: past it the file is refused, and an endless one
+            # (a device given as --policy) would keep this read going for ever.
+            with open(path, "rb") as stream:
+                digest: str | None = hashlib.sha256(read_limited(stream)).hexdigest()
         except OSError:
             digest = None
         out.append((path, digest))

@@ -373,7 +373,10 @@ def test_cli_compile_unwritable_output_is_an_io_error(tmp_path, capsys):
     source = tmp_path / "p.policy"
     source.write_text(POLICY)
     assert main(["compile", str(source), "-o", str(tmp_path / "no" / "such" / "plan.json")]) == 2
-    assert "cannot write" in capsys.readouterr().err
+    assert f"argument -o/--output: `{tmp_path}/no/such/plan.json`: no folder" in capsys.readouterr().err
+    # A folder that exists but takes no files: found only when writing.
+    assert main(["compile", str(source), "-o", "/proc/plan.json"]) == 2
+    assert "cannot write /proc/plan.json" in capsys.readouterr().err
 
 
 # --- examples ---------------------------------------------------------------------------------

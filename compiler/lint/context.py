@@ -77,6 +77,12 @@ class LintContext:
         self.tiers: list[n.Tier] = [i for i in items if isinstance(i, n.Tier)]
         self.constants: list[n.Const] = [i for i in items if isinstance(i, n.Const)]
         self.queues = self._queues(items)
+        # Each queue's children, looked up per queue by rules that sum over them: a scan of every
+        # queue per lookup made linting a generated tree of 100,000 queues take hours.
+        self._children: dict[int, list[QueueView]] = {}
+        for view in self.queues:
+            if view.parent_index is not None:
+                self._children.setdefault(view.parent_index, []).append(view)
         self.plugins = self._plugins()
         self.devices = [DeviceView(i, node, values) for i, (node, values) in
                         enumerate(zip((x for x in items if isinstance(x, n.Device)), self.ir.get("devices", [])))]
@@ -159,7 +165,7 @@ class LintContext:
         return self.lowered.spans.get(path, fallback)
 
     def children(self, queue: QueueView) -> list[QueueView]:
-        return [q for q in self.queues if q.parent_index == queue.index]
+        return list(self._children.get(queue.index, ()))
 
 
 def _with_defaults(spec: cat.PluginSpec, lowered: dict) -> PluginPlan:

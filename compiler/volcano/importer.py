@@ -21,6 +21,8 @@ from compiler.volcano.located_yaml import YamlText
 from compiler.volcano.model import PluginConfig, QueueConfig, SchedulerConfig, TranslationResult
 from compiler.volcano.queue_reader import QueueReader
 from policydsl.diagnostics import Diagnostic, Span, make
+from policydsl.limits import MAX_POLICY_BYTES
+from policydsl.loader import read_limited
 
 
 @dataclass
@@ -154,8 +156,12 @@ def _policy_checks(text: str, config: SchedulerConfig) -> list[Diagnostic]:
 
 def _read(path: str, result: ImportResult) -> str | None:
     try:
-        return Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        with open(path, "rb") as stream:  # a config becomes one policy: held to a policy file's size
+            data = read_limited(stream)
+        if len(data) > MAX_POLICY_BYTES:
+            raise ValueError(f"it is larger than {MAX_POLICY_BYTES // 2**20} MiB")
+        return data.decode("utf-8")
+    except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         if isinstance(err, IsADirectoryError):
             reason = "it is a folder"

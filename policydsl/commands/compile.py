@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from policydsl.commands.flags import output_file
+
 HELP = "print the compiled plan as stable JSON (quantities in base units)"
 DESCRIPTION = ("Compile a policy and print its plan: sorted keys, every default filled in, CPU in "
                "millicores and memory in bytes, so a pull request shows the effective change.")
@@ -12,7 +14,7 @@ DESCRIPTION = ("Compile a policy and print its plan: sorted keys, every default 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="the policy file (or a folder with main.policy)")
-    parser.add_argument("-o", "--output", help="write the plan here instead of stdout")
+    parser.add_argument("-o", "--output", type=output_file, help="write the plan here instead of stdout")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from policydsl.commands.flags import output_folder
+
 HELP = "start or stop a local etcd + kube-apiserver for trying the scheduler"
 DESCRIPTION = (
     "`up` starts etcd and kube-apiserver (built by .ci/install-kube.sh) on loopback ports, installs the "
@@ -15,7 +17,8 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["up", "down"])
-    parser.add_argument("--dir", required=True, metavar="DIR", help="where the kubeconfig, certificates and logs go")
+    parser.add_argument("--dir", required=True, type=output_folder, metavar="DIR",
+                        help="where the kubeconfig, certificates and logs go")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from policydsl.commands.flags import count, kube_name, nonempty
+
 HELP = "compare two policies on the same cluster and workload: placements that differ and metric deltas"
 DESCRIPTION = (
     "Simulate OLD and NEW on the same inputs (as `policydsl simulate`: --snapshot, --workload, --cycles or "
@@ -19,14 +21,16 @@ SHOWN = 40     # placement changes listed in text output
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("old", metavar="OLD", help="the policy as it is")
     parser.add_argument("new", metavar="NEW", help="the policy as proposed")
-    parser.add_argument("--snapshot", metavar="PATH", help="the cluster at time 0 (file or folder)")
-    parser.add_argument("--workload", metavar="PATH", help="the arriving workload (file or folder)")
+    parser.add_argument("--snapshot", type=nonempty("the snapshot path"), metavar="PATH",
+                        help="the cluster at time 0 (file or folder)")
+    parser.add_argument("--workload", type=nonempty("the workload path"), metavar="PATH",
+                        help="the arriving workload (file or folder)")
     limit = parser.add_mutually_exclusive_group()
-    limit.add_argument("--cycles", type=int, metavar="N", help="compare N consecutive scheduling cycles")
+    limit.add_argument("--cycles", type=count(1), metavar="N", help="compare N consecutive scheduling cycles")
     limit.add_argument("--until", metavar="T", help="simulate until time T (e.g. 30m, 2h)")
     parser.add_argument("--period", default="1s", metavar="T", help="time between scheduling cycles (default 1s)")
     parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
-    parser.add_argument("--scheduler-name", default="volcano", metavar="NAME",
+    parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="schedule pods with this schedulerName (default volcano)")
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from policydsl.commands.flags import kube_name, nonempty, object_key
+
 HELP = "say why a pod or PodGroup waits (failed predicates per node, queue limits, gang, devices, enqueue)"
 DESCRIPTION = (
     "Run one scheduling cycle of POLICY (default: Volcano's default configuration) on a copy of the snapshot "
@@ -16,11 +18,14 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="NS/NAME", help="a pod or PodGroup (namespace/name; bare name: default)")
-    parser.add_argument("--snapshot", required=True, metavar="PATH", help="the cluster: Kubernetes objects (file or folder)")
-    parser.add_argument("--policy", metavar="FILE", help="the policy (default: Volcano's default configuration)")
+    parser.add_argument("target", type=object_key, metavar="NS/NAME",
+                        help="a pod or PodGroup (namespace/name; bare name: default)")
+    parser.add_argument("--snapshot", required=True, type=nonempty("the snapshot path"),
+                        metavar="PATH", help="the cluster: Kubernetes objects (file or folder)")
+    parser.add_argument("--policy", type=nonempty("the policy path"), metavar="FILE",
+                        help="the policy (default: Volcano's default configuration)")
     parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
-    parser.add_argument("--scheduler-name", default="volcano", metavar="NAME",
+    parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="the scheduler whose pods are scheduled (default volcano)")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from policydsl.commands.flags import output_file
+
 HELP = "print a policy as a Volcano scheduler config (and Queue objects)"
 DESCRIPTION = (
     "Compile a policy and print the Volcano scheduler config that runs it: actions, tiers with "
@@ -19,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queues", action="store_true", help="also print the queue tree as Volcano Queue objects")
     parser.add_argument("--configmap", action="store_true",
                         help="wrap the config in the ConfigMap Volcano's chart reads (volcano-scheduler-configmap)")
-    parser.add_argument("-o", "--output", help="write the YAML here instead of stdout")
+    parser.add_argument("-o", "--output", type=output_file, help="write the YAML here instead of stdout")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -72,7 +72,7 @@ def _write_atomically(path: Path, text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from policydsl.diagnostics import IO_ERROR, SourceCache, Span, make, render
     from policydsl.formatter import format_text
-    from policydsl.loader import decode_source, read_source
+    from policydsl.loader import decode_source, read_limited, read_source
 
     if args.write and (args.check or args.diff):
         print("policydsl fmt: --write cannot be combined with --check or --diff", file=sys.stderr)
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     for target in targets:
         shown = "<stdin>" if target == STDIN else target
         if target == STDIN:
-            text, problem = decode_source(sys.stdin.buffer.read(), shown)
+            text, problem = decode_source(read_limited(sys.stdin.buffer), shown)
         else:
             text, problem = read_source(Path(target))
         if problem is not None:

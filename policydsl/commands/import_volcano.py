@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from policydsl.commands.flags import nonempty, output_file
+
 HELP = "translate a Volcano scheduler config (and Queue objects) into a policy"
 DESCRIPTION = (
     "Read a Volcano scheduler config (the raw volcano-scheduler.conf, or the ConfigMap holding it) "
@@ -16,10 +18,11 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="volcano-scheduler.conf, or a ConfigMap YAML that holds it")
-    parser.add_argument("--queues", metavar="FILE",
+    parser.add_argument("--queues", type=nonempty("the queue file path"), metavar="FILE",
                         help="Queue objects (multi-document YAML or a List) to import as the queue tree")
-    parser.add_argument("--name", help="the policy name (default: the config file's name without its suffix)")
-    parser.add_argument("-o", "--output", help="write the policy here instead of stdout")
+    parser.add_argument("--name", type=nonempty("the policy name"),
+                        help="the policy name (default: the config file's name without its suffix)")
+    parser.add_argument("-o", "--output", type=output_file, help="write the policy here instead of stdout")
 
 
 def run(args: argparse.Namespace) -> int:

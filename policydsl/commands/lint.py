@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from policydsl.commands.flags import nonempty
+
 HELP = "check policies for errors and likely mistakes (text, JSON, SARIF, GitHub, JUnit output)"
 DESCRIPTION = (
     "Lint policy files and folders (searched recursively for *.policy). Reports syntax and compile "
@@ -20,7 +22,7 @@ LEVELS = ("info", "warning", "error")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or folders, or - for stdin")
-    parser.add_argument("--stdin-filename", metavar="PATH",
+    parser.add_argument("--stdin-filename", type=nonempty("the file name"), metavar="PATH",
                         help="the file that `-` stands for: names it in findings, and its folder is where includes "
                              "and the configuration are looked up (default: <stdin> in the working folder)")
     parser.add_argument("--format", choices=FORMAT_NAMES, default="text", help="output format (default: text)")
@@ -30,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only these rules (comma-separated codes or names; replaces the config's)")
     parser.add_argument("--ignore", action="append", default=[], metavar="CODES",
                         help="do not report these codes (comma-separated; added to the config's)")
-    parser.add_argument("--config", metavar="FILE", help="use this configuration instead of the nearest .policydsl.yaml")
+    parser.add_argument("--config", type=nonempty("the configuration path"), metavar="FILE",
+                        help="use this configuration instead of the nearest .policydsl.yaml")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="text format: print only findings at or above the fail level, no summary")
     parser.add_argument("--explain", metavar="CODE", help="print what a code means, why, and how to fix it")
@@ -83,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from policydsl import __version__
     from policydsl.diagnostics import CODES, Severity, SourceCache, closest, render
     from policydsl.formats import FORMATS, Findings, MergedSources
+    from policydsl.loader import read_limited
 
     if args.explain:
         codes = docs.all_codes()
@@ -108,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     fail_level = Severity.parse(args.fail_level) if args.fail_level else None
     try:
         result = lint_paths(args.paths, config_file=args.config, select=select, ignore=ignore, fail_level=fail_level,
-                            stdin=sys.stdin.buffer.read() if STDIN in args.paths else b"",
+                            stdin=read_limited(sys.stdin.buffer) if STDIN in args.paths else b"",
                             stdin_filename=args.stdin_filename)
     except UsageError as err:
         return _error(str(err))

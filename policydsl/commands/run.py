@@ -6,12 +6,13 @@ import argparse
 import gc
 import logging
 import os
-import re
 import signal
 import socket
 import sys
 import threading
 import uuid
+
+from policydsl.commands.flags import count, duration, kube_name, listen_address, nonempty, rate
 
 HELP = "run the scheduler against a cluster (or the embedded simulator)"
 DESCRIPTION = (
@@ -24,58 +25,51 @@ DESCRIPTION = (
     "with errors is logged and the running policy stays (docs/hot-reload.md)."
 )
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def duration(text: str) -> float:
-    """"1s", "500ms", "2m", "1.5" (seconds) -> seconds."""
-    match = _DURATION.match(text.strip())
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"`{text}` is not a positive duration (examples: 1s, 500ms, 2m)")
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", required=True, metavar="FILE",
+    parser.add_argument("--policy", required=True, type=nonempty("the policy path"), metavar="FILE",
                         help="the policy file (or a folder with main.policy); edits to it and its includes reload it")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--kubeconfig", metavar="PATH",
+    where.add_argument("--kubeconfig", type=nonempty("the kubeconfig path"), metavar="PATH",
                        help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
-    where.add_argument("--cluster", metavar="embedded:SNAPSHOT",
+    where.add_argument("--cluster", type=nonempty("the cluster"), metavar="embedded:SNAPSHOT",
                        help="run on the embedded simulator loaded from SNAPSHOT (a file or folder of objects)")
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
-    parser.add_argument("--scheduler-name", default="volcano", help="schedule pods with this schedulerName (default: volcano)")
+    parser.add_argument("--context", type=nonempty("the context"), help="kubeconfig context (default: the current one)")
+    parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"),
+                        help="schedule pods with this schedulerName (default: volcano)")
     parser.add_argument("--schedule-period", type=duration, default=1.0, metavar="DURATION",
                         help="longest time from one cycle's start to the next (default: 1s)")
     parser.add_argument("--min-interval", type=duration, default=0.1, metavar="DURATION",
                         help="when pods or PodGroups arrive, the next cycle starts early, but no sooner than "
                              "this after the last one started (and after a pause twice as long as that cycle took); "
                              "a value of at least --schedule-period keeps the fixed period (default: 100ms)")
-    parser.add_argument("--metrics-addr", default="127.0.0.1:8080", metavar="HOST:PORT",
+    parser.add_argument("--metrics-addr", default="127.0.0.1:8080", type=listen_address, metavar="HOST:PORT",
                         help="serve /metrics, /healthz and /readyz here; port 0 picks one; `off` disables "
                              "(default: 127.0.0.1:8080)")
     election = parser.add_argument_group("leader election")
     election.add_argument("--leader-elect", action="store_true", help="only the holder of the Lease schedules")
-    election.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease (default: kube-system)")
-    election.add_argument("--lease-name", default="policydsl-scheduler", help="name of the Lease (default: policydsl-scheduler)")
+    election.add_argument("--lease-namespace", default="kube-system", type=kube_name("namespace", label=True),
+                          help="namespace of the Lease (default: kube-system)")
+    election.add_argument("--lease-name", default="policydsl-scheduler", type=kube_name("Lease name"),
+                          help="name of the Lease (default: policydsl-scheduler)")
     election.add_argument("--lease-duration", type=duration, default=15.0, metavar="DURATION",
                           help="how long a standby waits for an unrenewed lease (default: 15s)")
     election.add_argument("--renew-deadline", type=duration, default=10.0, metavar="DURATION",
                           help="the leader stops when it could not renew for this long (default: 10s)")
     election.add_argument("--retry-period", type=duration, default=2.0, metavar="DURATION",
                           help="how often to renew or try to acquire (default: 2s)")
-    election.add_argument("--identity", help="this replica's name in the Lease (default: hostname_random)")
-    parser.add_argument("--kube-api-qps", type=float, default=1000.0, metavar="QPS",
+    election.add_argument("--identity", type=nonempty("the identity"),
+                          help="this replica's name in the Lease (default: hostname_random)")
+    parser.add_argument("--kube-api-qps", type=rate, default=1000.0, metavar="QPS",
                         help="requests per second to the API server, watches aside; 0 = no limit (default: 1000)")
-    parser.add_argument("--kube-api-burst", type=int, default=2000, metavar="N",
+    parser.add_argument("--kube-api-burst", type=count(1), default=2000, metavar="N",
                         help="requests allowed at once above --kube-api-qps (default: 2000)")
     reload = parser.add_argument_group("policy reload")
     reload.add_argument("--reload-debounce", type=duration, default=0.05, metavar="DURATION",
                         help="how long a burst of file changes has to settle into one reload (default: 50ms)")
     reload.add_argument("--no-watch", action="store_true",
                         help="do not watch the policy files; reload on SIGHUP only")
-    parser.add_argument("--cycles", type=int, default=0, metavar="N", help="stop after N cycles (default: run until stopped)")
+    parser.add_argument("--cycles", type=count(0), default=0, metavar="N",
+                        help="stop after N cycles (default, 0: run until stopped)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 

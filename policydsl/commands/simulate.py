@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from policydsl.commands.flags import count, kube_name, nonempty, output_folder
+
 HELP = "run a policy on a simulated cluster: decisions per cycle, or waits, shares and utilization over time"
 DESCRIPTION = (
     "Simulate the scheduler under POLICY. With neither --snapshot nor --workload it runs a built-in example "
@@ -18,16 +20,18 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("policy", metavar="POLICY", help="the policy file")
-    parser.add_argument("--snapshot", metavar="PATH", help="the cluster at time 0: Kubernetes objects (file or folder)")
-    parser.add_argument("--workload", metavar="PATH",
+    parser.add_argument("--snapshot", type=nonempty("the snapshot path"), metavar="PATH",
+                        help="the cluster at time 0: Kubernetes objects (file or folder)")
+    parser.add_argument("--workload", type=nonempty("the workload path"), metavar="PATH",
                         help="Pods/PodGroups arriving over time and `kind: Workload` generators (file or folder)")
     limit = parser.add_mutually_exclusive_group()
-    limit.add_argument("--cycles", type=int, metavar="N", help="run N consecutive scheduling cycles")
+    limit.add_argument("--cycles", type=count(1), metavar="N", help="run N consecutive scheduling cycles")
     limit.add_argument("--until", metavar="T", help="simulate until time T (e.g. 90s, 30m, 2h)")
     parser.add_argument("--period", default="1s", metavar="T", help="time between scheduling cycles (default 1s)")
     parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
-    parser.add_argument("--report", metavar="DIR", help="write an HTML report with plots to DIR/index.html")
-    parser.add_argument("--scheduler-name", default="volcano", metavar="NAME",
+    parser.add_argument("--report", type=output_folder, metavar="DIR",
+                        help="write an HTML report with plots to DIR/index.html")
+    parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="schedule pods with this schedulerName (default volcano)")
 
 

@@ -53,14 +53,18 @@ def load_inputs(plan: Plan, snapshot: str | Path | None, workload: str | Path | 
         return _raise(problems_text(err), EXIT_USAGE)
 
 
+# Shorter periods only multiply cycles: no scheduler runs more than a thousand a second.
+MIN_PERIOD_S = 0.001
+
+
 def run_limits(cycles: int | None, until: str | None, period: str) -> Limits:
     """`--cycles`, `--until` and `--period` as the simulator's Limits, or an InputError."""
     if cycles is not None and cycles < 1:
         raise InputError("--cycles: give a positive number of cycles")
     until_s = parse_time(until, "--until") if until is not None else None
     period_s = parse_time(period, "--period")
-    if period_s <= 0:
-        raise InputError("--period: must be positive")
+    if period_s < MIN_PERIOD_S:
+        raise InputError(f"--period: must be at least {MIN_PERIOD_S * 1000:g}ms")
     return Limits(cycles=cycles, until=until_s, period=period_s)
 
 

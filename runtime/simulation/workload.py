@@ -17,6 +17,7 @@ names its object (`runtime.objects.ObjectProblem`); they are reported together a
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -45,18 +46,14 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"`{value}` is not a duration (examples: 30s, 10m, 2h)")
     if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"`{value}` is negative")
-        return float(value)
+        return _checked(float(value), value)
     text = str(value).strip()
     try:
         seconds = float(text)
     except ValueError:
         pass
     else:
-        if seconds < 0:
-            raise ValueError(f"`{value}` is negative")
-        return seconds
+        return _checked(seconds, value)
     pos, total = 0, 0.0
     for match in _DURATION_PART.finditer(text):
         if match.start() != pos:
@@ -65,7 +62,16 @@ def parse_duration(value: Any) -> float:
         pos = match.end()
     if pos != len(text) or not text:
         raise ValueError(f"`{value}` is not a duration (examples: 30s, 10m, 2h, 1h30m)")
-    return total
+    return _checked(total, value)
+
+
+def _checked(seconds: float, value: Any) -> float:
+    # float() reads "nan" and "inf" too: neither is a time the simulator can count cycles to.
+    if not math.isfinite(seconds):
+        raise ValueError(f"`{value}` is not a finite duration")
+    if seconds < 0:
+        raise ValueError(f"`{value}` is negative")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

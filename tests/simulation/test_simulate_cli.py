@@ -180,8 +180,15 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path, capsys):
 @pytest.mark.parametrize("argv, code, message", [
     (["--snapshot", "/nonexistent/cluster.yaml"], 2, "/nonexistent/cluster.yaml: no such file or folder"),
     (["--until", "soon"], 2, "--until: `soon` is not a duration"),
-    (["--cycles", "0"], 2, "--cycles: give a positive number of cycles"),
-    (["--period", "0s"], 2, "--period: must be positive"),
+    (["--cycles", "0"], 2, "argument --cycles: `0` is below 1"),
+    (["--cycles", "many"], 2, "argument --cycles: `many` is not a whole number"),
+    (["--period", "0s"], 2, "--period: must be at least 1ms"),
+    (["--period", "nan"], 2, "--period: `nan` is not a finite duration"),
+    (["--until", "inf"], 2, "--until: `inf` is not a finite duration"),
+    (["--until", "1" + "0" * 400], 2, "is not a finite duration"),
+    (["--scheduler-name", ""], 2, "argument --scheduler-name: `` is not a valid scheduler name"),
+    (["--scheduler-name", "Volcano"], 2, "argument --scheduler-name: `Volcano` is not a valid scheduler name"),
+    (["--report", str(POLICIES / "volcano-default.policy")], 2, "argument --report: "),
 ])
 def test_bad_options_are_usage_errors(capsys, argv, code, message):
     got, _, err = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", *argv)

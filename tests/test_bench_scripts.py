@@ -1,0 +1,76 @@
+"""The benchmark scripts that need no cluster, run as a person runs them, at a tiny scale.
+
+A benchmark nothing runs breaks unseen (bench/core.py crashed for a day on an API change of
+the settled ledger). Only completion and the scripts' own cross-checks are asserted (compiled
+and pure-Python kernels decide alike; listed, folded and counted settled pods decide alike;
+no cycle runs under two policies), never a timing: the figures depend on the machine.
+bench/load.py and bench/e2e need the dev cluster: tests/integration/test_connector_load.py and
+tests/integration/test_bench_e2e.py run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_script(script: str, *args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """Run bench/<script> with --json; the completed process and the JSON of its last line."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return done, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
+    # The script exits 1 when the pure-Python kernels or the settled variants decide otherwise.
+    _, result = run_script("core.py", "--quick", "--repeat", "1")
+    assert result["placements"] == result["pods"] > 0  # the quick cluster has room for every pod
+    assert result["python"]["placements_per_s"] > 0
+    assert [row["placements"] for row in result["scaling"]] == [row["pods"] for row in result["scaling"]]
+    assert result["snapshot_memory"]["array_bytes"] > 0
+    settled = result["settled"]
+    assert settled["identical_decisions"] is True
+    placed = {settled[name]["placements"] for name in ("listed", "folded", "counted")}
+    assert placed == {settled["waiting"]}
+
+
+@pytest.mark.parametrize("write", ["configmap", "replace", "inplace"])
+def test_reload_sees_every_edit_go_live_and_no_cycle_under_two_policies(write: str) -> None:
+    _, result = run_script("reload.py", "--reloads", "3", "--write", write, "--warmup", "300ms", "--gap", "100ms",
+                           "--nodes", "10", "--gangs", "2")
+    assert result["reloads"] == result["observed"] == 3
+    assert result["failed_reloads"] == 0
+    assert result["cycles"]["mixed"] == 0 and result["cycles"]["errors"] == 0
+    assert result["load"]["pods_bound"] > 0
+    assert set(result["latency_ms"]["event_to_active"]) == {"p50", "p99", "max", "mean"}
+
+
+def test_reload_without_json_prints_its_report() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "reload.py"), "--reloads", "1", "--warmup", "300ms",
+                           "--gap", "100ms", "--nodes", "4", "--gangs", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})  # rich wraps at 80 columns without a terminal
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1/1 reloads observed" in done.stdout and "mixed 0" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pods", "10", "--gang", "3"], "--pods (10) must be a multiple of --gang (3)"),
+    (["--nodes", "0"], "--nodes must be at least 1, got 0"),
+    (["--gang", "-2"], "--gang must be at least 1, got -2"),
+])
+def test_load_refuses_sizes_it_cannot_run_before_starting_a_cluster(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "load.py"), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+    assert "Traceback" not in done.stderr and "starting a dev cluster" not in done.stdout

@@ -1,0 +1,172 @@
+"""Every flag of every subcommand takes only what it can use: anything else is a usage error
+(exit 2) naming the flag and the value, before the command does any work; never an internal
+error (exit 70) or a silently different behaviour (an empty --cluster used to mean the
+kubeconfig, an empty -o stdout, a negative --kube-api-qps no limit)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from policydsl.cli import build_parser, main
+from policydsl.commands import flags
+
+REPO = Path(__file__).resolve().parents[1]
+POLICY = str(REPO / "policies" / "volcano-default.policy")
+SNAPSHOT = str(REPO / "examples")
+RUN = ["run", "--policy", POLICY, "--cluster", f"embedded:{SNAPSHOT}", "--cycles", "1"]
+SIMULATE = ["simulate", POLICY, "--cycles", "1"]
+DIFF = ["diff", POLICY, POLICY, "--cycles", "1"]
+EXPLAIN = ["explain", "default/x", "--snapshot", SNAPSHOT]
+VOLCANO_CONF = str(REPO / "tests" / "fixtures" / "volcano" / "default.conf")
+
+BAD = [
+    # policydsl run: addresses, durations, rates, counts, names, paths
+    (RUN + ["--metrics-addr", "127.0.0.1:99999"], "argument --metrics-addr: `127.0.0.1:99999`: the port must be"),
+    (RUN + ["--metrics-addr", "127.0.0.1:-1"], "the port must be a number from 0 to 65535"),
+    (RUN + ["--metrics-addr", "127.0.0.1:http"], "the port must be a number from 0 to 65535"),
+    (RUN + ["--metrics-addr", "8080"], "argument --metrics-addr: `8080` is not HOST:PORT"),
+    (RUN + ["--metrics-addr", ":8080"], "argument --metrics-addr: `:8080` is not HOST:PORT"),
+    (RUN + ["--metrics-addr", "999.1.1.1:80"], "`999.1.1.1` is neither an IPv4 address nor a host name"),
+    (RUN + ["--metrics-addr", "bad_host:80"], "`bad_host` is neither an IPv4 address nor a host name"),
+    (RUN + ["--metrics-addr", "[::1]:8080"], "IPv6 addresses are not supported"),
+    (RUN + ["--schedule-period", "0"], "argument --schedule-period: `0` is not a positive duration"),
+    (RUN + ["--schedule-period", "-1s"], "argument --schedule-period: expected one argument"),
+    (RUN + ["--schedule-period", "1e400"], "`1e400` is not a positive duration"),
+    (RUN + ["--schedule-period", "99999999999999h"], "is longer than a day (24h)"),
+    (RUN + ["--min-interval", "soon"], "argument --min-interval: `soon` is not a positive duration"),
+    (RUN + ["--lease-duration", "0ms"], "argument --lease-duration: `0ms` is not a positive duration"),
+    (RUN + ["--renew-deadline", "2d"], "argument --renew-deadline: `2d` is not a positive duration"),
+    (RUN + ["--retry-period", "nan"], "argument --retry-period: `nan` is not a positive duration"),
+    (RUN + ["--reload-debounce", "inf"], "argument --reload-debounce: `inf` is not a positive duration"),
+    (RUN + ["--kube-api-qps", "-5"], "argument --kube-api-qps: `-5` is not a finite number of at least 0"),
+    (RUN + ["--kube-api-qps", "nan"], "argument --kube-api-qps: `nan` is not a finite number"),
+    (RUN + ["--kube-api-qps", "inf"], "argument --kube-api-qps: `inf` is not a finite number"),
+    (RUN + ["--kube-api-burst", "0"], "argument --kube-api-burst: `0` is below 1"),
+    (RUN + ["--kube-api-burst", "1.5"], "argument --kube-api-burst: `1.5` is not a whole number"),
+    (["run", "--policy", POLICY, "--cycles", "-1"], "argument --cycles: `-1` is below 0"),
+    (RUN + ["--scheduler-name", ""], "argument --scheduler-name: `` is not a valid scheduler name"),
+    (RUN + ["--scheduler-name", "My_Scheduler"], "`My_Scheduler` is not a valid scheduler name"),
+    (RUN + ["--lease-namespace", "kube.system"], "argument --lease-namespace: `kube.system` is not a valid namespace"),
+    (RUN + ["--lease-name", "lease-"], "argument --lease-name: `lease-` is not a valid Lease name"),
+    (RUN + ["--lease-name", "x" * 254], "is not a valid Lease name"),
+    (RUN + ["--identity", " "], "argument --identity: the identity must not be empty"),
+    (RUN + ["--context", ""], "argument --context: the context must not be empty"),
+    (["run", "--policy", "", "--cycles", "1"], "argument --policy: the policy path must not be empty"),
+    (["run", "--policy", POLICY, "--kubeconfig", ""], "argument --kubeconfig: the kubeconfig path must not be empty"),
+    (["run", "--policy", POLICY, "--cluster", ""], "argument --cluster: the cluster must not be empty"),
+    (RUN + ["--log-level", "loud"], "argument --log-level: invalid choice: 'loud'"),
+    # simulate and diff: counts, durations (checked by the simulator's own parser), names, paths
+    (SIMULATE[:-1] + ["0"], "argument --cycles: `0` is below 1"),
+    (["simulate", POLICY, "--until", "nan"], "--until: `nan` is not a finite duration"),
+    (["simulate", POLICY, "--until", "1" + "0" * 400 + "s"], "is not a finite duration"),
+    (SIMULATE + ["--period", "inf"], "--period: `inf` is not a finite duration"),
+    (SIMULATE + ["--period", "1e-300"], "--period: must be at least 1ms"),
+    (SIMULATE + ["--scheduler-name", "Volcano"], "argument --scheduler-name: `Volcano` is not a valid scheduler name"),
+    (SIMULATE + ["--snapshot", ""], "argument --snapshot: the snapshot path must not be empty"),
+    (SIMULATE + ["--workload", ""], "argument --workload: the workload path must not be empty"),
+    (SIMULATE + ["--report", POLICY], f"argument --report: `{POLICY}` exists and is not a folder"),
+    (SIMULATE + ["--report", ""], "argument --report: the folder name must not be empty"),
+    (DIFF[:-1] + ["-3"], "argument --cycles: `-3` is below 1"),
+    (DIFF[:-1] + ["x"], "argument --cycles: `x` is not a whole number"),
+    (DIFF + ["--period", "nan"], "--period: `nan` is not a finite duration"),
+    (DIFF + ["--scheduler-name", "a..b"], "`a..b` is not a valid scheduler name"),
+    (DIFF + ["--snapshot", ""], "argument --snapshot: the snapshot path must not be empty"),
+    # explain
+    (["explain", "a/b/c", "--snapshot", SNAPSHOT], "argument NS/NAME: `a/b/c` is not NAMESPACE/NAME or NAME"),
+    (["explain", "ns/", "--snapshot", SNAPSHOT], "argument NS/NAME: `ns/` is not NAMESPACE/NAME or NAME"),
+    (["explain", "", "--snapshot", SNAPSHOT], "argument NS/NAME: `` is not NAMESPACE/NAME or NAME"),
+    (EXPLAIN[:-1] + [""], "argument --snapshot: the snapshot path must not be empty"),
+    (EXPLAIN + ["--policy", ""], "argument --policy: the policy path must not be empty"),
+    (EXPLAIN + ["--scheduler-name", "UPPER"], "`UPPER` is not a valid scheduler name"),
+    # files written: compile, export-volcano, import-volcano
+    (["compile", POLICY, "-o", ""], "argument -o/--output: the file name must not be empty"),
+    (["compile", POLICY, "-o", str(REPO)], f"argument -o/--output: `{REPO}` is a folder"),
+    (["compile", POLICY, "-o", "/no/such/folder/plan.json"], "`/no/such/folder/plan.json`: no folder `/no/such/folder`"),
+    (["export-volcano", POLICY, "-o", ""], "argument -o/--output: the file name must not be empty"),
+    (["import-volcano", VOLCANO_CONF, "-o", str(REPO)], "is a folder"),
+    (["import-volcano", VOLCANO_CONF, "--name", ""], "argument --name: the policy name must not be empty"),
+    (["import-volcano", VOLCANO_CONF, "--queues", ""], "argument --queues: the queue file path must not be empty"),
+    # lint
+    (["lint", "--stdin-filename", "", "-"], "argument --stdin-filename: the file name must not be empty"),
+    (["lint", POLICY, "--config", ""], "argument --config: the configuration path must not be empty"),
+    (["lint", POLICY, "--format", "xml"], "argument --format: invalid choice: 'xml'"),
+    (["lint", POLICY, "--fail-level", "fatal"], "argument --fail-level: invalid choice: 'fatal'"),
+    # dev-cluster: an empty --dir used to start a cluster in the working folder
+    (["dev-cluster", "up", "--dir", ""], "argument --dir: the folder name must not be empty"),
+    (["dev-cluster", "up", "--dir", POLICY], f"argument --dir: `{POLICY}` exists and is not a folder"),
+    (["test", "--format", "tap"], "argument --format: invalid choice: 'tap'"),
+    (["nonsense"], "argument COMMAND: invalid choice: 'nonsense'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD, ids=[" ".join(a[:1] + a[-2:])[:60] for a, _ in BAD])
+def test_a_bad_flag_is_a_usage_error_naming_it(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                               message: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err and "internal error" not in err
+
+
+def test_the_reported_overflow_is_a_usage_error_from_the_installed_command() -> None:
+    # The issue's case, end to end: `internal error: OverflowError` and exit 70 before.
+    done = subprocess.run([sys.executable, "-m", "policydsl", *RUN, "--metrics-addr", "127.0.0.1:99999"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: policydsl run")
+    assert "policydsl run: error: argument --metrics-addr" in done.stderr
+
+
+GOOD_RUN = [
+    (["--metrics-addr", "0.0.0.0:0"], "metrics_addr", "0.0.0.0:0"),
+    (["--metrics-addr", "localhost:65535"], "metrics_addr", "localhost:65535"),
+    (["--metrics-addr", "scheduler.kube-system.svc.:9090"], "metrics_addr", "scheduler.kube-system.svc.:9090"),
+    (["--metrics-addr", "off"], "metrics_addr", "off"),
+    (["--schedule-period", "500ms"], "schedule_period", 0.5),
+    (["--schedule-period", "24h"], "schedule_period", 86400.0),
+    (["--lease-duration", "1.5"], "lease_duration", 1.5),
+    (["--kube-api-qps", "0"], "kube_api_qps", 0.0),
+    (["--kube-api-qps", "2.5"], "kube_api_qps", 2.5),
+    (["--kube-api-burst", "1"], "kube_api_burst", 1),
+    (["--cycles", "0"], "cycles", 0),
+    (["--scheduler-name", "volcano.example.com"], "scheduler_name", "volcano.example.com"),
+    (["--lease-namespace", "team-a"], "lease_namespace", "team-a"),
+    (["--identity", "replica_1 (zone a)"], "identity", "replica_1 (zone a)"),
+]
+
+
+@pytest.mark.parametrize(("extra", "attribute", "value"), GOOD_RUN)
+def test_good_values_parse_to_what_the_command_uses(extra: list[str], attribute: str, value: object) -> None:
+    args = build_parser().parse_args(["run", "--policy", POLICY, *extra])
+    assert getattr(args, attribute) == value
+
+
+def test_the_defaults_pass_their_own_checks() -> None:
+    # argparse does not run `type=` on a non-string default: each default must be valid as given.
+    args = build_parser().parse_args(["run", "--policy", POLICY])
+    assert flags.listen_address(args.metrics_addr) == args.metrics_addr
+    assert flags.kube_name("x")(args.scheduler_name) and flags.kube_name("x")(args.lease_name)
+    assert flags.kube_name("x", label=True)(args.lease_namespace)
+    for seconds in (args.schedule_period, args.min_interval, args.lease_duration, args.renew_deadline,
+                    args.retry_period, args.reload_debounce):
+        assert 0 < seconds <= flags.MAX_DURATION_S
+
+
+def test_help_and_version_exit_0_through_main(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert main(["run", "--help"]) == 0
+    assert "--metrics-addr HOST:PORT" in capsys.readouterr().out
+
+
+def test_a_check_names_the_smallest_value_and_what_is_wrong() -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="`-2` is below 0"):
+        flags.count(0)("-2")
+    with pytest.raises(argparse.ArgumentTypeError, match="at most 63"):
+        flags.kube_name("namespace", label=True)("a" * 64)
+    assert flags.kube_name("namespace", label=True)("a" * 63) == "a" * 63
+    assert flags.object_key("pod") == "pod" and flags.object_key("ns/pod") == "ns/pod"
