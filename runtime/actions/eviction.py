@@ -1,11 +1,18 @@
-"""Victim selection shared by preempt and reclaim: on every candidate node, the smallest set of
-allowed victims that makes the preemptor fit; the node whose set is cheapest wins.
+"""Victim selection shared by preempt and reclaim.
 
-Volcano evicts lowest-priority victims one by one until the preemptor fits on the first node
-that can work. We evict no more than needed: per node, one victim where one suffices (the
-lowest-priority single victim whose release alone makes room), otherwise lowest priority first
-and then drop every victim the others make unnecessary; across nodes, fewest victims, then
-lowest highest-victim priority, then best node score."""
+As in Volcano, a preemptor is placed only where it evicts (never on idle room: allocate places
+there), on a node with allowed victims, once with them gone it fits the node and its queue may
+allocate it (with the job's earlier preemptors); a node where its victims cannot make that so
+gives way to the next. Victims are taken in Volcano's victim order — from the queue latest in
+queue order first, then the job of lowest priority, then the task of lowest priority, newest
+first — until that holds.
+
+We evict no more than needed (runtime/README.md): on each node, each victim taken is kept back
+again (highest priority first) where the rest still suffice, so one victim is taken where one
+suffices; across nodes, fewest victims, then lowest highest-victim priority, then best node
+score. Where stateful rules concern the preemptor (inter-pod affinity, host ports), a victim set
+counts only if with it gone every rule lets the preemptor onto the node.
+"""
 
 from __future__ import annotations
 
@@ -38,19 +45,28 @@ def spare(ssn: Session, j: int) -> int:
     return ready - job.min_member if job.min_member > 1 else ready
 
 
+def victim_order(ssn: Session, victims: list[int]) -> list[int]:
+    """Volcano's victim order (BuildVictimsPriorityQueue): the queue latest in queue order first,
+    then the job of lowest priority, then the task of lowest priority, newest first."""
+    snap = ssn.snap
+    jobs = snap.jobs
+    queues = {jobs[snap.task_job[v]].queue for v in victims}
+    late_first = {q: rank for rank, q in enumerate(sorted(queues, key=ssn.queue_key, reverse=True))}
+    return sorted(victims, key=lambda v: (late_first[jobs[snap.task_job[v]].queue], jobs[snap.task_job[v]].priority,
+                                          snap.task_priority[v], -snap.pods[v].creation, v))
+
+
 def minimal_victims(ssn: Session, need: np.ndarray, victims: list[int]) -> list[int] | None:
-    """Fewest victims (lowest priority preferred) whose requests cover `need`, no gang taken
-    below its minimum; None if no such set exists."""
+    """Fewest victims (in victim order) whose requests cover `need`, no gang taken below its
+    minimum; None if no such set exists."""
     req = ssn.snap.request
-    pri = ssn.snap.task_priority
     task_job = ssn.snap.task_job
     left: dict[int, int] = {}
     for v in victims:
         j = int(task_job[v])
         if j not in left:
             left[j] = spare(ssn, j)
-    victims = [v for v in victims if left[int(task_job[v])] > 0]
-    ordered = sorted(victims, key=lambda v: (pri[v], -ssn.snap.pods[v].creation, v))
+    ordered = [v for v in victim_order(ssn, victims) if left[int(task_job[v])] > 0]
     for v in ordered:
         if _covers(req[v], need):
             return [v]
@@ -66,35 +82,45 @@ def minimal_victims(ssn: Session, need: np.ndarray, victims: list[int]) -> list[
             break
     else:
         return None
+    return _reprieve(ssn, chosen, lambda kept: bool(kept) and _covers(req[kept].sum(axis=0), need))
+
+
+def _reprieve(ssn: Session, chosen: list[int], enough: Callable[[list[int]], bool]) -> list[int]:
+    """Keep back every victim (highest priority first) whose eviction the others make needless."""
+    pri = ssn.snap.task_priority
     for v in sorted(chosen, key=lambda v: (-pri[v], v)):
-        if _covers(freed - req[v], need):
-            chosen.remove(v)
-            freed = freed - req[v]
+        rest = [c for c in chosen if c != v]
+        if enough(rest):
+            chosen = rest
     return chosen
 
 
 def settle(ssn: Session, stmt, j: int) -> None:
-    """End of a preemptor job's turn in preempt or reclaim. As in Volcano, these actions only
-    reserve: every placement becomes pipelined (a task that happened to fit on idle room
-    included) and binds in a later allocate, which checks the queue's share and the gang again.
-    Binding it here would bind part of a gang that is only pipelined, not ready. Committed when
-    the job is pipelined, otherwise the evictions are undone."""
+    """End of a preemptor job's turn in preempt or reclaim: its placements are reservations
+    (pipelined: a later allocate binds them, checking the queue's share and the gang again),
+    committed with their evictions when the job is pipelined, otherwise undone."""
     if ssn.job_pipelined_ok(j):
-        stmt.to_pipelined()
         stmt.commit()
     else:
         stmt.discard()
 
 
 def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int], bool],
-              reason_for: Callable[[int], d.Reason], on_node: dict[int, list[int]]) -> bool:
-    """Make room for task t: pipeline it where releasing pods already make room, else evict the
-    cheapest victim set. Returns whether t was placed (pipelined). A pod whose preemption
-    policy is Never evicts nothing; where stateful rules concern t (inter-pod affinity, ports),
-    a victim set counts only if, with it gone, every rule lets t onto the node."""
+              reason_for: Callable[[int], d.Reason], on_node: dict[int, list[int]],
+              allowed_by_queue: Callable[[], bool], least: int) -> bool:
+    """Evict for task t the cheapest victim set that lets it onto a node (it fits, every stateful
+    rule lets it, `allowed_by_queue()` holds with the victims gone), and pipeline it there; a
+    node counts only if it has allowed victims, and at least `least` of them are taken (Volcano:
+    preempt 0 — it pipelines beside victims it does not need —, reclaim 1). Returns whether t
+    was placed."""
     snap = ssn.snap
+    if snap.pods[t].preemption_policy == PREEMPT_NEVER:
+        return False
     cid = int(snap.task_class[t])
     cp = ssn.fresh_placement(cid)
+    if not all(rule.preempts for rule in cp.filters):
+        return False   # card-level preemption is not modelled (runtime/README.md)
+    req = cp.req
     if ssn.zero_request(t):
         # A best-effort pod needs only a pod slot: where one is free, backfill places it; it
         # preempts only where every node it may use is full.
@@ -102,36 +128,35 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
         free = snap.allocatable[:, pods] - ssn.used[:, pods] - ssn.pipelined[:, pods] > 0
         if (free & (cp.mask & MASK_PASS).astype(bool)).any():
             return False
-    elif cp.tree.place(1):
-        stmt.placed([t], cp.tree.out_nodes, cp.tree.out_kinds, 1)
-        cp.seen = ssn.ledger.log_n
-        return True
-    if snap.pods[t].preemption_policy == PREEMPT_NEVER or not all(rule.preempts for rule in cp.filters):
-        return False   # card-level preemption is not modelled (runtime/README.md)
-    req = cp.req
     future = snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined
     scores = np.empty(snap.n_nodes, dtype=np.float64)
     ssn.k.score_nodes(snap.allocatable, ssn.used, req, ssn.score_params, cp.score, scores)
-    best = None
+    # Each node with allowed victims, by the cheapest set that could cover its room alone: a
+    # lower bound of what the node costs (the queue or a rule may ask for more).
+    nodes = []
     for node, tasks in on_node.items():
         if not cp.static_mask[node]:
             continue
-        need = np.maximum(req - future[node], 0)
-        if not cp.filters and not need.any():
-            continue
         candidates = [v for v in tasks if ssn.status[v] == BOUND and may_evict(v)]
-        if not candidates:
-            continue
-        allowed = ssn.victims(point, t, candidates)
+        allowed = ssn.victims(point, t, candidates) if candidates else []
         if not allowed:
             continue
-        if cp.filters:
-            chosen = _victims_for_rules(ssn, stmt, cid, node, need, allowed, reason_for)
-        else:
-            chosen = minimal_victims(ssn, need, allowed)
-        if not chosen:
+        need = np.maximum(req - future[node], 0)
+        cheapest = minimal_victims(ssn, need, allowed) if need.any() else []
+        if cheapest is None:
             continue
-        cost = (len(chosen), max(int(snap.task_priority[v]) for v in chosen), -scores[node], node)
+        bound = (max(len(cheapest), least), max((int(snap.task_priority[v]) for v in cheapest), default=-(2 ** 62)),
+                 -scores[node], node)
+        nodes.append((bound, node, allowed))
+    nodes.sort()
+    best = None
+    for bound, node, allowed in nodes:
+        if best is not None and bound >= best[0]:
+            break
+        chosen = _victims_on(ssn, stmt, cid, node, allowed, reason_for, allowed_by_queue, least)
+        if chosen is None:
+            continue
+        cost = (len(chosen), max((int(snap.task_priority[v]) for v in chosen), default=-(2 ** 62)), -scores[node], node)
         if best is None or cost < best[0]:
             best = (cost, node, chosen)
     if best is None:
@@ -143,45 +168,51 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
     return True
 
 
-def _victims_for_rules(ssn: Session, stmt, cid: int, node: int, need: np.ndarray, allowed: list[int],
-                       reason_for: Callable[[int], d.Reason]) -> list[int] | None:
-    """Victims on `node` whose eviction makes room and lets every stateful rule of class cid
-    pass there (kube-scheduler's dry run): lowest priority first until it does, then each kept
-    back again, highest priority first, where the rest still suffice. Tried in the statement
-    and rolled back; None when even all of them would not do."""
-    req = ssn.snap.request
-    pri = ssn.snap.task_priority
-    task_job = ssn.snap.task_job
-    left = {int(task_job[v]): spare(ssn, int(task_job[v])) for v in allowed}
-    ordered = sorted(allowed, key=lambda v: (pri[v], -ssn.snap.pods[v].creation, v))
+def _victims_on(ssn: Session, stmt, cid: int, node: int, allowed: list[int], reason_for: Callable[[int], d.Reason],
+                allowed_by_queue: Callable[[], bool], least: int) -> list[int] | None:
+    """Victims on `node` in victim order (at least `least`) until, with them gone, the task fits
+    the node, every stateful rule lets it and its queue may take it; then each kept back again
+    where the rest (still `least`) suffice. Tried in the statement and rolled back; None when
+    even all would not do."""
+    snap = ssn.snap
+    task_job = snap.task_job
+    cp = ssn.placement(cid)
     at = np.array([node], dtype=np.int64)
+    left = {int(task_job[v]): spare(ssn, int(task_job[v])) for v in allowed}
 
-    def passes(victims: list[int]) -> bool:
-        freed = req[victims].sum(axis=0) if victims else np.zeros_like(need)
-        return _covers(freed, need) and bool(ssn.stateful_codes(cid, at)[0] & MASK_PASS)
+    def passes() -> bool:
+        room = snap.allocatable[node] - ssn.used[node] + ssn.releasing[node] - ssn.pipelined[node]
+        if not _covers(room, cp.req):
+            return False
+        if cp.filters and not ssn.stateful_codes(cid, at)[0] & MASK_PASS:
+            return False
+        return allowed_by_queue()
 
+    def evicting(victims: list[int]) -> bool:
+        """Whether `victims` suffice (evicted in the statement for the check, then undone)."""
+        mark = stmt.mark()
+        for v in victims:
+            stmt.evict(v, reason_for(v))
+        ok = passes()
+        stmt.rollback(mark)
+        return ok
+
+    if not least and passes():
+        return []
     mark = stmt.mark()
     chosen: list[int] = []
-    found = passes(chosen)
-    for v in ordered:
-        if found:
-            break
+    found = False
+    for v in victim_order(ssn, allowed):
         j = int(task_job[v])
         if left[j] <= 0:
             continue
         left[j] -= 1
         stmt.evict(v, reason_for(v))
         chosen.append(v)
-        found = passes(chosen)
-    if not found or not chosen:
-        stmt.rollback(mark)
-        return None
-    for v in sorted(chosen, key=lambda v: (-pri[v], v)):
-        trial = [c for c in chosen if c != v]
-        stmt.rollback(mark)
-        for c in trial:
-            stmt.evict(c, reason_for(c))
-        if passes(trial):
-            chosen = trial
+        if len(chosen) >= least and passes():
+            found = True
+            break
     stmt.rollback(mark)
-    return chosen
+    if not found:
+        return None
+    return _reprieve(ssn, chosen, lambda rest: len(rest) >= least and evicting(rest))

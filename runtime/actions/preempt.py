@@ -17,7 +17,6 @@ from runtime.actions.common import eligible_jobs, pending_of
 from runtime.actions.eviction import evict_for, pods_by_node, settle
 from runtime.model import PREEMPT_NEVER
 from runtime.session import Session
-from runtime.snapshot import PIPELINED
 
 
 def run(ssn: Session) -> None:
@@ -42,7 +41,6 @@ def run(ssn: Session) -> None:
                     break
                 if int(snap.task_class[t]) in failed:
                     continue
-                mark = stmt.mark()
                 pod = snap.pods[t].key
                 best_effort = ssn.zero_request(t)
 
@@ -57,22 +55,18 @@ def run(ssn: Session) -> None:
                             and (not best_effort or bool(ssn.zero[v]))
                             and (not by_priority or victim.priority < snap.jobs[j].priority))
 
-                if not evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node):
-                    if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
-                        failed.add(int(snap.task_class[t]))
-                    continue
-                # With its victims gone (the statement already took them off the queue), may
-                # the queue allocate this preemptor and the job's earlier ones? If not, the
-                # reservation would never bind and the evictions would buy nothing. (Preemptors
-                # placed on idle room are allocated already and count in the queue's share;
-                # pipelined ones do not, so they are added to the request asked about.)
-                if ssn.status[t] == PIPELINED:
+                def allowed_by_queue(t=t) -> bool:
+                    # May the queue take this preemptor and the job's earlier ones once the
+                    # victims are gone (the statement has taken them off the queue)? If not, the
+                    # reservation would never bind and the evictions would buy nothing.
+                    return ssn.allocatable_count(q, reserved + snap.request[t], 1)[0] >= 1
+
+                if evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node, allowed_by_queue, 0):
                     reserved += snap.request[t]
-                if reserved.any():
-                    allowed, why = ssn.allocatable_count(q, reserved, 1)
-                    if allowed < 1:
-                        stmt.rollback(mark)
-                        if why is not None:
-                            ssn.add_reason(t, why)
-                        break
+                    continue
+                if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
+                    failed.add(int(snap.task_class[t]))
+                allowed, why = ssn.allocatable_count(q, reserved + snap.request[t], 1)
+                if allowed < 1 and why is not None:
+                    ssn.add_reason(t, why)
             settle(ssn, stmt, j)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, pending_of
 from runtime.actions.eviction import evict_for, pods_by_node, settle
@@ -29,6 +31,7 @@ def run(ssn: Session) -> None:
             if not ssn.job_starving(j):
                 continue
             stmt = ssn.new_statement()
+            reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined reclaimers
             failed: set[int] = set()       # classes that found no room: their other tasks would not
             for t in pending_of(ssn, j):
                 if not ssn.job_starving(j):
@@ -46,7 +49,14 @@ def run(ssn: Session) -> None:
                     return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
                             and (not best_effort or bool(ssn.zero[v])))
 
-                if not evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node):
+                def allowed_by_queue(t=t) -> bool:
+                    # Evicting buys nothing unless the queue may then allocate the task and the
+                    # job's earlier reservations.
+                    return ssn.allocatable_count(q, reserved + snap.request[t], 1)[0] >= 1
+
+                if evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
+                    reserved += snap.request[t]
+                else:
                     if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
                         failed.add(int(snap.task_class[t]))
             settle(ssn, stmt, j)

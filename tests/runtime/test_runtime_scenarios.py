@@ -171,7 +171,8 @@ def test_preempt_takes_one_victim_where_one_suffices(pure):
 
 
 @pytest.mark.parametrize("queue_a_running, evicted", [
-    (6, 0),   # a holds 6 cpu of its 4 deserved: with a victim gone it would still hold 6 > 4
+    (6, 3),   # a holds 6 cpu of its 4 deserved: three of its low pods go, so that it may take the
+              # urgent one (Volcano evicts same-queue victims until the queue may allocate it)
     (3, 1),   # a holds 3 of 4: one victim makes room the queue may use
 ])
 def test_preempt_evicts_only_for_a_preemptor_its_queue_may_allocate(pure, queue_a_running, evicted):

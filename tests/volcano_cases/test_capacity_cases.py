@@ -188,11 +188,6 @@ CASES += [
 
 # --- Test_capacityPlugin_OnSessionOpenWithHierarchy ------------------------------------------
 
-# Reclaim runs before allocate in the hierarchy test: a starving job within its deserved share
-# finds idle room, and our reclaim reserves it there (pipelined), so allocate no longer binds it.
-IDLE_ROOM = ("idle-room-reservation",
-             "our reclaim pipelines a starving job's task onto idle room without evicting anyone; Volcano's "
-             "reclaim only pipelines on nodes whose victims it evicts, so allocate binds the task")
 HIER = [[plugin("capacity", "allocatable", "preemptive", "reclaimable", "queue_order", "hierarchy", "job_enqueued"),
          plugin("predicates", "predicate"), plugin("gang", "job_starving")]]
 HN1 = node("n1", res("8", "8Gi", {"pods": "11"}))
@@ -230,8 +225,7 @@ CASES += [
          pods=[pod("ns1", "p3", "", "Pending", res("2", "2Gi"), "pg3"),
                pod("ns1", "p4", "", "Pending", res("2", "2Gi"), "pg3")],
          podgroups=[podgroup("pg3", "ns1", "q31", 2)],
-         queues=[ROOT, Q3, Q4, Q31, Q32], expect=Expect(binds={"ns1/p3": "n1", "ns1/p4": "n1"}),
-         xfail=IDLE_ROOM),
+         queues=[ROOT, Q3, Q4, Q31, Q32], expect=Expect(binds={"ns1/p3": "n1", "ns1/p4": "n1"})),
     # case3: the node is full; q32 is below its deserved and reclaims p7 from q31 (above its
     # deserved 2 cpu; p6 is labelled not preemptable), not p5 of q4.
     hier("case3: Can reclaim from other queues when allocated < deserved", nodes=[HN1],
@@ -240,11 +234,7 @@ CASES += [
                pod("ns1", "p8", "", "Pending", res("2", "2Gi"), "pg6")],
          podgroups=[podgroup("pg4", "ns1", "q4", 1, None, "Running"), PG5, podgroup("pg6", "ns1", "q32", 1)],
          queues=[ROOT, Q3, Q31, Q32, Q4],
-         expect=Expect(evicted=["ns1/p7"], pipelined={"ns1/pg6": ["n1"]}),
-         xfail=("victim-order+labels-preemptable-task-spec",
-                "Volcano takes victims from the queue nearest the reclaimer's in the hierarchy first (q31, q32's "
-                "sibling; capacity's VictimQueueOrderFn), we the first by index (p5 of q4); p6's "
-                "preemptable=false is also a label we do not read")),
+         expect=Expect(evicted=["ns1/p7"], pipelined={"ns1/pg6": ["n1"]})),
     # case4: q3's real capability (4 cpu) is used up by q31 and q32: q33's p10 may not go.
     hier("case4: Pod is not allocatable when ancestor queue's real capability not enough", nodes=[HN1],
          pods=[P6, pod("ns1", "p9", "n1", "Running", res("2", "2Gi"), "pg7"),
@@ -289,7 +279,7 @@ CASES += [
          podgroups=[podgroup("pg12", "ns1", "q81", 1)],
          queues=[ROOT, dq("q8", res("4", "4Gi", {GPU: "8"}), None, "root"),
                  dq("q81", res("2", "2Gi", {GPU: "4"}), None, "q8"), dq("q82", res("2", "2Gi", {GPU: "4"}), None, "q8")],
-         expect=Expect(binds={"ns1/p12": "n-gpu"}), xfail=IDLE_ROOM),
+         expect=Expect(binds={"ns1/p12": "n-gpu"})),
     # case9: deserved names hugepages-1Gi: 0 (the node has 0 too): p13 still binds.
     hier("case9: When some scalar resources are 0 in deserved, the check can still pass",
          nodes=[node("n2", res("8", "8Gi", {GPU: "8", **PODS10, "hugepages-1Gi": "0"}))],
@@ -297,7 +287,7 @@ CASES += [
          podgroups=[podgroup("pg13", "ns1", "q91", 1)],
          queues=[ROOT, dq("q9", res("2", "2Gi", {GPU: "8", "hugepages-1Gi": "0"}), None, "root"),
                  dq("q91", res("2", "2Gi", {GPU: "4", "hugepages-1Gi": "0"}), None, "q9")],
-         expect=Expect(binds={"ns1/p13": "n2"}), xfail=IDLE_ROOM),
+         expect=Expect(binds={"ns1/p13": "n2"})),
     # case10: root's capability (16 cpu) is above the cluster's 8; the cycle must just run.
     hier("case10: root queue's capability > cluster total resource, but should not panic", nodes=[HN1],
          queues=[dq("root", None, res("16", "16Gi")), dq("q10", None, res("10", "4Gi"), "root")]),

@@ -97,10 +97,7 @@ def shared_cases(source: str, tiers, action_args) -> list[Case]:
              podgroups=[podgroup("pg1", "c1", "q1", 0, {}, priority_class="low-priority"),
                         podgroup("pg2", "c1", "q1", 1, {"": 1}, priority_class="high-priority")],
              queues=[queue("q1", 1, res("4", "4G"))],
-             expect=Expect(evicted=["c1/preemptee1"]),
-             xfail=("preempt-queue-check",
-                    "the preemptor fits idle room, so we reserve it there without asking whether q1 may "
-                    "allocate it (it may not: 3+3 > 4 cpu) and evict nothing")),
+             expect=Expect(evicted=["c1/preemptee1"])),
         # "preempt low priority job in same queue: allocatable and has enough resource, don't
         # preempt" (#3161): capability 6 cpu: the queue may allocate, nothing is evicted.
         case("preempt low priority job in same queue: allocatable and has enough resource, don't preempt",
@@ -123,10 +120,7 @@ def shared_cases(source: str, tiers, action_args) -> list[Case]:
              podgroups=[podgroup("pg1", "c1", "q1", 1, {}, priority_class="low-priority"),
                         podgroup("pg2", "c1", "q1", 1, {"": 1}, priority_class="high-priority")],
              queues=[queue("q1", 1, res("3", "3G"))],
-             expect=Expect(evicted=["c1/preemptee2"]),
-             xfail=("preempt-queue-check+labels-preemptable-task-spec",
-                    "the preemptor fits idle room, so we reserve it without q1's capability check and evict "
-                    "nothing; evicting, we would take preemptee1, whose preemptable=false is a label we do not read")),
+             expect=Expect(evicted=["c1/preemptee2"])),
         # "unBestEffort high-priority pod preempt BestEffort low-priority pod in same queue"
         # (#3335): the node's only pod slot is held by a best-effort pod.
         case("unBestEffort high-priority pod preempt BestEffort low-priority pod in same queue",

@@ -58,10 +58,7 @@ CASES = [
                     podgroup("pg2", "c1", "q2", 1, None, priority_class="low-priority"),
                     podgroup("pg3", "c1", "q3", 1, None, priority_class="high-priority")],
          queues=[queue("q1", 1), queue("q2", 1), queue("q3", 1)],
-         expect=Expect(evicted=["c1/preemptee2-1"]),
-         xfail=("victim-order",
-                "we order reclaim victims by task priority and creation only, not by the victim job's "
-                "priority (pg2 low < pg1 mid), and take preemptee1-1")),
+         expect=Expect(evicted=["c1/preemptee2-1"])),
     # "sort reclaimees when reclaiming from overusing queues with different queue priority":
     # the victim in the lowest-priority queue goes first (q1, priority 5; q2 has 10).
     case("sort reclaimees when reclaiming from overusing queues with different queue priority", BASIC,
