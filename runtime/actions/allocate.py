@@ -1,13 +1,17 @@
-"""allocate: queue → job → task. Each turn takes the best queue (skipping overused ones), its
-best job, and places the job's pending tasks: runs of identical tasks in one placement-kernel
-call each (idle-fitting nodes first, then nodes that fit once releasing pods leave, best score
-wins). The job's placements are one Statement: committed when the job is ready (gang),
-kept as pipelined reservations when it is pipelined, discarded otherwise. Zero-request tasks
-are left to backfill."""
+"""allocate: queue → job → task, in turns. Each turn takes the best queue (skipping overused
+ones) and its best job, and places the job's pending tasks until the job is ready (gang); runs
+of identical tasks go in one placement-kernel call each (idle-fitting nodes first, then nodes
+that fit once releasing pods leave, best score wins). The turn's placements are one Statement:
+committed when the job is ready, kept as pipelined reservations when it is pipelined, discarded
+otherwise. As in Volcano, a ready job that still has pending tasks goes back to its queue and
+takes one more task per later turn, and the queue goes back into the queue order: queue and
+job shares (drf, proportion) interleave the jobs task by task. Zero-request tasks are left to
+backfill."""
 
 from __future__ import annotations
 
 import heapq
+import itertools
 
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
@@ -17,39 +21,53 @@ from runtime.snapshot import PENDING, READY_STATUSES
 
 def run(ssn: Session) -> None:
     heaps = eligible_jobs(ssn)
-    # Each queue's heap is a list in job order: reversed, its next job is its last item.
-    for jobs in heaps.values():
-        jobs.reverse()
-    queues = [(ssn.queue_key(q), q) for q in heaps if q >= 0]
+    # Each queue's jobs in job order, as a list whose next job is its last item; and the jobs
+    # that took a turn and still have tasks, back in a heap by their job key at that moment.
+    fresh = {q: [j for _, j in reversed(jobs)] for q, jobs in heaps.items() if q >= 0}
+    again: dict[int, list] = {q: [] for q in fresh}
+    order = itertools.count()
+    queues = [(ssn.queue_key(q), q) for q in fresh]
     heapq.heapify(queues)
     while queues:
         _, q = heapq.heappop(queues)
-        jobs = heaps[q]
         if ssn.overused(q):
             name = ssn.snap.queues[q].name
             reason = d.Reason(d.QUEUE, f"queue {name} is overused (at its deserved share)", {"queue": name})
-            for _, j in reversed(jobs):
+            for j in (*fresh[q], *(j for _, _, j in again[q])):
                 ssn.job_reasons.setdefault(j, []).append(reason)
             continue
-        _, j = jobs.pop()
-        allocate_job(ssn, j)
-        if jobs:
+        if again[q] and (not fresh[q] or again[q][0][0] < ssn.job_key(fresh[q][-1])):
+            _, _, j = heapq.heappop(again[q])
+            more = allocate_job(ssn, j, one_task=True)
+        else:
+            j = fresh[q].pop()
+            more = allocate_job(ssn, j)
+        if more:
+            heapq.heappush(again[q], (ssn.job_key(j), next(order), j))
+        if fresh[q] or again[q]:
             heapq.heappush(queues, (ssn.queue_key(q), q))
 
 
-def allocate_job(ssn: Session, j: int) -> None:
+def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
+    """One turn of job j: its tasks until it is ready (`one_task`: it is, and takes one more).
+    Returns whether it is ready with tasks still pending, for another turn."""
     snap = ssn.snap
     job = snap.jobs[j]
     runs = ssn.pending_runs(j, skip_zero=True)
     if not runs:
-        return
+        return False
     ssn.attempted.add(j)
     stmt = ssn.new_statement()
     failed_roles: set[str] = set()
+    placed_any = False
     for run_tasks in runs:
-        limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[run_tasks[0]], len(run_tasks))
+        # Up to readiness in this turn: a gang's missing members, else one task.
+        wanted = 1 if one_task else max(job.min_member - int(ssn.job_ready[j]) - int(ssn.job_pipelined[j]), 1)
+        want = min(len(run_tasks), wanted)
+        limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[run_tasks[0]], want)
         placed = place_run(ssn, stmt, run_tasks, limit) if limit > 0 else 0
-        if placed < len(run_tasks):
+        placed_any = placed_any or placed > 0
+        if placed < want:
             # The run's other tasks are alike: they fail alike, and keep their own reason; the
             # job's other tasks are still tried (Volcano's NeedContinueAllocating).
             rest = run_tasks[placed:]
@@ -60,17 +78,21 @@ def allocate_job(ssn: Session, j: int) -> None:
                 failed_roles.add(snap.pods[rest[0]].task_role)
             if not keeps_trying(ssn, j, failed_roles):
                 break
+        elif ssn.job_ready_ok(j) and (one_task or placed):
+            break      # ready: the turn ends here (the job's other tasks wait for its next turn)
     if ssn.job_ready_ok(j):
         stmt.commit()
-    elif ssn.job_pipelined_ok(j):
+        return placed_any and bool(ssn.pending_runs(j, skip_zero=True))
+    if ssn.job_pipelined_ok(j):
         stmt.to_pipelined()
         stmt.commit()
-    else:
-        gang = gang_reason(ssn, j)
-        stmt.discard()
-        if job.min_member > 1:
-            for t in (t for run in runs for t in run):
-                ssn.add_reason(t, gang)
+        return False
+    gang = gang_reason(ssn, j)
+    stmt.discard()
+    if job.min_member > 1:
+        for t in (t for run in runs for t in run):
+            ssn.add_reason(t, gang)
+    return False
 
 
 def keeps_trying(ssn: Session, j: int, failed_roles: set[str]) -> bool:

@@ -89,15 +89,17 @@ def test_selector_affinity_and_tolerations(pure):
 
 def test_drf_orders_jobs_by_dominant_share(pure):
     state = ClusterState()
-    node(state, "a", cpu=3000, memory=64 * GiB)
-    # rich already holds a cpu; both jobs want two more and only two are free.
-    gang(state, "rich", size=3, min_member=1, cpu=1000, nodes=["a"], creation=0.0)
+    node(state, "a", cpu=4000, memory=64 * GiB)
+    # rich already holds two cpus; both jobs want two more and only two are free. A ready job
+    # takes one task per turn (as in Volcano), so shares are compared task by task: poor, with
+    # the smaller share each time, takes both.
+    gang(state, "rich", size=4, min_member=1, cpu=1000, nodes=["a", "a"], creation=0.0)
     gang(state, "poor", size=2, min_member=1, cpu=1000, creation=5.0)
     plan = policy("tier { plugin drf\n plugin predicates }")
     assert sorted(placements(cycle(plan, state, pure))) == ["ns/poor-0", "ns/poor-1"]
-    # Without drf, creation order decides and the older rich job goes first.
+    # Without drf, creation order decides and the older rich job goes first each turn.
     fifo = policy("tier { plugin predicates }")
-    assert sorted(placements(cycle(fifo, state, pure))) == ["ns/rich-1", "ns/rich-2"]
+    assert sorted(placements(cycle(fifo, state, pure))) == ["ns/rich-2", "ns/rich-3"]
 
 
 def test_proportion_shares_by_weight(pure):

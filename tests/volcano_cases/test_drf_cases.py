@@ -20,11 +20,6 @@ import pytest
 
 from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check
 
-# With these symmetric weights flat drf reaches the same split as the hierarchical one, if the
-# queues take turns task by task: what we miss here is the turns, not the hierarchy.
-PER_TURN = ("allocate-whole-job-per-turn",
-            "we place all of a ready job's tasks in one turn; Volcano ends the turn after each task once the "
-            "job is ready and re-orders the queues, so drf shares interleave the jobs")
 
 TIERS = [[plugin("drf", "hierarchy", "queue_order", "job_order"),
           plugin("proportion", "job_enqueued", "queue_order", "reclaimable")]]
@@ -54,7 +49,7 @@ CASES = [
          queues=[queue("root-sci", 50), queue("eng", 50), queue("root-eng-dev", 50, parent="eng"),
                  queue("root-eng-prod", 50, parent="eng")],
          expect=Expect(binds=None, evicted=[]), probe=per_job({"pg1": 5, "pg21": 5, "pg22": 5}),
-         lint_refuses="PD402", xfail=PER_TURN),
+         lint_refuses="PD402"),
     # TestHDRF / "blocking nodes test": pg1, pg2 and pg3's pg31 ask cpu; pg32 (in pg31's queue)
     # and pg4 memory. CPU is split 10/10/10; memory 15/15 between pg32 and pg4.
     Case("TestHDRF / blocking nodes test", TIERS, ("allocate",),
@@ -68,7 +63,7 @@ CASES = [
                  queue("root-pg3-pg31", 50, parent="pg3"), queue("root-pg3-pg32", 50, parent="pg3"), queue("root-pg4", 25)],
          expect=Expect(binds=None, evicted=[]),
          probe=per_job({"pg1": 10, "pg2": 10, "pg31": 10, "pg32": 15, "pg4": 15}),
-         lint_refuses="PD402", xfail=PER_TURN),
+         lint_refuses="PD402"),
 ]
 
 
