@@ -98,7 +98,9 @@ class GangPlugin(Plugin):
 
     def _roles_ok(self, j: int, statuses: tuple[int, ...]) -> bool:
         job = self.ssn.snap.jobs[j]
-        if not job.min_task_member:
+        # Volcano applies the roles' minimums only when minMember covers their sum: below it,
+        # readiness is the total count alone (JobInfo.CheckTaskReady/Pipelined/Valid).
+        if not job.min_task_member or job.min_member < sum(job.min_task_member.values()):
             return True
         counts = self.ssn.role_counts(job, statuses)
         return all(counts.get(role, 0) >= need for role, need in job.min_task_member.items())

@@ -71,10 +71,7 @@ def shared_cases(source: str, tiers, action_args) -> list[Case]:
              podgroups=[podgroup("pg1", "c1", "q1", 1, {"": 2}, priority_class="low-priority"),
                         podgroup("pg2", "c1", "q1", 1, {"": 2}, priority_class="high-priority")],
              queues=[queue("q1", 1)],
-             expect=Expect(evicted=["c1/preemptee1"]),
-             xfail=("labels-preemptable-task-spec+min-task-member",
-                    "preemptee2's preemptable=false is a label we do not read, so both are evicted; read, the "
-                    "job's one preemptor fails minTaskMember {'': 2}, which Volcano skips as minMember 1 < 2")),
+             expect=Expect(evicted=["c1/preemptee1"])),
         # "preempt enough tasks to fit large task of different job": 3 idle cpu, the 5-cpu
         # preemptor needs two of the three 1-cpu pods; preemptee3 is labelled not preemptable.
         case("preempt enough tasks to fit large task of different job",
