@@ -28,7 +28,7 @@ from runtime.snapshot import BOUND, PIPELINED
 
 def pods_by_node(ssn: Session) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
-    for t in np.nonzero(ssn.status == BOUND)[0]:
+    for t in np.nonzero((ssn.status == BOUND) & (ssn.task_node >= 0))[0]:   # a running pod on no node frees nothing
         out.setdefault(int(ssn.task_node[t]), []).append(int(t))
     return out
 

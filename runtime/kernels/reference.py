@@ -572,6 +572,12 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
                 status.append(RELEASING if gone else BOUND)
                 node_of.append(where)
                 plain.append(False)
+            elif phase == "Running":
+                # Running without a node (as Volcano counts it: a running task, ready, in its
+                # queue's allocation), holding room on no node.
+                status.append(BOUND)
+                node_of.append(-1)
+                plain.append(False)
             else:
                 status.append(HELD if pod.scheduling_gates or pod.unsupported else PENDING)
                 node_of.append(-1)

@@ -191,6 +191,10 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
             elif node:
                 st[t] = RELEASING if gone else BOUND
                 nd[t] = where
+            elif phase == "Running":
+                # Running without a node (as Volcano counts it: a running task, ready, in its
+                # queue's allocation), holding room on no node.
+                st[t] = BOUND
             else:
                 st[t] = HELD if get_slot(pod, M_GATES) or get_slot(pod, M_UNSUPPORTED) else PENDING
                 pl[t] = not (get_slot(pod, M_SELECTOR) or get_slot(pod, M_REQUIRED) or get_slot(pod, M_PREFERRED)

@@ -46,10 +46,7 @@ CASES = [
                pod("c1", "p2", "", "Running", res("1", "1G"), "pg1")],
          podgroups=[podgroup("pg1", "c1", "c1", 2, phase="Running")],
          queues=[queue("c1", 1, res("4", "4G"))],
-         expect=Expect(phases={"c1/pg1": "Running"}),
-         xfail=("running-without-node",
-                "Running pods without a nodeName are pending tasks to us: the gang is not ready and the "
-                "PodGroup falls back from Running to Inqueue")),
+         expect=Expect(phases={"c1/pg1": "Running"})),
     # "pggroup cannot enqueue because the specified queue is c1, but there is only c2": Volcano
     # skips the job (its queue is unknown) and checks nothing; the cycle must just run.
     case("pggroup cannot enqueue because the specified queue is c1, but there is only c2",

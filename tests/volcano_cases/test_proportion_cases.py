@@ -56,9 +56,6 @@ CASES = [
     # Round 3: pg2 deleted too: the Go test fails unless the metric reads 0 (or 2000).
     deallocate_case(("pg1", "pg2"), 0, "round 3: pg1 and pg2 deleted"),
 ]
-for c in CASES[:2]:
-    c.xfail = ("running-without-node",
-               "Running pods without a nodeName are pending tasks to us, so they count in no queue's allocated")
 # Round 3 agrees: nothing is left in q1 either way. (Both queues have weight 0, which Volcano's
 # water-filling stops on; no round reads a deserved share, so that is not checked here.)
 
