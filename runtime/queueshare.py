@@ -72,16 +72,19 @@ def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
 
 
 def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarray, caps: np.ndarray,
-                           columns: np.ndarray, over_limit: "Callable[[str, str], str]") -> None:
+                           columns: np.ndarray, over_limit: "Callable[[str, str], str]",
+                           queue_order: Callable | None = None, preemptive: Callable | None = None,
+                           reclaimable: Callable | None = None) -> None:
     """The extension points proportion and capacity answer alike. `deserved` orders queues and
     bounds preemptive and reclaim; `limit` is what allocation may not cross (proportion: the
     deserved share itself; capacity: the real capability) and what makes a queue overused;
-    `caps` bounds admission; `over_limit(queue, resource)` words the wait reason."""
+    `caps` bounds admission; `over_limit(queue, resource)` words the wait reason. A plugin whose
+    queue order, preemptive or reclaimable answer is its own passes it instead."""
     snap = ssn.snap
     share = ssn.k.QueueShare(ssn.queue_allocated, deserved, columns).of
     within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns).count
 
-    def queue_order(q: int) -> tuple:
+    def by_share(q: int) -> tuple:
         return (-snap.queues[q].priority, share(q))
 
     def allocatable(q: int, request: np.ndarray, count: int):
@@ -97,26 +100,26 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
                 reason = d.Reason(d.QUEUE, over_limit(name, resource), {"queue": name, "resource": resource})
         return allowed, reason
 
-    def preemptive(q: int, t: int) -> bool:
+    def within_deserved(q: int, t: int) -> bool:
         if not snap.queues[q].open:    # nor does it reclaim
             return False
         after = ssn.queue_allocated[q] + snap.request[t]
         return all(after[r] <= deserved[q][r] for r in columns if snap.request[t][r] > 0)
 
-    def reclaimable(reclaimer: int, candidates: list[int]) -> list[int]:
+    def over_deserved(reclaimer: int, candidates: list[int]) -> list[int]:
         return victims_over_limit(ssn, candidates, deserved, columns)
 
     def enqueueable(j: int) -> Verdict:
         reason = enqueue_check(ssn, j, caps, columns)
         return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
 
-    plugin.register(ssn, "queue_order", queue_order)
+    plugin.register(ssn, "queue_order", queue_order or by_share)
     # Overused: the queue or an ancestor at its limit on every resource.
     plugin.register(ssn, "overused", ssn.k.AtLimit(ssn.queue_allocated, limit, columns, ssn.chain_ptr,
                                                    ssn.chains).chain)
     plugin.register(ssn, "allocatable", allocatable)
-    plugin.register(ssn, "preemptive", preemptive)
-    plugin.register(ssn, "reclaimable", reclaimable)
+    plugin.register(ssn, "preemptive", preemptive or within_deserved)
+    plugin.register(ssn, "reclaimable", reclaimable or over_deserved)
     plugin.register(ssn, "job_enqueued", enqueueable)
 
 

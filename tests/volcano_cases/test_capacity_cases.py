@@ -93,10 +93,7 @@ CASES = [
          podgroups=[podgroup("pg16", "ns1", "q10", 1, None, "Running"), podgroup("pg17", "ns1", "q10", 1),
                     podgroup("pg18", "ns1", "q11", 1, None, "Running")],
          queues=[dq("q10", res("2", "2Gi"), res("4", "4Gi")), dq("q11", res("0", "0Gi"), res("2", "2Gi"))],
-         expect=Expect(evicted=["ns1/p18"], pipelined={"ns1/pg17": ["n1"]}),
-         xfail=("capacity-per-dimension",
-                "our preemptive asks allocated + request <= deserved on every requested resource; Volcano "
-                "lets a queue reclaim when one requested dimension is within deserved")),
+         expect=Expect(evicted=["ns1/p18"], pipelined={"ns1/pg17": ["n1"]})),
     # case6: p20 (1 cpu / 2Gi) exceeds q12's deserved on both dimensions: no reclaim.
     flat("case6: Can not reclaim from other queues when allocated + req > deserved", nodes=[N1],
          pods=[pod("ns1", "p19", "n1", "Running", res("1", "1Gi"), "pg19"),
@@ -130,10 +127,7 @@ CASES = [
          podgroups=[podgroup(f"pg{i}", "ns1", "queue17", 1, None, "Running") for i in (26, 27, 28)]
          + [podgroup("pg29", "ns1", "queue18", 1, None, "Running"), podgroup("pg30", "ns1", "queue18", 1)],
          queues=[dq("queue17", res("2", "2Gi")), dq("queue18", res("2", "4Gi", {GPU: "1"}))],
-         expect=Expect(evicted=["ns1/p28"], pipelined={"ns1/pg30": ["n8"]}),
-         xfail=("capacity-per-dimension",
-                "queue18 is past its deserved cpu but within its deserved gpu: Volcano's preemptive needs one "
-                "requested dimension within deserved, ours all of them, so we reclaim nothing")),
+         expect=Expect(evicted=["ns1/p28"], pipelined={"ns1/pg30": ["n8"]})),
     # case9 (volcano#4918 bug 3): queue19 deserves only a gpu and uses one: within deserved, so
     # p31 is not reclaimed for p32's cpu/memory, though p31 holds all the cpu.
     flat("case9: reclaimee has intersecting scalar dimensions with deserved shouldn't be reclaimed on cpu/memory",
@@ -142,10 +136,7 @@ CASES = [
                pod("ns1", "p32", "", "Pending", res("1", "1Gi"), "pg32")],
          podgroups=[podgroup("pg31", "ns1", "queue19", 1, None, "Running"), podgroup("pg32", "ns1", "queue20", 1)],
          queues=[dq("queue19", res("", "", {GPU: "1"})), dq("queue20", res("2", "2Gi"))],
-         expect=Expect(),
-         xfail=("capacity-per-dimension",
-                "resources queue19's deserved does not name (cpu, memory) are charged against a deserved of "
-                "0, so p31 counts as over deserved and is reclaimed")),
+         expect=Expect()),
 ]
 
 # --- TestEnqueueAndAllocatable ---------------------------------------------------------------
@@ -316,10 +307,7 @@ CASES += [
                  dq("case12_queue1", res("", "", {"nvidia.com/a100": "2"}), None, "root"),
                  dq("case12_queue11", res("", "", {"nvidia.com/a100": "2"}), None, "case12_queue1"),
                  dq("case12_queue12", None, None, "case12_queue1")],
-         expect=Expect(evicted=["ns1/p17"], pipelined={"ns1/pg16": ["n3"]}),
-         xfail=("capacity-per-dimension",
-                "case12_queue11's deserved names only a100, yet we require its cpu and memory to stay within a "
-                "deserved of 0, so it may not reclaim")),
+         expect=Expect(evicted=["ns1/p17"], pipelined={"ns1/pg16": ["n3"]})),
 ]
 
 # --- Test_updateQueueAttrShare ---------------------------------------------------------------
@@ -350,15 +338,12 @@ def share_case(name: str, deserved, allocated, request, want: float, xfail=None)
                 lint_refuses="PD304", xfail=xfail)
 
 
-BEST_EFFORT = ("capacity-best-effort-share",
-               "a queue without deserved has share 0 to us while it holds nothing; Volcano gives every "
-               "best-effort queue share 1, so it orders after queues with a deserved share")
 E = {}
 CASES += [
     share_case("best-effort queue with allocated resources", None, res("1", "1Gi"), E, 1.0),
-    share_case("best-effort queue with pending requests only (no allocated)", None, E, res("1", "1Gi"), 1.0, BEST_EFFORT),
+    share_case("best-effort queue with pending requests only (no allocated)", None, E, res("1", "1Gi"), 1.0),
     share_case("best-effort queue with both allocated and request", None, res("1", "1Gi"), res("0.5", "0.5Gi"), 1.0),
-    share_case("best-effort queue completely idle", None, E, E, 1.0, BEST_EFFORT),
+    share_case("best-effort queue completely idle", None, E, E, 1.0),
     share_case("queue with deserved but no allocated", res("2", "2Gi"), E, E, 0.0),
     share_case("queue with deserved, allocated < deserved (CPU dimension)", res("2", "2Gi"), res("1", "1Gi"), E, 0.5),
     share_case("queue with deserved, allocated = deserved", res("2", "2Gi"), res("2", "2Gi"), E, 1.0),
@@ -372,7 +357,7 @@ CASES += [
     share_case("queue with deserved, allocated is zero", res("2", "2Gi"), res("0", "0Gi"), E, 0.0),
     share_case("best-effort queue with only CPU allocated", None, res("1", "0Gi"), E, 1.0),
     share_case("best-effort queue with only memory allocated", None, res("0", "1Gi"), E, 1.0),
-    share_case("best-effort queue with only CPU request (no allocated)", None, E, res("1", "0Gi"), 1.0, BEST_EFFORT),
+    share_case("best-effort queue with only CPU request (no allocated)", None, E, res("1", "0Gi"), 1.0),
 ]
 
 
