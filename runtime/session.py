@@ -712,7 +712,7 @@ class Session:
         self._static_cache = {}
 
 
-_PLACE, _EVICT = 0, 1
+_PLACE, _EVICT, _UNPLACE = 0, 1, 2
 
 
 class Statement:
@@ -738,6 +738,15 @@ class Statement:
         self.ops.append((_PLACE, [t]))
         if self.ssn.listeners:
             self.ssn.notify_placed((t,), (node,))
+
+    def unplace(self, t: int) -> None:
+        """Take back t's placement of an earlier statement (pending again; the room is back)."""
+        ssn = self.ssn
+        node, status = int(ssn.task_node[t]), int(ssn.status[t])
+        if ssn.listeners:
+            ssn.notify_unplaced((t,), (node,))
+        ssn.ledger.unplace([t])
+        self.ops.append((_UNPLACE, t, node, status))
 
     def evict(self, t: int, reason: d.Reason) -> None:
         prior = self.ssn.ledger.evict(t)
@@ -768,6 +777,11 @@ class Statement:
                 if ssn.listeners:
                     ssn.notify_unplaced(op[1], ssn.task_node[op[1]].tolist())
                 ssn.ledger.unplace(op[1])
+            elif op[0] == _UNPLACE:
+                _, t, node, status = op
+                ssn.ledger.occupy(t, node, status)
+                if ssn.listeners:
+                    ssn.notify_placed((t,), (node,))
             else:
                 ssn.ledger.unevict(op[1], op[2])
                 node = int(ssn.task_node[op[1]])

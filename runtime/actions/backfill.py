@@ -1,20 +1,26 @@
-"""backfill: places zero-request (best-effort) pending tasks of admitted jobs on any node that
-passes the predicates (the pod-count limit included), best score first."""
+"""backfill: places zero-request (best-effort) tasks of admitted jobs on any node that passes
+the predicates (the pod-count limit included), best score first: the pending ones, and, as
+Volcano's backfill does, those an earlier action only pipelined, taken back first."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from runtime.actions.common import eligible_jobs, failure_reason, place_run
 from runtime.session import Session
-from runtime.snapshot import PENDING
+from runtime.snapshot import PENDING, PIPELINED
 
 
 def run(ssn: Session) -> None:
-    for heap in eligible_jobs(ssn).values():
+    held_jobs = frozenset(np.unique(ssn.snap.task_job[(ssn.status == PIPELINED) & ssn.zero]).tolist())
+    for heap in eligible_jobs(ssn, also=held_jobs).values():
         for _, j in sorted(heap):
-            runs = [run for run in ssn.pending_runs(j, skip_zero=False) if ssn.zero[run[0]]]
-            if not runs:
-                continue
+            tasks = ssn.snap.jobs[j].tasks
+            held = [int(t) for t in tasks[(ssn.status[tasks] == PIPELINED) & ssn.zero[tasks]]]
             stmt = ssn.new_statement()
+            for t in held:
+                stmt.unplace(t)
+            runs = [run for run in ssn.pending_runs(j, skip_zero=False) if ssn.zero[run[0]]]
             for run_tasks in runs:
                 placed = place_run(ssn, stmt, run_tasks, len(run_tasks))
                 if placed < len(run_tasks):

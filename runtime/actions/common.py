@@ -13,10 +13,11 @@ def admitted(ssn: Session, j: int) -> bool:
     return not ("enqueue" in ssn.plan.actions and ssn.job_phase[j] == "Pending")
 
 
-def eligible_jobs(ssn: Session, want_pending: bool = True) -> dict[int, list]:
-    """Admitted, valid jobs with pending tasks, per queue as (rank in job order, job) lists
-    sorted in job order (so heaps too)."""
-    pending = ssn.job_pending.tolist()
+def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] = frozenset()) -> dict[int, list]:
+    """Admitted, valid jobs with pending tasks (and those in `also`), per queue as (rank in job
+    order, job) lists sorted in job order (so heaps too)."""
+    pending = [p or (j in also) for j, p in enumerate(ssn.job_pending.tolist())] if also else \
+        ssn.job_pending.tolist()
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
     phases = ssn.job_phase
     chosen = []

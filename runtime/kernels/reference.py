@@ -58,7 +58,10 @@ def score_node(alloc, used, req, params, n: int) -> float:
         over = False
         for r in range(r_n):
             w = params[4 + r]
-            if w <= 0 or req[r] == 0 or alloc[n, r] == 0:
+            if w <= 0 or req[r] == 0:
+                continue
+            if alloc[n, r] == 0:
+                ws += w        # a resource the node does not offer scores 0, its weight still counts (Volcano)
                 continue
             after = used[n, r] + req[r]
             if after > alloc[n, r]:

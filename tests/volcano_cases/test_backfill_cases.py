@@ -50,10 +50,7 @@ CASES = [
          queues=[queue("q1", 1)],
          setup=pipeline_by_hand,
          expect=Expect(binds={key: "node1" for key in BESTEFFORT}, evicted=[],
-                       pipelined={"default/pg1": ["node1"], "default/pg2": ["node1"]}),
-         xfail=("backfill-pipelined-besteffort",
-                "backfill takes only pending best-effort tasks; Volcano also un-pipelines pipelined "
-                "best-effort tasks and binds them")),
+                       pipelined={"default/pg1": ["node1"], "default/pg2": ["node1"]})),
 ]
 
 

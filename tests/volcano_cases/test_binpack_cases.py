@@ -50,10 +50,7 @@ CASES = [
     case("single job (weights 10, cpu 2, memory 3, gpu 7, foo 8)", 10,
          {"cpu": 2, "memory": 3, "resources": {GPU: 7, FOO: 8}},
          {"c1/p1": {"n1": 700, "n2": 137.5, "n3": 0}, "c1/p2": {"n1": 0, "n2": 375, "n3": 0},
-          "c1/p3": {"n1": 0, "n2": 531.25, "n3": 0}, "c1/p4": {"n1": 0, "n2": 173.076923076, "n3": 0}},
-         xfail=("binpack-unoffered-resource",
-                "a weighted resource the node does not offer is left out of our weight sum (p4 on n2: 450); "
-                "Volcano scores it 0 and keeps its weight (2.25 / 13: 173.08)")),
+          "c1/p3": {"n1": 0, "n2": 531.25, "n3": 0}, "c1/p4": {"n1": 0, "n2": 173.076923076, "n3": 0}}),
     # "single job" (binpack.weight 1, cpu 1, memory 1, nvidia.com/gpu 23).
     case("single job (weights 1, cpu 1, memory 1, gpu 23)", 1,
          {"cpu": 1, "memory": 1, "resources": {GPU: 23}},

@@ -64,9 +64,8 @@ CASES = [
                     podgroup("pg2", "ns1", "q1", 1, None, priority_class="high-priority")],
          queues=[queue("q1", 0, res("9", "9G"))],
          expect=Expect(),
-         xfail=("predicates-enable-preemptable",
-                "we have no switch for what predicates' enablePreemptable gates in Volcano (victims leaving the "
-                "affinity state during simulation): ours always simulates, so w1 is evicted")),
+         ours=Expect(evicted=["ns1/worker-1"], pipelined={"ns1/pg2": ["n1"]}),
+         readme="Preemption always sees its victims leave every stateful rule"),
 ]
 
 
