@@ -274,7 +274,8 @@ ROOT_QUEUE = "root"
 DEFAULT_QUEUE = "default"
 
 QUEUE_SETTINGS: tuple[Argument, ...] = (
-    Argument("weight", INT, "share of the parent's resources relative to siblings", 1, {"min": 1, "max": 65535}),
+    Argument("weight", INT, "share of the parent's resources relative to siblings (0: none but its guarantee)", 1,
+             {"min": 0, "max": 65535}),
     Argument("capability", RESOURCES, "hard cap on what the queue may use", None),
     Argument("guarantee", RESOURCES, "reserved floor no other queue may take", None),
     Argument("deserved", RESOURCES, "explicit fair share (capacity plugin)", None),

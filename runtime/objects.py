@@ -231,8 +231,9 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
     spec = kf.mapping(obj, "spec")
     status = kf.mapping(obj, "status")
     weight = kf.integer(spec.get("weight"), "spec.weight", 1)
-    if not 1 <= weight <= 65535:
-        raise FieldError(f"`spec.weight` must be 1..65535, found {weight}")
+    # 0 is Volcano's too (its webhook refuses it, its scheduler shares nothing out to it).
+    if not 0 <= weight <= 65535:
+        raise FieldError(f"`spec.weight` must be 0..65535, found {weight}")
     state_name = str(status.get("state") or spec.get("state") or "Open").lower()
     state.add_queue(QueueObject(
         name=name, weight=weight,

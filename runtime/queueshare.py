@@ -163,7 +163,9 @@ def hierarchical_deserved(ssn, caps: np.ndarray) -> np.ndarray:
         order.extend(children)
         budget = deserved[parent]
         weights = np.array([snap.queues[c].weight for c in children], dtype=np.float64)
-        fair = budget[None, :] * (weights / weights.sum())[:, None]
+        # A weight of 0 shares nothing out to its queue (all 0: nobody gets a fair part).
+        fair = budget[None, :] * (weights / weights.sum())[:, None] if weights.sum() > 0 else \
+            np.zeros((len(children), r_n))
         guarantee = snap.guarantee[children].astype(np.float64)
         fair = np.maximum(fair, guarantee)
         cap = caps[children].astype(np.float64)
@@ -177,6 +179,6 @@ def hierarchical_deserved(ssn, caps: np.ndarray) -> np.ndarray:
         out = np.zeros((len(children), r_n), dtype=np.float64)
         ssn.k.water_fill(budget.astype(np.float64), weights, np.ascontiguousarray(request[children]),
                          np.ascontiguousarray(cap), np.ascontiguousarray(guarantee), out)
-        deserved[children] = out
+        deserved[children] = np.maximum(out, guarantee)   # a guarantee holds whatever the weights
     deserved[:, snap.resource_index["pods"]] = UNLIMITED
     return deserved

@@ -156,7 +156,7 @@ def test_the_last_actions_list_wins():
 # --- errors mapped to source ------------------------------------------------------------------
 
 @pytest.mark.parametrize("body, code, line, column, message", [
-    ("queue a { weight = 0 }", "PD108", 3, 20, "`weight` is 0, below the minimum 1"),
+    ("queue a { weight = -1 }", "PD108", 3, 20, "`weight` is -1, below the minimum 0"),
     ("queue a { weight = 70000 }", "PD108", 3, 20, "above the maximum 65535"),
     ('device "nvidia.com/gpu" { topology = ring }', "PD108", 3, 38, "`topology` cannot be `ring`"),
     ("queue a { state = paused }", "PD108", 3, 19, "`state` cannot be `paused`"),
@@ -208,7 +208,7 @@ def test_missing_actions_is_reported_at_the_header():
 
 
 def test_lowering_and_schema_errors_come_together():
-    errors = errors_of("queue a { weight = 0 wieght = 1 }\ntier { plugin binpak }\n")
+    errors = errors_of("queue a { weight = -1 wieght = 1 }\ntier { plugin binpak }\n")
     assert sorted((d.code, d.span.line) for d in errors) == [("PD102", 4), ("PD104", 3), ("PD108", 3)]
 
 
@@ -356,7 +356,7 @@ def test_cli_compile_folder_means_main_policy(tmp_path, capsys):
 
 def test_cli_compile_errors_are_located_and_nothing_is_written(tmp_path, capsys):
     source = tmp_path / "bad.policy"
-    source.write_text(HEAD + "queue a { weight = 0 }\n")
+    source.write_text(HEAD + "queue a { weight = -1 }\n")
     out = tmp_path / "plan.json"
     assert main(["compile", str(source), "-o", str(out)]) == 1
     err = capsys.readouterr().err

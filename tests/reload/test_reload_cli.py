@@ -113,7 +113,7 @@ def test_run_reloads_a_policy_folder_and_shows_it(tmp_path: Path, run_process) -
     assert {q["name"] for q in shown["plan"]["queues"]} == {"team", "default"}
     assert run.metric("policydsl_policy_active_info", revision=first) == 1
 
-    write(folder / "queues.policy", 'policy "queues" version 1\nqueue team { weight = 0 }\n')
+    write(folder / "queues.policy", 'policy "queues" version 1\nqueue team { weight = -1 }\n')
     wait_for(lambda: run.metric("policydsl_policy_reload_total", result="error") == 1, "the failed reload counted")
     log = run.log()
     assert re.search(rf"{re.escape(str(folder / 'queues.policy'))}:2:\d+: error\[PD\d+\]", log), log

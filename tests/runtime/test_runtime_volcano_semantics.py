@@ -107,3 +107,21 @@ def test_preemption_policy_never_is_skipped_and_the_next_task_still_preempts(pur
     pod(state, "may", cpu=1000, priority=100, group="job", creation=1.0)
     decisions = cycle(plan, state, pure)
     assert len(decisions.evictions) == 1 and decisions.pipelined == {"ns/may": "n1"}
+
+
+def test_a_queue_of_weight_0_is_shared_nothing_but_its_guarantee(pure):
+    from runtime.model import QueueObject
+    plan = policy(STANDARD_TIERS)
+    state = ClusterState()
+    node(state, "n1", cpu=4000)
+    state.add_queue(QueueObject("zero", weight=0))
+    state.add_queue(QueueObject("kept", weight=0, guarantee={"cpu": 1000}))
+    state.add_queue(QueueObject("one", weight=1))
+    for q in ("zero", "kept", "one"):
+        state.add_podgroup(PodGroup("ns", q, min_member=1, queue=q, phase="Inqueue", uid=f"pg-{q}"))
+        for i in range(2):
+            pod(state, f"{q}-{i}", cpu=1000, memory=0, group=q)   # cpu only: the guarantee's resource
+    bound = placements(cycle(plan, state, pure))
+    assert sum(p.startswith("ns/zero") for p in bound) == 0
+    assert sum(p.startswith("ns/kept") for p in bound) == 1
+    assert sum(p.startswith("ns/one") for p in bound) == 2
