@@ -265,8 +265,8 @@ def test_unknown_action_is_a_located_error():
     unknown = [d for d in result.diagnostics if d.code == "PD603"]
     assert sorted(d.span.column for d in unknown) == [20, 29]   # `alocate`, `reserve`
     assert unknown[0].hint == "did you mean `allocate`?"
-    # Without them the policy has no `allocate`, which policydsl's own checks refuse.
-    assert codes_at(result) == {("PD603", 1), ("PD612", 1)}
+    # Without them the policy has no `allocate`: policydsl runs that, as Volcano does, and warns.
+    assert codes_at(result) == {("PD603", 1), ("PD613", 1)}
     assert result.exit_code == 1
     assert "actions [enqueue, backfill]" in result.text
     assert "not imported: action `alocate`, `reserve`" in result.text
@@ -558,3 +558,16 @@ def test_any_yaml_gives_diagnostics_and_a_policy_that_parses(data):
         compiled = compile_text(result.text, "any.policy")
         assert [d for d in compiled.errors if d.code[:3] in ("PD0", "PD1")] == []
         assert result.exit_code == (1 if compiled.errors or result.errors else 0)
+
+
+@pytest.mark.parametrize("config, check", [
+    ('actions: "enqueue, backfill"\ntiers:\n- plugins:\n  - name: gang\n', "PD301"),
+    ('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: proportion\n  - name: capacity\n', "PD401"),
+])
+def test_configs_volcano_runs_import_with_a_warning_and_compile(config, check):
+    from compiler.pipeline import compile_text
+    result = import_volcano_text(config)
+    assert result.exit_code == 0
+    assert [d.code for d in result.diagnostics] and {d.code for d in result.diagnostics} == {"PD613"}
+    assert any(check in d.message for d in result.diagnostics)
+    assert compile_text(result.text, "imported.policy").ok      # the scheduler runs it

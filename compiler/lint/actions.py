@@ -13,9 +13,10 @@ _HEAD = 'policy "example" version 1\n'
 _TIERS = "tier {\n  plugin priority\n  plugin gang\n}\ntier {\n  plugin predicates\n  plugin proportion\n}\n"
 
 MISSING_ALLOCATE = CodeInfo(
-    "PD301", "missing-allocate", Severity.ERROR, "the action list has no `allocate`",
+    "PD301", "missing-allocate", Severity.WARNING, "the action list has no `allocate`",
     why="`allocate` is the action that places tasks on nodes; without it no ordinary job ever starts "
-        "(backfill only places tasks that request nothing).",
+        "(backfill only places tasks that request nothing). Volcano runs such a configuration, and so does "
+        "the scheduler: a warning, not an error.",
     fix="Add `allocate` to the action list, after `enqueue`.",
     bad=_HEAD + "actions [enqueue, backfill]  # expect: PD301\n" + _TIERS,
     good=_HEAD + "actions [enqueue, allocate, backfill]\n" + _TIERS,

@@ -23,9 +23,11 @@ ACTION_OF_POINT: dict[str, str] = {
 DEVICE_MODES = ("gpu_sharing", "gpu_number", "vgpu")
 
 CONFLICTING_PLUGINS = CodeInfo(
-    "PD401", "conflicting-plugins", Severity.ERROR, "two plugins that must not be combined",
+    "PD401", "conflicting-plugins", Severity.WARNING, "two plugins that do one job in two ways",
     why="Some plugins do the same job in incompatible ways: proportion and capacity both compute every "
-        "queue's share, and the scheduler would have two answers.",
+        "queue's share, and the scheduler would have two answers (the tier rules combine them: the smaller "
+        "allocation wins, the first tier orders). Volcano runs such a configuration, and so does the scheduler: "
+        "a warning, not an error.",
     fix="Keep one of the two plugins.",
     bad=_HEAD + "tier {\n  plugin predicates\n  plugin proportion\n  plugin capacity  # expect: PD401\n}\n",
     good=_HEAD + "tier {\n  plugin predicates\n  plugin capacity\n}\n",

@@ -77,6 +77,12 @@ ACTION_ORDER = register_code(CodeInfo(
 POLICY_REJECTED = register_code(CodeInfo(
     "PD612", "volcano-policy-rejected", Severity.ERROR, "the imported policy fails policydsl's own checks",
     why="Volcano accepts some configs policydsl refuses to run, e.g. `preempt` with no plugin that picks "
-        "victims, or no `allocate` at all; the imported policy says the same thing and fails `policydsl lint`.",
+        "victims; the imported policy says the same thing and fails `policydsl lint`.",
     fix="Fix the Volcano config (or the imported policy) as the quoted check says.",
+))
+POLICY_WARNED = register_code(CodeInfo(
+    "PD613", "volcano-policy-warned", Severity.WARNING, "the imported policy gets a warning of policydsl's checks",
+    why="Volcano runs some configs that are likely mistakes, e.g. no `allocate` at all, or proportion and "
+        "capacity together; policydsl runs them too, and says so on the config they come from.",
+    fix="Fix the Volcano config (or the imported policy) as the quoted check says, or keep it if it is meant.",
 ))

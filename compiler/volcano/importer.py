@@ -20,7 +20,7 @@ from compiler.volcano.config_reader import CONFIG_KEY, ConfigReader
 from compiler.volcano.located_yaml import YamlText
 from compiler.volcano.model import PluginConfig, QueueConfig, SchedulerConfig, TranslationResult
 from compiler.volcano.queue_reader import QueueReader
-from policydsl.diagnostics import Diagnostic, Span, make
+from policydsl.diagnostics import Diagnostic, Severity, Span, make
 from policydsl.limits import MAX_POLICY_BYTES
 from policydsl.loader import read_limited
 
@@ -147,11 +147,22 @@ def import_volcano_text(config_text: str, config_path: str = CONFIG_KEY, queues_
 
 
 def _policy_checks(text: str, config: SchedulerConfig) -> list[Diagnostic]:
-    """Errors the imported policy itself would get from `policydsl lint`, reported on the config
-    they come from: the policy text is not a file yet, so there is nothing else to point at."""
+    """Errors and warnings the imported policy itself would get from `policydsl lint`, reported
+    on the config they come from: the policy text is not a file yet, so there is nothing else to
+    point at. An error refuses the import; a warning (a config Volcano runs and so does the
+    scheduler, but likely a mistake) lets it through."""
     compiled = compile_text(text, "<imported policy>")
-    return [make(codes.POLICY_REJECTED, f"the imported policy fails check {d.code} ({d.name}): {d.message}",
-                 config.span, d.hint) for d in compiled.errors]
+    out = [make(codes.POLICY_REJECTED, f"the imported policy fails check {d.code} ({d.name}): {d.message}",
+                config.span, d.hint) for d in compiled.errors]
+    out += [make(codes.POLICY_WARNED, f"the imported policy gets warning {d.code} ({d.name}): {d.message}",
+                 config.span, d.hint) for d in compiled.diagnostics
+            if d.severity == Severity.WARNING and d.code in VOLCANO_RUNS]
+    return out
+
+
+# Checks that warn of a config Volcano runs and the scheduler runs too (no `allocate`; proportion
+# with capacity): said on the import, the rest of lint's warnings are left to `policydsl lint`.
+VOLCANO_RUNS = frozenset({"PD301", "PD401"})
 
 
 def _read(path: str, result: ImportResult) -> str | None:
