@@ -224,3 +224,25 @@ def test_a_workload_alone_runs_on_the_example_cluster(tmp_path, capsys):
     summary = json.loads(out)
     assert summary["input"].endswith("on the built-in example cluster")
     assert summary["queues"]["team"]["completed"] == 3
+
+
+def test_a_podgroup_whose_pods_arrive_later_is_admitted_then_runs(tmp_path, capsys):
+    # As Volcano's job controller does: the PodGroup first, its pods once it is Inqueue.
+    group = podgroup("job", min_member=2, minResources={"cpu": "2"})
+    group["metadata"]["annotations"] = {"simulation.policydsl.io/arrival": "10s"}
+    workload = write_objects(tmp_path / "w.yaml", [
+        node("n1", cpu="8"), group,
+        pod("job-0", group="job", arrival="30s", duration="5m"), pod("job-1", group="job", arrival="40s", duration="5m")])
+    code, out, _ = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--workload", workload,
+                           "--until", "20m", "--output", "json")
+    assert code == 0
+    assert json.loads(out)["queues"]["default"]["completed"] == 1
+
+
+def test_a_podgroup_without_pods_is_admitted_in_the_first_cycle(tmp_path, capsys):
+    snapshot = write_objects(tmp_path / "s.yaml", [node("n1", cpu="8"),
+                                                   podgroup("job", min_member=2, minResources={"cpu": "2"})])
+    code, out, _ = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--snapshot", snapshot,
+                           "--cycles", "1", "--output", "json")
+    assert code == 0
+    assert json_lines(out)[0]["podgroups"] == [{"name": "ns/job", "phase": "Inqueue"}]
