@@ -315,6 +315,7 @@ class QueueObject:
     priority: int = 0
     parent: str | None = None
     state: str = "open"
+    annotations: dict[str, str] = field(default_factory=dict)   # volcano.sh/hierarchy (drf), ...
 
 
 @dataclass(frozen=True)

@@ -242,6 +242,7 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
         deserved=kf.resources(spec["deserved"], "spec.deserved") if spec.get("deserved") else None,
         reclaimable=spec.get("reclaimable") is not False, priority=kf.integer(spec.get("priority"), "spec.priority", 0),
         parent=spec.get("parent") or None, state="open" if state_name == "open" else "closed",
+        annotations=kf.strings(obj["metadata"].get("annotations"), "metadata.annotations"),
     ))
 
 

@@ -58,6 +58,9 @@ class QueueInfo:
     open: bool
     declared_in_policy: bool
     children: list[int] = field(default_factory=list)
+    # Its place in drf's hierarchy (Volcano's hdrf): (name, weight) from the top down, from the
+    # Queue's volcano.sh/hierarchy and volcano.sh/hierarchy-weights annotations, else its parents.
+    hierarchy: tuple[tuple[str, float], ...] = ()
 
     @property
     def leaf(self) -> bool:
@@ -555,6 +558,32 @@ def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays
     )
 
 
+HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
+HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
+
+
+def _hierarchy(queues: list[QueueInfo], info: QueueInfo, annotations: dict[str, str]) -> tuple[tuple[str, float], ...]:
+    """The queue's path below root for hierarchical drf: Volcano's annotations ("root/eng/prod",
+    weights "1/2/8"; a weight below 1 or missing counts 1), else its parent chain and weights."""
+    path = annotations.get(HIERARCHY_ANNOTATION)
+    if path:
+        names = path.split("/")[1:]
+        weights = annotations.get(HIERARCHY_WEIGHTS_ANNOTATION, "").split("/")[1:]
+        out = []
+        for i, name in enumerate(names):
+            try:
+                weight = float(weights[i])
+            except (IndexError, ValueError):
+                weight = 1.0
+            out.append((name, max(weight, 1.0)))
+        return tuple(out)
+    chain, q = [], info.index
+    while q > 0:
+        chain.append((queues[q].name, float(max(queues[q].weight, 1))))
+        q = queues[q].parent
+    return tuple(reversed(chain))
+
+
 def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int):
     specs: dict[str, QueuePlan] = {}
     for q in plan.queues:
@@ -591,6 +620,9 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
             cur = queues[cur].parent
     for info in queues[1:]:
         queues[info.parent].children.append(info.index)
+    for info in queues[1:]:
+        obj = state.queues.get(info.name)
+        info.hierarchy = _hierarchy(queues, info, obj.annotations if obj is not None else {})
     q_n = len(queues)
     capability = np.full((q_n, r), UNLIMITED, dtype=np.int64)
     guarantee = np.zeros((q_n, r), dtype=np.int64)

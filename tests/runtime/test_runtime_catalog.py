@@ -65,8 +65,11 @@ def _everything_cluster() -> ClusterState:
 
 @pytest.mark.parametrize("queues", ["proportion", "capacity"])
 def test_every_declared_point_is_answered_in_a_session_that_needs_it(queues):
-    names = [n for n in cat.PLUGINS if n not in ("proportion", "capacity")] + [queues]
-    tiers = "tier {\n" + "\n".join(f"  plugin {n}" for n in names) + "\n}"
+    names = [n for n in cat.PLUGINS if n not in ("proportion", "capacity", "drf")] + [queues]
+    # drf answers reclaim only hierarchical, which may not share proportion's tier.
+    tiers = ("tier {\n  plugin drf { enable_hierarchy = true }\n}\ntier {\n" + "\n".join(f"  plugin {n}" for n in names)
+             + "\n}")
+    names.append("drf")
     plan = policy(tiers + '\ndevice "nvidia.com/gpu" { sharing = whole }',
                   actions="enqueue, allocate, preempt, reclaim, backfill")
     ssn = open_session(plan, _everything_cluster())

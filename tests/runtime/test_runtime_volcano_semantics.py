@@ -125,3 +125,20 @@ def test_a_queue_of_weight_0_is_shared_nothing_but_its_guarantee(pure):
     assert sum(p.startswith("ns/zero") for p in bound) == 0
     assert sum(p.startswith("ns/kept") for p in bound) == 1
     assert sum(p.startswith("ns/one") for p in bound) == 2
+
+
+@pytest.mark.parametrize("hierarchy, a_gets", [(True, 2), (False, 4)])
+def test_hierarchical_drf_orders_queues_by_share_over_weight(hierarchy, a_gets, pure):
+    from runtime.model import QueueObject
+    flag = "{ enable_hierarchy = true }" if hierarchy else ""
+    plan = policy(f"tier {{\n plugin priority\n plugin gang\n}}\ntier {{\n plugin drf {flag}\n plugin predicates\n}}")
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=64 * GiB)
+    for name, weights in (("a", "1/1"), ("b", "1/3")):     # Volcano's annotations: b weighs three times a
+        state.add_queue(QueueObject(name, annotations={"volcano.sh/hierarchy": f"root/{name}",
+                                                       "volcano.sh/hierarchy-weights": weights}))
+        state.add_podgroup(PodGroup("ns", name, min_member=1, queue=name, phase="Inqueue", uid=f"pg-{name}"))
+        for i in range(8):
+            pod(state, f"{name}-{i}", cpu=1000, memory=GiB, group=name)
+    bound = placements(cycle(plan, state, pure))
+    assert len(bound) == 8 and sum(p.startswith("ns/a-") for p in bound) == a_gets
