@@ -16,7 +16,7 @@ import itertools
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
 from runtime.session import Session
-from runtime.snapshot import PENDING, READY_STATUSES
+from runtime.snapshot import PENDING, PIPELINED, READY_STATUSES
 
 
 def run(ssn: Session) -> None:
@@ -60,26 +60,30 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
     stmt = ssn.new_statement()
     failed_roles: set[str] = set()
     placed_any = False
+    ready = False
     for run_tasks in runs:
-        # Up to readiness in this turn: a gang's missing members, else one task.
-        wanted = 1 if one_task else max(job.min_member - int(ssn.job_ready[j]) - int(ssn.job_pipelined[j]), 1)
-        want = min(len(run_tasks), wanted)
-        limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[run_tasks[0]], want)
-        placed = place_run(ssn, stmt, run_tasks, limit) if limit > 0 else 0
-        placed_any = placed_any or placed > 0
-        if placed < want:
-            # The run's other tasks are alike: they fail alike, and keep their own reason; the
-            # job's other tasks are still tried (Volcano's NeedContinueAllocating).
-            rest = run_tasks[placed:]
-            reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, rest[0])
-            for t in rest:
-                ssn.add_reason(t, reason)
-            if placed < limit or queue_reason is None:
-                failed_roles.add(snap.pods[rest[0]].task_role)
-            if not keeps_trying(ssn, j, failed_roles):
+        at = 0          # a run is placed in chunks of what the job still misses, until it is ready
+        while at < len(run_tasks) and not ready:
+            chunk = run_tasks[at:]
+            want = min(len(chunk), 1 if one_task else missing(ssn, j, snap.pods[chunk[0]].task_role))
+            limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
+            placed = place_run(ssn, stmt, chunk, limit) if limit > 0 else 0
+            placed_any = placed_any or placed > 0
+            at += placed
+            if placed < want:
+                # The run's other tasks are alike: they fail alike, and keep their own reason;
+                # the job's other tasks are still tried (Volcano's NeedContinueAllocating).
+                rest = run_tasks[at:]
+                reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, rest[0])
+                for t in rest:
+                    ssn.add_reason(t, reason)
+                if placed < limit or queue_reason is None:
+                    failed_roles.add(snap.pods[rest[0]].task_role)
                 break
-        elif ssn.job_ready_ok(j) and (one_task or placed):
-            break      # ready: the turn ends here (the job's other tasks wait for its next turn)
+            # Ready: the turn ends here (the job's other tasks wait for its next turn).
+            ready = ssn.job_ready_ok(j)
+        if ready or (at < len(run_tasks) and not keeps_trying(ssn, j, failed_roles)):
+            break
     if ssn.job_ready_ok(j):
         stmt.commit()
         return placed_any and bool(ssn.pending_runs(j, skip_zero=True))
@@ -93,6 +97,18 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
         for t in (t for run in runs for t in run):
             ssn.add_reason(t, gang)
     return False
+
+
+def missing(ssn: Session, j: int, role: str) -> int:
+    """How many tasks of `role` the job's turn takes at most before it asks whether the job is
+    ready: the members it is short of, or the role's, whichever is more (at least one)."""
+    job = ssn.snap.jobs[j]
+    have = int(ssn.job_ready[j]) + int(ssn.job_pipelined[j])
+    short = job.min_member - have
+    need = job.min_task_member.get(role, 0)
+    if need and job.min_member >= sum(job.min_task_member.values()):
+        short = max(short, need - ssn.role_counts(job, (*READY_STATUSES, PIPELINED)).get(role, 0))
+    return max(short, 1)
 
 
 def keeps_trying(ssn: Session, j: int, failed_roles: set[str]) -> bool:

@@ -142,3 +142,19 @@ def test_hierarchical_drf_orders_queues_by_share_over_weight(hierarchy, a_gets, 
             pod(state, f"{name}-{i}", cpu=1000, memory=GiB, group=name)
     bound = placements(cycle(plan, state, pure))
     assert len(bound) == 8 and sum(p.startswith("ns/a-") for p in bound) == a_gets
+
+
+def test_a_gang_turn_places_what_each_role_needs(pure):
+    # minMember 3 with roles ps >= 1, worker >= 2 (their sum is minMember: the roles count), room
+    # for 4: both ps and two workers go in one turn; the rest wait for room.
+    state = ClusterState()
+    node(state, "n1", cpu=2000)
+    node(state, "n2", cpu=2000)
+    state.add_podgroup(PodGroup("ns", "roles", min_member=3, min_task_member={"ps": 1, "worker": 2}, phase="Inqueue",
+                                uid="pg"))
+    for i in range(2):
+        pod(state, f"ps-{i}", cpu=1000, group="roles", annotations={"volcano.sh/task-spec": "ps"})
+    for i in range(4):
+        pod(state, f"worker-{i}", cpu=1000, group="roles", annotations={"volcano.sh/task-spec": "worker"})
+    bound = placements(cycle(PLAN, state, pure))
+    assert len(bound) == 4 and sum(p.startswith("ns/worker") for p in bound) >= 2
