@@ -242,6 +242,12 @@ class ActionSpec:
     arguments: tuple[Argument, ...] = ()
 
 
+# How long the room a preemptor's or reclaimer's victims free stays held for it (its nomination)
+# before it is released with a reason: victims that take longer to terminate, or a preemptor
+# that cannot bind there, do not hold a node for ever.
+RESERVATION_SECONDS = Argument("reservation_seconds", NUMBER, "seconds the room freed for a preemptor stays "
+                               "held for it", 300, {"min": 1})
+
 ACTIONS: dict[str, ActionSpec] = {
     spec.name: spec
     for spec in (
@@ -259,8 +265,10 @@ ACTIONS: dict[str, ActionSpec] = {
                      volcano="minCandidateNodesAbsolute"),
             Argument("max_candidate_nodes_absolute", INT, "most nodes to search", 100, {"min": 1},
                      volcano="maxCandidateNodesAbsolute"),
+            RESERVATION_SECONDS,
         )),
-        ActionSpec("reclaim", "Evicts tasks of queues above their deserved share for starving queues."),
+        ActionSpec("reclaim", "Evicts tasks of queues above their deserved share for starving queues.",
+                   (RESERVATION_SECONDS,)),
         ActionSpec("backfill", "Places zero-request tasks of admitted jobs."),
     )
 }

@@ -39,6 +39,7 @@ def open_session(plan: Plan, state: ClusterState, options: Options | None = None
     snap = build_snapshot(state, plan, options.scheduler_name, cache, kernels, options.fold_settled)
     ssn = Session(plan, snap, kernels)
     ssn.open_plugins(plugin_registry())
+    ssn.hold_reservations(options.now)
     return ssn
 
 
@@ -72,7 +73,8 @@ def held_reason(pod: Pod) -> d.Reason:
 
 def collect(ssn: Session) -> d.Decisions:
     snap = ssn.snap
-    out = d.Decisions(evictions=list(ssn.evictions))
+    out = d.Decisions(evictions=list(ssn.evictions), now=ssn.now,
+                      released={snap.task_keys[t]: why for t, why in ssn.released.items()})
     status = ssn.status
     out.bindings, out.pipelined = ssn.k.placements(snap.status, status, ssn.task_node, snap.task_keys,
                                                    snap.node_names, ssn.task_devices)

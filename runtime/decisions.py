@@ -27,6 +27,7 @@ MEMBERS = "members"              # the gang has fewer pods than minMember: it wa
 JOB = "job"                      # the job is invalid (unknown queue or PodGroup, ...)
 PREEMPTION = "preemption"        # evicted for a preemptor
 RECLAIM = "reclaim"              # evicted for another queue
+RESERVATION = "reservation"      # a held room released
 GATED = "gated"                  # the pod has scheduling gates
 UNSUPPORTED = "unsupported"      # the pod sets a field the scheduler does not evaluate
 
@@ -86,8 +87,12 @@ class Decisions:
     evictions: list[Eviction] = field(default_factory=list)
     podgroups: list[PodGroupStatus] = field(default_factory=list)
     unschedulable: list[Unschedulable] = field(default_factory=list)
-    # Tasks pipelined onto nodes whose releasing pods will make room (no binding yet).
+    # Tasks pipelined onto nodes whose releasing pods will make room (no binding yet): each is
+    # nominated there (status.nominatedNodeName), its room held across cycles.
     pipelined: dict[str, str] = field(default_factory=dict)
+    # Reservations that ended without a binding: pod -> why (nomination cleared).
+    released: dict[str, Reason] = field(default_factory=dict)
+    now: float | None = None         # the cycle's clock (Options.now)
 
     def to_dict(self) -> dict:
         return {

@@ -251,6 +251,10 @@ class Pod:
     # A field of the pod the scheduler does not evaluate (e.g. "spec.resourceClaims"): the pod
     # waits, with a reason naming it, rather than be placed as if the field were not there.
     unsupported: str | None = None
+    # status.nominatedNodeName: the node whose room, being freed by victims, is held for it; and
+    # since when (seconds, the cycle clock), for the reservation's time limit.
+    nominated_node: str | None = None
+    nominated_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -434,10 +438,19 @@ class ClusterState:
     # --- transitions -----------------------------------------------------------------------
     def apply(self, decisions: "Decisions") -> None:
         """Make a cycle's decisions true, as the API server and kubelets would."""
+        for key, node in decisions.pipelined.items():
+            pod = self.pods.get(key)
+            if pod is not None and pod.nominated_node != node:
+                pod.nominated_node, pod.nominated_at = node, decisions.now
+        for key in decisions.released:
+            pod = self.pods.get(key)
+            if pod is not None:
+                pod.nominated_node = pod.nominated_at = None
         for binding in decisions.bindings:
             pod = self.pods.get(binding.pod)
             if pod is None or pod.node_name is not None:
                 continue
+            pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
             pod.phase = RUNNING
             pod.devices = {res: tuple(cards) for res, cards in binding.devices.items()}

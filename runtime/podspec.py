@@ -87,6 +87,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
         creation=kf.timestamp(meta), releasing=bool(meta.get("deletionTimestamp")),
         rules=rules if rules else None, scheduling_gates=tuple(gates), preemption_policy=policy,
         unsupported=next((f"spec.{f}" for f in UNSUPPORTED_FIELDS if spec.get(f)), None),
+        nominated_node=str(status.get("nominatedNodeName") or "") or None,
     )
 
 

@@ -38,9 +38,12 @@ import numpy as np
 from compiler.plan import Plan
 from runtime import decisions as d
 from runtime.kernels import Kernels, ScoreParams
-from runtime.snapshot import ALLOCATED, BOUND, HELD, PENDING, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass
+from runtime.snapshot import (
+    ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass,
+)
 
 ORDER_POINTS = ("job_order", "queue_order", "task_order")
+DEFAULT_RESERVATION_SECONDS = 300.0       # compiler.catalog's reservation_seconds default
 # Every extension point a plugin may answer (compiler.catalog's PluginSpec.points name them).
 POINTS = frozenset({
     "job_order", "queue_order", "task_order", "job_ready", "job_pipelined", "job_starving", "job_valid",
@@ -203,6 +206,7 @@ class Options:
     scheduler_name: str = "volcano"
     pure_python: bool | None = None          # None: POLICYDSL_PURE_PYTHON decides
     fold_settled: bool | None = None         # None: runtime.snapshot.folds_settled(plan) decides
+    now: float | None = None                 # the cycle's clock (seconds): reservations' time limit
 
 
 class Session:
@@ -269,6 +273,10 @@ class Session:
         self.task_reasons: dict[int, list[d.Reason]] = {}
         self.job_reasons: dict[int, list[d.Reason]] = {}
         self.attempted: set[int] = set()     # jobs an action tried to place
+        # Reservations of this cycle (hold_reservations): task -> node held, and those that ended.
+        self.held: dict[int, int] = {}
+        self.released: dict[int, d.Reason] = {}
+        self.now: float | None = None
         self._tier_index = 0
         self._flat: dict[str, list[Callable]] = {}
         # An order callback's answers for every row at once, when its plugin offers them.
@@ -378,6 +386,64 @@ class Session:
         """Tell `rule` of every placement, undo and eviction (once, however often registered)."""
         if all(rule is not other for other in self.listeners):
             self.listeners.append(rule)
+
+    def hold_reservations(self, now: float | None) -> None:
+        """Hold the room of every waiting pod nominated to a node (a preemptor or reclaimer whose
+        victims are leaving, a task pipelined there before): placed there as a reservation
+        (PIPELINED) before any action runs, so that no other pod takes the room. A reservation
+        ends — `released` says why — when its node is gone, its room was taken, a rule no
+        longer lets it there, its queue may no longer allocate it, or it outlived
+        `reservation_seconds`; a gang's end together (every member's or none)."""
+        self.now = now
+        snap = self.snap
+        nominated = [(t, snap.pods[t].nominated_node) for t in np.flatnonzero(self.status == PENDING).tolist()
+                     if snap.pods[t].nominated_node]
+        if not nominated:
+            return
+        rows = {name: i for i, name in enumerate(snap.node_names)}
+        limit = max([float(self.plan.action_arguments.get(a, {}).get("reservation_seconds") or 0)
+                     for a in ("preempt", "reclaim")] + [0.0]) or DEFAULT_RESERVATION_SECONDS
+        keep: dict[int, list[tuple[int, int]]] = {}
+        ended: dict[int, d.Reason] = {}
+        for t, name in nominated:
+            j = int(snap.task_job[t])
+            node = rows.get(name, -1)
+            why = self._reservation_ends(t, node, name, now, limit)
+            if why is not None:
+                ended[j] = ended.get(j) or why
+            keep.setdefault(j, []).append((t, node))
+        stmt = self.new_statement()
+        for j, held in keep.items():
+            if j in ended:
+                for t, _ in held:
+                    self.released[t] = ended[j]
+                    self.add_reason(t, ended[j])
+                continue
+            for t, node in held:
+                stmt.place(t, node, PIPELINED)
+                self.held[t] = node
+        stmt.commit()
+
+    def _reservation_ends(self, t: int, node: int, name: str, now: float | None, limit: float) -> d.Reason | None:
+        snap = self.snap
+        pod = snap.pods[t]
+        def ended(text: str) -> d.Reason:
+            return d.Reason(d.RESERVATION, f"reservation on {name} released: {text}", {"node": name})
+        if node < 0:
+            return ended("the node is gone")
+        if now is not None and pod.nominated_at is not None and now - pod.nominated_at > limit:
+            return ended(f"held {now - pod.nominated_at:.0f}s, longer than {limit:g}s")
+        job = snap.jobs[snap.task_job[t]]
+        if job.queue < 0 or self.allocatable_count(job.queue, snap.request[t], 1)[0] < 1:
+            return ended(f"queue {job.queue_name} may no longer allocate it")
+        cid = int(snap.task_class[t])
+        if not self.stateful_codes(cid, np.array([node], dtype=np.int64))[0] & MASK_PASS:
+            return ended("the node no longer passes its predicates")
+        req = self.fit_request(t)
+        room = snap.allocatable[node] - self.used[node] + self.releasing[node] - self.pipelined[node]
+        if (room < req).any():
+            return ended("its room was taken")
+        return None
 
     def rule_state(self, name: str, make: Callable[[], Any]) -> Any:
         """The session's one instance of a stateful rule that several plugins register facets

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     if as_json and args.cycles is None:
         document = {"policy": plan.name, "input": scenario.description, "stopped": result.stopped,
-                    **result.metrics.to_dict()}
+                    **result.metrics.to_dict(), "findings": list(result.findings)}
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
     elif not as_json:
         if args.cycles is not None:

@@ -13,14 +13,17 @@ from __future__ import annotations
 import heapq
 import itertools
 
+import numpy as np
+
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
-from runtime.session import Session
-from runtime.snapshot import PENDING, PIPELINED, READY_STATUSES
+from runtime.session import MASK_PASS, Session
+from runtime.snapshot import ALLOCATED, PENDING, PIPELINED, READY_STATUSES
 
 
 def run(ssn: Session) -> None:
-    heaps = eligible_jobs(ssn)
+    # Jobs holding reservations (Session.hold_reservations) take their turn to bind them.
+    heaps = eligible_jobs(ssn, also=frozenset(int(ssn.snap.task_job[t]) for t in ssn.held))
     # Each queue's jobs in job order, as a list whose next job is its last item; and the jobs
     # that took a turn and still have tasks, back in a heap by their job key at that moment.
     fresh = {q: [j for _, j in reversed(jobs)] for q, jobs in heaps.items() if q >= 0}
@@ -53,11 +56,12 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
     Returns whether it is ready with tasks still pending, for another turn."""
     snap = ssn.snap
     job = snap.jobs[j]
+    stmt = ssn.new_statement()
+    holds = bind_reservations(ssn, stmt, j)
     runs = ssn.pending_runs(j, skip_zero=True)
-    if not runs:
+    if not runs and not holds:
         return False
     ssn.attempted.add(j)
-    stmt = ssn.new_statement()
     failed_roles: set[str] = set()
     placed_any = False
     ready = False
@@ -97,6 +101,24 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
         for t in (t for run in runs for t in run):
             ssn.add_reason(t, gang)
     return False
+
+
+def bind_reservations(ssn: Session, stmt, j: int) -> int:
+    """Job j's held reservations (Session.hold_reservations) become placements to bind where
+    their room is idle now, and stay reservations where it is still being freed. Returns how
+    many the job holds."""
+    snap = ssn.snap
+    held = [t for t in snap.jobs[j].tasks.tolist() if t in ssn.held and ssn.status[t] == PIPELINED]
+    for t in held:
+        node = ssn.held[t]
+        stmt.unplace(t)
+        req = ssn.fit_request(t)
+        free = snap.allocatable[node] - ssn.used[node]
+        reserved = np.maximum(ssn.pipelined[node] - ssn.releasing[node], 0)
+        code = ssn.stateful_codes(int(snap.task_class[t]), np.array([node], dtype=np.int64))[0]
+        idle = bool((free - reserved >= req).all()) and code == MASK_PASS
+        stmt.place(t, node, ALLOCATED if idle else PIPELINED)
+    return len(held)
 
 
 def missing(ssn: Session, j: int, role: str) -> int:

@@ -10,14 +10,16 @@ cdef inline int c_fit_state(const long long[:, ::1] alloc, const long long[:, ::
                             const long long[:, ::1] releasing, const long long[:, ::1] pipelined,
                             const long long[::1] req, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t r
-    cdef long long q, free
+    cdef long long q, free, held
     cdef bint idle = True
     for r in range(req.shape[0]):
         q = req[r]
         if q == 0:
             continue
         free = alloc[n, r] - used[n, r]
-        if q > free:
+        # Reservations (pipelined) beyond what releasing pods will free hold idle room too.
+        held = pipelined[n, r] - releasing[n, r]
+        if q > (free - held if held > 0 else free):
             idle = False
             if q > free + releasing[n, r] - pipelined[n, r]:
                 return 0

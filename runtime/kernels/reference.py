@@ -37,7 +37,9 @@ def fit_state(alloc, used, releasing, pipelined, req, n: int) -> int:
         if q == 0:
             continue
         free = alloc[n, r] - used[n, r]
-        if q > free:
+        # Reservations (pipelined) beyond what releasing pods will free hold idle room too.
+        held = pipelined[n, r] - releasing[n, r]
+        if q > (free - held if held > 0 else free):
             idle = False
             if q > free + releasing[n, r] - pipelined[n, r]:
                 return NO_FIT

@@ -80,6 +80,10 @@ class ClusterCache:
         # The scheduler's own writes that the watch has not shown yet.
         self._assumed: dict[str, tuple[str, dict[str, str]]] = {}
         self._releasing: set[str] = set()
+        # Nominations the scheduler wrote or cleared (status.nominatedNodeName) that the watch has
+        # not shown yet (None: cleared), and since when each pod has been nominated to its node.
+        self._nominating: dict[str, str | None] = {}
+        self._nominated_since: dict[tuple[str, str], float] = {}
         # Every pod of _state.pods is in exactly one of these: counted in _ledger (the objects
         # and the queue counted, to uncount them) or in play.
         self._ledger = SettledLedger(scheduler_name)
@@ -146,7 +150,31 @@ class ClusterCache:
             pod = state.pods.get(key)
             if pod is not None and not pod.releasing:
                 state.pods[key] = replace(pod, releasing=True)
+        self._overlay_nominations(state)
         return state
+
+    def _overlay_nominations(self, state: ClusterState) -> None:
+        """Nominations as the scheduler last wrote them, each with the time it was first seen
+        (a reservation's time limit counts from there; a restart counts afresh)."""
+        with self._lock:
+            nominating = dict(self._nominating)
+        now = time.time()
+        seen: dict[tuple[str, str], float] = {}
+        for key, pod in state.pods.items():
+            node = nominating.get(key, pod.nominated_node) if pod.node_name is None else None
+            if node is None:
+                if pod.nominated_node is not None:
+                    state.pods[key] = replace(pod, nominated_node=None, nominated_at=None)
+                continue
+            since = seen[(key, node)] = self._nominated_since.get((key, node), now)
+            state.pods[key] = replace(pod, nominated_node=node, nominated_at=since)
+        with self._lock:
+            self._nominated_since = seen
+
+    def assume_nominated(self, key: str, node: str | None) -> None:
+        """The scheduler wrote (or, with None, cleared) the pod's nominatedNodeName."""
+        with self._lock:
+            self._nominating[key] = node
 
     def settled_pods(self) -> list[Pod]:
         """The pods counted as settled, listed (a cycle whose pods carry inter-pod rules reads
@@ -347,6 +375,8 @@ class ClusterCache:
                     if pod.node_name is None and pod.key not in st.pods and pod.scheduler_name == self.scheduler_name:
                         self._on_work()
                     st.pods[pod.key] = pod
+                    if pod.node_name is not None or self._nominating.get(pod.key, "") == pod.nominated_node:
+                        self._nominating.pop(pod.key, None)   # the watch shows what was written
                     if pod.node_name is not None:
                         self._assumed.pop(pod.key, None)
                     if pod.releasing:
@@ -409,6 +439,7 @@ class ClusterCache:
     def _forget_pod(self, key: str) -> None:
         self._state.pods.pop(key, None)
         self._assumed.pop(key, None)
+        self._nominating.pop(key, None)
         self._releasing.discard(key)
         self._track(key)
 

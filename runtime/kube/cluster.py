@@ -143,6 +143,7 @@ class KubeCluster:
         # A pass over every pod: only PodGroup statuses need it.
         counts = st.pod_counts(state, self.cache.scheduler_name) if decisions.podgroups else {}
         self._evict(decisions.evictions, state.pods, report)
+        self._nominate(decisions, state.pods)
         self._dispatch_binds(decisions, state, counts)
         report.binding = len(decisions.bindings)
         report.status_writes = self._write_status(decisions, state, usage, counts)
@@ -290,6 +291,25 @@ class KubeCluster:
                                     gang.counts, now=st.now_text(), transition_id=st.new_transition_id())
         if update is not None:
             self._write_podgroup(update)
+
+    # --- nominations ----------------------------------------------------------------------------------
+    def _nominate(self, decisions: d.Decisions, pods: Mapping[str, Pod]) -> None:
+        """Write status.nominatedNodeName of the pods the cycle reserved room for (as
+        kube-scheduler nominates a preemptor), clear it of those whose reservation ended (with
+        an Event saying why): Cluster Autoscaler and `kubectl` read it."""
+        changes = [(key, node) for key, node in decisions.pipelined.items()
+                   if (pod := pods.get(key)) is not None and pod.nominated_node != node]
+        changes += [(key, None) for key in decisions.released if key in pods]
+        for key, node in changes:
+            self.cache.assume_nominated(key, node)
+            with self._lock:
+                self._in_flight += 1
+                self._busy.add(f"Pod/{key}")
+            self.writes.submit(self._write_one, f"Pod/{key}", partial(self.status.write_nomination, pods[key], node))
+        for key, why in decisions.released.items():
+            pod = pods.get(key)
+            if pod is not None:
+                self.events.record(pod_ref(pod), "Normal", "ReservationReleased", why.message)
 
     # --- status and events ----------------------------------------------------------------------------
     def _write_status(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage],

@@ -271,7 +271,8 @@ class Scheduler:
         self._drop_invalid(state, plan)
         record = CycleRecord()
         snapshotted = time.perf_counter()
-        decisions = run_cycle(plan, state, self.options, self._snapshot_cache, observer=record)
+        options = dataclasses.replace(self.options, now=time.time())   # reservations' clock
+        decisions = run_cycle(plan, state, options, self._snapshot_cache, observer=record)
         decided = time.perf_counter()
         applied = self.cluster.apply(decisions, state, record.usage) if self.leading() else ApplyReport()
         seconds = time.perf_counter() - started

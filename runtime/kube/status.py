@@ -26,7 +26,9 @@ from runtime.decisions import PodGroupStatus
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.cache import PODGROUPS, QUEUES, ClusterCache
 from runtime.kube.statusfacts import podgroup_says
-from runtime.model import PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, RUNNING, SUCCEEDED, ClusterState, Condition
+from runtime.model import (
+    PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, RUNNING, SUCCEEDED, ClusterState, Condition, Pod,
+)
 
 log = logging.getLogger("policydsl.kube.status")
 
@@ -142,6 +144,19 @@ class StatusWriter:
             self.cache.record_queue_status(update.key, update.status)
             return True
         return False
+
+    def write_nomination(self, pod: Pod, node: str | None) -> bool:
+        """Set (or, with None, clear) the pod's status.nominatedNodeName."""
+        if not self.may_write():
+            return False
+        try:
+            self.api.merge_patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                                 {"status": {"nominatedNodeName": node}})
+            return True
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("writing the nomination of pod %s: %s", pod.key, err)
+            return False
 
     def _patch(self, path: str, update: Update, kind: str) -> bool:
         if not self.may_write():

@@ -16,6 +16,7 @@ nothing: it runs N consecutive cycles.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import heapq
 import math
@@ -26,9 +27,10 @@ from compiler.plan import Plan
 from runtime.actions import registry as action_registry
 from runtime.cycle import collect, open_session
 from runtime.decisions import Decisions, Reason
+from runtime.evictions import EvictionAudit, beneficiary
 from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
 from runtime.session import Options
-from runtime.snapshot import SnapshotCache
+from runtime.snapshot import SnapshotCache, device_plans
 from runtime.simulation.metrics import GangViolation, Metrics, Recorder, queue_of
 from runtime.simulation.workload import Arrival, Scenario, copy_podgroup, copy_pod
 
@@ -73,6 +75,9 @@ class SimulationResult:
     cycles: int
     stopped: str                                   # drained | until | cycles | cycle limit | horizon
     state: ClusterState = field(repr=False)
+    # What a reader should not miss: thrashing evictions, jobs that never started, device rules
+    # that match no node (one sentence each).
+    findings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -112,6 +117,7 @@ class Simulation:
         self.waiting_reasons: dict[str, tuple[Reason, ...]] = {}
         self.finished_groups: dict[str, str] = {}
         self.evicted: dict[str, int] = {}
+        self.audit = EvictionAudit()
         self._bound_uid: dict[str, str] = {}
         self._actions = action_registry()
         # Nodes never change in a run: the snapshot keeps their arrays between cycles.
@@ -214,7 +220,7 @@ class Simulation:
 
     # --- one cycle ----------------------------------------------------------------------
     def _cycle(self, now: float) -> tuple[Decisions, object]:
-        ssn = open_session(self.plan, self.state, self.options, self._cache)
+        ssn = open_session(self.plan, self.state, dataclasses.replace(self.options, now=now), self._cache)
         for name in self.plan.actions:
             self._actions[name](ssn)
         return collect(ssn), ssn
@@ -258,6 +264,16 @@ class Simulation:
         for key in touched:
             self._account(self.jobs[key], now)
         return changed
+
+    def _queues_of(self, decisions: Decisions) -> dict[str, str]:
+        """The queue of each pod an eviction names (victim or beneficiary), before it applies."""
+        out = {}
+        for e in decisions.evictions:
+            for key in (e.pod, beneficiary(e)):
+                pod = self.state.pods.get(key) if key else None
+                if pod is not None:
+                    out[key] = queue_of(self.state, pod)
+        return out
 
     def _account(self, job: _Job, now: float) -> None:
         queue = self._queue_of_job(job)
@@ -327,6 +343,7 @@ class Simulation:
                     self._complete(payload[0], payload[1], now)
             left = self._leave(now)
             decisions, ssn = self._cycle(now)
+            self.audit.record(cycles, decisions, self._queues_of(decisions))
             changed = self._apply(decisions, now)
             self.recorder.sample(now, self.state, ssn, self.options.scheduler_name)
             ssn.close()
@@ -342,13 +359,35 @@ class Simulation:
         end = max(limits.until, last_time) if limits.until is not None and limits.cycles is None else last_time
         still = [(self._queue_of_job(job), end - job.waiting_since)
                  for job in self.jobs.values() if job.waiting_since is not None]
-        metrics = self.recorder.finish(end, cycles, still)
+        metrics = dataclasses.replace(self.recorder.finish(end, cycles, still), eviction_audit=self.audit.to_dict())
         phases = dict(self.finished_groups)
         phases.update({key: group.phase for key, group in self.state.podgroups.items()})
         waiting = {k: v for k, v in self.waiting_reasons.items()
                    if k in self.state.pods and not self.state.pods[k].node_name}
         return SimulationResult(metrics, self.placements, self.bind_times, self.job_starts, waiting, phases,
-                                self.evicted, end, cycles, stopped, self.state)
+                                self.evicted, end, cycles, stopped, self.state, self._findings(waiting))
+
+    def _findings(self, waiting: dict[str, tuple[Reason, ...]]) -> tuple[str, ...]:
+        out = []
+        a = self.audit
+        if a.thrashing:
+            example = f" (e.g. for {a.wasted_pods[0]})" if a.wasted_pods else ""
+            out.append(f"thrashing: {a.wasted} evictions bought nothing within {a.window} cycles{example}, "
+                       f"{a.repeats} pods evicted again within {a.window} cycles, {a.exchanges} evictions "
+                       "traded room back between two queues")
+        never = sorted(job.key for job in self.jobs.values() if job.key not in self.job_starts and job.waiting_since
+                       is not None)
+        if never:
+            pod = next((k for k in sorted(waiting) if group_key_of(self.state.pods[k]) == never[0]), None)
+            why = f": {waiting[pod][0].message}" if pod and waiting[pod] else ""
+            out.append(f"{len(never)} jobs never started (e.g. {never[0]}{why})")
+        for plan in device_plans(self.plan):
+            hosts = [n for n in self.state.nodes.values() if n.allocatable.get(plan.resource, 0) > 0
+                     and (not plan.models or n.labels.get(plan.model_label) in plan.models)]
+            if not hosts:
+                models = f" of model {'/'.join(plan.models)}" if plan.models else ""
+                out.append(f"device {plan.resource}{models} matches no node")
+        return tuple(out)
 
 
 def simulate(plan: Plan, scenario: Scenario, limits: Limits = Limits(), options: Options | None = None,

@@ -105,6 +105,13 @@ class Metrics:
     evictions: int
     gang_violations: tuple[GangViolation, ...]
     samples: tuple[Sample, ...] = field(default=(), repr=False)
+    # Evictions that bought nothing, pods evicted again, queues trading room (runtime.evictions).
+    eviction_audit: dict = field(default_factory=dict)
+
+    @property
+    def thrashing(self) -> bool:
+        a = self.eviction_audit
+        return bool(a.get("wasted") or a.get("repeats") or a.get("exchanges"))
 
     def to_dict(self) -> dict:
         return {
@@ -116,6 +123,7 @@ class Metrics:
             "gang_violations": len(self.gang_violations),
             "gang_violation_details": [{"time": v.time, "job": v.job, "running": v.running, "min_member": v.min_member}
                                        for v in self.gang_violations[:20]],
+            "eviction_audit": dict(self.eviction_audit), "thrashing": self.thrashing,
         }
 
 

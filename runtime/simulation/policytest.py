@@ -41,7 +41,10 @@ QUEUE_METRICS = {
     "share": "fraction", "fairness": "number",
 }
 CLUSTER_METRICS = {"gang_violations": "count", "evictions": "count", "fairness": "number",
-                   "utilization": "per-resource", "fragmentation": "per-resource"}
+                   "utilization": "per-resource", "fragmentation": "per-resource",
+                   "wasted_evictions": "count", "repeated_evictions": "count", "traded_evictions": "count"}
+# Every test fails on a run that thrashes (runtime.evictions) unless it asserts one of these itself.
+THRASH_METRICS = ("wasted_evictions", "repeated_evictions", "traded_evictions")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "==": lambda a, b: abs(a - b) <= 1e-9,
     "!=": lambda a, b: abs(a - b) > 1e-9, "<": lambda a, b: a < b, ">": lambda a, b: a > b,
@@ -508,8 +511,11 @@ def _cluster_check(key: str, value: Any, line: int) -> Assertion:
 
     def read(result):
         m = result.metrics
+        a = m.eviction_audit
         return {"gang_violations": float(len(m.gang_violations)), "evictions": float(m.evictions),
-                "fairness": m.fairness}[key], None
+                "fairness": m.fairness, "wasted_evictions": float(a.get("wasted", 0)),
+                "repeated_evictions": float(a.get("repeats", 0)),
+                "traded_evictions": float(a.get("exchanges", 0))}[key], None
     return _metric_check("", key, kind, value, line, read)
 
 
@@ -568,6 +574,9 @@ def run_cases(cases: list[TestCase]) -> list[Outcome]:
             problem = assertion.check(result)
             if problem:
                 failures.append(f"line {assertion.line}: {assertion.text}: {problem}")
+        if result.metrics.thrashing and not any(m in a.text for a in case.assertions for m in THRASH_METRICS):
+            failures.append(next(f for f in result.findings if f.startswith("thrashing")) +
+                            " (assert wasted_evictions, repeated_evictions or traded_evictions to allow it)")
         outcomes.append(Outcome(case, "failed" if failures else "passed", failures,
                                 seconds=time.perf_counter() - started))
     return outcomes

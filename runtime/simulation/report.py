@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from runtime.simulation.engine import SimulationResult
-from runtime.simulation.summary import STOP_REASONS, percent, wait_text
+from runtime.simulation.summary import STOP_REASONS, eviction_text, percent, wait_text
 from runtime.simulation.workload import format_duration
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -153,9 +153,9 @@ def render_html(result: SimulationResult, policy: str, description: str) -> str:
         ("utilization", ", ".join(f"{r} {percent(v)}" for r, v in m.utilization.items()) or "-"),
         ("fragmentation", ", ".join(f"{r} {percent(v)}" for r, v in m.fragmentation.items()) or "-"),
         ("fairness index", "-" if m.fairness is None else f"{m.fairness:.3f}"),
-        ("evictions", str(m.evictions)),
+        ("evictions", eviction_text(m)),
         ("gang violations", str(len(m.gang_violations))),
-    ]
+    ] + [("warning", finding) for finding in result.findings]
     cluster_rows = "\n".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in cluster)
     return f"""<!DOCTYPE html>
 <html lang="en">

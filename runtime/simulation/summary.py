@@ -74,7 +74,7 @@ def cluster_table(metrics: Metrics) -> Table:
     table.add_row("fragmentation", ", ".join(f"{r} {percent(v)}" for r, v in metrics.fragmentation.items())
                   or "- (no pod waited)")
     table.add_row("fairness index", "-" if metrics.fairness is None else f"{metrics.fairness:.3f}")
-    table.add_row("evictions", str(metrics.evictions))
+    table.add_row("evictions", eviction_text(metrics))
     violations = len(metrics.gang_violations)
     detail = ""
     if violations:
@@ -83,6 +83,15 @@ def cluster_table(metrics: Metrics) -> Table:
                   f"minMember {first.min_member})")
     table.add_row("gang violations", f"{violations}{detail}")
     return table
+
+
+def eviction_text(metrics: Metrics) -> str:
+    """"4 (3 bought, 1 wasted, 0 repeated, 0 traded back)" — evictions as runtime.evictions counts them."""
+    a = metrics.eviction_audit
+    if not metrics.evictions or not a:
+        return str(metrics.evictions)
+    return (f"{metrics.evictions} ({a['bought']} bought, {a['wasted']} wasted, {a['repeats']} repeated, "
+            f"{a['exchanges']} traded back)")
 
 
 def print_summary(out: Console, result: SimulationResult, policy: str, description: str) -> None:
@@ -96,3 +105,5 @@ def print_summary(out: Console, result: SimulationResult, policy: str, descripti
     else:
         out.print("no jobs")
     out.print(cluster_table(m))
+    for finding in result.findings:
+        out.print(f"[bold]warning[/bold]: {finding}")

@@ -1,0 +1,76 @@
+"""Evictions that buy something, counted cycle after cycle (the simulator, `policydsl test`
+and the connector's metrics read it).
+
+An eviction is for a beneficiary (the preemptor, or the pod its queue reclaims for: the
+reason's details name it). It is *bought* when the beneficiary binds within `window` cycles of
+the eviction, *wasted* when it has not by then (or is gone); it stays *open* meanwhile. A pod
+evicted again within `window` cycles of its last eviction is a *repeat*; an eviction from queue
+A for queue B within `window` cycles of one from B for A is an *exchange* (ping-pong): a
+policy whose preempt and reclaim thrash shows in all three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runtime import decisions as d
+
+DEFAULT_WINDOW = 10        # cycles
+
+
+def beneficiary(eviction: d.Eviction) -> str | None:
+    details = eviction.reason.details
+    return details.get("preemptor") or details.get("for")
+
+
+@dataclass
+class EvictionAudit:
+    window: int = DEFAULT_WINDOW
+    bought: int = 0
+    wasted: int = 0
+    repeats: int = 0
+    exchanges: int = 0
+    wasted_pods: list[str] = field(default_factory=list)     # beneficiaries that did not bind, in order
+    _open: dict[str, list[int]] = field(default_factory=dict)           # beneficiary -> cycles of evictions
+    _last_evicted: dict[str, int] = field(default_factory=dict)         # victim -> cycle
+    _flows: dict[tuple[str, str], int] = field(default_factory=dict)    # (from queue, to queue) -> last cycle
+
+    def record(self, cycle: int, decisions: d.Decisions, queue_of: dict[str, str]) -> int:
+        """One cycle's decisions (`queue_of`: pod -> queue, for victims and beneficiaries).
+        Returns how many evictions this cycle settled as wasted."""
+        for e in decisions.evictions:
+            ben = beneficiary(e)
+            if ben is None:
+                continue
+            self._open.setdefault(ben, []).append(cycle)
+            last = self._last_evicted.get(e.pod)
+            if last is not None and cycle - last <= self.window:
+                self.repeats += 1
+            self._last_evicted[e.pod] = cycle
+            src, dst = queue_of.get(e.pod), queue_of.get(ben)
+            if src is not None and dst is not None and src != dst:
+                back = self._flows.get((dst, src))
+                if back is not None and cycle - back <= self.window:
+                    self.exchanges += 1
+                self._flows[(src, dst)] = cycle
+        for b in decisions.bindings:
+            done = self._open.pop(b.pod, None)
+            if done:
+                self.bought += len(done)
+        before = self.wasted
+        for ben in [b for b, cycles in self._open.items() if cycle - cycles[0] >= self.window]:
+            self.wasted += len(self._open.pop(ben))
+            self.wasted_pods.append(ben)
+        return self.wasted - before
+
+    @property
+    def open(self) -> int:
+        return sum(len(c) for c in self._open.values())
+
+    @property
+    def thrashing(self) -> bool:
+        return bool(self.wasted or self.repeats or self.exchanges)
+
+    def to_dict(self) -> dict:
+        return {"bought": self.bought, "wasted": self.wasted, "open": self.open, "repeats": self.repeats,
+                "exchanges": self.exchanges, "window_cycles": self.window}
