@@ -19,6 +19,7 @@ reason rather than be placed as if the field were absent.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,8 +68,8 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
         kf.mapping(affinity, "podAffinity"), "spec.affinity.podAffinity", namespace, labels)
     anti_required, anti_preferred = _pod_affinity(
         kf.mapping(affinity, "podAntiAffinity"), "spec.affinity.podAntiAffinity", namespace, labels)
-    rules = PodRules(affinity_required, anti_required, affinity_preferred, anti_preferred, _spread(spec, labels),
-                     _host_ports(spec))
+    rules = _shared_rules(affinity_required, anti_required, affinity_preferred, anti_preferred,
+                          _spread(spec, labels), _host_ports(spec))
     gates = []
     for i, gate in enumerate(kf.listing(spec, "schedulingGates")):
         if not isinstance(gate, dict) or not gate.get("name"):
@@ -308,3 +309,10 @@ def _host_ports(spec: dict) -> tuple[HostPort, ...]:
                 raise FieldError(f"`{at}.protocol` must be TCP, UDP or SCTP, found `{protocol}`")
             out.append(HostPort(host, protocol, str(port.get("hostIP") or WILDCARD_IP)))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared_rules(*fields) -> PodRules:
+    """One PodRules object for the pods of a template: every cycle groups pods by their rules,
+    and a set or dict finds an identical object without comparing the nested terms."""
+    return PodRules(*fields)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.model import Pod, PodAffinityTerm, PodRules
-from runtime.rules.pods import Profile, SelectorIndex, placed, profile
+from runtime.rules.pods import Profile, SelectorIndex, placed_groups, profile
 from runtime.session import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check, Session, StatefulRule
 from runtime.snapshot import Domains
 
@@ -54,6 +54,17 @@ class _Counts:
         if d >= 0:
             (self.gone if leaving else self.live)[d] += step
         return d
+
+    def add_rows(self, nodes: np.ndarray, leaving: bool) -> int:
+        """One pod on each of `nodes` (rows may repeat); returns how many counted (on nodes
+        with the key)."""
+        if not len(nodes):
+            return 0
+        d = self.domains.of[nodes]
+        d = d[d >= 0]
+        if len(d):
+            np.add.at(self.gone if leaving else self.live, d, 1)
+        return len(d)
 
     def at(self, nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(has the key, live count, leaving count) on `nodes` (all when None)."""
@@ -130,14 +141,17 @@ class PodAffinityRule(StatefulRule):
                     self._group((term,))
                 for w in (*rules.preferred_affinity, *rules.preferred_anti_affinity):
                     self._group((w.term,))
-        for pod in snap.rule_pods:
-            self._holds_of(pod.rules)
-        for pod, row in placed(snap):
-            for group in self._matching(pod):
-                self._count_group(group, row, 1, pod.releasing)
-            if pod.rules:
-                for hold in self._holds_of(pod.rules):
-                    hold.counts.add(row, 1, pod.releasing)
+        for rules in {id(pod.rules): pod.rules for pod in snap.rule_pods}.values():
+            self._holds_of(rules)
+        for alike in placed_groups(ssn):
+            for group in self._matching(alike.pod):
+                for counts in group.counts.values():
+                    group.matched += counts.add_rows(alike.live, False)
+                    counts.add_rows(alike.leaving, True)
+            if alike.rules:
+                for hold in self._holds_of(alike.rules):
+                    hold.counts.add_rows(alike.live, False)
+                    hold.counts.add_rows(alike.leaving, True)
 
     # --- the tables ------------------------------------------------------------------------
     def _counts(self, key: str) -> _Counts:

@@ -4,14 +4,20 @@ A rule counts every pod on a node (Snapshot.placed_pods, whoever's) and is told 
 cycle's placements, undos and evictions of our tasks (runtime.session.StatefulRule). Two pods
 with the same namespace and the same values of the label keys the rules' selectors read
 (Snapshot.label_keys) match the same selectors: their profile, the key matches are cached by.
+The placed pods are grouped once per session by profile and rules (`placed_groups`), so that a
+rule matches a group once and counts its nodes at once: the replicas of one template are one
+group however many there are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Generic, Hashable, TypeVar
 
-from runtime.model import LabelSelector, Pod
+import numpy as np
+
+from runtime.model import LabelSelector, Pod, PodRules
 from runtime.snapshot import Snapshot
 
 Profile = Hashable
@@ -27,6 +33,37 @@ def profile(snap: Snapshot, pod: Pod) -> Profile:
 def placed(snap: Snapshot) -> Iterator[tuple[Pod, int]]:
     """Every pod holding room on a node, with its node row."""
     return zip(snap.placed_pods, snap.placed_rows.tolist())
+
+
+@dataclass(frozen=True, eq=False)
+class PlacedGroup:
+    """Placed pods alike to every rule: one profile and one rules object."""
+
+    pod: Pod              # the first of them: its namespace and labels answer for all
+    rules: PodRules | None
+    live: np.ndarray      # node rows of those running, one per pod (a row may repeat)
+    leaving: np.ndarray   # node rows of those being evicted or deleted
+
+
+def placed_groups(ssn) -> list[PlacedGroup]:
+    """The snapshot's placed pods, grouped (made once per session, for every rule)."""
+    return ssn.rule_state("placed-groups", lambda: _group_placed(ssn.snap))
+
+
+def _group_placed(snap: Snapshot) -> list[PlacedGroup]:
+    keys = snap.label_keys or ()
+    rows: dict[tuple, tuple[Pod, list[int], list[int]]] = {}
+    for pod, row in placed(snap):
+        labels = pod.labels
+        # Rules objects are shared by the pods of a template (runtime.podspec), so their
+        # identity groups them without comparing terms.
+        key = (pod.namespace, tuple([labels.get(k) for k in keys]), id(pod.rules) if pod.rules else 0)
+        found = rows.get(key)
+        if found is None:
+            found = rows[key] = (pod, [], [])
+        found[2 if pod.releasing else 1].append(row)
+    return [PlacedGroup(pod, pod.rules or None, np.array(live, dtype=np.int64), np.array(leaving, dtype=np.int64))
+            for pod, live, leaving in rows.values()]
 
 
 def anchor(selector: LabelSelector | None) -> tuple[str, str] | None:

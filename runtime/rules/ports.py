@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 
 from runtime.model import HostPort
-from runtime.rules.pods import placed
+from runtime.rules.pods import placed_groups
 from runtime.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session, StatefulRule
 
 PORTS_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
@@ -24,10 +24,12 @@ class NodePortsRule(StatefulRule):
         self.snap = snap = ssn.snap
         # (protocol, port) -> node -> Counter of (IP, leaving)
         self._used: dict[tuple[str, int], dict[int, Counter]] = {}
-        for pod, row in placed(snap):
-            if pod.rules and pod.rules.host_ports:
-                for port in pod.rules.host_ports:
-                    self._take(port, row, 1, pod.releasing)
+        for alike in placed_groups(ssn):
+            if alike.rules and alike.rules.host_ports:
+                for port in alike.rules.host_ports:
+                    for leaving, rows in ((False, alike.live), (True, alike.leaving)):
+                        for row in rows.tolist():
+                            self._take(port, row, 1, leaving)
 
     def _ports(self, cid: int) -> tuple[HostPort, ...]:
         rules = self.snap.pods[self.snap.classes[cid].head].rules

@@ -29,7 +29,7 @@ import numpy as np
 
 from runtime.model import LabelSelector, Pod, SpreadConstraint
 from runtime.plugins.predicates import affinity_mask, untolerated_taint_checks
-from runtime.rules.pods import Profile, SelectorIndex, placed, profile
+from runtime.rules.pods import Profile, SelectorIndex, placed_groups, profile
 from runtime.session import MASK_FAIL, MASK_PASS, Check, Session, StatefulRule
 from runtime.snapshot import Domains
 
@@ -91,10 +91,10 @@ class TopologySpreadRule(StatefulRule):
                     if c.selector is not None and (c.selector.match_labels or c.selector.match_expressions):
                         self._selection(pod.namespace, c.selector)
         if self._selections:
-            for pod, row in placed(snap):
-                if not pod.releasing:
-                    for selection in self._matching(pod):
-                        selection.per_node[row] += 1
+            for alike in placed_groups(ssn):
+                if len(alike.live):
+                    for selection in self._matching(alike.pod):
+                        np.add.at(selection.per_node, alike.live, 1)
 
     def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
         key = (namespace, selector)
