@@ -49,8 +49,8 @@ def real_capability(ssn, q: int) -> np.ndarray:
 
 
 def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
-    """Volcano's admission: queue open and minResources + allocated + inqueue ≤ real capability,
-    for the queue and every ancestor, on the shared `columns` only (see `shared_columns`).
+    """Volcano's admission: queue open and minResources + allocated + inqueue − elastic ≤ real
+    capability, for the queue and every ancestor, on the shared `columns` only (see `shared_columns`).
     Returns None when admitted, else a Reason."""
     job = ssn.snap.jobs[j]
     queue = ssn.snap.queues[job.queue]
@@ -61,7 +61,7 @@ def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
     req = job.min_resources
     cols = [int(r) for r in columns if req[r] > 0]
     for q in ssn.queue_chain[job.queue]:
-        need = req + ssn.queue_allocated[q] + ssn.queue_inqueue[q]
+        need = req + ssn.queue_allocated[q] + ssn.queue_inqueue[q] - ssn.queue_elastic[q]
         over = [r for r in cols if need[r] > caps[q][r]]
         if over:
             name = ssn.snap.queues[q].name

@@ -232,6 +232,9 @@ class Session:
         self.queue_allocated = np.zeros((q_n, r), dtype=np.int64)
         self.queue_request = np.zeros((q_n, r), dtype=np.int64)
         self.queue_inqueue = np.zeros((q_n, r), dtype=np.int64)
+        # Elastic: what running jobs hold beyond their minResources, which admission may count
+        # as free (Volcano's proportion and capacity subtract it).
+        self.queue_elastic = np.zeros((q_n, r), dtype=np.int64)
         self.job_phase = [job.phase for job in snap.jobs]
         pods_col = snap.resource_index["pods"]
         # Zero-request (best-effort) tasks: nothing requested but the pod slot.
@@ -325,11 +328,23 @@ class Session:
                 self.queue_allocated[c] += direct_alloc[q]
                 self.queue_request[c] += direct_req[q]
         for job in snap.jobs:
-            if job.queue >= 0 and job.min_resources is not None and job.phase != "Pending":
-                short = np.maximum(job.min_resources - self.job_allocated[job.index], 0)
+            if job.queue < 0:
+                continue
+            allocated = self.job_allocated[job.index]
+            if job.min_resources is not None and job.phase != "Pending":
+                short = np.maximum(job.min_resources - allocated, 0)
                 if job.phase == "Inqueue" or short.any():
                     for q in self.queue_chain[job.queue]:
                         self.queue_inqueue[q] += short
+            # A lone pod's implicit group asks for what its pod requests (Volcano's podgroup
+            # controller sets minResources so): nothing elastic. A PodGroup without minResources
+            # has all its allocation elastic, as Volcano's GetElasticResources counts it.
+            if not job.implicit and allocated.any():
+                floor = job.min_resources if job.min_resources is not None else 0
+                elastic = np.maximum(allocated - floor, 0)
+                if elastic.any():
+                    for q in self.queue_chain[job.queue]:
+                        self.queue_elastic[q] += elastic
         children = self.snap.queues[0].children
         self.queue_allocated[0] = self.queue_allocated[children].sum(axis=0) if children else 0
         self.queue_request[0] = self.queue_request[children].sum(axis=0) if children else 0

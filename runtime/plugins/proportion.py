@@ -7,7 +7,7 @@ share = max over resources of allocated / deserved; queue order: higher priority
 share. Overused: deserved ≤ allocated on every resource. Allocatable: allocated + request ≤
 deserved on the requested resources, for the queue and its ancestors. Reclaimable victims:
 tasks of queues above their deserved share, while they stay above it. Enqueue: queue open
-and minResources + allocated + inqueue ≤ real capability.
+and minResources + allocated + inqueue − elastic ≤ real capability.
 """
 
 from __future__ import annotations
