@@ -4,9 +4,10 @@ and the connector's metrics read it).
 An eviction is for a beneficiary (the preemptor, or the pod its queue reclaims for: the
 reason's details name it). It is *bought* when the beneficiary binds within `window` cycles of
 the eviction, *wasted* when it has not by then (or is gone); it stays *open* meanwhile. A pod
-evicted again within `window` cycles of its last eviction is a *repeat*; an eviction from queue
-A for queue B within `window` cycles of one from B for A is an *exchange* (ping-pong): a
-policy whose preempt and reclaim thrash shows in all three.
+evicted again within `window` cycles of its last eviction is a *repeat*; an eviction of a pod
+of queue A for a pod of queue B is an *exchange* (ping-pong) when that beneficiary was itself
+evicted within `window` cycles for a pod of A: B takes back the room A took from it. A policy
+whose preempt and reclaim thrash shows in all three.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from runtime import decisions as d
 
 DEFAULT_WINDOW = 10        # cycles
+MAX_EXAMPLES = 20          # wasted beneficiaries kept for reports (the latest)
 
 
 def beneficiary(eviction: d.Eviction) -> str | None:
@@ -30,10 +32,10 @@ class EvictionAudit:
     wasted: int = 0
     repeats: int = 0
     exchanges: int = 0
-    wasted_pods: list[str] = field(default_factory=list)     # beneficiaries that did not bind, in order
+    wasted_pods: list[str] = field(default_factory=list)     # beneficiaries that did not bind (the latest)
     _open: dict[str, list[int]] = field(default_factory=dict)           # beneficiary -> cycles of evictions
     _last_evicted: dict[str, int] = field(default_factory=dict)         # victim -> cycle
-    _flows: dict[tuple[str, str], int] = field(default_factory=dict)    # (from queue, to queue) -> last cycle
+    _evicted_for: dict[str, tuple[int, str]] = field(default_factory=dict)  # victim -> (cycle, beneficiary's queue)
 
     def record(self, cycle: int, decisions: d.Decisions, queue_of: dict[str, str]) -> int:
         """One cycle's decisions (`queue_of`: pod -> queue, for victims and beneficiaries).
@@ -49,10 +51,10 @@ class EvictionAudit:
             self._last_evicted[e.pod] = cycle
             src, dst = queue_of.get(e.pod), queue_of.get(ben)
             if src is not None and dst is not None and src != dst:
-                back = self._flows.get((dst, src))
-                if back is not None and cycle - back <= self.window:
+                took = self._evicted_for.get(ben)
+                if took is not None and took[1] == src and cycle - took[0] <= self.window:
                     self.exchanges += 1
-                self._flows[(src, dst)] = cycle
+                self._evicted_for[e.pod] = (cycle, dst)
         for b in decisions.bindings:
             done = self._open.pop(b.pod, None)
             if done:
@@ -61,6 +63,10 @@ class EvictionAudit:
         for ben in [b for b, cycles in self._open.items() if cycle - cycles[0] >= self.window]:
             self.wasted += len(self._open.pop(ben))
             self.wasted_pods.append(ben)
+        del self.wasted_pods[:-MAX_EXAMPLES]
+        if cycle % self.window == 0:    # what is older than the window can count no more
+            self._last_evicted = {k: c for k, c in self._last_evicted.items() if cycle - c <= self.window}
+            self._evicted_for = {k: v for k, v in self._evicted_for.items() if cycle - v[0] <= self.window}
         return self.wasted - before
 
     @property

@@ -337,6 +337,8 @@ class SettledPods:
     by_queue: dict[tuple[str | None, tuple], int]     # (queue, request items) -> our pods
     by_node: dict[tuple[str, tuple, bool], int]       # (node, request items, ours) -> pods
     groups: dict[str, int] = field(default_factory=dict)   # queue -> settled gangs (Running)
+    # queue -> what settled gangs hold beyond their minResources (elastic: admission counts it free)
+    elastic: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def member_settles(pod: Pod) -> bool:

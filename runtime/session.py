@@ -327,6 +327,7 @@ class Session:
             for c in chain:
                 self.queue_allocated[c] += direct_alloc[q]
                 self.queue_request[c] += direct_req[q]
+        pods_column = snap.resource_index["pods"]
         for job in snap.jobs:
             if job.queue < 0:
                 continue
@@ -342,9 +343,14 @@ class Session:
             if not job.implicit and allocated.any():
                 floor = job.min_resources if job.min_resources is not None else 0
                 elastic = np.maximum(allocated - floor, 0)
+                elastic[pods_column] = 0      # a count, not a resource admission weighs
                 if elastic.any():
                     for q in self.queue_chain[job.queue]:
                         self.queue_elastic[q] += elastic
+        if snap.settled_elastic is not None:     # settled gangs' (runtime.kube.settled)
+            for q in np.flatnonzero(snap.settled_elastic.any(axis=1)).tolist():
+                for c in self.queue_chain[q]:
+                    self.queue_elastic[c] += snap.settled_elastic[q]
         children = self.snap.queues[0].children
         self.queue_allocated[0] = self.queue_allocated[children].sum(axis=0) if children else 0
         self.queue_request[0] = self.queue_request[children].sum(axis=0) if children else 0
@@ -588,6 +594,30 @@ class Session:
 
     def preemptive(self, q: int, t: int) -> bool:
         return all(fn(q, t) for tier in self.fns("preemptive") for _, fn in tier)
+
+    def could_take_back(self, v: int, evicted: bool, taker: int) -> bool:
+        """Whether victim v's queue could reclaim v's room back from queue `taker` (taker is
+        reclaimable, v's queue not overused and `preemptive` for v), with the evictions made so
+        far — v's too, or, when not `evicted`, as if v's were made. False where no plugin says
+        which queue may reclaim (no shares to go by)."""
+        if not self.fns("preemptive") or not self.snap.queues[taker].reclaimable:
+            return False
+        q = self.snap.jobs[self.snap.task_job[v]].queue
+        if q < 0:
+            return False
+        if evicted:
+            return not self.overused(q) and self.preemptive(q, v)
+        # What-if on the queue's allocation alone (the plugins' answers read it, nothing else
+        # of the eviction): taken off the queue and its ancestors, then put back.
+        chain = [*self.queue_chain[q], 0]      # the ledger counts the root's total too
+        req = self.snap.request[v]
+        for c in chain:
+            self.queue_allocated[c] -= req
+        try:
+            return not self.overused(q) and self.preemptive(q, v)
+        finally:
+            for c in chain:
+                self.queue_allocated[c] += req
 
     def victims(self, point: str, preemptor: int, candidates: list[int]) -> list[int]:
         for tier in self.fns(point):
@@ -849,6 +879,10 @@ class Statement:
     def mark(self) -> int:
         """A point to roll back to (`rollback`)."""
         return len(self.ops)
+
+    def evicted_since(self, mark: int) -> list[int]:
+        """The tasks evicted since `mark`, in order."""
+        return [op[1] for op in self.ops[mark:] if op[0] == _EVICT]
 
     def rollback(self, mark: int) -> None:
         """Undo the changes made since `mark`, latest first; the earlier ones stay."""

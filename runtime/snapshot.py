@@ -145,6 +145,8 @@ class Snapshot:
     # queue (Q,R), None when nothing was folded; and how many there are.
     settled: np.ndarray | None = None
     settled_pods: int = 0
+    # What settled gangs hold beyond their minResources, per queue (Q,R); None when none does.
+    settled_elastic: np.ndarray | None = None
     # Where inter-pod rules are in play (some pod carries affinity terms, spread constraints
     # or host ports): every pod on a node, whoever's, settled ones included, with its node row;
     # the label keys the rules' selectors read; Namespace labels. Empty otherwise.
@@ -380,8 +382,22 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.rule_pods = scan.rule_pods
         snapshot.label_keys = label_keys
         snapshot.namespace_labels = state.namespace_labels
+    if state.settled is not None and state.settled.elastic:
+        snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
+
+
+def _settled_elastic(elastic: dict[str, dict[str, int]], queue_index: dict[str, int], index: dict[str, int],
+                     q_n: int, r: int) -> np.ndarray:
+    out = np.zeros((q_n, r), dtype=np.int64)
+    for queue, held in elastic.items():
+        q = queue_index.get(queue, -1)
+        if q >= 0:
+            for res, amount in held.items():
+                if res in index:
+                    out[q, index[res]] += amount
+    return out
 
 
 def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: ClusterState, queue_index: dict[str, int],

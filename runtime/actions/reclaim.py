@@ -2,7 +2,15 @@
 (preemptive), evicts pods of other queues whose `reclaimable` is not false, as the reclaimable
 plugins allow (proportion/capacity: only while the victim's queue is above its deserved share;
 gang; conformance) — the fewest that make room. Placements are pipelined reservations, never bindings;
-committed only when the job is pipelined."""
+committed only when the job is pipelined.
+
+No ping-pong (a deliberate difference, runtime/README.md): where plugins say which queue may
+reclaim (proportion, capacity: `preemptive`), a victim is taken only if its queue, with the
+cycle's evictions, could not reclaim its room back (the reclaimer's queue is not reclaimable, or
+the victim's would be overused, or not `preemptive` for the victim) — whichever tier chose the
+victims. In Volcano the first tier that answers decides, and with
+conformance there (as its default configuration has it) any pod is a victim: two queues below
+their shares can take room from each other in one cycle and trade it back in the next."""
 
 from __future__ import annotations
 
@@ -47,12 +55,15 @@ def run(ssn: Session) -> None:
                 def may_evict(v: int, best_effort=best_effort) -> bool:
                     vq = snap.jobs[snap.task_job[v]].queue
                     return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
-                            and (not best_effort or bool(ssn.zero[v])))
+                            and (not best_effort or bool(ssn.zero[v]))
+                            and not ssn.could_take_back(v, evicted=False, taker=q))
 
-                def allowed_by_queue(t=t) -> bool:
+                def allowed_by_queue(t=t, start=stmt.mark()) -> bool:
                     # Evicting buys nothing unless the queue may then allocate the task and the
-                    # job's earlier reservations.
-                    return ssn.allocatable_count(q, reserved + snap.request[t], 1)[0] >= 1
+                    # job's earlier reservations, and no victim's queue may take it back.
+                    return (ssn.allocatable_count(q, reserved + snap.request[t], 1)[0] >= 1
+                            and not any(ssn.could_take_back(v, evicted=True, taker=q)
+                                        for v in stmt.evicted_since(start)))
 
                 if evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
                     reserved += snap.request[t]

@@ -30,7 +30,7 @@ from typing import Any
 
 from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
-from runtime.kube.settled import Gang, SettledLedger, gang_settles
+from runtime.kube.settled import Gang, SettledLedger, gang_elastic, gang_settles
 from runtime.model import QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, member_settles, settles
 
 log = logging.getLogger("policydsl.kube.cache")
@@ -488,14 +488,15 @@ class ClusterCache:
                 if counted is not None:
                     self._ledger.remove(*counted)
                     self._in_play[key] = pod
-            self._ledger.add_group(gang.folded, -1)
-            gang.folded = None
+            self._ledger.add_group(gang.folded, -1, gang.elastic)
+            gang.folded, gang.elastic = None, {}
         if queue is not None:
             if gang.folded is None:
                 for key, (pod, _) in gang.members.items():
                     del self._in_play[key]
                     self._count(key, pod, queue)
-                self._ledger.add_group(queue, 1)
+                gang.elastic = gang_elastic(group, gang)
+                self._ledger.add_group(queue, 1, gang.elastic)
                 gang.folded = queue
             elif changed is not None and changed in self._in_play:
                 self._count(changed, self._in_play.pop(changed), queue)

@@ -5,7 +5,7 @@ not every pod of the cluster.
     ledger = SettledLedger("volcano")
     ledger.add(pod, queue)     # a pod that settles arrived, counted under `queue`
     ledger.remove(pod, queue)  # ... changed or left: the same object and queue that were added
-    ledger.add_group(queue, 1) # a gang settled (-1: it is in play again)
+    ledger.add_group(queue, 1, elastic)  # a gang settled (-1: it is in play again)
     ledger.view()              # SettledPods: copies of the counts
 
 A lone pod settles by itself (runtime.model.settles). A gang settles whole or not at all
@@ -31,6 +31,7 @@ class SettledLedger:
         self._by_queue: dict[tuple[str | None, tuple], int] = {}
         self._by_node: dict[tuple[str, tuple, bool], int] = {}
         self._groups: dict[str, int] = {}
+        self._elastic: dict[str, dict[str, int]] = {}
 
     def add(self, pod: Pod, queue: str | None) -> None:
         self._count(pod, queue, 1)
@@ -38,16 +39,26 @@ class SettledLedger:
     def remove(self, pod: Pod, queue: str | None) -> None:
         self._count(pod, queue, -1)
 
-    def add_group(self, queue: str, step: int) -> None:
+    def add_group(self, queue: str, step: int, elastic: Mapping[str, int]) -> None:
+        """A gang settled under `queue` (step 1) or is in play again (-1, with the same
+        `elastic` it settled with: gang_elastic)."""
         _bump(self._groups, queue, step)
+        if elastic:
+            held = self._elastic.setdefault(queue, {})
+            for res, amount in elastic.items():
+                _bump(held, res, step * amount)
+            if not held:
+                del self._elastic[queue]
 
     def view(self) -> SettledPods:
-        return SettledPods(self.scheduler_name, dict(self._by_queue), dict(self._by_node), dict(self._groups))
+        return SettledPods(self.scheduler_name, dict(self._by_queue), dict(self._by_node), dict(self._groups),
+                           {q: dict(held) for q, held in self._elastic.items()})
 
     def clear(self) -> None:
         self._by_queue.clear()
         self._by_node.clear()
         self._groups.clear()
+        self._elastic.clear()
 
     def _count(self, pod: Pod, queue: str | None, step: int) -> None:
         ours = pod.scheduler_name == self.scheduler_name
@@ -76,6 +87,7 @@ class Gang:
     running: int = 0
     succeeded: int = 0
     folded: str | None = None  # while settled: the queue its members are counted under
+    elastic: dict[str, int] = field(default_factory=dict)  # while settled: what it held beyond minResources
 
     def join(self, key: str, pod: Pod, can_settle: bool) -> None:
         self.leave(key)
@@ -112,3 +124,11 @@ def gang_settles(group: PodGroup | None, status: Mapping[str, Any] | None, gang:
         held = total(pod.requests for pod, _ in gang.members.values() if pod.phase != SUCCEEDED)
         return all(amount <= held.get(res, 0) for res, amount in group.min_resources.items())
     return True
+
+
+def gang_elastic(group: PodGroup, gang: Gang) -> dict[str, int]:
+    """What the gang's members hold beyond its minResources (all of it without minResources),
+    as Volcano's JobInfo.GetElasticResources counts it."""
+    held = total(pod.requests for pod, _ in gang.members.values() if pod.phase != SUCCEEDED)
+    minimum = group.min_resources or {}
+    return {res: amount - minimum.get(res, 0) for res, amount in held.items() if amount > minimum.get(res, 0)}

@@ -1,10 +1,11 @@
 """drf: dominant resource fairness. share(job) = max over resources of allocated / cluster
 total; lower share first. A victim is allowed when the preemptor's share with its task is at
-most (within 1e-6) the victim job's share without the victim. As a queue order, the queue's
-dominant share.
+most (within 1e-6) the victim job's share without the victim. Flat drf orders no queues and
+picks no reclaim victims, as in Volcano: the queue order is the next plugin's (proportion's,
+capacity's).
 
-With `enable_hierarchy` (Volcano's hdrf), queues are ordered by hierarchical DRF instead, and
-drf also picks reclaim victims (flat drf does not answer reclaim, as in Volcano). The hierarchy
+With `enable_hierarchy` (Volcano's hdrf), drf orders queues by hierarchical DRF and picks
+reclaim victims by it. The hierarchy
 is each queue's path (QueueInfo.hierarchy: Volcano's volcano.sh/hierarchy annotations, else its
 parents), jobs its leaves. Bottom up, a job is saturated when it holds its whole request on a
 resource, or requests one nobody demands any more; a node's allocation is its children's, each
@@ -71,7 +72,6 @@ class DrfPlugin(Plugin):
 
         self.register(ssn, "preemptable", victims)
         if not self.spec.flags.get("hierarchy", False):
-            self.register(ssn, "queue_order", ssn.k.RowShare(ssn.queue_allocated, total_for_share).of)
             return
         tree = HierarchicalShares(ssn, total_for_share)
         self.register(ssn, "queue_order", tree.key)
