@@ -14,10 +14,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compiler import catalog as cat
+from compiler.plan import Plan
 from runtime import decisions as d
+from runtime.model import ClusterState
 
-DEFAULT_WINDOW = 10        # cycles
+DEFAULT_WINDOW = 10        # cycles (the simulator's clock; the connector's counts seconds)
 MAX_EXAMPLES = 20          # wasted beneficiaries kept for reports (the latest)
+
+
+def reservation_seconds(plan: Plan) -> float:
+    """How long a reservation may hold under `plan`: the longest `reservation_seconds` of its
+    preempt and reclaim actions (the catalog's default where one does not set it)."""
+    held = [float(plan.action_arguments.get(a, {}).get("reservation_seconds") or cat.RESERVATION_SECONDS.default)
+            for a in ("preempt", "reclaim") if a in plan.actions]
+    return max(held, default=float(cat.RESERVATION_SECONDS.default))
+
+
+def eviction_queues(state: ClusterState, decisions: d.Decisions) -> dict[str, str]:
+    """The queue of each pod an eviction names (victim or beneficiary), before it applies."""
+    out = {}
+    for e in decisions.evictions:
+        for key in (e.pod, beneficiary(e)):
+            pod = state.pods.get(key) if key else None
+            if pod is not None:
+                out[key] = state.queue_name_of(pod)
+    return out
 
 
 def beneficiary(eviction: d.Eviction) -> str | None:
@@ -36,6 +58,7 @@ class EvictionAudit:
     _open: dict[str, list[int]] = field(default_factory=dict)           # beneficiary -> cycles of evictions
     _last_evicted: dict[str, int] = field(default_factory=dict)         # victim -> cycle
     _evicted_for: dict[str, tuple[int, str]] = field(default_factory=dict)  # victim -> (cycle, beneficiary's queue)
+    _pruned: int = 0
 
     def record(self, cycle: int, decisions: d.Decisions, queue_of: dict[str, str]) -> int:
         """One cycle's decisions (`queue_of`: pod -> queue, for victims and beneficiaries).
@@ -64,7 +87,8 @@ class EvictionAudit:
             self.wasted += len(self._open.pop(ben))
             self.wasted_pods.append(ben)
         del self.wasted_pods[:-MAX_EXAMPLES]
-        if cycle % self.window == 0:    # what is older than the window can count no more
+        if cycle - self._pruned >= self.window:    # what is older than the window can count no more
+            self._pruned = cycle
             self._last_evicted = {k: c for k, c in self._last_evicted.items() if cycle - c <= self.window}
             self._evicted_for = {k: v for k, v in self._evicted_for.items() if cycle - v[0] <= self.window}
         return self.wasted - before

@@ -56,6 +56,22 @@ class Metrics:
         self.pods_waiting = Gauge(f"{PREFIX}_pods_waiting", "Pods the last cycle left waiting.", registry=r)
         self.evictions = Counter(f"{PREFIX}_evictions", "Evictions by result (evicted, blocked, gone, failed).",
                                  ["result"], registry=r)
+        # Whether evictions buy anything (runtime/evictions.py; the window is the policy's
+        # reservation_seconds).
+        self.wasted_evictions = Counter(f"{PREFIX}_wasted_evictions",
+                                        "Evictions whose beneficiary did not bind within the reservation time.",
+                                        registry=r)
+        self.repeated_evictions = Counter(f"{PREFIX}_repeated_evictions",
+                                          "Pods evicted again within the reservation time of their last eviction.",
+                                          registry=r)
+        self.traded_evictions = Counter(f"{PREFIX}_traded_evictions",
+                                        "Evictions giving a queue back room taken from it within the reservation "
+                                        "time (ping-pong).", registry=r)
+        self.reservations = Gauge(f"{PREFIX}_reservations",
+                                  "Pods holding room freed for them (nominated to a node), after the last cycle.",
+                                  registry=r)
+        self.reservations_released = Counter(f"{PREFIX}_reservations_released",
+                                             "Reservations that ended without a binding.", registry=r)
         self.bind_errors = Counter(f"{PREFIX}_bind_errors", "Binds that failed after retries.", registry=r)
         self.bind_dropped = Counter(f"{PREFIX}_bind_dropped",
                                     "Binds dropped because the pod was deleted or bound elsewhere meanwhile.",

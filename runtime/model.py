@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+from compiler.catalog import DEFAULT_QUEUE
+
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.decisions import Decisions
 
@@ -388,6 +390,14 @@ class ClusterState:
     def namespace_labels(self, name: str) -> dict[str, str]:
         labels = self.namespaces.get(name)
         return labels if labels is not None else {NAMESPACE_NAME_LABEL: name}
+
+    def queue_name_of(self, pod: Pod) -> str:
+        """The queue a pod's job is in: its PodGroup's, else its queue annotation's, else default."""
+        if pod.group:
+            group = self.podgroups.get(f"{pod.namespace}/{pod.group}")
+            if group is not None:
+                return group.queue
+        return pod.annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE
 
     def placed_pods(self) -> list[Pod]:
         """Every pod that holds room on a node (whoever's), settled ones included."""

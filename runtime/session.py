@@ -37,13 +37,13 @@ import numpy as np
 
 from compiler.plan import Plan
 from runtime import decisions as d
+from runtime.evictions import reservation_seconds
 from runtime.kernels import Kernels, ScoreParams
 from runtime.snapshot import (
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass,
 )
 
 ORDER_POINTS = ("job_order", "queue_order", "task_order")
-DEFAULT_RESERVATION_SECONDS = 300.0       # compiler.catalog's reservation_seconds default
 # Every extension point a plugin may answer (compiler.catalog's PluginSpec.points name them).
 POINTS = frozenset({
     "job_order", "queue_order", "task_order", "job_ready", "job_pipelined", "job_starving", "job_valid",
@@ -422,8 +422,7 @@ class Session:
         if not nominated:
             return
         rows = {name: i for i, name in enumerate(snap.node_names)}
-        limit = max([float(self.plan.action_arguments.get(a, {}).get("reservation_seconds") or 0)
-                     for a in ("preempt", "reclaim")] + [0.0]) or DEFAULT_RESERVATION_SECONDS
+        limit = reservation_seconds(self.plan)
         keep: dict[int, list[tuple[int, int]]] = {}
         ended: dict[int, d.Reason] = {}
         for t, name in nominated:

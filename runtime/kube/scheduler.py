@@ -33,6 +33,7 @@ from compiler.plan import Plan
 from runtime import queueshare
 from runtime.cycle import Options, run_cycle
 from runtime.decisions import Decisions
+from runtime.evictions import EvictionAudit, eviction_queues, reservation_seconds
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
 from runtime.objects import ObjectProblem, check_queues
@@ -160,6 +161,8 @@ class Scheduler:
         self._reported: set[str] = set()
         self.cycles = 0
         self.last_tick = time.monotonic()
+        self._started = self.last_tick
+        self.audit = EvictionAudit()   # clocked in seconds since start, windowed by reservation_seconds
         self._last_error: str | None = None
         self._last_error_logged = 0.0
         self.metrics.set_active_policy(plan.name, plan.revision)
@@ -283,6 +286,7 @@ class Scheduler:
         for action, spent in record.actions:
             m.action_latency.labels(action=action).observe(spent)
         m.pods_scheduled.inc(applied.bound)
+        self._audit(plan, state, decisions)
         m.pods_unschedulable.inc(len(decisions.unschedulable))
         m.pods_waiting.set(len(decisions.unschedulable))
         m.set_queues(record.usage)
@@ -294,6 +298,19 @@ class Scheduler:
                      (snapshotted - started) * 1000, (decided - snapshotted) * 1000, (time.perf_counter() - decided) * 1000,
                      plan.revision)
         return CycleReport(self.cycles, decisions, applied, seconds, plan.revision)
+
+    def _audit(self, plan: Plan, state: ClusterState, decisions: Decisions) -> None:
+        """Whether the cycle's evictions buy anything, into the metrics (runtime/evictions.py)."""
+        m = self.metrics
+        m.reservations.set(len(decisions.pipelined))
+        m.reservations_released.inc(len(decisions.released))
+        audit = self.audit
+        audit.window = max(1, int(reservation_seconds(plan)))
+        before = (audit.wasted, audit.repeats, audit.exchanges)
+        audit.record(int(time.monotonic() - self._started), decisions, eviction_queues(state, decisions))
+        m.wasted_evictions.inc(audit.wasted - before[0])
+        m.repeated_evictions.inc(audit.repeats - before[1])
+        m.traded_evictions.inc(audit.exchanges - before[2])
 
     def _drop_invalid(self, state: ClusterState, plan: Plan) -> None:
         """PodGroups naming a queue nobody defines (never did, or a reloaded policy removed it) stay

@@ -27,7 +27,7 @@ from compiler.plan import Plan
 from runtime.actions import registry as action_registry
 from runtime.cycle import collect, open_session
 from runtime.decisions import Decisions, Reason
-from runtime.evictions import EvictionAudit, beneficiary
+from runtime.evictions import EvictionAudit, eviction_queues
 from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
 from runtime.session import Options
 from runtime.snapshot import SnapshotCache, device_plans
@@ -265,16 +265,6 @@ class Simulation:
             self._account(self.jobs[key], now)
         return changed
 
-    def _queues_of(self, decisions: Decisions) -> dict[str, str]:
-        """The queue of each pod an eviction names (victim or beneficiary), before it applies."""
-        out = {}
-        for e in decisions.evictions:
-            for key in (e.pod, beneficiary(e)):
-                pod = self.state.pods.get(key) if key else None
-                if pod is not None:
-                    out[key] = queue_of(self.state, pod)
-        return out
-
     def _account(self, job: _Job, now: float) -> None:
         queue = self._queue_of_job(job)
         if job.waiting_since is not None and job.ready:
@@ -343,7 +333,7 @@ class Simulation:
                     self._complete(payload[0], payload[1], now)
             left = self._leave(now)
             decisions, ssn = self._cycle(now)
-            self.audit.record(cycles, decisions, self._queues_of(decisions))
+            self.audit.record(cycles, decisions, eviction_queues(self.state, decisions))
             changed = self._apply(decisions, now)
             self.recorder.sample(now, self.state, ssn, self.options.scheduler_name)
             ssn.close()

@@ -3,11 +3,13 @@ classification, the metrics endpoint, the Plan swap point, the embedded cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -405,3 +407,61 @@ def test_pod_counts_per_podgroup_count_our_running_and_succeeded_pods_only() -> 
         state.add_pod(Pod("ns", name, {}, uid=name, phase=phase, group=group, node_name="n1", scheduler_name=scheduler))
     assert st.pod_counts(state, "volcano") == {"ns/g": {"running": 1, "succeeded": 1},
                                                "ns/h": {"running": 1, "succeeded": 0}}
+
+
+# --- reservations and the eviction audit (issue 17) ----------------------------------------------
+
+RECLAIM_POLICY = (Path(__file__).parents[1] / "simulation" / "thrash" / "reclaim-retake.policy").read_text()
+
+
+class RecreatingCluster(EmbeddedCluster):
+    """Evicted pods leave and their controller makes them again, pending (a ReplicaSet's way)."""
+
+    def apply(self, decisions, state, usage):
+        evicted = [self.state.pods[e.pod] for e in decisions.evictions if e.pod in self.state.pods]
+        report = super().apply(decisions, state, usage)
+        for pod in evicted:
+            self.state.add_pod(dataclasses.replace(pod, node_name=None, phase="Pending", releasing=False,
+                                                   uid=pod.uid + "-again"))
+        return report
+
+
+def reclaim_livelock_cluster() -> ClusterState:
+    """The livelock of issue 17: online (first in queue order) fills the node; a batch gang of
+    two waits in the queue that deserves half of it."""
+    from runtime.model import QUEUE_ANNOTATION, QueueObject
+    state = ClusterState()
+    state.add_node(Node("n1", {"cpu": 8000, "memory": 32 * 2**30, "pods": 110}))
+    state.priority_classes.update({"high": 1000, "low": 10})
+    for q in ("online", "batch"):
+        state.add_queue(QueueObject(q))
+    for i in range(4):
+        state.add_pod(Pod("web", f"api-{i}", {"cpu": 2000}, uid=f"api-{i}", node_name="n1", phase="Running",
+                          priority_class="high", annotations={QUEUE_ANNOTATION: "online"}, creation=float(i)))
+    state.add_podgroup(PodGroup("data", "etl", min_member=2, queue="batch", phase="Inqueue", uid="pg-etl"))
+    for i in range(2):
+        state.add_pod(Pod("data", f"etl-{i}", {"cpu": 2000}, uid=f"etl-{i}", group="etl", priority_class="low",
+                          creation=10.0))
+    return state
+
+
+def test_reclaimed_room_is_held_for_the_gang_and_every_eviction_is_bought() -> None:
+    cluster = RecreatingCluster(reclaim_livelock_cluster())
+    scheduler = Scheduler(plan(RECLAIM_POLICY), cluster, period=0.01)
+    sample = scheduler.metrics.registry.get_sample_value
+
+    first = scheduler.run_once()
+    assert len(first.decisions.evictions) == 2
+    # Nominated while the victims leave, as kube-scheduler's status.nominatedNodeName.
+    assert {cluster.state.pods[f"data/etl-{i}"].nominated_node for i in range(2)} == {"n1"}
+    assert sample("policydsl_reservations") == 2
+
+    second = scheduler.run_once()
+    assert {b.pod for b in second.decisions.bindings} == {"data/etl-0", "data/etl-1"}
+    assert not second.decisions.evictions
+    assert all(cluster.state.pods[f"data/etl-{i}"].nominated_node is None for i in range(2))
+    for _ in range(5):
+        assert not scheduler.run_once().decisions.evictions   # the recreated online pods wait
+    assert sample("policydsl_reservations") == 0
+    for name in ("wasted", "repeated", "traded"):
+        assert sample(f"policydsl_{name}_evictions_total") == 0
