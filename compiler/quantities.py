@@ -63,3 +63,25 @@ def format_base_units(resource: str, units: int) -> str:
         if units >= size and units % size == 0:
             return f"{units // size}{suffix}"
     return str(units)
+
+
+def readable_base_units(resource: str, units: float) -> str:
+    """Base units as a person reads a figure: exact where short (`1125m`, `8Gi`), else to one
+    decimal (`5.3`, `12.5Gi`); `unlimited` from INT64_MAX on."""
+    if units >= INT64_MAX:
+        return "unlimited"
+    if float(units).is_integer():
+        exact = format_base_units(resource, int(units))
+        if len(exact) <= 6:
+            return exact
+    if resource in MILLI_RESOURCES:
+        return _one_decimal(units / 1000) if units >= 1000 or units == 0 else f"{units:.0f}m"
+    for suffix, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if units >= size:
+            return _one_decimal(units / size) + suffix
+    return _one_decimal(units)
+
+
+def _one_decimal(value: float) -> str:
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text

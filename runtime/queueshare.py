@@ -8,6 +8,7 @@ from typing import Callable
 
 import numpy as np
 
+from compiler.quantities import readable_base_units
 from runtime import decisions as d
 from runtime.session import PERMIT, REJECT, Verdict
 from runtime.snapshot import UNLIMITED
@@ -51,7 +52,7 @@ def real_capability(ssn, q: int) -> np.ndarray:
 def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
     """Volcano's admission: queue open and minResources + allocated + inqueue − elastic ≤ real
     capability, for the queue and every ancestor, on the shared `columns` only (see `shared_columns`).
-    Returns None when admitted, else a Reason."""
+    Returns None when admitted, else a Reason naming the binding limit with its figures."""
     job = ssn.snap.jobs[j]
     queue = ssn.snap.queues[job.queue]
     if not queue.open:
@@ -61,25 +62,61 @@ def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
     req = job.min_resources
     cols = [int(r) for r in columns if req[r] > 0]
     for q in ssn.queue_chain[job.queue]:
-        need = req + ssn.queue_allocated[q] + ssn.queue_inqueue[q] - ssn.queue_elastic[q]
-        over = [r for r in cols if need[r] > caps[q][r]]
+        taken = ssn.queue_allocated[q] + ssn.queue_inqueue[q] - ssn.queue_elastic[q]
+        over = [r for r in cols if req[r] + taken[r] > caps[q][r]]
         if over:
-            name = ssn.snap.queues[q].name
-            res = ", ".join(ssn.snap.resources[r] for r in over)
-            return d.Reason(d.QUEUE, f"queue {name} over capability ({res})",
-                            {"queue": name, "resources": [ssn.snap.resources[r] for r in over]})
+            r = over[0]
+            name, res = ssn.snap.queues[q].name, ssn.snap.resources[r]
+            figures = [f"inqueue {_figure(ssn, r, ssn.queue_inqueue[q][r])}",
+                       f"elastic {_figure(ssn, r, ssn.queue_elastic[q][r])}"]
+            text = (f"job needs {res} {_figure(ssn, r, req[r])} (minResources); queue {name} may admit "
+                    f"{_figure(ssn, r, caps[q][r])} ({', '.join(queue_figures(ssn, q, r) + figures)})")
+            return d.Reason(d.QUEUE, text, {"queue": name, "resources": [ssn.snap.resources[x] for x in over],
+                                            "need": int(req[r]), "limit": int(caps[q][r])})
     return None
 
 
+def _figure(ssn, r: int, amount: float) -> str:
+    return "unlimited" if amount >= UNLIMITED else readable_base_units(ssn.snap.resources[r], amount)
+
+
+def queue_figures(ssn, q: int, r: int) -> list[str]:
+    """What bounds queue q on resource r, as a waiting reason shows it: its capability, the
+    cluster, its deserved share (where a plugin computes one), guarantee and borrow limit
+    where set, and what it holds."""
+    snap = ssn.snap
+    out = [f"capability {_figure(ssn, r, snap.capability[q][r])}", f"cluster {_figure(ssn, r, snap.total[r])}"]
+    if ssn.queue_deserved is not None:
+        out.append(f"deserved {_figure(ssn, r, ssn.queue_deserved[q][r])}")
+    if snap.guarantee[q][r] > 0:
+        out.append(f"guarantee {_figure(ssn, r, snap.guarantee[q][r])}")
+    if snap.borrow_limit[q][r] < UNLIMITED:
+        out.append(f"borrow limit {_figure(ssn, r, snap.borrow_limit[q][r])}")
+    out.append(f"allocated {_figure(ssn, r, ssn.queue_allocated[q][r])}")
+    return out
+
+
+def limit_reason(ssn, q: int, r: int, request: np.ndarray, count: int, limit: float) -> d.Reason:
+    """`count` tasks of `request` each would take queue q (or the ancestor q) past `limit` on
+    resource r: "3 pods need cpu 3 (3 × 1); queue a may allocate 2 (capability ..., ...)"."""
+    name, res = ssn.snap.queues[q].name, ssn.snap.resources[r]
+    need = _figure(ssn, r, request[r] * count)
+    needs = f"pod needs {res} {need}" if count == 1 else \
+        f"{count} pods need {res} {need} ({count} × {_figure(ssn, r, request[r])})"
+    text = f"{needs}; queue {name} may allocate {_figure(ssn, r, limit)} ({', '.join(queue_figures(ssn, q, r))})"
+    return d.Reason(d.QUEUE, text, {"queue": name, "resource": res, "need": int(request[r] * count),
+                                    "limit": int(min(limit, UNLIMITED))})
+
+
 def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarray, caps: np.ndarray,
-                           columns: np.ndarray, over_limit: "Callable[[str, str], str]",
-                           queue_order: Callable | None = None, preemptive: Callable | None = None,
-                           reclaimable: Callable | None = None) -> None:
+                           columns: np.ndarray, queue_order: Callable | None = None,
+                           preemptive: Callable | None = None, reclaimable: Callable | None = None) -> None:
     """The extension points proportion and capacity answer alike. `deserved` orders queues and
     bounds preemptive and reclaim; `limit` is what allocation may not cross (proportion: the
     deserved share itself; capacity: the real capability) and what makes a queue overused;
-    `caps` bounds admission; `over_limit(queue, resource)` words the wait reason. A plugin whose
-    queue order, preemptive or reclaimable answer is its own passes it instead."""
+    `caps` bounds admission. A wait reason names the binding limit with its figures
+    (`limit_reason`). A plugin whose queue order, preemptive or reclaimable answer is its own
+    passes it instead."""
     snap = ssn.snap
     share = ssn.k.QueueShare(ssn.queue_allocated, deserved, columns).of
     within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns).count
@@ -95,9 +132,8 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
         for c in ssn.queue_chain[q]:
             n, binding = within(c, request, allowed)
             if n < allowed:
+                reason = limit_reason(ssn, c, binding, request, allowed, limit[c][binding])
                 allowed = n
-                name, resource = snap.queues[c].name, snap.resources[binding]
-                reason = d.Reason(d.QUEUE, over_limit(name, resource), {"queue": name, "resource": resource})
         return allowed, reason
 
     def within_deserved(q: int, t: int) -> bool:

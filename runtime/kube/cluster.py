@@ -41,6 +41,8 @@ from runtime.metrics import Metrics, QueueUsage
 from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, group_key_of
 from runtime.objects import ObjectProblem
 
+UNSCHEDULABLE = "Unschedulable"    # the PodGroup condition, and the reason of its Warning Event
+
 log = logging.getLogger("policydsl.kube")
 
 # Binds go out pipelined (runtime.kube.pipelining), a batch per connection at a time: a few
@@ -147,7 +149,7 @@ class KubeCluster:
         self._dispatch_binds(decisions, state, counts)
         report.binding = len(decisions.bindings)
         report.status_writes = self._write_status(decisions, state, usage, counts)
-        report.events = self._record_waiting(decisions, state.pods)
+        report.events = self._record_waiting(decisions, state)
         return report
 
     def drain(self, timeout: float | None = None) -> BindTotals:
@@ -376,9 +378,24 @@ class KubeCluster:
             self.metrics.status_writes.labels(kind="Queue").inc()
         return written
 
-    def _record_waiting(self, decisions: d.Decisions, pods: Mapping[str, Pod]) -> int:
+    def _record_waiting(self, decisions: d.Decisions, state: ClusterState) -> int:
+        """Warnings for what waits: FailedScheduling on each pod, as kube-scheduler records,
+        and Unschedulable on each PodGroup whose condition says so, as vc-scheduler does (a
+        gang's figures — what it needs, what its queue may take — are the PodGroup's)."""
+        pods = state.pods
         queued = 0
         waiting: set[str] = set()
+        # A gang whose pods are still being created only waits for them (see below).
+        members_only = {group_key_of(pods[item.pod]) for item in decisions.unschedulable if item.pod in pods
+                        and item.reasons and all(r.kind == d.MEMBERS for r in item.reasons)}
+        for status in decisions.podgroups:
+            group = state.podgroups.get(status.name)
+            failed = next((c for c in status.conditions if c.type == UNSCHEDULABLE and c.status == "True"), None)
+            if group is None or failed is None or status.name in members_only:
+                continue
+            ref = InvolvedObject("PodGroup", PODGROUP_API, group.namespace, group.name, group.uid)
+            waiting.add(ref.key)
+            queued += self.events.record(ref, "Warning", UNSCHEDULABLE, failed.message)
         for item in decisions.unschedulable:
             pod = pods.get(item.pod)
             # A gang whose other pods are still being created is not failing: its PodGroup's
@@ -389,5 +406,7 @@ class KubeCluster:
             waiting.add(ref.key)
             message = "; ".join(r.message for r in item.reasons)
             queued += self.events.record(ref, "Warning", "FailedScheduling", message)
-        self.events.forget(lambda key: key in waiting or not key.startswith("Pod/"))
+        # Pods placed or gone, PodGroups gone: their next Warning is news again.
+        groups = {f"PodGroup/{g.namespace}/{g.name}/{g.uid}" for g in state.podgroups.values()}
+        self.events.forget(lambda key: key in waiting or key in groups or not key.startswith(("Pod/", "PodGroup/")))
         return queued

@@ -90,7 +90,6 @@ class CapacityPlugin(Plugin):
 
         qs.register_queue_answers(
             self, ssn, deserved=deserved, limit=self.caps, caps=self.caps, columns=self.columns,
-            over_limit=lambda queue, resource: f"queue {queue} over capability ({resource})",
             queue_order=queue_order, preemptive=preemptive, reclaimable=reclaimable)
 
 

@@ -37,8 +37,7 @@ class ProportionPlugin(Plugin):
         ssn.queue_deserved = self.limit
 
         qs.register_queue_answers(
-            self, ssn, deserved=self.limit, limit=self.limit, caps=self.caps, columns=self.columns,
-            over_limit=lambda queue, resource: f"queue {queue} would exceed its deserved {resource}")
+            self, ssn, deserved=self.limit, limit=self.limit, caps=self.caps, columns=self.columns)
 
 
 PLUGIN = ProportionPlugin

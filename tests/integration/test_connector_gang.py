@@ -66,9 +66,14 @@ def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Obj
     # Pods beyond the four that fit say why no node takes them; the others that the gang waits.
     assert any("0/4 nodes are available: 4 Insufficient cpu" in m for m in messages), messages
     assert all("Insufficient cpu" in m or "gang" in m for m in messages), messages
+    # The PodGroup carries the gang's reason too, as vc-scheduler's Unschedulable Event.
+    group_events = wait_for(lambda: objects.events_for("too-big", "PodGroup"), "an Event on the PodGroup", 10)
+    assert [(e["type"], e["reason"]) for e in group_events] == [("Warning", "Unschedulable")]
+    assert group_events[0]["message"].startswith("8/8 tasks in gang unschedulable")
     # Later cycles find the same reasons: no second Event, no second status write.
     assert all(len(es) == 1 for es in events.values())
     assert scheduler.cycle().applied.status_writes == 0
+    assert len(objects.events_for("too-big", "PodGroup")) == 1
 
 
 def test_gang_short_of_pods_says_so_on_its_podgroup_not_with_an_event_per_pod(objects: Objects, in_process) -> None:
@@ -90,6 +95,7 @@ def test_gang_short_of_pods_says_so_on_its_podgroup_not_with_an_event_per_pod(ob
                                   and objects.read_podgroup("partial"), 10, "a PodGroup condition")
     assert "gang has 2 of 3 pods" in group["status"]["conditions"][0]["message"]
     assert all(objects.events_for(p) == [] for p in pods)
+    assert objects.events_for("partial", "PodGroup") == []   # waiting for its pods is no failure
 
     objects.pod("partial-2", name, group="partial", cpu="1", memory="1Gi")
     wait_for(lambda: scheduler.sees(objects.namespace, 3), "the third pod", 10)
