@@ -167,8 +167,9 @@ def test_junit_one_testcase_per_file(tree, capsys):
     (["missing.policy"], "missing.policy: no such file or folder"),
     (["empty-folder"], "no .policy files"),
     ([], "give at least one file"),
-    (["ok.policy", "--select", "PD201,PD9"], "unknown code `PD9`"),
+    (["ok.policy", "--select", "PD206,PD9"], "unknown code `PD9`"),
     (["ok.policy", "--ignore", "PD101"], "cannot be disabled"),
+    (["ok.policy", "--ignore", "PD201"], "cannot be disabled"),      # structural
     (["ok.policy", "--config", "nope.yaml"], "no such configuration file"),
 ])
 def test_usage_errors_exit_2(tree, capsys, args, words):
@@ -180,7 +181,7 @@ def test_usage_errors_exit_2(tree, capsys, args, words):
 
 def test_bad_config_exits_2_with_its_location(tree, capsys):
     tree("team/p.policy", CLEAN)
-    tree("team/.policydsl.yaml", "lint:\n  disable: [PD201]\n  severity: {PD402: loud}\n")
+    tree("team/.policydsl.yaml", "lint:\n  disable: [PD206]\n  severity: {PD402: loud}\n")
     code, _, err = lint(capsys, "team")
     assert code == 2
     assert "team/.policydsl.yaml:3:" in err and "error[PD200]" in err and "^" in err
@@ -210,9 +211,10 @@ def test_explicit_config_and_config_fail_level(tree, capsys):
 def test_select_and_ignore(tree, capsys):
     tree("p.policy", FINDINGS)
     _, out, _ = lint(capsys, "p.policy", "--format", "json", "--select", "PD521,redundant-default")
-    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["PD521", "PD411"]
-    code, out, _ = lint(capsys, "p.policy", "--format", "json", "--ignore", "PD201", "--ignore", "PD411")
-    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["PD521"] and code == 0
+    # A structural error (PD201) is reported whatever is selected, as a compile error would be.
+    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["PD521", "PD201", "PD411"]
+    code, out, _ = lint(capsys, "p.policy", "--format", "json", "--ignore", "PD521", "--ignore", "PD411")
+    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["PD201"] and code == 1
 
 
 def test_included_file_is_linted_with_its_includer_and_alone(tree, capsys):

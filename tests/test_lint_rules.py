@@ -84,8 +84,9 @@ def test_resolve_code_takes_codes_and_names():
     assert resolve_code("pd201") == "PD201"
     assert resolve_code("duplicate-queue") == "PD201"
     assert resolve_code("PD999") is None
-    assert is_configurable("PD201") and is_configurable("PD014")
+    assert is_configurable("PD206") and is_configurable("PD014")
     assert not is_configurable("PD101")
+    assert not is_configurable("PD201")     # structural: the plan would be ambiguous
 
 
 # --- the fixture files ----------------------------------------------------------------------
@@ -188,22 +189,33 @@ def test_severity_override_select_and_fragment():
 # --- suppressions -----------------------------------------------------------------------------
 
 def test_suppression_forms_and_their_reach():
+    over = "deserved = { cpu: 4 } capability = { cpu: 2 }"
     text = HEAD + (
-        "queue a { weight = 2 }\n"
-        "queue a { weight = 3 }  # policydsl: disable=PD201\n"          # line 8: same line
-        "# policydsl: disable-next-line=PD201,PD520\n"
-        "queue a { capability = { gpu: 1 } }\n"                        # line 10: next line, two codes
-        "queue a { weight = 5 }\n"                                     # line 11: not covered
-        "# policydsl: disable=PD201\n"                                 # own line only: covers nothing below
-        "queue a { weight = 6 }\n"
+        f"queue a {{ {over} }}  # policydsl: disable=PD206\n"           # line 7: same line
+        "# policydsl: disable-next-line=PD206,PD520\n"
+        f"queue b {{ {over[:-2]}, gpu: 1 }} }}\n"                       # line 9: next line, two codes
+        f"queue c {{ {over} }}\n"                                       # line 10: not covered
+        "# policydsl: disable=PD206\n"                                 # own line only: covers nothing below
+        f"queue d {{ {over} }}\n"
     )
-    assert [(c, line) for c, line, _ in codes_at(text)] == [("PD201", 11), ("PD201", 13)]
-    whole_file = text + "# policydsl: disable-file=duplicate-queue\n"
+    assert [(c, line) for c, line, _ in codes_at(text)] == [("PD206", 10), ("PD206", 12)]
+    whole_file = text + "# policydsl: disable-file=deserved-above-capability\n"
     assert codes_at(whole_file) == []
 
 
+def test_a_structural_error_cannot_be_suppressed():
+    # Two queues of one name: which one a job's queue is cannot be told, so no comment hides it
+    # (as Ruff never lets a syntax error be ignored) and the plan is refused.
+    text = HEAD + "queue a { weight = 2 }\nqueue a { weight = 3 }  # policydsl: disable=PD201\n"
+    result = compile_text(text, "t.policy")
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [("PD201", 8), ("PD014", 8)]
+    assert "cannot be disabled" in result.diagnostics[1].message
+    assert result.plan is None
+    assert codes_at(text + "# policydsl: disable-file=PD201\n")[0][:2] == ("PD201", 8)
+
+
 def test_bad_suppression_codes_are_reported_where_they_are_written():
-    text = HEAD + "queue a { weight = 2 }  # policydsl: disable=PD201, PD77, PD101 -- why\n"
+    text = HEAD + "queue a { weight = 2 }  # policydsl: disable=PD206, PD77, PD101 -- why\n"
     found = compile_text(text, "t.policy").diagnostics
     assert [(d.code, d.span.line, d.span.column, d.span.end_column) for d in found] == [
         ("PD014", 7, 53, 57), ("PD014", 7, 59, 64)]
@@ -228,10 +240,10 @@ def test_suppression_in_one_file_does_not_reach_another(tmp_path):
 # --- configuration ----------------------------------------------------------------------------
 
 def test_config_parses_codes_names_severities_and_fail_level():
-    config = parse_config("lint:\n  disable: [PD305, unused-constant]\n  select: [PD201]\n"
+    config = parse_config("lint:\n  disable: [PD305, unused-constant]\n  select: [PD206]\n"
                           "  severity: {PD402: error, PD411: warning}\n  fail_level: warning\n")
     assert config.disabled == {"PD305", "PD530"}
-    assert config.select == {"PD201"}
+    assert config.select == {"PD206"}
     assert config.severity == {"PD402": Severity.ERROR, "PD411": Severity.WARNING}
     assert config.fail_level == Severity.WARNING
     assert parse_config("") == LintConfig(source=".policydsl.yaml")
@@ -240,7 +252,8 @@ def test_config_parses_codes_names_severities_and_fail_level():
 @pytest.mark.parametrize("text, line, words", [
     ("lint:\n  disable: [PD305]\n  bogus: 1\n", 3, "unknown key `bogus`"),
     ("lint:\n  severity:\n    PD402: fatal\n", 3, "not a severity"),
-    ("lint:\n  disable:\n    - PD201\n    - PD2O1\n", 4, "unknown code `PD2O1`"),
+    ("lint:\n  disable:\n    - PD206\n    - PD2O1\n", 4, "unknown code `PD2O1`"),
+    ("lint:\n  disable: [PD201]\n", 2, "cannot be disabled"),
     ("lint:\n  disable: [PD101]\n", 2, "cannot be disabled"),
     ("lint:\n  severity:\n    nope: error\n", 3, "unknown code `nope`"),
     ("lint:\n  disable: PD201\n", 2, "must be a list"),

@@ -71,7 +71,7 @@ DUPLICATE_ACTION = CodeInfo(
 )
 
 
-@rule(DUPLICATE_ACTION)
+@rule(DUPLICATE_ACTION, structural=True)
 def duplicate_action(ctx: LintContext) -> Iterator[Diagnostic]:
     for node in ctx.action_lists:
         seen: set[str] = set()
@@ -159,7 +159,7 @@ MULTIPLE_ACTIONS = CodeInfo(
 )
 
 
-@rule(MULTIPLE_ACTIONS)
+@rule(MULTIPLE_ACTIONS, structural=True)
 def multiple_action_lists(ctx: LintContext) -> Iterator[Diagnostic]:
     first = ctx.action_lists[0] if ctx.action_lists else None
     for node in ctx.action_lists[1:]:
@@ -203,7 +203,7 @@ CANDIDATE_RANGE = CodeInfo(
 )
 
 
-@rule(CANDIDATE_RANGE)
+@rule(CANDIDATE_RANGE, structural=True)
 def candidate_nodes_range(ctx: LintContext) -> Iterator[Diagnostic]:
     low_name, high_name = "min_candidate_nodes_absolute", "max_candidate_nodes_absolute"
     written = ctx.ir.get("action_arguments", {}).get("preempt", {})

@@ -94,7 +94,8 @@ def check_code(text: Any) -> tuple[str | None, str | None]:
         suggestion = closest(text.upper(), list(CODES)) or closest(text, [i.name for i in CODES.values()])
         return None, f"unknown code `{text}`" + (f"; did you mean `{suggestion}`?" if suggestion else "")
     if not is_configurable(code):
-        return None, f"{code} ({CODES[code].name}) is a compile error and cannot be disabled or re-graded"
+        what = "leaves the plan ambiguous or impossible" if code in RULES else "is a compile error"
+        return None, f"{code} ({CODES[code].name}) {what} and cannot be disabled or re-graded"
     return code, None
 
 

@@ -42,7 +42,7 @@ DUPLICATE_CONSTANT = CodeInfo(
 )
 
 
-@rule(DUPLICATE_CONSTANT)
+@rule(DUPLICATE_CONSTANT, structural=True)
 def duplicate_constant(ctx: LintContext) -> Iterator[Diagnostic]:
     first: dict[str, n.Const] = {}
     for const in ctx.constants:

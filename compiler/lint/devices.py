@@ -67,7 +67,7 @@ SLICE_TOO_BIG = CodeInfo(
 )
 
 
-@rule(SLICE_TOO_BIG)
+@rule(SLICE_TOO_BIG, structural=True)
 def slice_above_card_memory(ctx: LintContext) -> Iterator[Diagnostic]:
     for device in ctx.devices:
         card, piece = device.values.get("card_memory"), device.values.get("slice")
@@ -87,7 +87,7 @@ SHARING_INCOMPLETE = CodeInfo(
 )
 
 
-@rule(SHARING_INCOMPLETE)
+@rule(SHARING_INCOMPLETE, structural=True)
 def memory_sharing_incomplete(ctx: LintContext) -> Iterator[Diagnostic]:
     for device in ctx.devices:
         if not _shared(device):
@@ -134,7 +134,7 @@ DUPLICATE_DEVICE = CodeInfo(
 )
 
 
-@rule(DUPLICATE_DEVICE)
+@rule(DUPLICATE_DEVICE, structural=True)
 def duplicate_device(ctx: LintContext) -> Iterator[Diagnostic]:
     first: dict[str, DeviceView] = {}
     for device in ctx.devices:

@@ -76,6 +76,9 @@ def _configurability(info: CodeInfo) -> str:
                 f"or re-graded (`lint: severity:`).{scope}")
     if info.code < "PD2":
         return "Cannot be disabled: the policy does not compile until it is fixed."
+    if info.code in RULES and RULES[info.code].structural:
+        return ("Cannot be disabled or re-graded: it leaves the plan ambiguous or impossible, so the policy "
+                "does not compile until it is fixed (a suppression comment naming it is itself reported, PD014).")
     return "Not a lint rule: lint configuration does not apply to it."
 
 

@@ -82,7 +82,7 @@ DUPLICATE_PLUGIN = CodeInfo(
 )
 
 
-@rule(DUPLICATE_PLUGIN)
+@rule(DUPLICATE_PLUGIN, structural=True)
 def duplicate_plugin(ctx: LintContext) -> Iterator[Diagnostic]:
     first: dict[str, PluginView] = {}
     for plugin in ctx.plugins:
@@ -104,7 +104,7 @@ CONFLICTING_DEVICE_MODES = CodeInfo(
 )
 
 
-@rule(CONFLICTING_DEVICE_MODES)
+@rule(CONFLICTING_DEVICE_MODES, structural=True)
 def conflicting_device_modes(ctx: LintContext) -> Iterator[Diagnostic]:
     for plugin in ctx.known_plugins():
         on = [mode for mode in DEVICE_MODES if plugin.explicit_arguments.get(mode) is True]

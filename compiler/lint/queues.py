@@ -37,7 +37,7 @@ DUPLICATE_QUEUE = CodeInfo(
 )
 
 
-@rule(DUPLICATE_QUEUE)
+@rule(DUPLICATE_QUEUE, structural=True)
 def duplicate_queue(ctx: LintContext) -> Iterator[Diagnostic]:
     first: dict[str, QueueView] = {}
     for queue in ctx.queues:
@@ -245,7 +245,7 @@ NESTED_ROOT = CodeInfo(
 )
 
 
-@rule(NESTED_ROOT)
+@rule(NESTED_ROOT, structural=True)
 def nested_root_queue(ctx: LintContext) -> Iterator[Diagnostic]:
     for queue in ctx.queues:
         if queue.nested and queue.name == cat.ROOT_QUEUE:

@@ -27,6 +27,9 @@ class Rule:
     # True when the rule needs the complete policy (actions, every constant use, all plugins):
     # an included file linted on its own is a fragment and cannot be judged by it.
     whole_policy: bool = False
+    # True when what it finds leaves the plan ambiguous or impossible (two queues of one name:
+    # which one is it?). Like a compile error, no comment or configuration hides it.
+    structural: bool = False
 
     @property
     def code(self) -> str:
@@ -41,7 +44,7 @@ RULES: dict[str, Rule] = {}
 _ALSO_CONFIGURABLE = (BAD_SUPPRESSION.code,)
 
 
-def rule(info: CodeInfo, *, whole_policy: bool = False) -> Callable[[Check], Check]:
+def rule(info: CodeInfo, *, whole_policy: bool = False, structural: bool = False) -> Callable[[Check], Check]:
     """Register `info` as a code and the decorated function as the rule that reports it."""
 
     def register(check: Check) -> Check:
@@ -49,14 +52,16 @@ def rule(info: CodeInfo, *, whole_policy: bool = False) -> Callable[[Check], Che
             raise ValueError(f"lint rule {info.code} registered twice")
         register_code(info)
         family = check.__module__.rsplit(".", 1)[-1]
-        RULES[info.code] = Rule(info, check, family, whole_policy)
+        RULES[info.code] = Rule(info, check, family, whole_policy, structural)
         return check
 
     return register
 
 
 def is_configurable(code: str) -> bool:
-    return code in RULES or code in _ALSO_CONFIGURABLE
+    """Whether a user may disable or re-grade the code: lint rules but the structural ones
+    (Ruff does not let a syntax error be ignored either), and the suppression warning."""
+    return (code in RULES and not RULES[code].structural) or code in _ALSO_CONFIGURABLE
 
 
 def resolve_code(text: str) -> str | None:

@@ -35,7 +35,7 @@ def _blocks(ctx: LintContext) -> Iterator[tuple[str, tuple[n.Setting, ...]]]:
         yield f"device `{device.resource}`", device.node.settings
 
 
-@rule(DUPLICATE_SETTING)
+@rule(DUPLICATE_SETTING, structural=True)
 def duplicate_setting(ctx: LintContext) -> Iterator[Diagnostic]:
     for owner, settings in _blocks(ctx):
         first: dict[str, Span] = {}
@@ -67,7 +67,7 @@ def _values(value: n.Value) -> Iterator[n.Value]:
             yield from _values(entry.value)
 
 
-@rule(DUPLICATE_KEY)
+@rule(DUPLICATE_KEY, structural=True)
 def duplicate_map_key(ctx: LintContext) -> Iterator[Diagnostic]:
     roots = [c.value for c in ctx.constants]
     roots += [s.value for _, settings in _blocks(ctx) for s in settings]
