@@ -68,3 +68,19 @@ def test_without_reservations_the_reclaim_livelock_returns_and_is_flagged(monkey
     assert sum(result.evicted.values()) > 10
     assert audit["wasted"] > 0 and audit["repeats"] > 0
     assert any(f.startswith("thrashing") for f in result.findings)
+
+
+def test_policy_test_fails_a_thrashing_run_unless_it_asserts_the_thrash(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(Session, "hold_reservations", lambda ssn, now: None)
+    code, out, _ = run_cli(capsys, "test", THRASH / "reclaim.policytest.yaml")
+    assert code == 1
+    assert "thrashing:" in out and "assert wasted_evictions, repeated_evictions or traded_evictions" in out
+    # A test that states the thrash is judged by its own assertions.
+    spec = yaml.safe_load((THRASH / "reclaim.policytest.yaml").read_text())
+    spec["policy"] = str(THRASH / spec["policy"])
+    spec["snapshot"] = str(THRASH / spec["snapshot"])
+    spec["tests"] = [{"name": "the livelock, stated", "expect": [{"wasted_evictions": "> 100"}]}]
+    stated = tmp_path / "stated.policytest.yaml"
+    stated.write_text(yaml.safe_dump(spec))
+    code, out, _ = run_cli(capsys, "test", stated)
+    assert code == 0, out
