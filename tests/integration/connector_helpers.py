@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -271,13 +272,16 @@ class SchedulerProcess:
 
 class FakeKubelet:
     """Plays kubelet for one namespace: bound pods become Running (status subresource), pods
-    being deleted (evicted) go away at once. Polls; good enough for tests."""
+    being deleted (evicted) go away `termination_seconds` after it first sees them so (at once
+    by default: a container that stops on SIGTERM). Polls; good enough for tests."""
 
-    def __init__(self, api: KubeApi, namespace: str, interval: float = 0.2) -> None:
+    def __init__(self, api: KubeApi, namespace: str, interval: float = 0.2, termination_seconds: float = 0.0) -> None:
         self.api = api
         self.namespace = namespace
         self.interval = interval
+        self.termination_seconds = termination_seconds
         self.deleted: list[str] = []
+        self._terminating: dict[str, float] = {}   # pod -> when it was first seen being deleted
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -296,8 +300,10 @@ class FakeKubelet:
                 for pod in self.api.get(base)["items"]:
                     name = pod["metadata"]["name"]
                     if pod["metadata"].get("deletionTimestamp"):
-                        self.api.request("DELETE", f"{base}/{name}", query={"gracePeriodSeconds": "0"})
-                        self.deleted.append(name)
+                        since = self._terminating.setdefault(name, time.monotonic())
+                        if time.monotonic() - since >= self.termination_seconds:
+                            self.api.request("DELETE", f"{base}/{name}", query={"gracePeriodSeconds": "0"})
+                            self.deleted.append(name)
                     elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") == "Pending":
                         self.api.merge_patch(f"{base}/{name}/status", {"status": {"phase": "Running"}})
             except ApiError:
