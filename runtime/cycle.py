@@ -18,9 +18,16 @@ from runtime.kernels import load as load_kernels
 from runtime.model import PG_PENDING, ClusterState, Condition, Pod
 from runtime.plugins import registry as plugin_registry
 from runtime.session import Options, Session
-from runtime.snapshot import HELD, PENDING, SnapshotCache, build_snapshot
+from runtime.actions.eviction import wants_victims
+from runtime.snapshot import HELD, PENDING, VICTIM_ACTIONS, SnapshotCache, build_snapshot
 
-__all__ = ["Options", "CycleObserver", "run_cycle", "open_session", "collect"]
+__all__ = ["Options", "CycleObserver", "VictimsNeeded", "run_cycle", "open_session", "collect"]
+
+
+class VictimsNeeded(Exception):
+    """A cycle over a snapshot that folded settled pods, under a plan that may evict, reached
+    preempt or reclaim with a job that could evict: the settled pods may be its victims, so the
+    cycle must run again over a snapshot that lists them (Options.fold_settled=False)."""
 
 
 class CycleObserver(Protocol):
@@ -47,11 +54,20 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
               cache: SnapshotCache | None = None, observer: CycleObserver | None = None) -> d.Decisions:
     """Run the Plan's actions once over the state. The state is not changed (see
     ClusterState.apply). A PodGroup naming a queue nobody defines waits, saying so, as Volcano
-    skips such a job; the others are scheduled."""
+    skips such a job; the others are scheduled. Over a snapshot that folds settled pods, a plan
+    that may evict raises VictimsNeeded when preempt or reclaim could evict (see there)."""
     ssn = open_session(plan, state, options, cache)
     actions = action_registry()
+    folded = ssn.snap.settled is not None
     for name in plan.actions:
         started = time.perf_counter()
+        if folded and name in VICTIM_ACTIONS:
+            # Settled pods are not listed: exact only while no job could evict (then the
+            # action does nothing whoever the victims would be).
+            if wants_victims(ssn):
+                ssn.close()
+                raise VictimsNeeded(name)
+            continue
         actions[name](ssn)
         if observer is not None:
             observer.action_finished(name, time.perf_counter() - started)

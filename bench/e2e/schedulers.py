@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,8 @@ CLIENT_QPS = 10_000
 CLIENT_BURST = 10_000
 
 OUR_POLICY = binaries.REPO_ROOT / "policies" / "volcano-default.policy"
+# The same with preempt and reclaim (issue 17): what a cycle that may evict costs.
+EVICTING_POLICY = Path(__file__).with_name("volcano-evicting.policy")
 
 # Volcano's default scheduler configuration (its Helm chart's
 # volcano-scheduler.conf at the pinned release): these actions, these tiers.
@@ -163,14 +166,14 @@ def _vc_scheduler_command(launch: Launch) -> Command:
     ])
 
 
-def _ours_command(launch: Launch) -> Command:
+def _ours_command(launch: Launch, policy: Path = OUR_POLICY) -> Command:
     return Command([
         sys.executable,
         "-m",
         "policydsl",
         "run",
         "--policy",
-        str(OUR_POLICY),
+        str(policy),
         "--kubeconfig",
         str(launch.kubeconfig),
         "--scheduler-name",
@@ -242,6 +245,8 @@ SCHEDULERS: tuple[Scheduler, ...] = (
     # The same scheduler on exactly vc-scheduler's objects; on gangs it is the row above.
     replace(OURS, key="policydsl-podgroups", label="policydsl (ours), a PodGroup per pod as vc-scheduler gets",
             podgroups=workloads.EVERY_JOB, plain_only=True),
+    replace(OURS, key="policydsl-evicting", label="policydsl (ours), with preempt and reclaim",
+            command=partial(_ours_command, policy=EVICTING_POLICY)),
 )
 
 PEERS = ("kube-scheduler", "vc-scheduler")  # the report gives everyone's ratio to these

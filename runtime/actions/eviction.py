@@ -45,6 +45,19 @@ def spare(ssn: Session, j: int) -> int:
     return ready - job.min_member if job.min_member > 1 else ready
 
 
+def wants_victims(ssn: Session) -> bool:
+    """Whether preempt or reclaim could evict anything now: some admitted job has a task still
+    pending and is starving (both actions consider no other). Where none has, their answer is
+    nothing, whichever pods could be victims."""
+    gated = "enqueue" in ssn.plan.actions
+    for j in np.flatnonzero(ssn.job_pending).tolist():
+        if gated and ssn.job_phase[j] == "Pending":
+            continue
+        if ssn.job_starving(j):
+            return True
+    return False
+
+
 def victim_order(ssn: Session, victims: list[int]) -> list[int]:
     """Volcano's victim order (BuildVictimsPriorityQueue): the queue latest in queue order first,
     then the job of lowest priority, then the task of lowest priority, newest first."""

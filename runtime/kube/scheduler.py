@@ -31,14 +31,14 @@ import numpy as np
 
 from compiler.plan import Plan
 from runtime import queueshare
-from runtime.cycle import Options, run_cycle
+from runtime.cycle import Options, VictimsNeeded, run_cycle
 from runtime.decisions import Decisions
 from runtime.evictions import EvictionAudit, eviction_queues, reservation_seconds
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
 from runtime.objects import ObjectProblem, check_queues
 from runtime.session import Session
-from runtime.snapshot import UNLIMITED, SnapshotCache, folds_settled
+from runtime.snapshot import UNLIMITED, VICTIM_ACTIONS, SnapshotCache, folds_settled
 
 log = logging.getLogger("policydsl.scheduler")
 
@@ -49,6 +49,9 @@ PAUSE_SLICE_S = 0.05  # how often the pause between cycles looks at `stop`
 # API server it shares the machine with (2 measured ~10% less processor time per pod than 1 on
 # the side-by-side benchmark's gang workload, at the same latency).
 PAUSE_PER_CYCLE = 2.0
+# After a cycle that had to list the settled pods as victims, so many more list them at once
+# (a cluster preempting now is likely to preempt next cycle too) before folding is tried again.
+LIST_VICTIMS_CYCLES = 10
 FOREIGN_SCHEDULER = "<left out: unknown queue>"  # no pod's schedulerName: such pods take room, join no job
 
 
@@ -163,6 +166,7 @@ class Scheduler:
         self.last_tick = time.monotonic()
         self._started = self.last_tick
         self.audit = EvictionAudit()   # clocked in seconds since start, windowed by reservation_seconds
+        self._list_victims = 0         # cycles left that list settled pods for a plan that may evict
         self._last_error: str | None = None
         self._last_error_logged = 0.0
         self.metrics.set_active_policy(plan.name, plan.revision)
@@ -270,12 +274,28 @@ class Scheduler:
         plan = self._take_plan()  # the swap point: one Plan for the whole cycle
         started = time.perf_counter()
         self._work_arrived.clear()  # before the snapshot: what arrives after it starts the next cycle
-        state = self.cluster.snapshot(fold_settled=folds_settled(plan, self.options.fold_settled))
+        fold = folds_settled(plan, self.options.fold_settled)
+        # A plan that may evict folds settled pods too, while no job could evict (the cycle
+        # raises VictimsNeeded otherwise, and runs again over the listed pods); after a cycle
+        # that needed them, the next few list them at once.
+        optimistic = (not fold and self.options.fold_settled is None and not self._list_victims
+                      and bool(set(plan.actions) & VICTIM_ACTIONS))
+        state = self.cluster.snapshot(fold_settled=fold or optimistic)
         self._drop_invalid(state, plan)
         record = CycleRecord()
         snapshotted = time.perf_counter()
-        options = dataclasses.replace(self.options, now=time.time())   # reservations' clock
-        decisions = run_cycle(plan, state, options, self._snapshot_cache, observer=record)
+        options = dataclasses.replace(self.options, now=time.time(),   # reservations' clock
+                                      fold_settled=True if optimistic else self.options.fold_settled)
+        try:
+            decisions = run_cycle(plan, state, options, self._snapshot_cache, observer=record)
+            self._list_victims = max(0, self._list_victims - 1)
+        except VictimsNeeded:
+            self._list_victims = LIST_VICTIMS_CYCLES
+            state = self.cluster.snapshot(fold_settled=False)
+            self._drop_invalid(state, plan)
+            record = CycleRecord()
+            decisions = run_cycle(plan, state, dataclasses.replace(options, fold_settled=False),
+                                  self._snapshot_cache, observer=record)
         decided = time.perf_counter()
         applied = self.cluster.apply(decisions, state, record.usage) if self.leading() else ApplyReport()
         seconds = time.perf_counter() - started

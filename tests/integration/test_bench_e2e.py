@@ -88,18 +88,20 @@ def test_ours_binds_every_pod_of_a_plain_and_a_gang_workload_at_scale_002(tmp_pa
     # The test above runs the peers; this one runs ours (`policydsl run` as a subprocess) on a
     # plain workload and a gang one, at the scale CI affords: 200 pods, then 40 gangs of 8.
     results_json = tmp_path / "results.json"
-    done = _harness("--scale", "0.02", "--only", "policydsl,ceiling,a,b", "--ceiling-concurrency", "8",
-                    "--timeout", "60", "--workdir", str(tmp_path / "work"), "--json", str(results_json))
+    done = _harness("--scale", "0.02", "--only", "policydsl,policydsl-evicting,ceiling,a,b", "--ceiling-concurrency",
+                    "8", "--timeout", "60", "--workdir", str(tmp_path / "work"), "--json", str(results_json))
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(results_json.read_text())["results"]
     assert [(r["workload"], r["scheduler"]) for r in runs] == [
-        ("a", "ceiling"), ("a", "policydsl"), ("b", "ceiling"), ("b", "policydsl")]
+        (w, s) for w in "ab" for s in ("ceiling", "policydsl", "policydsl-evicting")]
     for run in runs:
         assert run["error"] == "" and not run["timed_out"], run
         assert run["bound"] == run["pods"] == {"a": 200, "b": 320}[run["workload"]], run
-    for run in (r for r in runs if r["scheduler"] == "policydsl"):
+    for run in (r for r in runs if r["scheduler"].startswith("policydsl")):
         assert run["requests_by_kind"]["POST pods/binding"] == run["pods"], run  # each pod bound once
+        assert not any("eviction" in kind for kind in run["requests_by_kind"]), run    # nothing to evict for
     assert "| policydsl (ours) | 320/320 |" in done.stdout
+    assert "| policydsl (ours), with preempt and reclaim | 320/320 |" in done.stdout
 
 
 def test_a_missing_scheduler_binary_says_how_to_build_it(tmp_path: Path) -> None:

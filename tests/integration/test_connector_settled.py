@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from runtime_helpers import STANDARD_TIERS, policy
 
-from runtime.cycle import Options, open_session, run_cycle
+from runtime.cycle import Options, VictimsNeeded, open_session, run_cycle
 from runtime.kube.cache import NODES, PODGROUPS, PODS, ClusterCache
 from runtime.kube.settled import Gang, gang_settles
 from runtime.kube.status import pod_counts, podgroup_update, queue_phases
@@ -24,7 +24,9 @@ from runtime.snapshot import SnapshotCache, build_snapshot
 from .connector_helpers import pod_body
 
 OURS = "volcano"
-PLAN = policy(STANDARD_TIERS + "queue q1 { weight = 2 }\nqueue q2 { weight = 1 capability = { cpu: 6 } }\n")
+QUEUES = "queue q1 { weight = 2 }\nqueue q2 { weight = 1 capability = { cpu: 6 } }\n"
+PLAN = policy(STANDARD_TIERS + QUEUES)
+EVICTING = policy(STANDARD_TIERS + QUEUES, actions="enqueue, allocate, preempt, reclaim, backfill")
 NODE_NAMES = ("n0", "n1")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -190,10 +192,10 @@ class Feed:
             self.cache.record_podgroup_status(name, status)
 
 
-def outcome(cache: ClusterCache, state: ClusterState, options: Options) -> dict:
+def outcome(cache: ClusterCache, state: ClusterState, options: Options, plan=PLAN) -> dict:
     """Everything a cycle on `state` changes or reports: decisions, status writes, queue totals."""
-    decisions = run_cycle(PLAN, state, options)
-    ssn = open_session(PLAN, state, options)
+    decisions = run_cycle(plan, state, options)
+    ssn = open_session(plan, state, options)
     return {
         "bindings": decisions.bindings, "evictions": decisions.evictions, "pipelined": decisions.pipelined,
         "unschedulable": decisions.unschedulable, "writes": status_writes(cache, state, decisions),
@@ -254,6 +256,44 @@ def test_settled_gangs_schedule_and_write_as_listed_ones(pure: bool, start: list
         assert outcome(feed.cache, counted, options) == outcome(feed.cache, listed, options)
 
     feed.play(start + changes, after_each=compare)
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+@SETTINGS
+@given(script=steps)
+def test_a_plan_that_may_evict_folds_only_while_no_job_could_evict(pure: bool, script: list[tuple]) -> None:
+    # Folded, a cycle of a plan with preempt and reclaim either decides exactly what it decides
+    # over the listed pods, or says the settled pods may be victims (the connector then lists
+    # them and runs again).
+    feed = Feed()
+    folded, listed_options = Options(pure_python=pure, fold_settled=True), Options(pure_python=pure)
+
+    def compare() -> None:
+        counted, listed = feed.cache.snapshot(fold_settled=True), feed.cache.snapshot()
+        try:
+            got = outcome(feed.cache, counted, folded, EVICTING)
+        except VictimsNeeded:
+            event("victims needed")
+            return
+        event("folded")
+        assert got == outcome(feed.cache, listed, listed_options, EVICTING)
+
+    feed.play(script, after_each=compare)
+
+
+def test_a_preemptor_makes_a_folded_cycle_ask_for_its_victims() -> None:
+    feed = Feed()
+    feed.play([("upsert", i, pod_object(i, scheduler=OURS, node=NODE_NAMES[i % 2], phase="Running", group=None,
+                                        queue="q1", cpu="2", releasing=False, cards=False)) for i in range(8)])
+    assert len(feed.cache.snapshot(fold_settled=True).pods) == 0          # both nodes full, all settled
+    urgent = pod_object(9, scheduler=OURS, node=None, phase="Pending", group=None, queue="q1", cpu="4",
+                        releasing=False, cards=False)
+    urgent["spec"]["priority"] = 1000
+    feed.play([("upsert", 9, urgent)])
+    with pytest.raises(VictimsNeeded):
+        run_cycle(EVICTING, feed.cache.snapshot(fold_settled=True), Options(fold_settled=True))
+    listed = run_cycle(EVICTING, feed.cache.snapshot(), Options())
+    assert len(listed.evictions) == 2 and set(listed.pipelined) == {"ns/p9"}
 
 
 def gang_state(cache: ClusterCache) -> tuple[list[str], dict[str, int]]:
