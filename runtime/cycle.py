@@ -80,6 +80,8 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
 
 def held_reason(pod: Pod) -> d.Reason:
     """Why a pod is never placed as it is (Snapshot status HELD)."""
+    if pod.bind_refused:
+        return d.Reason(d.BIND, pod.bind_refused)
     if pod.scheduling_gates:
         gates = " ".join(pod.scheduling_gates)
         return d.Reason(d.GATED, f"waiting for scheduling gates: [{gates}]", {"gates": list(pod.scheduling_gates)})

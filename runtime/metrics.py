@@ -72,10 +72,13 @@ class Metrics:
                                   registry=r)
         self.reservations_released = Counter(f"{PREFIX}_reservations_released",
                                              "Reservations that ended without a binding.", registry=r)
-        self.bind_errors = Counter(f"{PREFIX}_bind_errors", "Binds that failed after retries.", registry=r)
-        self.bind_dropped = Counter(f"{PREFIX}_bind_dropped",
-                                    "Binds dropped because the pod was deleted or bound elsewhere meanwhile.",
-                                    registry=r)
+        self.bind_errors = Counter(f"{PREFIX}_bind_errors",
+                                  "Binds that failed after retries (no answer, 429, 5xx): tried again next cycle.",
+                                  registry=r)
+        self.bind_refused = Counter(f"{PREFIX}_bind_refused",
+                                    "Binds the API server refused for good, by HTTP status (404 deleted, 409 bound "
+                                    "elsewhere, 403 forbidden, 422 invalid): the pod is held back until it changes.",
+                                    ["code"], registry=r)
         self.watch_restarts = Counter(f"{PREFIX}_watch_restarts",
                                       "Watches started again (reason: error = connection lost, expired = 410 Gone).",
                                       ["resource", "reason"], registry=r)

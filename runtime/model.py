@@ -253,6 +253,9 @@ class Pod:
     # A field of the pod the scheduler does not evaluate (e.g. "spec.resourceClaims"): the pod
     # waits, with a reason naming it, rather than be placed as if the field were not there.
     unsupported: str | None = None
+    # Why the connector holds the pod back: the API server refused its Binding for good (403,
+    # 404, 409, 422). It waits, saying so, until the pod changes or the hold's backoff passes.
+    bind_refused: str | None = None
     # status.nominatedNodeName: the node whose room, being freed by victims, is held for it; and
     # since when (seconds, the cycle clock), for the reservation's time limit.
     nominated_node: str | None = None

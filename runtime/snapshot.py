@@ -36,7 +36,7 @@ PIPELINED = 2       # placed on room that releasing pods will free
 BOUND = 3           # running or bound
 RELEASING = 4       # being evicted / terminating, still holds its node's resources
 SUCCEEDED = 5       # finished: holds nothing, still counts for its gang
-HELD = 6            # waiting, but never to be placed as it is: scheduling gates, a field not evaluated
+HELD = 6            # waiting, but never to be placed as it is: scheduling gates, a field not evaluated, a refused bind
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
 
 BASE_RESOURCES = ("cpu", "memory", "pods")

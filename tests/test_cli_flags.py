@@ -60,6 +60,7 @@ BAD = [
     (["run", "--policy", POLICY, "--kubeconfig", ""], "argument --kubeconfig: the kubeconfig path must not be empty"),
     (["run", "--policy", POLICY, "--cluster", ""], "argument --cluster: the cluster must not be empty"),
     (RUN + ["--log-level", "loud"], "argument --log-level: invalid choice: 'loud'"),
+    (RUN + ["--log-format", "yaml"], "argument --log-format: invalid choice: 'yaml'"),
     # simulate and diff: counts, durations (checked by the simulator's own parser), names, paths
     (SIMULATE[:-1] + ["0"], "argument --cycles: `0` is below 1"),
     (["simulate", POLICY, "--until", "nan"], "--until: `nan` is not a finite duration"),

@@ -71,11 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cycles", type=count(0), default=0, metavar="N",
                         help="stop after N cycles (default, 0: run until stopped)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"],
+                        help="text lines, or one JSON object per line with the pod, PodGroup, queue or node a line "
+                             "is about as fields (default: text)")
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from runtime.logformat import configure
+
+    configure(args.log_level, args.log_format)
     log = logging.getLogger("policydsl.run")
     # urllib3 warns on every retried connection; the cache and the writers say what matters.
     logging.getLogger("urllib3").setLevel(logging.ERROR)

@@ -94,6 +94,7 @@ class ClusterCache:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._bad_objects: dict[str, str] = {}  # key -> resourceVersion already reported
+        self._terminating: set[str] = set()  # namespaces being deleted: nothing new can be created in them
         self._on_work: Callable[[], None] = lambda: None
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -203,6 +204,12 @@ class ClusterCache:
         """The status of a Queue *object* of the cluster (None for queues only the policy has)."""
         with self._lock:
             return self._queue_status.get(name) if name in self._state.queues else None
+
+    def terminating_namespaces(self) -> frozenset[str]:
+        """Namespaces being deleted (deletionTimestamp set): the API server refuses Bindings and
+        Events in them."""
+        with self._lock:
+            return frozenset(self._terminating)
 
     def queue_objects(self) -> list[str]:
         with self._lock:
@@ -353,6 +360,7 @@ class ClusterCache:
                 self._classes = {}
             elif resource is NAMESPACES:
                 st.namespaces = {}
+                self._terminating = set()
             for item in items:
                 self._upsert(resource, item)
             if resource is PODS:  # drop overlays the listed state already shows (or never will)
@@ -408,6 +416,10 @@ class ClusterCache:
             elif resource is NAMESPACES:
                 name, labels = convert.namespace_from(obj)
                 st.namespaces[name] = labels
+                if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                    self._terminating.add(name)
+                else:
+                    self._terminating.discard(name)
         except convert.ObjectError as err:
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             if self._bad_objects.get(key) != version:
@@ -435,6 +447,7 @@ class ClusterCache:
             self._refresh_classes()
         elif resource is NAMESPACES:
             st.namespaces.pop(key, None)
+            self._terminating.discard(key)
 
     def _forget_pod(self, key: str) -> None:
         self._state.pods.pop(key, None)
