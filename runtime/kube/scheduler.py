@@ -169,6 +169,7 @@ class Scheduler:
         self._list_victims = 0         # cycles left that list settled pods for a plan that may evict
         self._last_error: str | None = None
         self._last_error_logged = 0.0
+        self._failing_since: float | None = None  # cycles have raised since then (monotonic)
         self.metrics.set_active_policy(plan.name, plan.revision)
         cluster.on_work(self._on_work)
 
@@ -232,7 +233,10 @@ class Scheduler:
                 ran = True
                 try:
                     self.run_once()
-                    self._last_error = None
+                    if self._failing_since is not None:
+                        log.info("scheduling cycles succeed again after %.0f s of failures (last: %s)",
+                                 time.monotonic() - self._failing_since, self._last_error)
+                    self._last_error = self._failing_since = None
                 except Exception as err:  # a bad cycle must not end the scheduler: log, count, go on
                     self.metrics.cycle_errors.inc()
                     self._log_failure(err)
@@ -262,6 +266,8 @@ class Scheduler:
         """The traceback once; the same failure again only every ERROR_LOG_EVERY_S."""
         text = f"{type(err).__name__}: {err}"
         now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
         if text != self._last_error:
             log.exception("scheduling cycle %d failed (policy revision %s)", self.cycles + 1, self._plan.revision)
         elif now - self._last_error_logged >= ERROR_LOG_EVERY_S:

@@ -188,3 +188,46 @@ def test_a_gang_with_a_member_refused_for_good_says_bind_failed_and_keeps_its_bo
     bind_failed = wait_for(lambda: [e for e in objects.events_for("job", "PodGroup") if e["reason"] == "BindFailed"],
                            "the BindFailed Event on the PodGroup", 10)
     assert len(bind_failed) == 1
+
+
+def test_an_api_server_outage_is_a_few_lines_not_one_per_pod_per_cycle(
+        objects: Objects, kube_cluster, tmp_path) -> None:
+    # Issue 20: 22 s down with 500 pods pending wrote 8,268 WARNING lines (about 380 a second,
+    # growing with the pods waiting). Here the binds of 500 pods fail for 20 s: the policy that
+    # lets them bind goes live (a reload needs no API server) just after the server stops.
+    import time
+
+    from runtime import devcluster
+
+    from .connector_helpers import GANG_POLICY, AssignmentRecorder, SchedulerProcess
+
+    name = unique_scheduler_name()
+    for i in range(4):
+        objects.node(f"{objects.namespace}-n{i}", cpu="64", memory="256Gi", pods="200")
+    for g in range(100):
+        objects.gang(f"g{g}", 5, name, cpu="100m", memory="64Mi")
+    closed = GANG_POLICY + "queue default {\n  state = closed\n}\n"
+    directory = kube_cluster.cluster.directory
+    with AssignmentRecorder(objects.api, objects.namespace) as recorder, \
+            SchedulerProcess(tmp_path, closed, kube_cluster.kubeconfig, name) as scheduler:
+        scheduler.wait_ready()
+        wait_for(lambda: "queue default is closed" in str(objects.read_podgroup("g99").get("status")),
+                 "the gangs waiting on the closed queue", 30)
+        devcluster.stop_apiserver(directory)
+        try:
+            marker = len(scheduler.log())
+            scheduler.policy.write_text(GANG_POLICY)     # reloaded from the file: binds start failing
+            time.sleep(20.0)
+        finally:
+            devcluster.start_apiserver(directory)
+        wait_for(lambda: len(objects.bound()) == 500, "all 500 pods bound after the outage", 90, interval=0.5)
+        time.sleep(6.0)   # the failure classes end once quiet for 5 s
+        outage = scheduler.log()[marker:]
+        assert scheduler.proc is not None and scheduler.proc.poll() is None
+    warned = [line for line in outage.splitlines() if " WARNING " in line]
+    binds = [line for line in warned if "binds failing" in line]
+    assert sum("binds failing: no answer" in line for line in binds) == 1, outage[-5000:]
+    assert 1 <= sum("binds failing for" in line for line in binds) <= 3, binds
+    assert "binds succeed again after" in outage
+    assert len(warned) <= 40, f"{len(warned)} WARNING lines:\n" + "\n".join(warned[:60])
+    assert recorder.twice() == {}
