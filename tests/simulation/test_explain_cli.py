@@ -105,7 +105,10 @@ def test_not_admitted_by_enqueue(tmp_path, capsys):
     assert code == 0
     result = json.loads(out)
     [cause] = result["causes"]
-    assert cause["kind"] == "enqueue" and "overcommitted on cpu" in cause["message"]
+    assert cause["kind"] == "enqueue"
+    # The binding limit with its figures: 4 cpu × Volcano's 1.2 overcommit, nothing used yet.
+    assert cause["message"] == ("job needs cpu 100 (minResources); the cluster may admit 4800m more "
+                                "(cluster 4 × 1.2 overcommit, used 0, inqueue 0)")
     assert result["phase"] == "Pending"
 
 
