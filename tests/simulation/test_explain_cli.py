@@ -49,7 +49,7 @@ def test_queue_over_capability(tmp_path, capsys):
     code, out, _ = explain(capsys, tmp_path, objects, "ns/job", "--policy", policy)
     assert code == 0
     assert out.startswith("PodGroup ns/job (queue small, minMember 3): phase Pending after one cycle; 3 pods, 3 wait")
-    assert ("- queue limit: job needs cpu 3 (minResources); queue small may admit 2 (capability 2, cluster 8, "
+    assert ("- queue limit: job needs cpu 3 (minResources); queue small may admit 2 more (capability 2, cluster 8, "
             "deserved 2, allocated 0, inqueue 0, elastic 0) (3 pods)") in out
 
 
