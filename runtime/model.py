@@ -5,8 +5,9 @@ and what `runtime.cycle.run_cycle` reads. It knows nothing about the Plan: the s
 the two. Resource maps are {resource: int base units} (cpu in millicores, memory in bytes).
 
 State transitions a simulator needs:
-- `apply(decisions)`: bindings make pods run on their node, evictions mark pods releasing,
-  PodGroup phases and conditions are recorded;
+- `apply(decisions)`: bindings make pods run on their node (their claims bound first, as the
+  PV controller and a provisioner would: runtime.storage.bind_claims), evictions mark pods
+  releasing, PodGroup phases and conditions are recorded;
 - `advance()`: releasing pods leave (as a kubelet would after the grace period);
 - `complete_pod(key)`: a pod finished, it frees its node's resources but still counts for its
   gang (Succeeded);
@@ -469,6 +470,9 @@ class ClusterState:
             pod = self.pods.get(binding.pod)
             if pod is None or pod.node_name is not None:
                 continue
+            if binding.pod in decisions.volumes:
+                from runtime.storage import bind_claims   # runtime.storage reads this module's types
+                bind_claims(self, decisions.volumes[binding.pod], binding.node)
             pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
             pod.phase = RUNNING

@@ -14,9 +14,14 @@ keeps its pod waiting with kube-scheduler's words.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from runtime.model import LabelSelector, Pod, SelectorTerm
+from runtime.model import LabelSelector, MatchExpression, Pod, SelectorTerm
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.decisions import VolumeChoice
+    from runtime.model import ClusterState
 
 # Annotations and names of the PV controller and the scheduler's volume binder.
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -351,3 +356,44 @@ def volume_snapshot(storage: Storage, task_pods: list[Pod], waiting: Iterable[in
                               and READ_WRITE_ONCE_POD not in u.claim.access_modes else (u.mode, u.key)
                               for u in resolved)
     return VolumeSnapshot(storage, uses, held, placed_volumes, class_keys)
+
+
+# --- the simulator's PV controller and provisioner -------------------------------------------
+
+def bind_claims(state: "ClusterState", choices: Iterable["VolumeChoice"], node: str) -> None:
+    """Make a placement's volume choices true at once, as the PV controller (static PVs: the
+    claim bound to the PV whose claimRef the scheduler wrote) and a provisioner (a new PV for a
+    claim whose node was selected) would on a cluster. A provisioned volume is reachable from
+    the nodes that share the selected node's values of the keys its class's allowedTopologies
+    name, else from the selected node alone (a simulator cannot know the driver's topology; the
+    narrower guess never lets a later pod where the volume could not follow)."""
+    storage = state.storage
+    target = state.nodes.get(node)
+    for choice in choices:
+        claim = storage.claims.get(choice.claim)
+        if claim is None or claim.fully_bound:
+            continue
+        ref = ClaimRef(claim.namespace, claim.name, claim.uid)
+        if choice.volume is not None:
+            pv = storage.volumes.get(choice.volume)
+            if pv is None:
+                continue
+            storage.volumes[pv.name] = replace(pv, claim_ref=ref, phase=CLAIM_BOUND)
+            name = pv.name
+        else:
+            cls = storage.class_of(claim)
+            keys = [e.key for term in (cls.allowed_topologies if cls else ()) for e in term]
+            labels = target.labels if target is not None else {}
+            if keys and all(k in labels for k in keys):
+                affinity: tuple[SelectorTerm, ...] = (tuple(MatchExpression(k, "In", (labels[k],))
+                                                            for k in dict.fromkeys(keys)),)
+            else:
+                affinity = ((MatchExpression("metadata.name", "In", (node,), field=True),),)
+            name = f"pvc-{claim.uid}"
+            driver = cls.provisioner if cls is not None else ""
+            storage.volumes[name] = PersistentVolume(
+                name=name, capacity=claim.request, access_modes=claim.access_modes,
+                storage_class=claim.storage_class or "", volume_mode=claim.volume_mode, node_affinity=affinity,
+                claim_ref=ref, phase=CLAIM_BOUND, csi_driver=driver, volume_handle=name if driver else "")
+        storage.claims[claim.key] = replace(claim, volume_name=name, phase=CLAIM_BOUND,
+                                            annotations={**claim.annotations, BIND_COMPLETED: "yes"})
