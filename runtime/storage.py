@@ -84,6 +84,7 @@ class PersistentVolume:
     volume_handle: str = ""
     deleting: bool = False
     uid: str = ""
+    resource_version: str = ""                     # a write's precondition (runtime/kube/volumes.py)
 
     def bound_to(self, claim: "PersistentVolumeClaim") -> bool:
         """Pre-bound or bound to this claim (its namespace and name, and uid when the ref has one)."""
@@ -107,6 +108,7 @@ class PersistentVolumeClaim:
     annotations: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
     owner_uid: str = ""                            # the controller ownerReference's uid
+    resource_version: str = ""
 
     @property
     def key(self) -> str:

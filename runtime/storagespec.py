@@ -125,6 +125,7 @@ def read_volume(obj: dict) -> PersistentVolume:
         volume_mode=_volume_mode(spec, "spec"), node_affinity=affinity, claim_ref=claim_ref, phase=phase,
         labels=kf.strings(meta.get("labels"), "metadata.labels"), csi_driver=driver, volume_handle=handle,
         deleting=bool(meta.get("deletionTimestamp")), uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 
@@ -155,6 +156,7 @@ def read_claim(obj: dict, default_class: str | None = None) -> PersistentVolumeC
         volume_mode=_volume_mode(spec, "spec"), selector=label_selector(spec.get("selector"), "spec.selector"),
         annotations=annotations, deleting=bool(meta.get("deletionTimestamp")),
         owner_uid=str(owner.get("uid") or "") if owner else "",
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 
