@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runtime.decisions import VolumeChoice
+from runtime.decisions import NODES, VOLUME, Reason, VolumeChoice
 from runtime.model import SelectorTerm
 from runtime.plugins.predicates import label_exists, label_match, terms_mask
 from runtime.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session, StatefulRule
@@ -46,6 +46,14 @@ NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_MISSING = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 ZONE_CONFLICT = "node(s) had no available volume zone"
+STORAGE_MESSAGES = frozenset({RWOP_MESSAGE, LIMIT_MESSAGE, NODE_CONFLICT, BIND_CONFLICT, PV_MISSING, ZONE_CONFLICT})
+
+
+def waits_on_storage(reason: Reason) -> bool:
+    """Whether a waiting reason is (partly) the pod's storage: its claims hold it from every
+    node, or some nodes failed it for its volumes."""
+    return reason.kind == VOLUME or (reason.kind == NODES and any(m in STORAGE_MESSAGES
+                                                                   for m in reason.details.get("counts", {})))
 
 
 @dataclass
