@@ -42,6 +42,9 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     assert settled["identical_decisions"] is True
     placed = {settled[name]["placements"] for name in ("listed", "folded", "counted")}
     assert placed == {settled["waiting"]}
+    storage = result["storage"]
+    assert storage["volumes_checked"] is True and storage["identical_decisions"] is True
+    assert storage["claims"] == storage["pods"] // 10 and storage["static_volumes"] > 0 and storage["provisioned"] > 0
 
 
 @pytest.mark.parametrize("write", ["configmap", "replace", "inplace"])

@@ -36,6 +36,7 @@ from runtime.kube.cache import ClusterCache
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.scheduler import ApplyReport
+from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
 from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, group_key_of
@@ -87,7 +88,7 @@ class _GangBinds:
 class KubeCluster:
     def __init__(self, api: KubeApi, scheduler_name: str, *, identity: str, metrics: Metrics | None = None,
                  may_write: Callable[[], bool] = lambda: True, bind_connections: int = BIND_CONNECTIONS,
-                 event_rate: float = 20.0, event_burst: int = 200) -> None:
+                 event_rate: float = 20.0, event_burst: int = 200, volume_bind_timeout: float = BIND_TIMEOUT_S) -> None:
         self.api = api
         self.metrics = metrics or Metrics()
         self.bind_connections = bind_connections
@@ -105,14 +106,23 @@ class KubeCluster:
         self._totals = BindTotals()
         self._condition_due: dict[str, float] = {}  # PodGroup key -> when its condition change was first due
         self._queue_written: dict[str, float] = {}  # Queue name -> when its status was last written
+        # Pods whose claims are bound first (runtime/kube/volumes.py): bound, or given back as a
+        # failed bind, once their claims are.
+        self.volumes = VolumeBinds(
+            api, self.cache, self.writes, may_write=may_write, timeout=volume_bind_timeout,
+            bind=lambda binding, pod, gang: self.binds.submit(self._bind_batch, [(binding, pod, gang)]),
+            give_back=lambda binding, pod, gang, why: self._bind_settled(
+                BindOutcome(binding.pod, binding.node, FAILED, why), pod, gang))
 
     # --- ClusterConnection -------------------------------------------------------------------
     def start(self) -> None:
         self.cache.start()
         self.events.start()
+        self.volumes.start()
 
     def stop(self) -> None:
         """Let binds in flight answer, then stop writing and watching."""
+        self.volumes.stop()
         self.drain(timeout=60.0)
         self.events.stop()
         self.binds.shutdown(wait=True)
@@ -209,9 +219,13 @@ class KubeCluster:
             pod = state.pods.get(binding.pod)
             # Assumed before the request goes out: the next cycle may start before it answers.
             self.cache.assume_bound(binding.pod, binding.node, device_annotations(binding))
-            items.append((binding, pod, gangs.get(group_key_of(pod)) if pod is not None else None))
+            gang = gangs.get(group_key_of(pod)) if pod is not None else None
+            if pod is not None and binding.pod in decisions.volumes:   # its claims are bound first
+                self.volumes.add(binding, pod, gang, decisions.volumes[binding.pod])
+                continue
+            items.append((binding, pod, gang))
         # Spread over every connection, none deeper than BIND_PIPELINE_DEPTH.
-        size = min(BIND_PIPELINE_DEPTH, -(-len(items) // self.bind_connections))
+        size = max(1, min(BIND_PIPELINE_DEPTH, -(-len(items) // self.bind_connections)))
         for lo in range(0, len(items), size):
             self.binds.submit(self._bind_batch, items[lo:lo + size])
 

@@ -107,6 +107,8 @@ class Metrics:
     samples: tuple[Sample, ...] = field(default=(), repr=False)
     # Evictions that bought nothing, pods evicted again, queues trading room (runtime.evictions).
     eviction_audit: dict = field(default_factory=dict)
+    # Pods still waiting at the end whose reasons name their storage (runtime.rules.volumes).
+    storage_waiting: int = 0
 
     @property
     def thrashing(self) -> bool:
@@ -124,6 +126,7 @@ class Metrics:
             "gang_violation_details": [{"time": v.time, "job": v.job, "running": v.running, "min_member": v.min_member}
                                        for v in self.gang_violations[:20]],
             "eviction_audit": dict(self.eviction_audit), "thrashing": self.thrashing,
+            "storage_waiting": self.storage_waiting,
         }
 
 
