@@ -25,7 +25,13 @@ HTML = "text/html; charset=utf-8"
 API = "/api/v1"
 
 
-def _json(status: int, document: object) -> tuple[int, bytes, str]:
+ERROR_PREFIX = "policydsl: "   # `message` of our errors: told apart from the API server's own through its proxy
+
+
+def _json(status: int, document: dict) -> tuple[int, bytes, str]:
+    if "error" in document:
+        hint = f"; did you mean {document['suggestion']}?" if document.get("suggestion") else ""
+        document = {**document, "message": ERROR_PREFIX + document["error"] + hint}
     return status, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), JSON
 
 
