@@ -19,6 +19,7 @@ samples (HISTORY_SAMPLES, one every HISTORY_EVERY_S: the last hour).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -30,7 +31,7 @@ import numpy as np
 
 from compiler.quantities import format_base_units, readable_base_units
 from runtime import decisions as d
-from runtime.model import PG_PENDING, ClusterState, group_key_of
+from runtime.model import PG_PENDING, PG_RUNNING, ClusterState, group_key_of
 from runtime.queueshare import real_capability
 from runtime.queueshare import share as queue_share
 from runtime.snapshot import PENDING, UNLIMITED
@@ -200,17 +201,17 @@ def session_facts(ssn) -> SessionFacts:
                                          snap.task_keys[t] if t is not None else None))
         pending[snap.queues[q].name] = tuple(entries)
         counts[q] = (len(js), sum(1 for j in js if j in tried), int(waiting_per_job[js].sum()))
-    phases: dict[int, dict[str, int]] = {}
-    for job in snap.jobs:
-        if job.queue >= 0 and not job.implicit:
-            per = phases.setdefault(job.queue, {})
-            per[ssn.job_phase[job.index]] = per.get(ssn.job_phase[job.index], 0) + 1
     rows = []
-    depth = {0: -1}
+
+    def depth_of(q: int) -> int:   # queue indices need not list parents first
+        n, parent = 0, snap.queues[q].parent
+        while parent > 0:
+            n, parent = n + 1, snap.queues[parent].parent
+        return n
+
     for q, info in enumerate(snap.queues):
         if q == 0:   # root: the cluster
             continue
-        depth[q] = depth.get(info.parent, -1) + 1
         allocated = {resources[r]: int(ssn.queue_allocated[q][r]) for r in columns}
         deserved = borrowed = share = None
         if ssn.queue_deserved is not None:
@@ -221,7 +222,7 @@ def session_facts(ssn) -> SessionFacts:
         pending_jobs, unschedulable_jobs, waiting_pods = counts.get(q, (0, 0, 0))
         real = real_capability(ssn, q)
         rows.append(QueueRow(
-            name=info.name, parent=snap.queues[info.parent].name if info.parent > 0 else None, depth=depth[q],
+            name=info.name, parent=snap.queues[info.parent].name if info.parent > 0 else None, depth=depth_of(q),
             weight=int(info.weight), priority=int(info.priority), open=bool(info.open),
             reclaimable=bool(info.reclaimable), declared_in_policy=bool(info.declared_in_policy),
             allocated=allocated, request={resources[r]: int(ssn.queue_request[q][r]) for r in columns},
@@ -231,7 +232,7 @@ def session_facts(ssn) -> SessionFacts:
             capability={resources[r]: int(snap.capability[q][r]) for r in columns
                         if snap.capability[q][r] < UNLIMITED},
             borrowed=borrowed, share=share, pending_jobs=pending_jobs, unschedulable_jobs=unschedulable_jobs,
-            waiting_pods=waiting_pods, podgroups=dict(sorted(phases.get(q, {}).items()))))
+            waiting_pods=waiting_pods, podgroups={}))
     rows = _tree_order(rows)
     used = ssn.used
     nodes = tuple(NodeUse(name, bool(snap.schedulable[i]),
@@ -251,6 +252,30 @@ def session_facts(ssn) -> SessionFacts:
                                  int(((tasks > 0) & ~whole).sum()), int(inv.card_memory[mine].sum()),
                                  int(inv.used_memory[mine].sum())))
     return SessionFacts(names, tuple(rows), pending, nodes, tuple(cards), tuple(snap.devices))
+
+
+def with_podgroup_phases(facts: SessionFacts, decisions: d.Decisions, state: ClusterState) -> SessionFacts:
+    """Each queue's PodGroups per phase after the cycle (the phases it decided, as the Queue
+    status says them), and the settled gangs the state only counts, which are Running."""
+    counts: dict[str, dict[str, int]] = {}
+    decided = set()
+    for status in decisions.podgroups:
+        group = state.podgroups.get(status.name)
+        if group is None:
+            continue
+        decided.add(status.name)
+        per = counts.setdefault(group.queue, {})
+        per[status.phase] = per.get(status.phase, 0) + 1
+    for key, group in state.podgroups.items():
+        if key not in decided:
+            per = counts.setdefault(group.queue, {})
+            per[group.phase] = per.get(group.phase, 0) + 1
+    for queue, settled in (state.settled.groups if state.settled is not None else {}).items():
+        per = counts.setdefault(queue, {})
+        per[PG_RUNNING] = per.get(PG_RUNNING, 0) + settled
+    rows = tuple(dataclasses.replace(row, podgroups=dict(sorted(counts.get(row.name, {}).items())))
+                 for row in facts.queues)
+    return dataclasses.replace(facts, queues=rows)
 
 
 def _tree_order(rows: list[QueueRow]) -> list[QueueRow]:

@@ -164,7 +164,7 @@ def offline_view(args: argparse.Namespace, api: Any, command: str, why: str):
 
     from runtime.kube.cache import ClusterCache
     from runtime.kube.scheduler import CycleRecord
-    from runtime.observe import CycleView
+    from runtime.observe import CycleView, with_podgroup_phases
     from runtime.cycle import Options, run_cycle
     from runtime.simulation.inputs import InputError, compile_policy
     from runtime.simulation.scenarios import DEFAULT_POLICY
@@ -197,8 +197,9 @@ def offline_view(args: argparse.Namespace, api: Any, command: str, why: str):
     started = time.perf_counter()
     decisions = run_cycle(plan, state, Options(scheduler_name=args.scheduler_name, now=time.time()),
                           observer=record)
+    facts = with_podgroup_phases(record.facts, decisions, state) if record.facts is not None else None
     return CycleView(0, plan.revision, plan.name, time.time(), time.perf_counter() - started,
-                     args.scheduler_name, state, decisions, record.facts)
+                     args.scheduler_name, state, decisions, facts)
 
 
 def print_document(document: Any, output: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.commands.flags import kube_name
 from policydsl.commands.live import add_connection_arguments, print_document
 
 HELP = "list a queue's pending jobs in the order the next cycle considers them, with why each waits"
@@ -18,8 +17,15 @@ DESCRIPTION = (
 )
 
 
+def queue_name(text: str) -> str:
+    """A queue's name: the policy's (letters, digits, `_`, `-`) or a Queue object's (a path segment)."""
+    if not text.strip() or "/" in text or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"`{text}` is not a queue name")
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("queue", type=kube_name("queue name"), metavar="QUEUE", help="the queue")
+    parser.add_argument("queue", type=queue_name, metavar="QUEUE", help="the queue")
     add_connection_arguments(parser)
     parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
                         help="output format (default table)")

@@ -37,7 +37,7 @@ from runtime.evictions import EvictionAudit, eviction_queues, reservation_second
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
 from runtime.objects import ObjectProblem, check_queues
-from runtime.observe import CycleView, LiveView, SessionFacts, session_facts
+from runtime.observe import CycleView, LiveView, SessionFacts, session_facts, with_podgroup_phases
 from runtime.session import Session
 from runtime.snapshot import UNLIMITED, SnapshotCache, folds_settled
 
@@ -303,6 +303,7 @@ class Scheduler:
         m.pods_waiting.set(len(decisions.unschedulable))
         m.set_queues(record.usage)
         if record.facts is not None:
+            record.facts = with_podgroup_phases(record.facts, decisions, state)
             m.set_queue_jobs(record.facts.queues)
             if m.volcano is not None:
                 m.volcano.cycle(seconds, record.actions, record.facts, decisions, state, time.time())
