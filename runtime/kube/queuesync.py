@@ -16,6 +16,7 @@ comes back), a GET per queue the first time it is seen, and writes only for what
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ QUEUE_API = "scheduling.volcano.sh/v1beta1"
 SHADOWED = "ShadowedByPolicy"
 SYNC_EVERY_S = 30.0
 ROOT = "root"
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")   # DNS-1123 subdomain
 
 
 def _quantities(resources: Mapping[str, int] | None) -> dict[str, Any] | None:
@@ -101,6 +103,13 @@ class QueuePublisher:
             self._checked.clear()
         present = set(self.existing())
         for name, queue in desired_queues(plan).items():
+            if not _OBJECT_NAME.match(name) or len(name) > 253:
+                if self._checked.get(name) != plan.revision:
+                    log.warning("queue %s of policy %s is not published as a Queue object: Kubernetes names "
+                                "are lowercase letters, digits, '-' and '.' (the scheduler still runs it, and "
+                                "PodGroups may name it)", name, plan.name)
+                    self._checked[name] = plan.revision
+                continue
             try:
                 if name not in present:
                     self._create(plan, queue)

@@ -155,8 +155,8 @@ tier {
   plugin proportion
   plugin predicates
 }
-queue team_a { weight = 3  capability = { cpu: 8, memory: 16Gi }  guarantee = { cpu: 2 } }
-queue team_b {
+queue teama { weight = 3  capability = { cpu: 8, memory: 16Gi }  guarantee = { cpu: 2 } }
+queue teamb {
   weight = 1
   state = closed
   queue nested { weight = 2 }
@@ -172,50 +172,58 @@ def plan():
 
 def test_a_policy_queue_becomes_a_volcano_queue_spec() -> None:
     queues = {q.name: q for q in plan().queues}
-    assert queue_spec(queues["team_a"]) == {"weight": 3, "reclaimable": True,
+    assert queue_spec(queues["teama"]) == {"weight": 3, "reclaimable": True,
                                             "capability": {"cpu": 8, "memory": "16Gi"},
                                             "guarantee": {"resource": {"cpu": 2}}}
-    assert queue_spec(queues["nested"])["parent"] == "team_b"
+    assert queue_spec(queues["nested"])["parent"] == "teamb"
 
 
 def test_absent_queues_are_created_and_a_shadowing_object_is_told() -> None:
-    user_made = {"metadata": {"name": "team_b", "uid": "u-1", "labels": {}}, "spec": {"weight": 9}}
-    api = FakeApi({"/apis/scheduling.volcano.sh/v1beta1/queues/team_b": user_made})
+    user_made = {"metadata": {"name": "teamb", "uid": "u-1", "labels": {}}, "spec": {"weight": 9}}
+    api = FakeApi({"/apis/scheduling.volcano.sh/v1beta1/queues/teamb": user_made})
     events = FakeEvents()
-    cached = ["team_b", "default"]
+    cached = ["teamb", "default"]
     publisher = QueuePublisher(api, events, lambda: cached)
     publisher.sync(plan())
     created = [(path, body) for method, path, body, _ in api.calls if method == "POST"]
-    assert [body["metadata"]["name"] for _, body in created] == ["team_a", "nested"]
+    assert [body["metadata"]["name"] for _, body in created] == ["teama", "nested"]
     assert created[0][1]["metadata"]["labels"] == {MANAGED_BY: "policydsl"}
     assert created[0][1]["spec"]["weight"] == 3
     states = {path: body for method, path, body, _ in api.calls if method == "PATCH" and path.endswith("/status")}
-    assert states["/apis/scheduling.volcano.sh/v1beta1/queues/team_a/status"] == {"status": {"state": "Open"}}
+    assert states["/apis/scheduling.volcano.sh/v1beta1/queues/teama/status"] == {"status": {"state": "Open"}}
     (event,) = events.recorded
     obj, type_, reason, message = event
-    assert (obj.kind, obj.name, obj.namespace, obj.uid, type_, reason) == ("Queue", "team_b", "", "u-1",
+    assert (obj.kind, obj.name, obj.namespace, obj.uid, type_, reason) == ("Queue", "teamb", "", "u-1",
                                                                             "Warning", SHADOWED)
-    assert "policy teams declares queue team_b" in message and "weight 1" in message and "closed" in message
-    assert publisher.shadowed == ["team_b"] and publisher.created == ["team_a", "nested"]
+    assert "policy teams declares queue teamb" in message and "weight 1" in message and "closed" in message
+    assert publisher.shadowed == ["teamb"] and publisher.created == ["teama", "nested"]
     # The same revision again, the cache showing what was created: nothing asked, nothing told.
-    cached += ["team_a", "nested"]
+    cached += ["teama", "nested"]
     calls, told = len(api.calls), len(events.recorded)
     publisher.sync(plan())
     assert api.calls[calls:] == [] and len(events.recorded) == told
 
 
 def test_a_managed_queue_whose_spec_drifted_is_set_back() -> None:
-    ours = {"metadata": {"name": "team_a", "labels": {MANAGED_BY: "policydsl"}},
+    ours = {"metadata": {"name": "teama", "labels": {MANAGED_BY: "policydsl"}},
             "spec": {"weight": 1, "reclaimable": True, "capability": {"cpu": 8, "memory": "16Gi"},
                      "guarantee": {"resource": {"cpu": 2}}, "parent": "elsewhere"},
             "status": {"state": "Open"}}
-    api = FakeApi({"/apis/scheduling.volcano.sh/v1beta1/queues/team_a": ours})
-    publisher = QueuePublisher(api, FakeEvents(), lambda: ["team_a", "team_b", "nested"])
+    api = FakeApi({"/apis/scheduling.volcano.sh/v1beta1/queues/teama": ours})
+    publisher = QueuePublisher(api, FakeEvents(), lambda: ["teama", "teamb", "nested"])
     publisher.sync(plan())
     patches = [body for method, path, body, _ in api.calls
-               if method == "PATCH" and path == "/apis/scheduling.volcano.sh/v1beta1/queues/team_a"]
+               if method == "PATCH" and path == "/apis/scheduling.volcano.sh/v1beta1/queues/teama"]
     assert patches == [{"spec": {"weight": 3, "reclaimable": True, "capability": {"cpu": 8, "memory": "16Gi"},
                                  "guarantee": {"resource": {"cpu": 2}}, "parent": None}}]
+
+
+def test_a_queue_whose_name_no_object_can_have_is_not_published() -> None:
+    api = FakeApi()
+    text = POLICY.replace("queue teama", "queue team_a")
+    compilation = compile_text(text, "teams.policy")
+    QueuePublisher(api, FakeEvents(), lambda: ["teamb", "nested"]).sync(compilation.plan)
+    assert not [c for c in api.calls if "team_a" in c[1] or "team_a" in str(c[2])]
 
 
 @pytest.mark.parametrize("may_write", [False])
