@@ -20,7 +20,7 @@ from runtime.observe import CycleView, HistorySample, LiveView, QueueRow
 REFRESH_S = 5
 PENDING_SHOWN = 20                 # per queue
 NODES_SHOWN = 50                   # the busiest
-PLOT_W, PLOT_H = 640, 180
+PLOT_W, PLOT_H = 560, 180
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
 

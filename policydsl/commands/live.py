@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,6 +26,7 @@ from policydsl.commands.flags import kube_name, nonempty
 
 DEFAULT_SERVICE = "policydsl-system/policydsl-scheduler-metrics:metrics"
 TIMEOUT_S = 10.0
+STANDBY_RETRIES = 6   # through a Service of two replicas, one a standby: 1 in 64 misses the leader
 _SERVICE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9]*[a-z0-9])?)(:[-a-z0-9]+)?$")
 
 
@@ -71,7 +73,8 @@ class Unreachable(Exception):
 
 
 class Refused(Exception):
-    """The scheduler answered with an error for this request (4xx): the message is for the user."""
+    """The scheduler answered with an error for this request (4xx; 503 before its first cycle):
+    the message is for the user."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -90,9 +93,21 @@ class Source:
         return self.url or f"service {self.service} through the API server"
 
     def get(self, path: str) -> dict:
-        if self.url is not None:
-            return _get_url(self.url + path)
-        return _get_proxy(self.api, self.service, path)
+        """The scheduler's answer. A replica that has run no cycle (a standby: only the leader
+        schedules) answers 503; through a Service the next request may reach the leader, so a few
+        more are made before the answer counts as no scheduler."""
+        for attempt in range(STANDBY_RETRIES + 1):
+            try:
+                if self.url is not None:
+                    return _get_url(self.url + path)
+                return _get_proxy(self.api, self.service, path)
+            except Refused as err:
+                if err.status != 503:
+                    raise
+                if attempt == STANDBY_RETRIES or self.url is not None:
+                    raise Unreachable(f"{self.describe()}: {err}") from None
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
 
 
 def _get_url(url: str) -> dict:
@@ -120,7 +135,7 @@ def _get_proxy(api: Any, service: str, path: str) -> dict:
     except ApiError as err:
         # The proxy passes the scheduler's own 4xx through (its message says it is ours); anything
         # else (no such Service, no endpoint, 503) means no scheduler answered.
-        if 400 <= err.status < 500 and err.message.startswith(ERROR_PREFIX):
+        if (400 <= err.status < 500 or err.status == 503) and err.message.startswith(ERROR_PREFIX):
             raise Refused(err.status, err.message[len(ERROR_PREFIX):]) from None
         raise Unreachable(f"service {service}: {err}") from None
     except ValueError as err:   # not JSON: something else answered

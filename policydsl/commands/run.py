@@ -57,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: on)")
     election = parser.add_argument_group("leader election")
     election.add_argument("--leader-elect", action="store_true", help="only the holder of the Lease schedules")
-    election.add_argument("--lease-namespace", default="kube-system", type=kube_name("namespace", label=True),
-                          help="namespace of the Lease (default: kube-system)")
+    election.add_argument("--lease-namespace", default="policydsl-system", type=kube_name("namespace", label=True),
+                          help="namespace of the Lease (default: policydsl-system, as deploy/ installs it)")
     election.add_argument("--lease-name", default="policydsl-scheduler", type=kube_name("Lease name"),
                           help="name of the Lease (default: policydsl-scheduler)")
     election.add_argument("--lease-duration", type=duration, default=15.0, metavar="DURATION",
