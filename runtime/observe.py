@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -159,9 +160,35 @@ class SessionFacts:
     resources: tuple[str, ...]
     queues: tuple[QueueRow, ...]
     pending: Mapping[str, tuple[_PendingEntry, ...]]
-    nodes: tuple[NodeUse, ...]
-    cards: tuple[CardUse, ...]
-    card_inventories: tuple[Any, ...]   # runtime.snapshot.DeviceInventory, for fragmentation
+    # Nodes and cards as the session's arrays (copied: a few KB); rows only when somebody asks.
+    node_names: tuple[str, ...] = ()
+    schedulable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    allocatable: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))   # (N, resources)
+    used: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    card_inventories: tuple[Any, ...] = ()   # runtime.snapshot.DeviceInventory: card use, fragmentation
+
+    @cached_property
+    def nodes(self) -> tuple[NodeUse, ...]:
+        names = self.resources
+        return tuple(NodeUse(name, bool(self.schedulable[i]), dict(zip(names, self.allocatable[i].tolist())),
+                             dict(zip(names, self.used[i].tolist())))
+                     for i, name in enumerate(self.node_names))
+
+    @cached_property
+    def cards(self) -> tuple[CardUse, ...]:
+        out = []
+        for inv in self.card_inventories:
+            if not len(inv.card_node):
+                continue
+            for i in np.unique(inv.card_node).tolist():
+                mine = inv.card_node == i
+                whole = inv.whole[mine]
+                tasks = inv.tasks[mine]
+                out.append(CardUse(self.node_names[i], inv.plan.resource, int(mine.sum()),
+                                   int(((tasks == 0) & ~whole).sum()), int(whole.sum()),
+                                   int(((tasks > 0) & ~whole).sum()), int(inv.card_memory[mine].sum()),
+                                   int(inv.used_memory[mine].sum())))
+        return tuple(out)
 
 
 def session_facts(ssn) -> SessionFacts:
@@ -175,9 +202,8 @@ def session_facts(ssn) -> SessionFacts:
     waiting = np.flatnonzero(status == PENDING)
     waiting_per_job = np.bincount(snap.task_job[waiting], minlength=len(snap.jobs)) if len(snap.jobs) else \
         np.zeros(0, dtype=np.int64)
-    first_waiting: dict[int, int] = {}
-    for t, j in zip(waiting.tolist(), snap.task_job[waiting].tolist()):
-        first_waiting.setdefault(j, t)
+    jobs_of_waiting, first_at = np.unique(snap.task_job[waiting], return_index=True)
+    first_waiting = dict(zip(jobs_of_waiting.tolist(), waiting[first_at].tolist()))
     by_queue: dict[int, list[int]] = {}
     for job in snap.jobs:
         j = job.index
@@ -234,24 +260,12 @@ def session_facts(ssn) -> SessionFacts:
             borrowed=borrowed, share=share, pending_jobs=pending_jobs, unschedulable_jobs=unschedulable_jobs,
             waiting_pods=waiting_pods, podgroups={}))
     rows = _tree_order(rows)
-    used = ssn.used
-    nodes = tuple(NodeUse(name, bool(snap.schedulable[i]),
-                          {resources[r]: int(snap.allocatable[i][r]) for r in columns},
-                          {resources[r]: int(used[i][r]) for r in columns})
-                  for i, name in enumerate(snap.node_names))
-    cards = []
-    for inv in snap.devices:
-        if not len(inv.card_node):
-            continue
-        for i in np.unique(inv.card_node).tolist():
-            mine = inv.card_node == i
-            whole = inv.whole[mine]
-            tasks = inv.tasks[mine]
-            cards.append(CardUse(snap.node_names[i], inv.plan.resource, int(mine.sum()),
-                                 int(((tasks == 0) & ~whole).sum()), int(whole.sum()),
-                                 int(((tasks > 0) & ~whole).sum()), int(inv.card_memory[mine].sum()),
-                                 int(inv.used_memory[mine].sum())))
-    return SessionFacts(names, tuple(rows), pending, nodes, tuple(cards), tuple(snap.devices))
+    cols = np.array(columns, dtype=np.int64)
+    return SessionFacts(names, tuple(rows), pending, tuple(snap.node_names), snap.schedulable.copy(),
+                        snap.allocatable[:, cols].copy() if len(cols) else np.zeros((len(snap.node_names), 0),
+                                                                                    dtype=np.int64),
+                        ssn.used[:, cols].copy() if len(cols) else np.zeros((len(snap.node_names), 0), dtype=np.int64),
+                        tuple(snap.devices))
 
 
 def with_podgroup_phases(facts: SessionFacts, decisions: d.Decisions, state: ClusterState) -> SessionFacts:

@@ -346,3 +346,31 @@ def test_the_commands_ask_a_running_scheduler(state, capsys) -> None:
 def test_an_unreachable_scheduler_without_a_cluster_is_exit_2(capsys) -> None:
     code, out, err = run_cli(capsys, "queues", "--scheduler", "http://127.0.0.1:1")
     assert code == 2 and out == "" and "did not answer" in err and "Traceback" not in err
+
+
+def test_the_dashboard_shows_card_use_and_fragmentation(tmp_path: Path) -> None:
+    """Two 40 GB cards each holding a 25 GB slice: 30 GB idle in all, none of it on one card, so a
+    20 GB slice waits; the dashboard counts the cards shared and the card memory fragmented."""
+    from runtime import dashboard
+    from sim_helpers import POLICIES
+
+    card_node = node("pcie", cpu="16", memory="64Gi", labels={"nvidia.com/gpu.product": "NVIDIA-A100-PCIE-40GB"},
+                     **{"nvidia.com/gpu-40gb": "2", "nvidia.com/gpu-40gb-memory": "80Gi"})
+    objects = [card_node]
+    for card in (0, 1):
+        running = pod(f"model-{card}", node_name="pcie", **{"nvidia.com/gpu-40gb-memory": "25Gi"})
+        running["metadata"]["annotations"]["volcano.sh/gpu-index"] = str(card)
+        objects.append(running)
+    objects.append(pod("late", **{"nvidia.com/gpu-40gb-memory": "20Gi"}))
+    state = load_path(write_objects(tmp_path / "cards.yaml", objects))
+    plan = plan_of((POLICIES / "gpu-sharing.policy").read_text())
+    view, _ = run_live(state, plan)
+    (cards,) = [c for c in view.last.facts.cards if c.resource == "nvidia.com/gpu-40gb"]
+    assert (cards.node, cards.cards, cards.shared, cards.idle, cards.whole) == ("pcie", 2, 2, 0, 0)
+    assert view.last.fragmentation()["nvidia.com/gpu-40gb-memory"] == pytest.approx(1.0)
+    page = dashboard.render(view).decode()
+    table = page[page.index('id="cards"'):page.index("</table>", page.index('id="cards"'))]
+    assert "<td>pcie</td><td>nvidia.com/gpu-40gb</td>" in table
+    use = page[page.index('id="utilization"'):page.index("</table>", page.index('id="utilization"'))]
+    row = use[use.index("<td>nvidia.com/gpu-40gb-memory</td>"):]
+    assert row[:row.index("</tr>")].endswith('<td class="num">100%</td>')   # fragmented free: all of it
