@@ -24,8 +24,7 @@ PLOT_W, PLOT_H = 560, 180
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
 
-_cache_lock = threading.Lock()
-_cache: dict[int, tuple[tuple, bytes]] = {}
+_cache_lock = threading.Lock()   # the HTTP server answers on several threads
 
 
 def h(value: Any) -> str:
@@ -38,12 +37,12 @@ def render(view: LiveView, policy: Mapping[str, Any] | None = None) -> bytes:
     key = (last.number if last is not None else -1, len(view.history()), len(view.reloads()),
            (policy or {}).get("revision"), ((policy or {}).get("last_reload") or {}).get("at"))
     with _cache_lock:
-        cached = _cache.get(id(view))
+        cached = getattr(view, "_page_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
     page = _page(view, last, policy).encode()
     with _cache_lock:
-        _cache[id(view)] = (key, page)
+        view._page_cache = (key, page)   # one page per view: the last cycle's
     return page
 
 
