@@ -101,3 +101,9 @@ def test_the_dashboard_load_keeps_fetching_the_dashboard_and_reports() -> None:
     with pytest.raises(ValueError, match="loopback"):
         DashboardLoad("http://10.0.0.1:8080", rate=1)
     assert main(["http://example.com:80", "--seconds", "1"]) == 2
+
+
+def test_views_cost_runs_both_ways() -> None:
+    _, result = run_script("views_cost.py", "--nodes", "4", "--gangs", "10", "--size", "4", "--repeat", "1")
+    assert result["placed"] == 32 and result["waiting"] == 8     # 4 nodes of 8 cpu: 8 of the 10 gangs of 4 x 1 cpu
+    assert set(result["cycle_cpu_ms"]) == {"views_off", "views_on"} and result["dashboard_render_ms"] >= 0
