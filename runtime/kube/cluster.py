@@ -37,6 +37,8 @@ from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.scheduler import ApplyReport
 from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
+from runtime.kube.podconditions import PodCondition, PodConditionWriter
+from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
 from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, group_key_of
@@ -88,7 +90,8 @@ class _GangBinds:
 class KubeCluster:
     def __init__(self, api: KubeApi, scheduler_name: str, *, identity: str, metrics: Metrics | None = None,
                  may_write: Callable[[], bool] = lambda: True, bind_connections: int = BIND_CONNECTIONS,
-                 event_rate: float = 20.0, event_burst: int = 200, volume_bind_timeout: float = BIND_TIMEOUT_S) -> None:
+                 event_rate: float = 20.0, event_burst: int = 200, volume_bind_timeout: float = BIND_TIMEOUT_S,
+                 pod_conditions: bool = True, publish_queues: bool = True) -> None:
         self.api = api
         self.metrics = metrics or Metrics()
         self.bind_connections = bind_connections
@@ -113,6 +116,11 @@ class KubeCluster:
             bind=lambda binding, pod, gang: self.binds.submit(self._bind_batch, [(binding, pod, gang)]),
             give_back=lambda binding, pod, gang, why: self._bind_settled(
                 BindOutcome(binding.pod, binding.node, FAILED, why), pod, gang))
+        # The autoscaler contract (podconditions.py) and the policy's queues as objects (queuesync.py).
+        self.pod_conditions = PodConditionWriter(api, may_write=may_write) if pod_conditions else None
+        self.queue_publisher = QueuePublisher(api, self.events, self.cache.queue_objects, may_write=may_write) \
+            if publish_queues else None
+        self._published: tuple[str, float] | None = None  # (revision, when) of the last queue sync
 
     # --- ClusterConnection -------------------------------------------------------------------
     def start(self) -> None:
@@ -160,7 +168,25 @@ class KubeCluster:
         report.binding = len(decisions.bindings)
         report.status_writes = self._write_status(decisions, state, usage, counts)
         report.events = self._record_waiting(decisions, state)
+        report.status_writes += self._write_pod_conditions(decisions, state)
         return report
+
+    def publish_policy(self, plan) -> None:
+        """Create or correct the policy's Queue objects: at a new revision and every SYNC_EVERY_S."""
+        if self.queue_publisher is None:
+            return
+        now = time.monotonic()
+        if self._published is not None and self._published[0] == plan.revision and \
+                now - self._published[1] < SYNC_EVERY_S:
+            return
+        with self._lock:
+            if "QueueSync/" in self._busy:
+                return
+            self._in_flight += 1
+            self._busy.add("QueueSync/")
+        force = self._published is not None and self._published[0] != plan.revision
+        self._published = (plan.revision, now)
+        self.writes.submit(self._write_one, "QueueSync/", partial(self.queue_publisher.sync, plan, force=force))
 
     def drain(self, timeout: float | None = None) -> BindTotals:
         """Wait until every dispatched bind and status write answered; the bind outcomes since
@@ -371,6 +397,30 @@ class KubeCluster:
         for key, write in writes:
             self.writes.submit(self._write_one, key, write)
         return len(writes)
+
+    def _write_pod_conditions(self, decisions: d.Decisions, state: ClusterState) -> int:
+        """PodScheduled=False on the pods that wait (podconditions.py); how many writes went out."""
+        if self.pod_conditions is None or not (decisions.unschedulable or decisions.pipelined):
+            return 0
+        with self._lock:
+            busy = {key for key in self._busy if key.startswith("PodCondition/")}
+        due = self.pod_conditions.due(decisions, state, lambda key: f"PodCondition/{key}" in busy)
+        if not due:
+            return 0
+        with self._lock:
+            self._in_flight += len(due)
+            self._busy.update(f"PodCondition/{c.pod}" for c in due)
+        for condition in due:
+            self.writes.submit(self._write_one, f"PodCondition/{condition.pod}",
+                               partial(self._write_pod_condition, condition))
+        return len(due)
+
+    def _write_pod_condition(self, condition: PodCondition) -> bool:
+        assert self.pod_conditions is not None
+        written = self.pod_conditions.write(condition)
+        if written:
+            self.metrics.status_writes.labels(kind="Pod").inc()
+        return written
 
     def _write_one(self, key: str, write: Callable[[], bool]) -> None:
         try:

@@ -60,6 +60,7 @@ class Sample:
     waiting: dict[str, int]             # leaf queue -> pods waiting
     fragmentation: dict[str, float]     # resource -> fragmented part of free (only while pods wait)
     fairness: float | None              # Jain's index over queues with waiting pods
+    evictions: int = 0                  # evictions so far (cumulative)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,8 @@ class Recorder:
         fragmentation = self._fragmentation(state, used_by_node, resources, shapes) if shapes else {}
         if waiting_requests:
             fragmentation.update(_card_fragmentation(snap, waiting_requests))
-        self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness))
+        self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
+                                   self.evictions))
 
     @staticmethod
     def _fragmentation(state: ClusterState, used_by_node, resources: list[str],

@@ -125,10 +125,18 @@ def test_report_writes_a_page_with_inline_svg_plots(tmp_path, capsys):
     assert code == 0
     page = (folder / "index.html").read_text()
     assert str(folder / "index.html") in err
-    assert page.count("<svg") == 3 and page.count("</svg>") == 3
-    for title in ("Utilization over time", "Queue shares over time", "Wait distribution per queue"):
+    assert page.count("<svg") == 5 and page.count("</svg>") == 5
+    for title in ("Utilization over time", "Queue shares over time", "Pods waiting over time", "Evictions so far",
+                  "Wait distribution per queue"):
         assert title in page
-    assert page.count("<polyline") >= 5          # resources, queue shares and deserved, wait CDFs
+    assert page.count("<polyline") >= 7          # resources, queue shares and deserved, waiting, evictions, CDFs
+    # The header says what made it: the policy's revision and the command.
+    from runtime.simulation.inputs import compile_policy
+
+    revision = compile_policy(str(POLICIES / "colocation.policy")).revision
+    assert f"Policy revision <code>{revision}</code>" in page
+    assert f"policydsl simulate {POLICIES / 'colocation.policy'} --until 30m --report {folder}" in page
+    assert 'class="plots"' in page and 'width="100%"' in page    # laid out to the page's width
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
 
 
