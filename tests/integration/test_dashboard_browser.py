@@ -78,7 +78,7 @@ def test_the_dashboard_shows_the_queue_tree_a_pending_reason_and_a_plot(
             assert rows[team].find_elements(By.CSS_SELECTOR, "svg line.capability")
             job = driver.find_element(By.CSS_SELECTOR, f'tr.pending-job[data-job="{objects.namespace}/wide"]')
             reason = job.find_element(By.CSS_SELECTOR, "td.reason").text
-            assert f"queue {team} may allocate 2 (capability 2" in reason, reason
+            assert f"queue {team} may allocate 2 more (capability 2" in reason, reason
             plot = driver.find_element(By.ID, "plot-pending")
             series = plot.find_elements(By.CSS_SELECTOR, ".series")
             assert team in {s.get_attribute("data-series") for s in series}

@@ -84,7 +84,7 @@ def test_a_waiting_gang_says_why_everywhere(tmp_path: Path, objects: Objects, ku
             condition = found[pod]
             assert condition["reason"] == "Unschedulable", condition
             assert f"3/3 tasks in gang unschedulable" in condition["message"], condition
-            assert f"queue {team} may allocate 4 (capability 4" in condition["message"], condition
+            assert f"queue {team} may allocate 4 more (capability 4" in condition["message"], condition
         assert found["partial-0"]["reason"] == "Unschedulable"
         assert found["partial-0"]["message"].startswith("waiting for the other pods of its gang to be created: "
                                                         "gang has 1 of 3 pods"), found["partial-0"]

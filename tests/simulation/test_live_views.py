@@ -87,7 +87,7 @@ def test_live_explain_says_what_offline_explain_says(state, target) -> None:
 def test_a_waiting_gang_explains_with_the_queue_figures(state) -> None:
     view, _ = run_live(state)
     text = "\n".join(view.last.explain("ns/big").lines())
-    assert "queue team_a may allocate 4666m (capability 6, cluster 8, deserved 4666m, guarantee 1" in text, text
+    assert "queue team_a may allocate 2666m more (capability 6, cluster 8, deserved 4666m, guarantee 1" in text, text
 
 
 def test_the_reasons_index_is_bounded(state, monkeypatch) -> None:
@@ -196,7 +196,7 @@ def test_the_dashboard_shows_queues_reasons_plots_and_is_rendered_once_per_cycle
     text = page.decode()
     tree = text[text.index('id="queue-tree"'):text.index("</table>", text.index('id="queue-tree"'))]
     assert all(f'data-queue="{q}"' in tree for q in ("team_a", "team_b", "research", "nested"))
-    assert "queue team_a may allocate 4666m" in text     # a pending job's reason, with its figures
+    assert "queue team_a may allocate 2666m more" in text     # a pending job's reason, with its figures
     plot = text[text.index('id="plot-shares"'):]
     assert plot.count('<polyline class="series"') >= 3   # one line per leaf queue, three samples each
     assert dashboard.render(view, {"name": "live", "revision": view.last.revision, "version": 1}) is page
