@@ -25,6 +25,13 @@
    (maxSkew 1, DoNotSchedule), a third plain; placements per second, against the same cycle with
    the rules left out of the pods, in one run (`cost` = with ÷ without). The compiled and the
    pure-Python paths must decide alike (checked, at a tenth of the size).
+7. Storage: section 1's cycle where a tenth of the pods (every tenth gang) carry a delayed-binding
+   claim (WaitForFirstConsumer): half of those of a local class, one static PV pinned to each
+   node (so each placement also picks the smallest PV its node offers, reserved for the cycle),
+   half of a class that provisions in two of the three zones; against the same cycle with the
+   claims left out, in one run (`cost` = with ÷ without). Checked: every pod placed, no PV for two
+   claims, each local claim's PV on its pod's node; the compiled and pure-Python paths decide
+   alike (at a tenth of the size).
 
 The machine may be shared: best-of-N is the figure, and the load average at the start and
 the spread (median, worst) say how noisy the run was. The cluster state is frozen out of the
@@ -55,10 +62,13 @@ from runtime.cycle import Options, collect, open_session  # noqa: E402
 from runtime.actions import registry as actions  # noqa: E402
 from runtime.kube.settled import SettledLedger  # noqa: E402
 from runtime.model import (  # noqa: E402
-    QUEUE_ANNOTATION, ClusterState, LabelSelector, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint,
+    QUEUE_ANNOTATION, ClusterState, LabelSelector, MatchExpression, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint,
     settles,
 )
 from runtime.snapshot import SnapshotCache, build_snapshot  # noqa: E402
+from runtime.storage import (  # noqa: E402
+    WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim, PodClaim, StorageClass,
+)
 
 QUEUES = 20
 POLICY = """policy "bench" version 1
@@ -203,6 +213,64 @@ def rules_cycles(plan, nodes: int, pods: int, zones: int, repeat: int) -> dict:
                      "placements_per_s": round(placed / seconds), "phases": parts}
     out["cost"] = round(out["with"]["cycle_s"] / out["without"]["cycle_s"], 2)
     small = make_rules_cluster(max(nodes // 10, zones), max(pods // 10, 30), zones, True)
+    decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
+    out["identical_decisions"] = decided[0] == decided[1]
+    return out
+
+
+def make_storage_cluster(nodes: int, pods: int, jobs: int, with_claims: bool) -> ClusterState:
+    """Section 7's cluster: section 1's, every tenth gang's pods each with a delayed claim of its
+    own (alternately local and provisioned), one local PV of 100Gi per node."""
+    state = make_cluster(nodes, pods, jobs)
+    if not with_claims:
+        return state
+    st = state.storage
+    st.classes["local"] = StorageClass("local", "kubernetes.io/no-provisioner", WAIT_FOR_FIRST_CONSUMER)
+    st.classes["zonal"] = StorageClass("zonal", "disk.csi.example.com", WAIT_FOR_FIRST_CONSUMER,
+                                       ((MatchExpression("zone", "In", ("z0", "z1")),),))
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        st.volumes[f"pv-{n:05d}"] = PersistentVolume(
+            f"pv-{n:05d}", 100 * GiB, ("ReadWriteOnce",), "local",
+            node_affinity=((MatchExpression("metadata.name", "In", (name,), field=True),),))
+    for key, pod in state.pods.items():
+        job = int(pod.group.split("-")[1])
+        if job % 10:
+            continue
+        cls = "local" if (job // 10) % 2 == 0 else "zonal"
+        claim = f"data-{pod.name}"
+        st.claims[f"bench/{claim}"] = PersistentVolumeClaim("bench", claim, uid=f"c-{pod.uid}", storage_class=cls,
+                                                            access_modes=("ReadWriteOnce",), request=10 * GiB)
+        pod.volumes = (PodClaim("data", claim),)
+    return state
+
+
+def storage_cycles(plan, nodes: int, pods: int, jobs: int, repeat: int) -> dict:
+    """Section 7: best compiled cycle with and without the claims; the volume invariants of the
+    decisions; both paths alike."""
+    out: dict = {"nodes": nodes, "pods": pods, "claims": 0}
+    checked = True
+    for name, with_claims in (("without", False), ("with", True)):
+        state = make_storage_cluster(nodes, pods, jobs, with_claims)
+        freeze_state()
+        cache = SnapshotCache()
+        one_cycle(plan, state, False, cache)
+        (seconds, placed, parts, decisions), _, cpu = best_of(plan, state, False, cache, repeat)
+        out[name] = {"cycle_s": round(seconds, 4), "cycle_cpu_s": round(cpu, 4), "placements": placed,
+                     "placements_per_s": round(placed / seconds), "phases": parts}
+        if with_claims:
+            out["claims"] = len(state.storage.claims)
+            nodes_of = {b.pod: b.node for b in decisions.bindings}
+            picked = [(c.volume, nodes_of[pod]) for pod, choices in decisions.volumes.items() for c in choices]
+            static = [v for v, _ in picked if v]
+            checked &= placed == pods and len(decisions.volumes) == out["claims"]
+            checked &= len(static) == len(set(static))
+            checked &= all(state.storage.volumes[v].node_affinity[0][0].values[0] == node for v, node in picked if v)
+            out["static_volumes"] = len(static)
+            out["provisioned"] = len(picked) - len(static)
+    out["cost"] = round(out["with"]["cycle_s"] / out["without"]["cycle_s"], 2)
+    out["volumes_checked"] = checked
+    small = make_storage_cluster(max(nodes // 10, 30), max(pods // 10, 120), max(jobs // 10, 12), True)
     decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
     out["identical_decisions"] = decided[0] == decided[1]
     return out
@@ -360,6 +428,18 @@ def main(argv: list[str] | None = None) -> int:
           f"compiled and Python decide alike: {rules['identical_decisions']})")
     if not rules["identical_decisions"]:
         print("the pure-Python path decided differently from the compiled one on the rules", file=sys.stderr)
+        return 1
+
+    # 7. storage
+    storage = storage_cycles(plan, 5000 // scale, 20000 // scale, 2000 // scale, args.repeat)
+    result["storage"] = storage
+    print(f"storage {storage['nodes']} nodes / {storage['pods']} pods, {storage['claims']} with a delayed claim "
+          f"({storage['static_volumes']} static PVs chosen, {storage['provisioned']} provisioned): "
+          f"{storage['with']['cycle_s'] * 1000:.1f} ms with the claims, {storage['without']['cycle_s'] * 1000:.1f} ms "
+          f"without (cost {storage['cost']}x; best of {args.repeat}; volumes checked: {storage['volumes_checked']}; "
+          f"compiled and Python decide alike: {storage['identical_decisions']})")
+    if not (storage["identical_decisions"] and storage["volumes_checked"]):
+        print("the storage cycle broke a volume invariant or the paths decided differently", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result))

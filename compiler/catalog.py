@@ -166,7 +166,7 @@ PLUGINS: dict[str, PluginSpec] = {
         ),
         PluginSpec(
             "predicates", "Filters nodes: resource fit, node selector and affinity, taints, pod count, inter-pod "
-            "affinity, topology spread, host ports.",
+            "affinity, topology spread, host ports, volume zones and attach limits.",
             frozenset({"predicate"}),
             arguments=_predicate_switches(
                 ("node_affinity", "NodeAffinityEnable", "required node affinity and nodeSelector"),

@@ -25,6 +25,8 @@ COMMANDS = {
     "diff": "diff",
     "test": "test",
     "explain": "explain",
+    "queues": "queues",
+    "pending": "pending",
     "run": "run",
     "dev-cluster": "dev_cluster",
 }

@@ -78,10 +78,16 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
     return decisions
 
 
-def held_reason(pod: Pod) -> d.Reason:
-    """Why a pod is never placed as it is (Snapshot status HELD)."""
+def held_reason(pod: Pod, snap=None, t: int = -1) -> d.Reason:
+    """Why a pod is never placed as it is (Snapshot status HELD): a Binding refused for good,
+    gates, a field not evaluated, or its claims (kube-scheduler's PreFilter words: `0/3 nodes
+    are available: persistentvolumeclaim "data" not found.`)."""
     if pod.bind_refused:
         return d.Reason(d.BIND, pod.bind_refused)
+    unusable = snap.volumes.held.get(t) if snap is not None and snap.volumes is not None else None
+    if unusable is not None and not (pod.scheduling_gates or pod.unsupported):
+        return d.Reason(d.VOLUME, f"0/{snap.n_nodes} nodes are available: {unusable.message}.",
+                        {"claim": unusable.claim})
     if pod.scheduling_gates:
         gates = " ".join(pod.scheduling_gates)
         return d.Reason(d.GATED, f"waiting for scheduling gates: [{gates}]", {"gates": list(pod.scheduling_gates)})
@@ -96,11 +102,15 @@ def collect(ssn: Session) -> d.Decisions:
     status = ssn.status
     out.bindings, out.pipelined = ssn.k.placements(snap.status, status, ssn.task_node, snap.task_keys,
                                                    snap.node_names, ssn.task_devices)
+    if ssn.storage is not None:
+        bound = {b.pod for b in out.bindings}
+        out.volumes = {snap.task_keys[t]: tuple(choices) for t, choices in ssn.storage.choices.items()
+                       if choices and snap.task_keys[t] in bound}
     keys = snap.task_keys
     waiting = np.flatnonzero((status == PENDING) | (status == HELD))
     for t, j in zip(waiting.tolist(), snap.task_job[waiting].tolist()):
         if status[t] == HELD:
-            out.unschedulable.append(d.Unschedulable(keys[t], (held_reason(snap.pods[t]),)))
+            out.unschedulable.append(d.Unschedulable(keys[t], (held_reason(snap.pods[t], snap, t),)))
             continue
         reasons = list(ssn.task_reasons.get(t, ()))
         for reason in ssn.job_reasons.get(j, ()):

@@ -31,6 +31,7 @@ RESERVATION = "reservation"      # a held room released
 GATED = "gated"                  # the pod has scheduling gates
 UNSUPPORTED = "unsupported"      # the pod sets a field the scheduler does not evaluate
 BIND = "bind"                    # the API server refused the pod's Binding for good: held back
+VOLUME = "volume"                # its PersistentVolumeClaims keep it from every node (missing, unbound, ...)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,20 @@ class Binding:
     def to_dict(self) -> dict:
         return {"pod": self.pod, "node": self.node,
                 "devices": {r: list(c) for r, c in sorted(self.devices.items())}}
+
+
+@dataclass(frozen=True)
+class VolumeChoice:
+    """What a placement decided for one of the pod's claims that is not bound yet: the PV to
+    bind it to (`volume`), or provisioning for the pod's node (`volume` None). On a cluster the
+    PV's claimRef, or the claim's `volume.kubernetes.io/selected-node`, is written before the
+    pod's Binding, which waits until the claim is bound."""
+
+    claim: str                    # namespace/name
+    volume: str | None
+
+    def to_dict(self) -> dict:
+        return {"claim": self.claim, "volume": self.volume}
 
 
 @dataclass(frozen=True)
@@ -94,14 +109,21 @@ class Decisions:
     # Reservations that ended without a binding: pod -> why (nomination cleared).
     released: dict[str, Reason] = field(default_factory=dict)
     now: float | None = None         # the cycle's clock (Options.now)
+    # Bindings whose pods have claims not bound yet: pod -> what to bind each claim to (the
+    # pod's binding waits for them on a cluster; the simulator binds them at once).
+    volumes: dict[str, tuple[VolumeChoice, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "bindings": [b.to_dict() for b in sorted(self.bindings, key=lambda b: b.pod)],
             "evictions": [e.to_dict() for e in sorted(self.evictions, key=lambda e: e.pod)],
             "podgroups": [p.to_dict() for p in sorted(self.podgroups, key=lambda p: p.name)],
             "unschedulable": [u.to_dict() for u in sorted(self.unschedulable, key=lambda u: u.pod)],
         }
+        if self.volumes:
+            out["volumes"] = [{"pod": pod, "claims": [c.to_dict() for c in choices]}
+                              for pod, choices in sorted(self.volumes.items())]
+        return out
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)

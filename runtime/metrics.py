@@ -27,6 +27,8 @@ PREFIX = "policydsl"
 # Cycles are tens of microseconds on an idle cluster and seconds with 10k pending pods.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # A reload reads and compiles a few small files: milliseconds, up to a second on a cold start.
+# A read-only view served next to /metrics: (path, query) -> (status, body, content type).
+Route = Callable[[str, str], tuple[int, bytes, str]]
 RELOAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -40,9 +42,16 @@ class QueueUsage:
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, volcano: bool = False) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # Volcano's own metric names, alongside ours (runtime/volcano_metrics.py).
+        if volcano:
+            from runtime.volcano_metrics import VolcanoMetrics
+
+            self.volcano: VolcanoMetrics | None = VolcanoMetrics(r)
+        else:
+            self.volcano = None
         self.e2e_latency = Histogram(f"{PREFIX}_e2e_scheduling_duration_seconds",
                                      "One scheduling cycle: snapshot, actions, and applying the decisions.",
                                      buckets=LATENCY_BUCKETS, registry=r)
@@ -86,12 +95,18 @@ class Metrics:
                                      registry=r)
         self.events_dropped = Counter(f"{PREFIX}_events_dropped", "Events not sent: the queue was full.", registry=r)
         self.cycle_errors = Counter(f"{PREFIX}_cycle_errors", "Cycles that raised.", registry=r)
-        self.queue_allocated = Gauge(f"{PREFIX}_queue_allocated", "Allocated per queue and resource (base units).",
-                                     ["queue", "resource"], registry=r)
-        self.queue_deserved = Gauge(f"{PREFIX}_queue_deserved", "Deserved per queue and resource (base units).",
-                                    ["queue", "resource"], registry=r)
-        self.queue_share = Gauge(f"{PREFIX}_queue_share", "max over resources of allocated / deserved.", ["queue"],
-                                 registry=r)
+        # Queue gauges, one unit each: cpu in cores, memory in bytes, any other resource in the
+        # units its quantity counts (GPUs, device memory slices, ...), labelled with it.
+        self.queue_allocated = _QueueGauges("allocated", "Allocated", r)
+        self.queue_deserved = _QueueGauges("deserved", "Deserved", r)
+        self.queue_share = Gauge(f"{PREFIX}_queue_share_ratio", "max over resources of allocated / deserved.",
+                                 ["queue"], registry=r)
+        self.queue_pending_jobs = Gauge(f"{PREFIX}_queue_pending_jobs",
+                                        "Jobs with a pod waiting, or not admitted yet, after the last cycle.",
+                                        ["queue"], registry=r)
+        self.queue_unschedulable_jobs = Gauge(f"{PREFIX}_queue_unschedulable_jobs",
+                                              "Pending jobs the last cycle tried and could not place (or knows why "
+                                              "they wait).", ["queue"], registry=r)
         self.is_leader = Gauge(f"{PREFIX}_is_leader", "1 while this replica holds the leader lease.", registry=r)
         # The policy and its hot reload (runtime/reload.py).
         self.policy_reloads = Counter(f"{PREFIX}_policy_reload", "Policy reloads by result (success, error).",
@@ -108,7 +123,8 @@ class Metrics:
         self.policy_cycles = Counter(f"{PREFIX}_policy_cycles", "Cycles run under the active policy revision.",
                                      ["revision"], registry=r)
         self._active_policy: tuple[str, str] | None = None
-        self._queue_labels: set[tuple[str, str]] = set()
+        self._share_queues: set[str] = set()
+        self._job_queues: set[str] = set()
         self._lock = threading.Lock()
 
     def watch_restarted(self, resource: str, reason: str) -> None:
@@ -133,32 +149,69 @@ class Metrics:
     def set_queues(self, usage: Mapping[str, QueueUsage]) -> None:
         """Replace the queue gauges (series of queues that disappeared are removed)."""
         with self._lock:
-            seen: set[tuple[str, str]] = set()
+            allocated = {name: u.allocated for name, u in usage.items()}
+            deserved = {name: u.deserved for name, u in usage.items() if u.deserved}
+            self.queue_allocated.replace(allocated)
+            self.queue_deserved.replace(deserved)
             for name, u in usage.items():
-                for resource, amount in u.allocated.items():
-                    self.queue_allocated.labels(queue=name, resource=resource).set(amount)
-                    seen.add((name, resource))
-                for resource, amount in (u.deserved or {}).items():
-                    self.queue_deserved.labels(queue=name, resource=resource).set(amount)
-                    seen.add((name, resource))
                 if u.share is not None:
                     self.queue_share.labels(queue=name).set(u.share)
-            for name, resource in self._queue_labels - seen:
-                for gauge in (self.queue_allocated, self.queue_deserved):
-                    try:
-                        gauge.remove(name, resource)
-                    except KeyError:
-                        pass
-            gone_queues = {q for q, _ in self._queue_labels} - set(usage)
-            for name in gone_queues:
-                try:
-                    self.queue_share.remove(name)
-                except KeyError:
-                    pass
-            self._queue_labels = seen
+            for name in self._share_queues - {n for n, u in usage.items() if u.share is not None}:
+                _remove(self.queue_share, (name,))
+            self._share_queues = {n for n, u in usage.items() if u.share is not None}
+
+    def set_queue_jobs(self, queues) -> None:
+        """Pending and unschedulable jobs per queue (runtime.observe.QueueRow)."""
+        with self._lock:
+            names = set()
+            for q in queues:
+                self.queue_pending_jobs.labels(queue=q.name).set(q.pending_jobs)
+                self.queue_unschedulable_jobs.labels(queue=q.name).set(q.unschedulable_jobs)
+                names.add(q.name)
+            for gone in self._job_queues - names:
+                _remove(self.queue_pending_jobs, (gone,))
+                _remove(self.queue_unschedulable_jobs, (gone,))
+            self._job_queues = names
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _remove(gauge: Gauge, labels: tuple[str, ...]) -> None:
+    try:
+        gauge.remove(*labels)
+    except KeyError:
+        pass
+
+
+class _QueueGauges:
+    """policydsl_queue_<what>_cpu_cores, _memory_bytes and _resource{resource} (other resources,
+    in their quantity's own units), per queue, from base units."""
+
+    def __init__(self, what: str, help_: str, registry: CollectorRegistry) -> None:
+        self.cpu = Gauge(f"{PREFIX}_queue_{what}_cpu_cores", f"{help_} cpu per queue (cores).", ["queue"],
+                         registry=registry)
+        self.memory = Gauge(f"{PREFIX}_queue_{what}_memory_bytes", f"{help_} memory per queue (bytes).", ["queue"],
+                            registry=registry)
+        self.other = Gauge(f"{PREFIX}_queue_{what}_resource", f"{help_} of other resources per queue (in the "
+                           "units of the resource's quantity).", ["queue", "resource"], registry=registry)
+        self._series: set[tuple[Gauge, tuple[str, ...]]] = set()
+
+    def replace(self, amounts: Mapping[str, Mapping[str, float]]) -> None:
+        seen: set[tuple[Gauge, tuple[str, ...]]] = set()
+        for queue, per_resource in amounts.items():
+            for resource, amount in per_resource.items():
+                if resource == "cpu":
+                    gauge, labels, value = self.cpu, (queue,), amount / 1000
+                elif resource == "memory":
+                    gauge, labels, value = self.memory, (queue,), amount
+                else:
+                    gauge, labels, value = self.other, (queue, resource), amount
+                gauge.labels(*labels).set(value)
+                seen.add((gauge, labels))
+        for gauge, labels in self._series - seen:
+            _remove(gauge, labels)
+        self._series = seen
 
 
 class MetricsServer:
@@ -166,11 +219,12 @@ class MetricsServer:
     /policy when `policy` is given (a JSON-able description, None while there is none)."""
 
     def __init__(self, address: str, metrics: Metrics, *, ready: Callable[[], tuple[bool, str]],
-                 healthy: Callable[[], tuple[bool, str]], policy: Callable[[], object] | None = None) -> None:
+                 healthy: Callable[[], tuple[bool, str]], policy: Callable[[], object] | None = None,
+                 routes: Mapping[str, Route] | None = None) -> None:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"metrics address must be HOST:PORT, got `{address}`")
-        handler = _handler(metrics, ready, healthy, policy)
+        handler = _handler(metrics, ready, healthy, policy, dict(routes or {}))
         self._server = ThreadingHTTPServer((host.strip("[]"), int(port)), handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -190,10 +244,23 @@ class MetricsServer:
 
 
 def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: Callable[[], tuple[bool, str]],
-             policy: Callable[[], object] | None = None) -> type[BaseHTTPRequestHandler]:
+             policy: Callable[[], object] | None = None,
+             routes: Mapping[str, Route] | None = None) -> type[BaseHTTPRequestHandler]:
+    # Longest prefix first: "/api/v1/queues/" before "/api/v1/queues".
+    prefixes = sorted(routes or {}, key=len, reverse=True)
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
+            for prefix in prefixes:
+                if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+                    try:
+                        status, body, content_type = routes[prefix](path, query)
+                    except Exception as err:  # noqa: BLE001 - a view's bug must not kill the server thread
+                        status, body, content_type = 500, f"internal error: {type(err).__name__}: {err}\n".encode(), \
+                            "text/plain"
+                    self._answer(status, body, content_type)
+                    return
             if path == "/metrics":
                 self._answer(200, metrics.render(), CONTENT_TYPE_LATEST)
             elif path in ("/healthz", "/readyz"):
@@ -206,7 +273,8 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: C
                 else:
                     self._answer(200, (json.dumps(described, indent=2) + "\n").encode(), "application/json")
             else:
-                self._answer(404, b"not found: try /metrics, /healthz or /readyz\n", "text/plain")
+                extra = "".join(f", {p}" for p in sorted(routes or {}))
+                self._answer(404, f"not found: try /metrics, /healthz or /readyz{extra}\n".encode(), "text/plain")
 
         def _answer(self, status: int, body: bytes, content_type: str) -> None:
             self.send_response(status)

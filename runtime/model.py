@@ -5,8 +5,9 @@ and what `runtime.cycle.run_cycle` reads. It knows nothing about the Plan: the s
 the two. Resource maps are {resource: int base units} (cpu in millicores, memory in bytes).
 
 State transitions a simulator needs:
-- `apply(decisions)`: bindings make pods run on their node, evictions mark pods releasing,
-  PodGroup phases and conditions are recorded;
+- `apply(decisions)`: bindings make pods run on their node (their claims bound first, as the
+  PV controller and a provisioner would: runtime.storage.bind_claims), evictions mark pods
+  releasing, PodGroup phases and conditions are recorded;
 - `advance()`: releasing pods leave (as a kubelet would after the grace period);
 - `complete_pod(key)`: a pod finished, it frees its node's resources but still counts for its
   gang (Succeeded);
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from compiler.catalog import DEFAULT_QUEUE
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.decisions import Decisions
+    from runtime.storage import PodClaim, Storage
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 # A pod without a PodGroup runs in this queue, as Volcano's PodGroup controller puts the group it makes.
@@ -260,6 +262,8 @@ class Pod:
     # since when (seconds, the cycle clock), for the reservation's time limit.
     nominated_node: str | None = None
     nominated_at: float | None = None
+    # The PersistentVolumeClaims its volumes name (runtime.storage.PodClaim); None: no claims.
+    volumes: tuple["PodClaim", ...] | None = None
 
     @property
     def key(self) -> str:
@@ -354,6 +358,8 @@ def member_settles(pod: Pod) -> bool:
         return False
     if pod.rules:  # its affinity terms and ports bind other pods' placements: it stays listed
         return False
+    if pod.volumes is not None:  # its volumes count toward attach limits and ReadWriteOncePod
+        return False
     return pod.phase == SUCCEEDED or (bool(pod.node_name) and not pod.releasing)
 
 
@@ -389,6 +395,8 @@ class ClusterState:
     # With `settled`: the pods it counts, listed on demand (a cycle whose pods carry inter-pod
     # rules needs every placed pod's labels, not only its room).
     settled_pods: Callable[[], Iterable[Pod]] | None = None
+    # PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes (runtime.storage).
+    storage: "Storage" = field(default_factory=lambda: _new_storage())
 
     def namespace_labels(self, name: str) -> dict[str, str]:
         labels = self.namespaces.get(name)
@@ -465,6 +473,9 @@ class ClusterState:
             pod = self.pods.get(binding.pod)
             if pod is None or pod.node_name is not None:
                 continue
+            if binding.pod in decisions.volumes:
+                from runtime.storage import bind_claims   # runtime.storage reads this module's types
+                bind_claims(self, decisions.volumes[binding.pod], binding.node)
             pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
             pod.phase = RUNNING
@@ -502,8 +513,14 @@ class ClusterState:
             priority_classes={**self.priority_classes, **other.priority_classes},
             default_priority=other.default_priority or self.default_priority,
             namespaces={**self.namespaces, **other.namespaces},
+            storage=self.storage.merged_with(other.storage),
         )
         return merged
+
+
+def _new_storage() -> Any:
+    from runtime.storage import Storage   # runtime.storage reads this module's types
+    return Storage()
 
 
 def group_key_of(pod: Pod) -> str:

@@ -1,8 +1,10 @@
 """Kubernetes objects (dicts from YAML/JSON files or the API) to the cluster model.
 
 Reads Nodes, Pods (their spec: runtime.podspec), PodGroups and Queues
-(`scheduling.volcano.sh/v1beta1`), PriorityClasses and Namespaces, from multi-document YAML, JSON, `List` objects (what `kubectl get -o yaml`
-prints) or a folder of such files. Every problem names the object (and file) it is in; all
+(`scheduling.volcano.sh/v1beta1`), PriorityClasses, Namespaces, and the storage a pod's claims
+reach (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes: runtime.storagespec),
+from multi-document YAML, JSON, `List` objects (what `kubectl get -o yaml` prints) or a folder
+of such files. Every problem names the object (and file) it is in; all
 problems of a load are reported together as one `ObjectError`, never a traceback.
 """
 
@@ -21,9 +23,14 @@ from runtime.model import (
     DEFAULT_MAX_PODS, NAMESPACE_NAME_LABEL, ClusterState, Condition, Node, PodGroup, QueueObject, Taint,
 )
 from runtime.podspec import read_pod
+from runtime.storagespec import read_claim, read_csinode, read_storage_class, read_volume
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "PersistentVolume",
+         "PersistentVolumeClaim", "StorageClass", "CSINode")
+# Read before the rest: pods resolve their priority against PriorityClasses, claims that name no
+# class take the default StorageClass.
+_FIRST_KINDS = {"PriorityClass": 0, "StorageClass": 0}
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -127,8 +134,7 @@ def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | Non
     flat: list[tuple[str, Any]] = []
     for source, doc in documents:
         _flatten(source, doc, flat, problems)
-    # PriorityClasses first: pods resolve their priority against them.
-    flat.sort(key=lambda item: 0 if isinstance(item[1], dict) and item[1].get("kind") == "PriorityClass" else 1)
+    flat.sort(key=lambda item: _FIRST_KINDS.get(item[1].get("kind") if isinstance(item[1], dict) else None, 1))
     for source, obj in flat:
         kind = obj.get("kind", "")
         name = _display_name(obj)
@@ -165,7 +171,7 @@ def _flatten(source: str, doc: Any, out: list, problems: list[ObjectProblem]) ->
 def _display_name(obj: dict) -> str:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     name = str(meta.get("name", "") or "")
-    if obj.get("kind") in ("Pod", "PodGroup") and name:
+    if obj.get("kind") in ("Pod", "PodGroup", "PersistentVolumeClaim") and name:
         return f"{meta.get('namespace') or 'default'}/{name}"
     return name
 
@@ -263,6 +269,26 @@ def _read_namespace(obj: dict, state: ClusterState) -> None:
     state.namespaces[name] = labels
 
 
+def _read_volume(obj: dict, state: ClusterState) -> None:
+    pv = read_volume(obj)
+    state.storage.volumes[pv.name] = pv
+
+
+def _read_claim(obj: dict, state: ClusterState) -> None:
+    claim = read_claim(obj, state.storage.default_class())
+    state.storage.claims[claim.key] = claim
+
+
+def _read_storage_class(obj: dict, state: ClusterState) -> None:
+    cls = read_storage_class(obj)
+    state.storage.classes[cls.name] = cls
+
+
+def _read_csinode(obj: dict, state: ClusterState) -> None:
+    node = read_csinode(obj)
+    state.storage.csinodes[node.name] = node
+
+
 def _check_group(obj: dict) -> None:
     api = str(obj.get("apiVersion", ""))
     if not api.startswith(VOLCANO_GROUP + "/"):
@@ -271,7 +297,8 @@ def _check_group(obj: dict) -> None:
 
 _READERS: dict[str, Callable[[dict, ClusterState], None]] = {
     "Node": _read_node, "Pod": _read_pod, "PodGroup": _read_podgroup, "Queue": _read_queue,
-    "PriorityClass": _read_priority_class, "Namespace": _read_namespace,
+    "PriorityClass": _read_priority_class, "Namespace": _read_namespace, "PersistentVolume": _read_volume,
+    "PersistentVolumeClaim": _read_claim, "StorageClass": _read_storage_class, "CSINode": _read_csinode,
 }
 
 

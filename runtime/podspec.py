@@ -12,6 +12,8 @@
   mismatchLabelKeys merged into the selector as the API server does), topology spread
   constraints, host ports: `Pod.rules`.
 - Scheduling gates and the preemption policy.
+- Volumes: the claims of `persistentVolumeClaim` and generic `ephemeral` volumes (`Pod.volumes`,
+  runtime.storagespec); a volume type the scheduler does not evaluate is named as unsupported.
 
 A field the scheduler does not evaluate is named in `Pod.unsupported`, so the pod waits with a
 reason rather than be placed as if the field were absent.
@@ -29,14 +31,13 @@ from runtime.model import (
     PENDING, PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, RUNNING, WILDCARD_IP, GROUP_ANNOTATIONS, HostPort, LabelSelector,
     MatchExpression, Pod, PodAffinityTerm, PodRules, SpreadConstraint, Toleration, WeightedTerm,
 )
+from runtime.storagespec import pod_volumes
 
 CRITICAL_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_NAME_FIELD = "metadata.name"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-# Pod fields the scheduler does not evaluate yet: a pod that sets one waits, named.
-UNSUPPORTED_FIELDS = ("resourceClaims",)
 
 
 def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
@@ -54,7 +55,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
     required = kf.mapping(node_affinity, REQUIRED)
     preferred = []
     for i, p in enumerate(kf.listing(node_affinity, PREFERRED)):
-        term = _node_terms([kf.mapping(p, "preference")], f"{where}.{PREFERRED}[{i}].preference")[0]
+        term = node_selector_terms([kf.mapping(p, "preference")], f"{where}.{PREFERRED}[{i}].preference")[0]
         preferred.append((_weight(p, f"{where}.{PREFERRED}[{i}]"), term))
     priority_class = spec.get("priorityClassName")
     priority = spec.get("priority")
@@ -75,6 +76,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
         if not isinstance(gate, dict) or not gate.get("name"):
             raise FieldError(f"`spec.schedulingGates[{i}].name` is missing")
         gates.append(str(gate["name"]))
+    volumes, odd_volume = pod_volumes(spec, name)
     return Pod(
         namespace=namespace, name=name, requests=pod_requests(spec), uid=kf.uid_of(meta, namespace, name),
         node_name=spec.get("nodeName") or None,
@@ -83,13 +85,32 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
         group=next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), None),
         priority_class=priority_class, priority=None if priority is None else kf.integer(priority, "spec.priority", 0),
         node_selector=kf.strings(spec.get("nodeSelector"), "spec.nodeSelector"),
-        required_terms=_node_terms(kf.listing(required, "nodeSelectorTerms"), f"{where}.{REQUIRED}.nodeSelectorTerms"),
+        required_terms=node_selector_terms(kf.listing(required, "nodeSelectorTerms"), f"{where}.{REQUIRED}.nodeSelectorTerms"),
         preferred_terms=tuple(preferred), tolerations=_tolerations(spec), annotations=annotations, labels=labels,
         creation=kf.timestamp(meta), releasing=bool(meta.get("deletionTimestamp")),
         rules=rules if rules else None, scheduling_gates=tuple(gates), preemption_policy=policy,
-        unsupported=next((f"spec.{f}" for f in UNSUPPORTED_FIELDS if spec.get(f)), None),
+        unsupported=_resource_claims(spec) or odd_volume, volumes=volumes,
         nominated_node=str(status.get("nominatedNodeName") or "") or None,
     )
+
+
+def _resource_claims(spec: dict) -> str | None:
+    """Dynamic Resource Allocation is not evaluated: a pod claiming devices waits, the field and
+    its claims named (`spec.resourceClaims (gpu: ResourceClaim shared-gpu, ...)`)."""
+    claims = kf.listing(spec, "resourceClaims")
+    if not claims:
+        return None
+    named = []
+    for i, claim in enumerate(claims):
+        if not isinstance(claim, dict) or not claim.get("name"):
+            raise FieldError(f"`spec.resourceClaims[{i}].name` is missing")
+        if claim.get("resourceClaimName"):
+            named.append(f"{claim['name']}: ResourceClaim {claim['resourceClaimName']}")
+        elif claim.get("resourceClaimTemplateName"):
+            named.append(f"{claim['name']}: ResourceClaimTemplate {claim['resourceClaimTemplateName']}")
+        else:
+            named.append(str(claim["name"]))
+    return f"spec.resourceClaims ({', '.join(named)})"
 
 
 # --- requests -------------------------------------------------------------------------------
@@ -162,7 +183,7 @@ def _expression(raw: Any, where: str, operators: tuple[str, ...], field: bool = 
     return MatchExpression(key, op, values, field)
 
 
-def _node_terms(raw: list, where: str) -> tuple[tuple[MatchExpression, ...], ...]:
+def node_selector_terms(raw: list, where: str) -> tuple[tuple[MatchExpression, ...], ...]:
     terms = []
     for i, term in enumerate(raw):
         if not isinstance(term, dict):

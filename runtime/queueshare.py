@@ -67,43 +67,52 @@ def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
         if over:
             r = over[0]
             name, res = ssn.snap.queues[q].name, ssn.snap.resources[r]
-            figures = [f"inqueue {_figure(ssn, r, ssn.queue_inqueue[q][r])}",
-                       f"elastic {_figure(ssn, r, ssn.queue_elastic[q][r])}"]
-            text = (f"job needs {res} {_figure(ssn, r, req[r])} (minResources); queue {name} may admit "
-                    f"{_figure(ssn, r, caps[q][r])} ({', '.join(queue_figures(ssn, q, r) + figures)})")
+            figures = [f"inqueue {figure(ssn, r, ssn.queue_inqueue[q][r])}",
+                       f"elastic {figure(ssn, r, ssn.queue_elastic[q][r])}"]
+            room = max(caps[q][r] - taken[r], 0)
+            text = (f"job needs {res} {figure(ssn, r, req[r])} (minResources); queue {name} may admit "
+                    f"{figure(ssn, r, room)} more ({', '.join(queue_figures(ssn, q, r, caps) + figures)})")
             return d.Reason(d.QUEUE, text, {"queue": name, "resources": [ssn.snap.resources[x] for x in over],
                                             "need": int(req[r]), "limit": int(caps[q][r])})
     return None
 
 
-def _figure(ssn, r: int, amount: float) -> str:
+def figure(ssn, r: int, amount: float) -> str:
+    """An amount of resource r as a waiting reason shows it (`9`, `1125m`, `12.5Gi`, `unlimited`)."""
     return "unlimited" if amount >= UNLIMITED else readable_base_units(ssn.snap.resources[r], amount)
 
 
-def queue_figures(ssn, q: int, r: int) -> list[str]:
+def queue_figures(ssn, q: int, r: int, caps: np.ndarray | None = None) -> list[str]:
     """What bounds queue q on resource r, as a waiting reason shows it: its capability, the
-    cluster, its deserved share (where a plugin computes one), guarantee and borrow limit
-    where set, and what it holds."""
+    cluster, what other queues' guarantees take off its real capability (`caps`), its deserved
+    share (where a plugin computes one), guarantee and borrow limit where set, and what it holds."""
     snap = ssn.snap
-    out = [f"capability {_figure(ssn, r, snap.capability[q][r])}", f"cluster {_figure(ssn, r, snap.total[r])}"]
+    out = [f"capability {figure(ssn, r, snap.capability[q][r])}", f"cluster {figure(ssn, r, snap.total[r])}"]
+    if caps is not None:
+        others = min(snap.capability[q][r], snap.total[r]) - caps[q][r]
+        if others > 0:
+            out.append(f"guaranteed to other queues {figure(ssn, r, others)}")
     if ssn.queue_deserved is not None:
-        out.append(f"deserved {_figure(ssn, r, ssn.queue_deserved[q][r])}")
+        out.append(f"deserved {figure(ssn, r, ssn.queue_deserved[q][r])}")
     if snap.guarantee[q][r] > 0:
-        out.append(f"guarantee {_figure(ssn, r, snap.guarantee[q][r])}")
+        out.append(f"guarantee {figure(ssn, r, snap.guarantee[q][r])}")
     if snap.borrow_limit[q][r] < UNLIMITED:
-        out.append(f"borrow limit {_figure(ssn, r, snap.borrow_limit[q][r])}")
-    out.append(f"allocated {_figure(ssn, r, ssn.queue_allocated[q][r])}")
+        out.append(f"borrow limit {figure(ssn, r, snap.borrow_limit[q][r])}")
+    out.append(f"allocated {figure(ssn, r, ssn.queue_allocated[q][r])}")
     return out
 
 
-def limit_reason(ssn, q: int, r: int, request: np.ndarray, count: int, limit: float) -> d.Reason:
+def limit_reason(ssn, q: int, r: int, request: np.ndarray, count: int, limit: float,
+                 caps: np.ndarray | None = None) -> d.Reason:
     """`count` tasks of `request` each would take queue q (or the ancestor q) past `limit` on
-    resource r: "3 pods need cpu 3 (3 × 1); queue a may allocate 2 (capability ..., ...)"."""
+    resource r: "3 pods need cpu 3 (3 × 1); queue a may allocate 2 more (capability ..., ...)"."""
     name, res = ssn.snap.queues[q].name, ssn.snap.resources[r]
-    need = _figure(ssn, r, request[r] * count)
+    need = figure(ssn, r, request[r] * count)
     needs = f"pod needs {res} {need}" if count == 1 else \
-        f"{count} pods need {res} {need} ({count} × {_figure(ssn, r, request[r])})"
-    text = f"{needs}; queue {name} may allocate {_figure(ssn, r, limit)} ({', '.join(queue_figures(ssn, q, r))})"
+        f"{count} pods need {res} {need} ({count} × {figure(ssn, r, request[r])})"
+    room = max(limit - ssn.queue_allocated[q][r], 0)
+    text = (f"{needs}; queue {name} may allocate {figure(ssn, r, room)} more "
+            f"({', '.join(queue_figures(ssn, q, r, caps))})")
     return d.Reason(d.QUEUE, text, {"queue": name, "resource": res, "need": int(request[r] * count),
                                     "limit": int(min(limit, UNLIMITED))})
 
@@ -132,7 +141,7 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
         for c in ssn.queue_chain[q]:
             n, binding = within(c, request, allowed)
             if n < allowed:
-                reason = limit_reason(ssn, c, binding, request, allowed, limit[c][binding])
+                reason = limit_reason(ssn, c, binding, request, allowed, limit[c][binding], caps)
                 allowed = n
         return allowed, reason
 

@@ -267,6 +267,7 @@ class Session:
         self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
         self.queue_deserved: np.ndarray | None = None   # set by proportion / capacity
         self.plugins: dict[str, Any] = {}
+        self.storage: Any = None      # runtime.rules.volumes.VolumeRule, where tasks have claims
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
         # Each class's placement inputs and tree (ClassPlacement), made on first use.
@@ -397,6 +398,14 @@ class Session:
                 plugin = cls(spec)
                 self.plugins[spec.name] = plugin
                 plugin.on_session_open(self)
+        if self.snap.volumes is not None and self.snap.volumes.uses:
+            # Storage is checked for every plan, as resource fit is: a pod cannot run where its
+            # volumes cannot reach. First of the stateful filters: kube-scheduler runs the
+            # volume plugins before the inter-pod ones, and a node counts under its first failure.
+            from runtime.rules.volumes import volume_rule
+            self.storage = volume_rule(self)
+            self.stateful_filters.insert(0, self.storage)
+            self.add_listener(self.storage)
         for point, tiers in self.callbacks.items():
             self.callbacks[point] = [t for t in tiers if t]
         # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
@@ -815,6 +824,7 @@ class Session:
         self.stateful_filters = []
         self.stateful_scorers = []
         self.listeners = []
+        self.storage = None
         self._rule_states = {}
         self.enqueue_listeners = []
         self.placements = {}

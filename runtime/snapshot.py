@@ -25,6 +25,7 @@ from runtime.kernels import Kernels
 from runtime.kernels import load as load_kernels
 from runtime.kernels.records import JobInfo, PodScan
 from runtime.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
+from runtime.storage import VolumeSnapshot, volume_snapshot
 
 INT64_MAX = np.iinfo(np.int64).max
 UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow
@@ -156,6 +157,8 @@ class Snapshot:
     label_keys: tuple[str, ...] | None = None
     namespace_labels: Callable[[str], dict[str, str]] = lambda name: {}
     topology: "Topology | None" = None
+    # Where some pod in play has PersistentVolumeClaims: their claims resolved (runtime.storage).
+    volumes: VolumeSnapshot | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -337,7 +340,9 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     task_priority = scan.priority[tasks.order]
     status = scan.status[tasks.order]
     label_keys = rule_label_keys(scan.rule_pods) if scan.rule_pods else None
-    columns = k.task_columns(tasks.pods, status, scan.plain[tasks.order], task_shape, row_of_shape, label_keys)
+    volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state)) if scan.volume_pods else None
+    columns = k.task_columns(tasks.pods, status, scan.plain[tasks.order], task_shape, row_of_shape, label_keys,
+                             volumes.class_keys if volumes is not None else None)
     device_names = managed | {d.resource for d in devices}
     classes = []
     for cid, head in enumerate(columns.class_heads):
@@ -371,6 +376,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         jobs=jobs, job_first=job_first, queues=queues, queue_index=queue_index, capability=capability,
         guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
         foreign_pods=foreign, settled=settled, settled_pods=settled_pods, topology=nodes.topology,
+        volumes=volumes,
     )
     if scan.rule_pods:
         placed = state.placed_pods()
@@ -386,6 +392,20 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
+
+
+def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarray,
+                     positions: dict[str, int]) -> VolumeSnapshot:
+    """The claims of the pods in play resolved; tasks whose claims keep them from any node are
+    HELD (status changed in place), the reason in `held`."""
+    inverse = np.empty(len(tasks.order), dtype=np.int64)
+    inverse[tasks.order] = np.arange(len(tasks.order), dtype=np.int64)
+    waiting = [t for t in inverse[scan.volume_tasks].tolist() if status[t] == PENDING] if scan.volume_tasks else []
+    placed = [(p, positions[p.node_name]) for p in scan.volume_pods if p.node_name and p.node_name in positions]
+    volumes = volume_snapshot(state.storage, tasks.pods, waiting, placed)
+    for t in volumes.held:
+        status[t] = HELD
+    return volumes
 
 
 def _settled_elastic(elastic: dict[str, dict[str, int]], queue_index: dict[str, int], index: dict[str, int],

@@ -42,6 +42,9 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     assert settled["identical_decisions"] is True
     placed = {settled[name]["placements"] for name in ("listed", "folded", "counted")}
     assert placed == {settled["waiting"]}
+    storage = result["storage"]
+    assert storage["volumes_checked"] is True and storage["identical_decisions"] is True
+    assert storage["claims"] == storage["pods"] // 10 and storage["static_volumes"] > 0 and storage["provisioned"] > 0
 
 
 @pytest.mark.parametrize("write", ["configmap", "replace", "inplace"])
@@ -74,3 +77,36 @@ def test_load_refuses_sizes_it_cannot_run_before_starting_a_cluster(args: list[s
                           text=True, timeout=60)
     assert done.returncode == 2 and message in done.stderr
     assert "Traceback" not in done.stderr and "starting a dev cluster" not in done.stdout
+
+
+def test_the_dashboard_load_keeps_fetching_the_dashboard_and_reports() -> None:
+    """bench/dashboard_load.py (python -m bench.e2e --dashboard-load N): against a scheduler's
+    metrics server on loopback, every fetch answered; never aimed elsewhere."""
+    from bench.dashboard_load import DashboardLoad, main
+    from runtime.metrics import Metrics, MetricsServer
+    from runtime.observe import LiveView
+    from runtime.webapi import routes
+
+    server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"),
+                           routes=routes(LiveView()))
+    server.start()
+    try:
+        load = DashboardLoad(f"http://{server.address}", rate=20, seconds=5).start()
+        import time
+
+        time.sleep(0.5)
+        report = load.stop().to_dict()
+    finally:
+        server.stop()
+    # /ui answers 200 before any cycle; /api/v1/queues 503 (no cycle yet), counted as an error.
+    assert report["fetches"] >= 5 and 0 < report["errors"] < report["fetches"]
+    assert report["p50_ms"] is not None
+    with pytest.raises(ValueError, match="loopback"):
+        DashboardLoad("http://10.0.0.1:8080", rate=1)
+    assert main(["http://example.com:80", "--seconds", "1"]) == 2
+
+
+def test_views_cost_runs_both_ways() -> None:
+    _, result = run_script("views_cost.py", "--nodes", "4", "--gangs", "10", "--size", "4", "--repeat", "1")
+    assert result["placed"] == 32 and result["waiting"] == 8     # 4 nodes of 8 cpu: 8 of the 10 gangs of 4 x 1 cpu
+    assert set(result["cycle_cpu_ms"]) == {"views_off", "views_on"} and result["dashboard_render_ms"] >= 0

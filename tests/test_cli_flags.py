@@ -84,6 +84,16 @@ BAD = [
     (EXPLAIN[:-1] + [""], "argument --snapshot: the snapshot path must not be empty"),
     (EXPLAIN + ["--policy", ""], "argument --policy: the policy path must not be empty"),
     (EXPLAIN + ["--scheduler-name", "UPPER"], "`UPPER` is not a valid scheduler name"),
+    (EXPLAIN + ["--scheduler", "http://127.0.0.1:8080"], "argument --scheduler: not allowed with argument --snapshot"),
+    (["explain", "ns/x", "--scheduler", "127.0.0.1:8080"], "`127.0.0.1:8080` is not a scheduler address"),
+    (["explain", "ns/x", "--scheduler", "http://h:1/api"], "`http://h:1/api` is not a scheduler address"),
+    (["explain", "ns/x", "--kubeconfig", ""], "argument --kubeconfig: the kubeconfig path must not be empty"),
+    # queues, pending
+    (["queues", "--scheduler", "ftp://h"], "argument --scheduler: `ftp://h` is not a scheduler address"),
+    (["queues", "--scheduler-service", "svc"], "argument --scheduler-service: `svc` is not NAMESPACE/NAME[:PORT]"),
+    (["queues", "-o", "xml"], "argument -o/--output: invalid choice: 'xml'"),
+    (["pending", "a/b"], "argument QUEUE: `a/b` is not a queue name"),
+    (["pending", ""], "argument QUEUE: `` is not a queue name"),
     # files written: compile, export-volcano, import-volcano
     (["compile", POLICY, "-o", ""], "argument -o/--output: the file name must not be empty"),
     (["compile", POLICY, "-o", str(REPO)], f"argument -o/--output: `{REPO}` is a folder"),

@@ -81,6 +81,8 @@ class Options:
     workdir: Path
     repeat: int = 1  # runs of each scheduler (and each ceiling concurrency) per workload
     repeat_of: Mapping[str, int] = field(default_factory=dict)  # scheduler key -> its own count
+    # Fetches per second of policydsl's dashboard (/ui, /api/v1/queues) during its runs; 0: none.
+    dashboard_load: float = 0.0
 
     def repeats(self, scheduler: Scheduler) -> int:
         return self.repeat_of.get(scheduler.key, self.repeat)
@@ -314,6 +316,7 @@ class Bench:
         command = scheduler.command(launch)
         (workdir / "command.txt").write_text(shlex.join(command.argv) + "\n")
         child = Child(command.argv, workdir / "scheduler.log", env=command.env)
+        child.metrics_base = f"http://127.0.0.1:{launch.ports[0]}"   # policydsl's /ui for --dashboard-load
         try:
             self._probe(scheduler, launch.scheduler_name, run_id, child)
         except BaseException:
@@ -378,6 +381,12 @@ class Bench:
             self.say(f"{run_id}: {exc}")
             return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc), repetition)
         watcher: Child | None = None
+        dashboard = None
+        if self.options.dashboard_load and scheduler.key == "policydsl":
+            from bench.dashboard_load import DashboardLoad
+
+            dashboard = DashboardLoad(scheduler_proc.metrics_base, self.options.dashboard_load,
+                                      self.options.timeout_s + 120).start()
         try:
             records_file = self.runs_dir / f"{run_id}.tsv"
             watcher = Child(
@@ -413,6 +422,11 @@ class Bench:
         finally:
             if watcher is not None:
                 watcher.stop()
+            if dashboard is not None:
+                fetched = dashboard.stop().to_dict()
+                (self.runs_dir / run_id / "dashboard_load.json").write_text(json.dumps(fetched) + "\n")
+                self.say(f"{run_id}: dashboard fetched {fetched['fetches']} times (p50 {fetched['p50_ms']} ms, "
+                         f"{fetched['errors']} errors)")
             scheduler_proc.stop()
         result = summarize(
             workload=workload.key,
@@ -553,6 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run every scheduler (and every raw binder concurrency) N times per workload, in "
                         "rounds; the median run counts and the range is reported (default 1). SCHEDULER=N "
                         "sets one scheduler's count (e.g. --repeat 3 --repeat vc-scheduler=1)")
+    parser.add_argument("--dashboard-load", type=_dashboard_rate, default=0.0, metavar="PER_SECOND",
+                        help="keep policydsl's dashboard refreshing during its runs: fetch /ui and /api/v1/queues "
+                             "this many times a second (bench/dashboard_load.py; default 0: off)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the cluster logs, scheduler logs and raw watch records here (default: a temp dir)")
     parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="write the report here")
@@ -572,6 +589,16 @@ def _render_only(source: Path, markdown: Path | None) -> int:
     if markdown:
         document.write_markdown(markdown)
     return 0
+
+
+def _dashboard_rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a number") from None
+    if not 0 <= rate <= 50:
+        raise argparse.ArgumentTypeError(f"`{text}`: fetches per second must be from 0 to 50")
+    return rate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -599,6 +626,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir=workdir.resolve(),
         repeat=next((count for key, count in reversed(args.repeat) if key is None), 1),
         repeat_of={key: count for key, count in args.repeat if key is not None},
+        dashboard_load=args.dashboard_load,
     )
     command = "python -m bench.e2e" + ("" if argv is None and len(sys.argv) <= 1 else " " + shlex.join(
         sys.argv[1:] if argv is None else argv))

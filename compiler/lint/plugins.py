@@ -309,6 +309,8 @@ POD_RULE_SWITCHES = {
     "pod_affinity": "podAffinity and podAntiAffinity",
     "pod_topology_spread": "topologySpreadConstraints",
     "node_ports": "hostPort",
+    "volume_zone": "volumes' zones (a pod lands where its bound volume cannot attach)",
+    "node_volume_limits": "CSI attach limits (a node takes more volumes than its driver can attach)",
 }
 
 POD_RULE_OFF = CodeInfo(

@@ -1,35 +1,87 @@
-"""`policydsl explain NS/POD|NS/PODGROUP --snapshot FILE`: why it waits, or where it goes."""
+"""`policydsl explain NS/POD|NS/PODGROUP (--snapshot FILE | --kubeconfig PATH | --scheduler URL)`:
+why it waits, or where it goes."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import urllib.parse
 
-from policydsl.commands.flags import kube_name, nonempty, object_key
+from policydsl.commands.flags import object_key
+from policydsl.commands.live import Refused, Unreachable, add_connection_arguments, offline_view, source_of
 
 HELP = "say why a pod or PodGroup waits (failed predicates per node, queue limits, gang, devices, enqueue)"
 DESCRIPTION = (
-    "Run one scheduling cycle of POLICY (default: Volcano's default configuration) on a copy of the snapshot "
-    "and report what it decided for the pod or PodGroup: the node it would be bound to, or why it waits: which "
-    "predicate failed on how many nodes, a queue over its capability or share, a gang short by N pods, device "
-    "memory fragmented, a job not admitted by enqueue. Exit 0, or 2 on bad input or an unknown pod."
+    "Report what the scheduler decided for the pod or PodGroup: the node it is bound to, or why it waits: "
+    "which predicate failed on how many nodes, a queue over its capability or share (with its figures), a gang "
+    "short by N pods, device memory fragmented, a job not admitted by enqueue. With --snapshot: one cycle of "
+    "POLICY (default: Volcano's default configuration) on a copy of the snapshot. With --scheduler or "
+    "--kubeconfig: the running scheduler's last cycle (through the API server's proxy to its metrics Service "
+    "with --kubeconfig), and when it does not answer, one offline cycle on a fresh list of the cluster. "
+    "Exit 0, or 2 on bad input, an unknown pod, or no scheduler and no cluster to ask."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", type=object_key, metavar="NS/NAME",
                         help="a pod or PodGroup (namespace/name; bare name: default)")
-    parser.add_argument("--snapshot", required=True, type=nonempty("the snapshot path"),
-                        metavar="PATH", help="the cluster: Kubernetes objects (file or folder)")
-    parser.add_argument("--policy", type=nonempty("the policy path"), metavar="FILE",
-                        help="the policy (default: Volcano's default configuration)")
+    add_connection_arguments(parser, snapshot=True)
     parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
-    parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
-                        help="the scheduler whose pods are scheduled (default volcano)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.snapshot:
+        return _offline_snapshot(args)
+    target = args.target if "/" in args.target else f"default/{args.target}"
+    try:
+        source, api = source_of(args, "explain")
+    except SystemExit as done:
+        return int(done.code or 2)
+    namespace, name = target.split("/", 1)
+    try:
+        document = source.get(f"/api/v1/explain/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}")
+    except Refused as err:
+        print(f"policydsl explain: {err}", file=sys.stderr)
+        return 2
+    except Unreachable as err:
+        return _offline_cluster(args, api, target, str(err))
+    print(f"policydsl explain: from the scheduler ({source.describe()}): cycle {document['cycle']}, policy "
+          f"{document['policy']} revision {document['revision']}, at {document['at']}", file=sys.stderr)
+    if args.output == "json":
+        result = dict(document["explanation"])
+        result["cycle"] = {k: document[k] for k in ("cycle", "policy", "revision", "at")}
+        sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write("\n".join(document["text"]) + "\n")
+    return 0
+
+
+def _print(result, output: str) -> None:
+    if output == "json":
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write("\n".join(result.lines()) + "\n")
+
+
+def _offline_cluster(args: argparse.Namespace, api, target: str, why: str) -> int:
+    from runtime.simulation.explanation import UnknownTarget
+
+    try:
+        view = offline_view(args, api, "explain", why)
+    except SystemExit as done:
+        return int(done.code or 2)
+    try:
+        result = view.explain(target)
+    except UnknownTarget as err:
+        print(f"policydsl explain: no pod or PodGroup `{err.target}` in the cluster"
+              f"{f'; did you mean {err.suggestion}?' if err.suggestion else ''}", file=sys.stderr)
+        return 2
+    _print(result, args.output)
+    return 0
+
+
+def _offline_snapshot(args: argparse.Namespace) -> int:
     from runtime.objects import ObjectError, load_path
     from runtime.session import Options
     from runtime.simulation.explanation import UnknownTarget, explain
@@ -50,8 +102,5 @@ def run(args: argparse.Namespace) -> int:
     except UnknownTarget as err:
         print(f"policydsl explain: {err}", file=sys.stderr)
         return 2
-    if args.output == "json":
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write("\n".join(result.lines()) + "\n")
+    _print(result, args.output)
     return 0

@@ -43,12 +43,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "this after the last one started (and after a pause twice as long as that cycle took); "
                              "a value of at least --schedule-period keeps the fixed period (default: 100ms)")
     parser.add_argument("--metrics-addr", default="127.0.0.1:8080", type=listen_address, metavar="HOST:PORT",
-                        help="serve /metrics, /healthz and /readyz here; port 0 picks one; `off` disables "
+                        help="serve /metrics, /healthz, /readyz, /policy, the read-only views /api/v1/explain, "
+                             "/api/v1/queues and the dashboard /ui here; port 0 picks one; `off` disables "
                              "(default: 127.0.0.1:8080)")
+    parser.add_argument("--volcano-metrics", action=argparse.BooleanOptionalAction, default=True,
+                        help="also export Volcano's scheduler metrics under their names (volcano_*; "
+                             "docs/observability.md; default: on)")
+    parser.add_argument("--pod-conditions", action=argparse.BooleanOptionalAction, default=True,
+                        help="write PodScheduled=False (reason Unschedulable) with the reason on waiting pods, "
+                             "for Cluster Autoscaler and kubectl (default: on)")
+    parser.add_argument("--publish-queues", action=argparse.BooleanOptionalAction, default=True,
+                        help="create the policy's queues as Queue objects and keep their spec and status "
+                             "(default: on)")
     election = parser.add_argument_group("leader election")
     election.add_argument("--leader-elect", action="store_true", help="only the holder of the Lease schedules")
-    election.add_argument("--lease-namespace", default="kube-system", type=kube_name("namespace", label=True),
-                          help="namespace of the Lease (default: kube-system)")
+    election.add_argument("--lease-namespace", default="policydsl-system", type=kube_name("namespace", label=True),
+                          help="namespace of the Lease (default: policydsl-system, as deploy/ installs it)")
     election.add_argument("--lease-name", default="policydsl-scheduler", type=kube_name("Lease name"),
                           help="name of the Lease (default: policydsl-scheduler)")
     election.add_argument("--lease-duration", type=duration, default=15.0, metavar="DURATION",
@@ -108,9 +118,12 @@ def run(args: argparse.Namespace) -> int:
 
     from runtime.kube.scheduler import Scheduler
     from runtime.metrics import Metrics, MetricsServer
+    from runtime.observe import LiveView
     from runtime.reload import LeaseEvents, PolicyReloader
+    from runtime.webapi import routes
 
-    metrics = Metrics()
+    metrics = Metrics(volcano=args.volcano_metrics)
+    view = LiveView()
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     elector = None
     notifier = None
@@ -142,12 +155,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"policydsl run: {err}", file=sys.stderr)
                 return 2
         may_write = elector.is_leader if elector is not None else (lambda: True)
-        cluster = KubeCluster(api, args.scheduler_name, identity=identity, metrics=metrics, may_write=may_write)
+        cluster = KubeCluster(api, args.scheduler_name, identity=identity, metrics=metrics, may_write=may_write,
+                              pod_conditions=args.pod_conditions, publish_queues=args.publish_queues)
         where = api.host
         notifier = LeaseEvents(api, cluster.events, args.lease_namespace, args.lease_name)
 
+    if elector is None:
+        metrics.is_leader.set(1)  # the only replica: it leads
     scheduler = Scheduler(plan, cluster, scheduler_name=args.scheduler_name, period=args.schedule_period,
-                          min_interval=args.min_interval, metrics=metrics, elector=elector)
+                          min_interval=args.min_interval, metrics=metrics, elector=elector, view=view)
     reloader = PolicyReloader(args.policy, first, scheduler, metrics=metrics, debounce=args.reload_debounce,
                               notifier=notifier)
 
@@ -159,13 +175,14 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics_addr and args.metrics_addr != "off":
         try:
             server = MetricsServer(args.metrics_addr, metrics, ready=ready, healthy=scheduler.health,
-                                   policy=reloader.describe)
+                                   policy=reloader.describe, routes=routes(view, reloader.describe))
         except (OSError, ValueError) as err:
             print(f"policydsl run: cannot serve metrics on {args.metrics_addr}: {err}", file=sys.stderr)
             cluster.stop()
             return 2
         server.start()
         log.info("metrics on http://%s/metrics", server.address)
+        log.info("dashboard on http://%s/ui", server.address)
 
     log.info("scheduling pods of %s with policy %s (revision %s) on %s as %s", args.scheduler_name, plan.name,
              plan.revision, where, identity)

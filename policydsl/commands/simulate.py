@@ -35,6 +35,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="schedule pods with this schedulerName (default volcano)")
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run, from its parsed arguments (for the report's header)."""
+    import shlex
+
+    argv = ["policydsl", "simulate", args.policy]
+    for flag, value in (("--snapshot", args.snapshot), ("--workload", args.workload), ("--cycles", args.cycles),
+                        ("--until", args.until), ("--period", args.period if args.period != "1s" else None),
+                        ("--scheduler-name", args.scheduler_name if args.scheduler_name != "volcano" else None),
+                        ("--report", args.report)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return shlex.join(argv)
+
+
 def run(args: argparse.Namespace) -> int:
     from runtime.simulation.engine import simulate
     from runtime.simulation.inputs import InputError, compile_policy, load_inputs, run_limits
@@ -78,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         from runtime.simulation.report import write_report
 
         try:
-            page = write_report(args.report, result, plan.name, scenario.description)
+            page = write_report(args.report, result, plan.name, scenario.description, revision=plan.revision,
+                                command=command_line(args))
         except OSError as err:
             print(f"policydsl simulate: cannot write the report to {args.report}: {err.strerror or err}",
                   file=sys.stderr)

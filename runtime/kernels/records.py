@@ -38,6 +38,10 @@ class PodScan:
     # Pods with inter-pod rules (runtime.model.PodRules) that matter this cycle: every such
     # pod on a node, whoever's, and ours waiting (folded or not).
     rule_pods: list[Any]
+    # Pods with PersistentVolumeClaims (runtime.model.Pod.volumes) that matter this cycle: every
+    # such pod on a node, whoever's, and ours waiting; and the scan positions of ours waiting.
+    volume_pods: list[Any]
+    volume_tasks: list[int]
 
 
 @dataclass

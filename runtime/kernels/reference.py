@@ -508,6 +508,8 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
     placed_node, placed_shape, placed_gone, placed_mine = [], [], [], []
     shape, job, priority, creation, status, node_of, plain = [], [], [], [], [], [], []
     rule_pods = []
+    volume_pods = []
+    volume_tasks = []
     last_items, last_sid, last_job_key, last_j = None, -1, None, -1
     for key, pod in pods.items():
         if not isinstance(pod, Pod):
@@ -531,6 +533,8 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
         gone = False
         if pod.rules is not None and phase != "Succeeded" and phase != "Failed" and (node or mine):
             rule_pods.append(pod)
+        if pod.volumes is not None and phase != "Succeeded" and phase != "Failed" and (node or mine):
+            volume_pods.append(pod)
         if node:
             where = node_pos.get(node, -1)
             gone = bool(pod.releasing)
@@ -587,13 +591,15 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
                 status.append(HELD if pod.scheduling_gates or pod.unsupported or pod.bind_refused else PENDING)
                 node_of.append(-1)
                 plain.append(not (pod.node_selector or pod.required_terms or pod.preferred_terms or pod.tolerations
-                                  or pod.rules))
+                                  or pod.rules or pod.volumes is not None))
+                if pod.volumes is not None:
+                    volume_tasks.append(len(status) - 1)
     return PodScan(shapes, np.array(placed_node, dtype=np.int64), np.array(placed_shape, dtype=np.int64),
                    np.array(placed_gone, dtype=np.uint8), np.array(placed_mine, dtype=np.uint8), ours, keys,
                    np.array(shape, dtype=np.int64), np.array(job, dtype=np.int64),
                    np.array(priority, dtype=np.int64), np.array(creation, dtype=np.float64),
                    np.array(status, dtype=np.int8), np.array(node_of, dtype=np.int64), np.array(plain, dtype=np.uint8),
-                   job_names, settled, rule_pods)
+                   job_names, settled, rule_pods, volume_pods, volume_tasks)
 
 
 def _in_task_order(order, lo, hi, priority, creation, ours) -> bool:
@@ -691,7 +697,7 @@ def build_jobs(podgroups, priority_classes, default_priority, job_names, pods, j
     return jobs
 
 
-def task_columns(pods, status, plain, task_shape, row_of_shape, label_keys=None):
+def task_columns(pods, status, plain, task_shape, row_of_shape, label_keys=None, extra_keys=None):
     """Each pending task's class (0 for the others) and each class's first task: a task
     without node constraints or tolerations (`plain`) is classed by its request row alone.
     With `label_keys` (the label keys inter-pod selectors read), every task is also classed by
@@ -718,6 +724,8 @@ def task_columns(pods, status, plain, task_shape, row_of_shape, label_keys=None)
             if label_keys is not None:
                 labels = pod.labels
                 key += (pod.rules, pod.namespace, tuple((k, labels[k]) for k in label_keys if k in labels))
+            if extra_keys is not None:
+                key += (extra_keys.get(t),)
             cid = keyed.get(key)
             if cid is None:
                 cid = len(heads)

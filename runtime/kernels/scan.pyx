@@ -55,6 +55,7 @@ cdef PyMemberDef *M_GATES = slot_member(Pod, "scheduling_gates")
 cdef PyMemberDef *M_UNSUPPORTED = slot_member(Pod, "unsupported")
 cdef PyMemberDef *M_REFUSED = slot_member(Pod, "bind_refused")
 cdef PyMemberDef *M_LABELS = slot_member(Pod, "labels")
+cdef PyMemberDef *M_VOLUMES = slot_member(Pod, "volumes")
 
 
 cdef tuple _items_key(dict requests):
@@ -94,7 +95,7 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
     cdef PyObject *key_ptr
     cdef PyObject *pod_ptr
     cdef dict shape_index = {}, job_index = {}, settled = {}, requests, last_requests = None
-    cdef list shapes = [], ours = [], keys = [], job_names = [], rule_pods = []
+    cdef list shapes = [], ours = [], keys = [], job_names = [], rule_pods = [], volume_pods = [], volume_tasks = []
     placed_node = np.empty(n, dtype=np.int64)
     placed_shape = np.empty(n, dtype=np.int64)
     placed_gone = np.empty(n, dtype=np.uint8)
@@ -142,6 +143,9 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
         if (get_slot(pod, M_RULES) is not None and phase != "Succeeded" and phase != "Failed"
                 and (node or mine)):
             rule_pods.append(pod)
+        if (get_slot(pod, M_VOLUMES) is not None and phase != "Succeeded" and phase != "Failed"
+                and (node or mine)):
+            volume_pods.append(pod)
         if node:
             found = node_pos.get(node)
             if found is not None:
@@ -201,10 +205,13 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
                     else PENDING
                 pl[t] = not (get_slot(pod, M_SELECTOR) or get_slot(pod, M_REQUIRED) or get_slot(pod, M_PREFERRED)
                              or get_slot(pod, M_TOLERATIONS) or get_slot(pod, M_RULES) is not None)
+                if get_slot(pod, M_VOLUMES) is not None:
+                    pl[t] = 0
+                    volume_tasks.append(t)
             t += 1
     return PodScan(shapes, placed_node[:p], placed_shape[:p], placed_gone[:p], placed_mine[:p], ours, keys,
                    shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names,
-                   settled, rule_pods)
+                   settled, rule_pods, volume_pods, volume_tasks)
 
 
 cdef bint _in_task_order(const long long[::1] order, Py_ssize_t lo, Py_ssize_t hi, const long long[::1] pr,
@@ -269,11 +276,14 @@ def group_tasks(scan):
 
 
 def task_columns(list pods, const signed char[::1] status, const unsigned char[::1] plain,
-                 const long long[::1] task_shape, const long long[::1] row_of_shape, tuple label_keys=None):
+                 const long long[::1] task_shape, const long long[::1] row_of_shape, tuple label_keys=None,
+                 dict extra_keys=None):
     """Each pending task's class (0 for the others) and each class's first task: a task
     without node constraints or tolerations (`plain`) is classed by its request row alone.
     With `label_keys` (the label keys inter-pod selectors read), every task is also classed by
-    its rules, namespace and those of its labels."""
+    its rules, namespace and those of its labels. `extra_keys` (task -> key) tells apart tasks
+    whose claims differ (runtime.rules.volumes: the volumes they are bound to, or the shape of
+    the volumes they need)."""
     cdef Py_ssize_t t_n = len(pods), t, row, cid
     class_arr = np.zeros(t_n, dtype=np.int64)
     plain_class_arr = np.full(row_of_shape.shape[0], -1, dtype=np.int64)
@@ -300,6 +310,8 @@ def task_columns(list pods, const signed char[::1] status, const unsigned char[:
                 labels = get_slot(pod, M_LABELS)
                 key += (get_slot(pod, M_RULES), get_slot(pod, M_NAMESPACE),
                         tuple([(k, labels[k]) for k in label_keys if k in labels]))
+            if extra_keys is not None:
+                key += (extra_keys.get(t),)
             found = keyed.get(key)
             if found is None:
                 cid = len(heads)

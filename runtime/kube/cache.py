@@ -1,6 +1,7 @@
 """The scheduler's view of the cluster, kept current by list+watch.
 
-One thread per resource (Nodes, Pods, PodGroups, Queues, PriorityClasses) lists, then watches
+One thread per resource (Nodes, Pods, PodGroups, Queues, PriorityClasses, Namespaces, and the
+storage pods claim: PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) lists, then watches
 from the list's resourceVersion. A watch that ends (server timeout, dropped connection, API
 server restart) resumes from the last resourceVersion it saw (bookmarks keep it fresh); only
 when the server answers 410 Gone — that version is no longer in its window — does the thread
@@ -9,7 +10,8 @@ exponentially (capped) and never end the thread.
 
 `snapshot()` copies the maps (objects are replaced on every change, never mutated, so a
 shallow copy is a consistent picture) and lays the scheduler's own recent writes over it:
-pods it bound or evicted whose watch events have not arrived yet. Without that overlay the
+pods it bound or evicted, PVs it pre-bound and claims it selected a node for, whose watch events
+have not arrived yet. Without that overlay the
 next cycle would place other pods onto room that is already taken.
 
 `snapshot(fold_settled=True)`, for a plan that folds settled pods (runtime.snapshot.folds_settled),
@@ -32,6 +34,7 @@ from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.settled import Gang, SettledLedger, gang_elastic, gang_settles
 from runtime.model import QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, member_settles, settles
+from runtime.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
 
 log = logging.getLogger("policydsl.kube.cache")
 
@@ -54,7 +57,13 @@ PODGROUPS = Resource("PodGroup", "/apis/scheduling.volcano.sh/v1beta1/podgroups"
 QUEUES = Resource("Queue", "/apis/scheduling.volcano.sh/v1beta1/queues", convert.VOLCANO_API)
 PRIORITY_CLASSES = Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", "scheduling.k8s.io/v1")
 NAMESPACES = Resource("Namespace", "/api/v1/namespaces", "v1")  # labels, for affinity namespaceSelectors
-RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, QUEUES, PODGROUPS, PODS)
+# What pods' claims reach (runtime.storage): kube-scheduler's volume plugins read the same four.
+PERSISTENT_VOLUMES = Resource("PersistentVolume", "/api/v1/persistentvolumes", "v1")
+CLAIMS = Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", "v1")
+STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", "storage.k8s.io/v1")
+CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/v1")
+STORAGE_RESOURCES = (STORAGE_CLASSES, CSINODES, PERSISTENT_VOLUMES, CLAIMS)
+RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, QUEUES, PODGROUPS, *STORAGE_RESOURCES, PODS)
 
 
 class Gone(Exception):
@@ -96,6 +105,10 @@ class ClusterCache:
         self._bad_objects: dict[str, str] = {}  # key -> resourceVersion already reported
         self._terminating: set[str] = set()  # namespaces being deleted: nothing new can be created in them
         self._on_work: Callable[[], None] = lambda: None
+        # Volume writes of the scheduler the watch has not shown yet (runtime/kube/volumes.py):
+        # PV name -> the claim it was pre-bound to; claim key -> the node selected for it.
+        self._claim_refs: dict[str, ClaimRef] = {}
+        self._selected: dict[str, str] = {}
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -139,10 +152,20 @@ class ClusterCache:
                 podgroups=dict(src.podgroups), queues=dict(src.queues), priority_classes=dict(src.priority_classes),
                 default_priority=src.default_priority, node_generation=src.node_generation,
                 settled=self._ledger.view() if fold_settled else None, namespaces=dict(src.namespaces),
-                settled_pods=self.settled_pods if fold_settled else None,
+                settled_pods=self.settled_pods if fold_settled else None, storage=src.storage.copy(),
             )
             assumed = list(self._assumed.items())
             releasing = list(self._releasing)
+            claim_refs, selected = dict(self._claim_refs), dict(self._selected)
+        storage = state.storage
+        for name, ref in claim_refs.items():
+            pv = storage.volumes.get(name)
+            if pv is not None:
+                storage.volumes[name] = replace(pv, claim_ref=ref)
+        for key, node in selected.items():
+            claim = storage.claims.get(key)
+            if claim is not None:
+                storage.claims[key] = replace(claim, annotations={**claim.annotations, SELECTED_NODE: node})
         for key, (node, cards) in assumed:
             pod = state.pods.get(key)
             if pod is not None and pod.node_name is None:
@@ -233,6 +256,48 @@ class ClusterCache:
             if pod is not None and not pod.releasing:
                 self._releasing.add(key)
                 self._track(key)  # an overlaid pod stays in play
+
+    def claim(self, key: str) -> PersistentVolumeClaim | None:
+        with self._lock:
+            return self._state.storage.claims.get(key)
+
+    def volume(self, name: str) -> PersistentVolume | None:
+        with self._lock:
+            return self._state.storage.volumes.get(name)
+
+    def assume_claim_ref(self, volume: str, ref: ClaimRef | None) -> None:
+        """The scheduler is pre-binding PV `volume` to a claim (None: no longer)."""
+        with self._lock:
+            if ref is None:
+                self._claim_refs.pop(volume, None)
+            else:
+                self._claim_refs[volume] = ref
+
+    def assume_selected_node(self, claim: str, node: str | None) -> None:
+        """The scheduler is asking provisioning of `claim` for `node` (None: no longer)."""
+        with self._lock:
+            if node is None:
+                self._selected.pop(claim, None)
+            else:
+                self._selected[claim] = node
+
+    def observe(self, kind: str, obj: dict[str, Any]) -> None:
+        """An object as the API server answered a write of ours: taken at once unless the
+        watch already brought a newer version."""
+        resource = next(r for r in RESOURCES if r.kind == kind)
+        with self._lock:
+            held = self._held_version(resource, obj)
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            if held.isdigit() and version.isdigit() and int(held) >= int(version):
+                return
+            self._upsert(resource, obj)
+
+    def _held_version(self, resource: Resource, obj: dict[str, Any]) -> str:
+        storage = self._state.storage
+        key = convert.object_key(obj)
+        held = (storage.volumes.get(key) if resource is PERSISTENT_VOLUMES else
+                storage.claims.get(key) if resource is CLAIMS else None)
+        return held.resource_version if held is not None else ""
 
     def assumed_count(self) -> int:
         with self._lock:
@@ -361,6 +426,14 @@ class ClusterCache:
             elif resource is NAMESPACES:
                 st.namespaces = {}
                 self._terminating = set()
+            elif resource is PERSISTENT_VOLUMES:
+                st.storage.volumes = {}
+            elif resource is CLAIMS:
+                st.storage.claims = {}
+            elif resource is STORAGE_CLASSES:
+                st.storage.classes = {}
+            elif resource is CSINODES:
+                st.storage.csinodes = {}
             for item in items:
                 self._upsert(resource, item)
             if resource is PODS:  # drop overlays the listed state already shows (or never will)
@@ -420,6 +493,23 @@ class ClusterCache:
                     self._terminating.add(name)
                 else:
                     self._terminating.discard(name)
+            elif resource is PERSISTENT_VOLUMES:
+                pv = convert.volume_from(obj)
+                st.storage.volumes[pv.name] = pv
+                if pv.claim_ref is not None and self._claim_refs.get(pv.name) == pv.claim_ref:
+                    del self._claim_refs[pv.name]     # the watch shows what was written
+            elif resource is CLAIMS:
+                claim = convert.claim_from(obj)
+                st.storage.claims[claim.key] = claim
+                if claim.volume_name or (claim.key in self._selected and
+                                         claim.selected_node == self._selected[claim.key]):
+                    self._selected.pop(claim.key, None)
+            elif resource is STORAGE_CLASSES:
+                cls = convert.storage_class_from(obj)
+                st.storage.classes[cls.name] = cls
+            elif resource is CSINODES:
+                csinode = convert.csinode_from(obj)
+                st.storage.csinodes[csinode.name] = csinode
         except convert.ObjectError as err:
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             if self._bad_objects.get(key) != version:
@@ -448,6 +538,16 @@ class ClusterCache:
         elif resource is NAMESPACES:
             st.namespaces.pop(key, None)
             self._terminating.discard(key)
+        elif resource is PERSISTENT_VOLUMES:
+            st.storage.volumes.pop(key, None)
+            self._claim_refs.pop(key, None)
+        elif resource is CLAIMS:
+            st.storage.claims.pop(key, None)
+            self._selected.pop(key, None)
+        elif resource is STORAGE_CLASSES:
+            st.storage.classes.pop(key, None)
+        elif resource is CSINODES:
+            st.storage.csinodes.pop(key, None)
 
     def _forget_pod(self, key: str) -> None:
         self._state.pods.pop(key, None)

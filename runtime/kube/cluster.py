@@ -37,6 +37,9 @@ from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
 from runtime.kube.scheduler import ApplyReport
+from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
+from runtime.kube.podconditions import PodCondition, PodConditionWriter
+from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
 from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
@@ -92,7 +95,8 @@ class _GangBinds:
 class KubeCluster:
     def __init__(self, api: KubeApi, scheduler_name: str, *, identity: str, metrics: Metrics | None = None,
                  may_write: Callable[[], bool] = lambda: True, bind_connections: int = BIND_CONNECTIONS,
-                 event_rate: float = 20.0, event_burst: int = 200) -> None:
+                 event_rate: float = 20.0, event_burst: int = 200, volume_bind_timeout: float = BIND_TIMEOUT_S,
+                 pod_conditions: bool = True, publish_queues: bool = True) -> None:
         self.api = api
         self.metrics = metrics or Metrics()
         self.bind_connections = bind_connections
@@ -118,14 +122,28 @@ class KubeCluster:
         self.outages = {what: OutageLog(what, log, noun=noun, key_field=field) for what, noun, field in (
             ("binds", "pods", "pod"), ("evictions", "pods", "pod"), ("PodGroup status writes", "PodGroups", "podgroup"),
             ("Queue status writes", "Queues", "queue"), ("nominations", "pods", "pod"))}
+        # Pods whose claims are bound first (runtime/kube/volumes.py): bound, or given back as a
+        # failed bind, once their claims are.
+        self.volumes = VolumeBinds(
+            api, self.cache, self.writes, may_write=may_write, timeout=volume_bind_timeout,
+            bind=lambda binding, pod, gang: self.binds.submit(self._bind_batch, [(binding, pod, gang)]),
+            give_back=lambda binding, pod, gang, why: self._bind_settled(
+                BindOutcome(binding.pod, binding.node, FAILED, why), pod, gang))
+        # The autoscaler contract (podconditions.py) and the policy's queues as objects (queuesync.py).
+        self.pod_conditions = PodConditionWriter(api, may_write=may_write) if pod_conditions else None
+        self.queue_publisher = QueuePublisher(api, self.events, self.cache.queue_objects, may_write=may_write) \
+            if publish_queues else None
+        self._published: tuple[str, float] | None = None  # (revision, when) of the last queue sync
 
     # --- ClusterConnection -------------------------------------------------------------------
     def start(self) -> None:
         self.cache.start()
         self.events.start()
+        self.volumes.start()
 
     def stop(self) -> None:
         """Let binds in flight answer, then stop writing and watching."""
+        self.volumes.stop()
         self.drain(timeout=60.0)
         self.events.stop()
         self.binds.shutdown(wait=True)
@@ -201,7 +219,25 @@ class KubeCluster:
         report.binding = len(decisions.bindings)
         report.status_writes = self._write_status(decisions, state, usage, counts, self._held_groups(state))
         report.events = self._record_waiting(decisions, state)
+        report.status_writes += self._write_pod_conditions(decisions, state)
         return report
+
+    def publish_policy(self, plan) -> None:
+        """Create or correct the policy's Queue objects: at a new revision and every SYNC_EVERY_S."""
+        if self.queue_publisher is None:
+            return
+        now = time.monotonic()
+        if self._published is not None and self._published[0] == plan.revision and \
+                now - self._published[1] < SYNC_EVERY_S:
+            return
+        with self._lock:
+            if "QueueSync/" in self._busy:
+                return
+            self._in_flight += 1
+            self._busy.add("QueueSync/")
+        force = self._published is not None and self._published[0] != plan.revision
+        self._published = (plan.revision, now)
+        self.writes.submit(self._write_one, "QueueSync/", partial(self.queue_publisher.sync, plan, force=force))
 
     def drain(self, timeout: float | None = None) -> BindTotals:
         """Wait until every dispatched bind and status write answered; the bind outcomes since
@@ -263,9 +299,13 @@ class KubeCluster:
             pod = state.pods.get(binding.pod)
             # Assumed before the request goes out: the next cycle may start before it answers.
             self.cache.assume_bound(binding.pod, binding.node, device_annotations(binding))
-            items.append((binding, pod, gangs.get(group_key_of(pod)) if pod is not None else None))
+            gang = gangs.get(group_key_of(pod)) if pod is not None else None
+            if pod is not None and binding.pod in decisions.volumes:   # its claims are bound first
+                self.volumes.add(binding, pod, gang, decisions.volumes[binding.pod])
+                continue
+            items.append((binding, pod, gang))
         # Spread over every connection, none deeper than BIND_PIPELINE_DEPTH.
-        size = min(BIND_PIPELINE_DEPTH, -(-len(items) // self.bind_connections))
+        size = max(1, min(BIND_PIPELINE_DEPTH, -(-len(items) // self.bind_connections)))
         for lo in range(0, len(items), size):
             self.binds.submit(self._bind_batch, items[lo:lo + size])
 
@@ -456,6 +496,29 @@ class KubeCluster:
             outage.succeeded(key)
         else:
             outage.failed(cause_of(str(error), error.status), key)
+    def _write_pod_conditions(self, decisions: d.Decisions, state: ClusterState) -> int:
+        """PodScheduled=False on the pods that wait (podconditions.py); how many writes went out."""
+        if self.pod_conditions is None or not (decisions.unschedulable or decisions.pipelined):
+            return 0
+        with self._lock:
+            busy = {key for key in self._busy if key.startswith("PodCondition/")}
+        due = self.pod_conditions.due(decisions, state, lambda key: f"PodCondition/{key}" in busy)
+        if not due:
+            return 0
+        with self._lock:
+            self._in_flight += len(due)
+            self._busy.update(f"PodCondition/{c.pod}" for c in due)
+        for condition in due:
+            self.writes.submit(self._write_one, f"PodCondition/{condition.pod}",
+                               partial(self._write_pod_condition, condition))
+        return len(due)
+
+    def _write_pod_condition(self, condition: PodCondition) -> bool:
+        assert self.pod_conditions is not None
+        written = self.pod_conditions.write(condition)
+        if written:
+            self.metrics.status_writes.labels(kind="Pod").inc()
+        return written
 
     def _write_one(self, key: str, write: Callable[[], bool]) -> None:
         try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from runtime.model import FAILED, SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
 from runtime.objects import ObjectError, read_object
+from runtime.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 
@@ -69,6 +70,32 @@ def namespace_from(obj: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return next(iter(scratch.namespaces.items()))
 
 
+def volume_from(obj: dict[str, Any]) -> PersistentVolume:
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "PersistentVolume", "v1"), scratch)
+    return next(iter(scratch.storage.volumes.values()))
+
+
+def claim_from(obj: dict[str, Any]) -> PersistentVolumeClaim:
+    """The claim as the API server holds it: its class already defaulted by admission (a claim
+    that names none stays without; the PV controller may assign the default later)."""
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "PersistentVolumeClaim", "v1"), scratch)
+    return next(iter(scratch.storage.claims.values()))
+
+
+def storage_class_from(obj: dict[str, Any]) -> StorageClass:
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "StorageClass", "storage.k8s.io/v1"), scratch)
+    return next(iter(scratch.storage.classes.values()))
+
+
+def csinode_from(obj: dict[str, Any]) -> CSINode:
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "CSINode", "storage.k8s.io/v1"), scratch)
+    return next(iter(scratch.storage.csinodes.values()))
+
+
 def pod_matters(pod: Pod, scheduler_name: str) -> bool:
     """Pods the scheduler must know: its own (to place, or counting for their gang), and every
     other pod that holds room on a node."""
@@ -86,5 +113,5 @@ def object_key(obj: dict[str, Any]) -> str:
 
 __all__ = [
     "ObjectError", "PriorityClass", "node_from", "pod_from", "namespace_from", "podgroup_from", "queue_from", "priority_class_from",
-    "pod_matters", "object_key",
+    "volume_from", "claim_from", "storage_class_from", "csinode_from", "pod_matters", "object_key",
 ]

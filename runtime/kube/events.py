@@ -28,7 +28,7 @@ QUEUE_SIZE = 2000
 
 @dataclass(frozen=True)
 class InvolvedObject:
-    kind: str  # Pod | PodGroup
+    kind: str  # Pod | PodGroup | Queue (cluster-scoped: namespace "")
     api_version: str
     namespace: str
     name: str
@@ -115,9 +115,10 @@ class EventRecorder:
         stamp = dt.datetime.now(dt.timezone.utc)
         text = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
         o = item.obj
+        namespace = o.namespace or "default"   # a cluster-scoped object's (a Queue's) Events live in default
         body = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{o.name}.{time.time_ns():x}", "namespace": o.namespace},
+            "metadata": {"name": f"{o.name}.{time.time_ns():x}", "namespace": namespace},
             "involvedObject": {"kind": o.kind, "apiVersion": o.api_version, "namespace": o.namespace,
                                "name": o.name, "uid": o.uid},
             "reason": item.reason, "message": item.message, "type": item.type,
@@ -126,7 +127,7 @@ class EventRecorder:
             "reportingComponent": self.component, "reportingInstance": self.instance,
         }
         try:
-            self.api.post(f"/api/v1/namespaces/{o.namespace}/events", body)
+            self.api.post(f"/api/v1/namespaces/{namespace}/events", body)
             self.sent += 1
         except ApiError as err:
             log.debug("event on %s %s/%s not recorded: %s", o.kind, o.namespace, o.name, err)

@@ -37,6 +37,7 @@ from runtime.evictions import EvictionAudit, eviction_queues, reservation_second
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
 from runtime.objects import ObjectProblem, check_queues
+from runtime.observe import CycleView, LiveView, SessionFacts, session_facts, with_podgroup_phases
 from runtime.session import Session
 from runtime.snapshot import UNLIMITED, VICTIM_ACTIONS, SnapshotCache, folds_settled
 
@@ -115,12 +116,16 @@ class CycleRecord:
 
     actions: list[tuple[str, float]] = field(default_factory=list)
     usage: dict[str, QueueUsage] = field(default_factory=dict)
+    want_facts: bool = False        # the live view's queue rows and pending order (runtime/observe.py)
+    facts: SessionFacts | None = None
 
     def action_finished(self, action: str, seconds: float) -> None:
         self.actions.append((action, seconds))
 
     def session_finished(self, ssn: Session) -> None:
         self.usage = queue_usage(ssn)
+        if self.want_facts:
+            self.facts = session_facts(ssn)
 
 
 def queue_usage(ssn: Session) -> dict[str, QueueUsage]:
@@ -146,8 +151,10 @@ def queue_usage(ssn: Session) -> dict[str, QueueUsage]:
 class Scheduler:
     def __init__(self, plan: Plan, cluster: ClusterConnection, *, scheduler_name: str = "volcano",
                  period: float = 1.0, min_interval: float = 0.1, metrics: Metrics | None = None,
-                 elector: Elector | None = None, pure_python: bool | None = None) -> None:
+                 elector: Elector | None = None, pure_python: bool | None = None,
+                 view: LiveView | None = None) -> None:
         self.cluster = cluster
+        self.view = view  # the last cycle for the read-only HTTP views (explain, queues, /ui)
         self.scheduler_name = scheduler_name
         self.period = period
         self.min_interval = min_interval
@@ -239,6 +246,8 @@ class Scheduler:
                     self._last_error = self._failing_since = None
                 except Exception as err:  # a bad cycle must not end the scheduler: log, count, go on
                     self.metrics.cycle_errors.inc()
+                    if self.metrics.volcano is not None:
+                        self.metrics.volcano.cycle_failed()
                     self._log_failure(err)
                 if max_cycles and self.cycles >= max_cycles:
                     return
@@ -288,7 +297,7 @@ class Scheduler:
                       and bool(set(plan.actions) & VICTIM_ACTIONS))
         state = self.cluster.snapshot(fold_settled=fold or optimistic)
         self._drop_invalid(state, plan)
-        record = CycleRecord()
+        record = CycleRecord(want_facts=self.view is not None or self.metrics.volcano is not None)
         snapshotted = time.perf_counter()
         options = dataclasses.replace(self.options, now=time.time(),   # reservations' clock
                                       fold_settled=True if optimistic else self.options.fold_settled)
@@ -304,6 +313,9 @@ class Scheduler:
                                   self._snapshot_cache, observer=record)
         decided = time.perf_counter()
         applied = self.cluster.apply(decisions, state, record.usage) if self.leading() else ApplyReport()
+        publish = getattr(self.cluster, "publish_policy", None)   # a connection that keeps Queue objects
+        if publish is not None and self.leading():
+            publish(plan)
         seconds = time.perf_counter() - started
         self.cycles += 1
         m = self.metrics
@@ -316,6 +328,14 @@ class Scheduler:
         m.pods_unschedulable.inc(len(decisions.unschedulable))
         m.pods_waiting.set(len(decisions.unschedulable))
         m.set_queues(record.usage)
+        if record.facts is not None:
+            record.facts = with_podgroup_phases(record.facts, decisions, state)
+            m.set_queue_jobs(record.facts.queues)
+            if m.volcano is not None:
+                m.volcano.cycle(seconds, record.actions, record.facts, decisions, state, time.time())
+        if self.view is not None:
+            self.view.record(CycleView(self.cycles, plan.revision, plan.name, time.time(), seconds,
+                                       self.scheduler_name, state, decisions, record.facts))
         if decisions.bindings or decisions.evictions:
             done = f"{applied.bound} bound" if applied.bound or not applied.binding else f"{applied.binding} binding"
             log.info("cycle %d: %s, %d evicted, %d waiting (%.0f ms: snapshot %.0f, actions %.0f, apply %.0f) "

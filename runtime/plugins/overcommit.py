@@ -43,9 +43,14 @@ class OvercommitPlugin(Plugin):
             need = self.inqueue + job.min_resources
             if np.all(need <= self.idle):
                 return Verdict(PERMIT)
-            short = [ssn.snap.resources[r] for r in np.nonzero(need > self.idle)[0]]
-            return Verdict(REJECT, d.Reason(d.ENQUEUE, f"cluster overcommitted on {', '.join(short)} "
-                                                       f"(factor {factor:g})", {"resources": short}))
+            over = np.nonzero(need > self.idle)[0]
+            short = [ssn.snap.resources[r] for r in over]
+            r = int(over[0])
+            fig = lambda amount: qs.figure(ssn, r, amount)   # noqa: E731
+            text = (f"job needs {short[0]} {fig(job.min_resources[r])} (minResources); the cluster may admit "
+                    f"{fig(max(self.idle[r] - self.inqueue[r], 0))} more (cluster {fig(ssn.total[r])} × {factor:g} "
+                    f"overcommit, used {fig(used[r])}, inqueue {fig(self.inqueue[r])})")
+            return Verdict(REJECT, d.Reason(d.ENQUEUE, text, {"resources": short, "factor": factor}))
 
         self.register(ssn, "job_enqueued", enqueueable)
 

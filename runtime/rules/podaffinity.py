@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.model import Pod, PodAffinityTerm, PodRules
-from runtime.rules.pods import Profile, SelectorIndex, placed_groups, profile
-from runtime.session import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check, Session, StatefulRule
+from runtime.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
+from runtime.session import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check, Session
 from runtime.snapshot import Domains
 
 AFFINITY_MESSAGE = "node(s) didn't match pod affinity rules"
@@ -109,7 +109,7 @@ class _ClassTerms:
     score_range: tuple[float, float] = (0.0, 0.0)
 
 
-class PodAffinityRule(StatefulRule):
+class PodAffinityRule(CountingRule):
     """The session's InterPodAffinity state: predicates turns its filter on (`filter_on`),
     nodeorder its scorer (`weight`)."""
 
@@ -316,17 +316,3 @@ class PodAffinityRule(StatefulRule):
             for hold in self._holds_of(pod.rules):
                 hold.counts.add(node, step, leaving)
                 self._changed(hold.matched, hold.counts, node)
-
-    def placed(self, t: int, node: int) -> None:
-        self._move(t, node, 1, False)
-
-    def unplaced(self, t: int, node: int) -> None:
-        self._move(t, node, -1, False)
-
-    def evicted(self, t: int, node: int) -> None:
-        self._move(t, node, -1, False)
-        self._move(t, node, 1, True)
-
-    def unevicted(self, t: int, node: int) -> None:
-        self._move(t, node, -1, True)
-        self._move(t, node, 1, False)

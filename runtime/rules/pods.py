@@ -18,6 +18,7 @@ from typing import Generic, Hashable, TypeVar
 import numpy as np
 
 from runtime.model import LabelSelector, Pod, PodRules
+from runtime.session import StatefulRule
 from runtime.snapshot import Snapshot
 
 Profile = Hashable
@@ -64,6 +65,29 @@ def _group_placed(snap: Snapshot) -> list[PlacedGroup]:
         found[2 if pod.releasing else 1].append(row)
     return [PlacedGroup(pod, pod.rules or None, np.array(live, dtype=np.int64), np.array(leaving, dtype=np.int64))
             for pod, live, leaving in rows.values()]
+
+
+class CountingRule(StatefulRule):
+    """A stateful rule that counts our pods where they are, those leaving apart: a placement
+    adds a live pod on its node, an undo takes it away, an eviction moves it to the leaving,
+    an undone eviction back. A subclass says what one such move does (`_move`)."""
+
+    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+        raise NotImplementedError
+
+    def placed(self, t: int, node: int) -> None:
+        self._move(t, node, 1, False)
+
+    def unplaced(self, t: int, node: int) -> None:
+        self._move(t, node, -1, False)
+
+    def evicted(self, t: int, node: int) -> None:
+        self._move(t, node, -1, False)
+        self._move(t, node, 1, True)
+
+    def unevicted(self, t: int, node: int) -> None:
+        self._move(t, node, -1, True)
+        self._move(t, node, 1, False)
 
 
 def anchor(selector: LabelSelector | None) -> tuple[str, str] | None:

@@ -10,18 +10,18 @@ from collections import Counter
 import numpy as np
 
 from runtime.model import HostPort
-from runtime.rules.pods import placed_groups
-from runtime.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session, StatefulRule
+from runtime.rules.pods import CountingRule, placed_groups
+from runtime.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session
 
 PORTS_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
 
 
-class NodePortsRule(StatefulRule):
+class NodePortsRule(CountingRule):
     name = "nodeports"
 
     def __init__(self, ssn: Session):
         self.ssn = ssn
-        self.snap = snap = ssn.snap
+        self.snap = ssn.snap
         # (protocol, port) -> node -> Counter of (IP, leaving)
         self._used: dict[tuple[str, int], dict[int, Counter]] = {}
         for alike in placed_groups(ssn):
@@ -66,17 +66,3 @@ class NodePortsRule(StatefulRule):
             for port in rules.host_ports:
                 self._take(port, node, step, leaving)
             self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
-
-    def placed(self, t: int, node: int) -> None:
-        self._move(t, node, 1, False)
-
-    def unplaced(self, t: int, node: int) -> None:
-        self._move(t, node, -1, False)
-
-    def evicted(self, t: int, node: int) -> None:
-        self._move(t, node, -1, False)
-        self._move(t, node, 1, True)
-
-    def unevicted(self, t: int, node: int) -> None:
-        self._move(t, node, -1, True)
-        self._move(t, node, 1, False)

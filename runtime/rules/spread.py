@@ -29,8 +29,8 @@ import numpy as np
 
 from runtime.model import LabelSelector, Pod, SpreadConstraint
 from runtime.plugins.predicates import affinity_mask, untolerated_taint_checks
-from runtime.rules.pods import Profile, SelectorIndex, placed_groups, profile
-from runtime.session import MASK_FAIL, MASK_PASS, Check, Session, StatefulRule
+from runtime.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
+from runtime.session import MASK_FAIL, MASK_PASS, Check, Session
 from runtime.snapshot import Domains
 
 SKEW_MESSAGE = "node(s) didn't match pod topology spread constraints"
@@ -68,7 +68,7 @@ class _Spread:
         return int(self.count[self.present].min())
 
 
-class TopologySpreadRule(StatefulRule):
+class TopologySpreadRule(CountingRule):
     """The session's PodTopologySpread state: predicates turns its filter on (`filter_on`),
     nodeorder its scorer (`weight`)."""
 
@@ -203,7 +203,9 @@ class TopologySpreadRule(StatefulRule):
         return scores if nodes is None else scores[nodes]
 
     # --- notifications ---------------------------------------------------------------------
-    def _move(self, t: int, node: int, step: int) -> None:
+    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+        if leaving:
+            return      # a leaving pod no longer counts
         for selection in self._matching(self.snap.pods[t]):
             selection.per_node[node] += step
             for s in selection.users:
@@ -215,15 +217,3 @@ class TopologySpreadRule(StatefulRule):
                 everywhere = low != s.low or not s.constraint.hard
                 s.low = low
                 self.ssn.mark_dirty(s.cid, None if everywhere else s.domains.nodes(d))
-
-    def placed(self, t: int, node: int) -> None:
-        self._move(t, node, 1)
-
-    def unplaced(self, t: int, node: int) -> None:
-        self._move(t, node, -1)
-
-    def evicted(self, t: int, node: int) -> None:
-        self._move(t, node, -1)      # a leaving pod no longer counts
-
-    def unevicted(self, t: int, node: int) -> None:
-        self._move(t, node, 1)

@@ -29,6 +29,7 @@ from runtime.cycle import collect, open_session
 from runtime.decisions import Decisions, Reason
 from runtime.evictions import EvictionAudit, eviction_queues
 from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
+from runtime.rules.volumes import waits_on_storage
 from runtime.session import Options
 from runtime.snapshot import SnapshotCache, device_plans
 from runtime.simulation.metrics import GangViolation, Metrics, Recorder, queue_of
@@ -354,6 +355,8 @@ class Simulation:
         phases.update({key: group.phase for key, group in self.state.podgroups.items()})
         waiting = {k: v for k, v in self.waiting_reasons.items()
                    if k in self.state.pods and not self.state.pods[k].node_name}
+        metrics = dataclasses.replace(metrics, storage_waiting=sum(
+            1 for reasons in waiting.values() if any(waits_on_storage(r) for r in reasons)))
         return SimulationResult(metrics, self.placements, self.bind_times, self.job_starts, waiting, phases,
                                 self.evicted, end, cycles, stopped, self.state, self._findings(waiting))
 

@@ -60,6 +60,7 @@ class Sample:
     waiting: dict[str, int]             # leaf queue -> pods waiting
     fragmentation: dict[str, float]     # resource -> fragmented part of free (only while pods wait)
     fairness: float | None              # Jain's index over queues with waiting pods
+    evictions: int = 0                  # evictions so far (cumulative)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ class Metrics:
     samples: tuple[Sample, ...] = field(default=(), repr=False)
     # Evictions that bought nothing, pods evicted again, queues trading room (runtime.evictions).
     eviction_audit: dict = field(default_factory=dict)
+    # Pods still waiting at the end whose reasons name their storage (runtime.rules.volumes).
+    storage_waiting: int = 0
 
     @property
     def thrashing(self) -> bool:
@@ -124,6 +127,7 @@ class Metrics:
             "gang_violation_details": [{"time": v.time, "job": v.job, "running": v.running, "min_member": v.min_member}
                                        for v in self.gang_violations[:20]],
             "eviction_audit": dict(self.eviction_audit), "thrashing": self.thrashing,
+            "storage_waiting": self.storage_waiting,
         }
 
 
@@ -219,7 +223,8 @@ class Recorder:
         fragmentation = self._fragmentation(state, used_by_node, resources, shapes) if shapes else {}
         if waiting_requests:
             fragmentation.update(_card_fragmentation(snap, waiting_requests))
-        self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness))
+        self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
+                                   self.evictions))
 
     @staticmethod
     def _fragmentation(state: ClusterState, used_by_node, resources: list[str],

@@ -32,7 +32,7 @@ TEST_SUFFIX = ".policytest.yaml"
 RUN_KEYS = ("policy", "snapshot", "workload", "cycles", "until", "period")
 FILE_KEYS = RUN_KEYS + ("tests",)
 TEST_KEYS = ("name",) + RUN_KEYS + ("expect",)
-POD_CHECKS = ("node", "node_labels", "bound", "unschedulable", "evicted")
+POD_CHECKS = ("node", "node_labels", "bound", "unschedulable", "evicted", "volumes")
 PODGROUP_CHECKS = ("phase", "unschedulable")
 JOB_CHECKS = ("bound_before", "started")
 QUEUE_METRICS = {
@@ -42,7 +42,8 @@ QUEUE_METRICS = {
 }
 CLUSTER_METRICS = {"gang_violations": "count", "evictions": "count", "fairness": "number",
                    "utilization": "per-resource", "fragmentation": "per-resource",
-                   "wasted_evictions": "count", "repeated_evictions": "count", "traded_evictions": "count"}
+                   "wasted_evictions": "count", "repeated_evictions": "count", "traded_evictions": "count",
+                   "storage_waiting": "count"}
 # Every test fails on a run that thrashes (runtime.evictions) unless it asserts one of these itself.
 THRASH_METRICS = ("wasted_evictions", "repeated_evictions", "traded_evictions")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -387,6 +388,8 @@ def _pod_check(pod: str, key: str, value: Any, line: int) -> Assertion:
             return f"{pod} waits, but no reason contains `{text}`: " + "; ".join(reasons)
         shown = f" with a reason containing `{text}`" if text else ""
         return Assertion(f"pod {pod} is unschedulable{shown}", line, check)
+    if key == "volumes":
+        return _volumes_check(pod, value, line, known)
     if isinstance(value, bool):
         op, number, shown = (">=", 1.0, ">= 1") if value else ("==", 0.0, "== 0")
     else:
@@ -398,6 +401,36 @@ def _pod_check(pod: str, key: str, value: Any, line: int) -> Assertion:
             return None
         return known(result) or f"{pod} was evicted {count} times, expected {shown}"
     return Assertion(f"pod {pod} evictions {shown}", line, check)
+
+
+PROVISIONED = "provisioned"
+
+
+def _volumes_check(pod: str, value: Any, line: int, known: Callable[[Any], str | None]) -> Assertion:
+    """`volumes: {data: pv-3, scratch: provisioned}`: at the end each of the pod's claims (by name,
+    in its namespace) is bound to that PV, or to one provisioned for it."""
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"give the claims as a mapping of claim to PV (or `{PROVISIONED}`), e.g. {{data: pv-3}}")
+    wanted = {str(k): str(v) for k, v in value.items()}
+    namespace = pod.split("/", 1)[0] if "/" in pod else "default"
+
+    def check(result) -> str | None:
+        problems = []
+        for claim, volume in wanted.items():
+            found = result.state.storage.claims.get(f"{namespace}/{claim}")
+            if found is None:
+                problems.append(f"no claim {namespace}/{claim}")
+                continue
+            bound = found.volume_name if found.fully_bound else ""
+            provisioned = bound and bound.startswith("pvc-")
+            if bound == volume or (volume == PROVISIONED and provisioned):
+                continue
+            problems.append(f"{claim} is bound to {bound}" if bound else f"{claim} is not bound")
+        if not problems:
+            return None
+        return known(result) or f"{pod}: " + ", ".join(problems) + f" (expected {shown})"
+    shown = ", ".join(f"{k} -> {v}" for k, v in wanted.items())
+    return Assertion(f"pod {pod}'s claims bound: {shown}", line, check)
 
 
 def _podgroup_check(group: str, key: str, value: Any, line: int) -> Assertion:
@@ -515,7 +548,8 @@ def _cluster_check(key: str, value: Any, line: int) -> Assertion:
         return {"gang_violations": float(len(m.gang_violations)), "evictions": float(m.evictions),
                 "fairness": m.fairness, "wasted_evictions": float(a.get("wasted", 0)),
                 "repeated_evictions": float(a.get("repeats", 0)),
-                "traded_evictions": float(a.get("exchanges", 0))}[key], None
+                "traded_evictions": float(a.get("exchanges", 0)),
+                "storage_waiting": float(m.storage_waiting)}[key], None
     return _metric_check("", key, kind, value, line, read)
 
 

@@ -1,7 +1,8 @@
-"""`--report DIR`: one self-contained HTML page (index.html) with the run's metrics and three
-plots drawn as inline SVG by this module: utilization over time, queue shares over time
-(deserved dashed), and per-queue wait distributions (empirical CDFs). No script, no
-stylesheet or font from elsewhere."""
+"""`--report DIR`: one self-contained HTML page (index.html) with the run's metrics, the policy
+revision and the command that made it, and plots drawn as inline SVG by this module, laid out
+to the page's width: utilization over time, queue shares over time (deserved dashed), pods
+waiting per queue over time, evictions over time, and per-queue wait distributions (empirical
+CDFs). No script, no stylesheet or font from elsewhere."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def line_chart(title: str, series: list[Series], x_max: float, y_max: float, x_i
         return MARGIN_TOP + plot_h * (1.0 - min(max(y / y_max, 0.0), 1.0))
 
     esc = html.escape
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+    # The viewBox scales the chart to its figure's width (the page's layout), the text with it.
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" style="max-width:{WIDTH * 2}px" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{esc(title)}">',
              f'<text x="{MARGIN_LEFT}" y="18" font-size="14" font-weight="bold">{esc(title)}</text>',
              f'<rect x="{MARGIN_LEFT}" y="{MARGIN_TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
@@ -126,6 +128,26 @@ def shares_chart(result: SimulationResult) -> str:
     return line_chart("Queue shares over time (dominant resource; deserved dashed)", series, result.end_time, 1.0)
 
 
+def waiting_chart(result: SimulationResult) -> str:
+    """Pods waiting per queue over time (the pending work), with every queue's total."""
+    samples = result.metrics.samples
+    names = sorted({name for s in samples for name in s.waiting})
+    series: list[Series] = [(name, [(s.time, float(s.waiting.get(name, 0))) for s in samples], False, i)
+                            for i, name in enumerate(names)]
+    peak = max((float(sum(s.waiting.values())) for s in samples), default=0.0)
+    if len(names) > 1:
+        series.append(("all queues", [(s.time, float(sum(s.waiting.values()))) for s in samples], True, len(names)))
+    return line_chart("Pods waiting over time", series, result.end_time, peak * 1.1 or 1.0, y_is_percent=False)
+
+
+def evictions_chart(result: SimulationResult) -> str:
+    samples = result.metrics.samples
+    points = [(s.time, float(s.evictions)) for s in samples]
+    peak = max((p for _, p in points), default=0.0)
+    return line_chart("Evictions so far", [("evictions", points, False, 1)], result.end_time, peak * 1.1 or 1.0,
+                      y_is_percent=False)
+
+
 def waits_chart(result: SimulationResult) -> str:
     series: list[Series] = []
     longest = 0.0
@@ -140,9 +162,15 @@ def waits_chart(result: SimulationResult) -> str:
                       longest * 1.05 or 1.0, 1.0, x_label="wait")
 
 
-def render_html(result: SimulationResult, policy: str, description: str) -> str:
+def render_html(result: SimulationResult, policy: str, description: str, *, revision: str = "",
+                command: str = "") -> str:
     m = result.metrics
     esc = html.escape
+    header = ""
+    if revision:
+        header += f"<p>Policy revision <code>{esc(revision)}</code>.</p>\n"
+    if command:
+        header += f"<p>Command: <code>{esc(command)}</code></p>\n"
     rows = "\n".join(
         f"<tr><td>{esc(q.name)}</td><td>{q.jobs}</td><td>{q.started}</td><td>{q.completed}</td><td>{q.waiting}</td>"
         f"<td>{wait_text(q.wait_p50)}</td><td>{wait_text(q.wait_p95)}</td><td>{wait_text(q.wait_p99)}</td>"
@@ -168,12 +196,14 @@ table {{ border-collapse: collapse; margin: 1em 0; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
 td:first-child, th:first-child {{ text-align: left; }}
 figure {{ margin: 1.5em 0; }}
+.plots {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1em 2em; }}
+.plots figure {{ margin: 0; }}
 </style>
 </head>
 <body>
 <h1>Simulation of policy {esc(policy)}</h1>
 <p>{esc(description)}</p>
-<p>Simulated {esc(format_duration(result.end_time))} in {result.cycles} cycles
+{header}<p>Simulated {esc(format_duration(result.end_time))} in {result.cycles} cycles
 ({esc(STOP_REASONS.get(result.stopped, result.stopped))}).</p>
 <h2>Queues</h2>
 <table>
@@ -186,18 +216,23 @@ figure {{ margin: 1.5em 0; }}
 {cluster_rows}
 </table>
 <h2>Plots</h2>
+<div class="plots">
 <figure>{utilization_chart(result)}</figure>
 <figure>{shares_chart(result)}</figure>
+<figure>{waiting_chart(result)}</figure>
+<figure>{evictions_chart(result)}</figure>
 <figure>{waits_chart(result)}</figure>
+</div>
 </body>
 </html>
 """
 
 
-def write_report(directory: str | Path, result: SimulationResult, policy: str, description: str) -> Path:
+def write_report(directory: str | Path, result: SimulationResult, policy: str, description: str, *,
+                 revision: str = "", command: str = "") -> Path:
     """Write DIR/index.html (the folder is created); returns its path. Raises OSError."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     page = folder / "index.html"
-    page.write_text(render_html(result, policy, description), encoding="utf-8")
+    page.write_text(render_html(result, policy, description, revision=revision, command=command), encoding="utf-8")
     return page

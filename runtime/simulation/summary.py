@@ -43,6 +43,9 @@ def cycle_lines(outcome: CycleOutcome) -> list[str]:
     for b in sorted(d.bindings, key=lambda b: b.pod):
         devices = "".join(f" {res}={','.join(map(str, cards))}" for res, cards in sorted(b.devices.items()))
         lines.append(f"  bind   {b.pod} -> {b.node}{devices}")
+        if b.pod in d.volumes:
+            claims = ", ".join(f"{c.claim.split('/', 1)[1]} -> {c.volume or 'provisioned'}" for c in d.volumes[b.pod])
+            lines.append(f"         claims {claims}")
     for e in sorted(d.evictions, key=lambda e: e.pod):
         lines.append(f"  evict  {e.pod}: {e.reason.message}")
     for pod, node in sorted(d.pipelined.items()):
@@ -82,6 +85,9 @@ def cluster_table(metrics: Metrics) -> Table:
         detail = (f" (first: {first.job} at {format_duration(first.time)} ran {first.running} of "
                   f"minMember {first.min_member})")
     table.add_row("gang violations", f"{violations}{detail}")
+    if metrics.storage_waiting:
+        table.add_row("waiting on storage", f"{metrics.storage_waiting} pods (their claims, or no node their "
+                                            "volumes reach)")
     return table
 
 

@@ -196,6 +196,9 @@ def build_scenario(snapshot: list[Document], workload: list[Document], queue_map
     return Scenario(state, arrivals, durations, dict(queue_map or {}), description)
 
 
+NAMESPACED_KINDS = ("Pod", "PodGroup", "PersistentVolumeClaim")
+
+
 def _source_of(documents: list[Document], kind: str, key: str) -> str:
     return next((s for s, d in documents if isinstance(d, dict) and _identity(d) == (kind, key)), "<input>")
 
@@ -204,7 +207,7 @@ def _identity(doc: dict) -> tuple[str, str]:
     kind = str(doc.get("kind", ""))
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     name = str(meta.get("name") or "")
-    if kind in ("Pod", "PodGroup") and name:
+    if kind in NAMESPACED_KINDS and name:
         return kind, f"{meta.get('namespace') or 'default'}/{name}"
     return kind, name
 
@@ -216,7 +219,8 @@ def _duplicates(documents: list[Document]) -> list[ObjectProblem]:
         if not isinstance(doc, dict):
             continue
         identity = _identity(doc)
-        if not identity[1] or identity[0] not in ("Node", "Pod", "PodGroup", "Queue", "PriorityClass"):
+        if not identity[1] or identity[0] not in ("Node", "Pod", "PodGroup", "Queue", "PriorityClass",
+                                                  "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"):
             continue
         if identity in seen:
             problems.append(ObjectProblem(source, identity[0], identity[1],

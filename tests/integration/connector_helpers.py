@@ -386,7 +386,7 @@ class Cycle:
 class InProcess:
     """A Scheduler over a KubeCluster in this process, cycles run by the test (`cycle()`)."""
 
-    def __init__(self, kubeconfig: Path, scheduler_name: str, policy_text: str) -> None:
+    def __init__(self, kubeconfig: Path, scheduler_name: str, policy_text: str, **cluster_options: Any) -> None:
         from compiler.pipeline import compile_text
         from runtime.kube.api import connect
         from runtime.kube.cluster import KubeCluster
@@ -395,7 +395,7 @@ class InProcess:
         compilation = compile_text(policy_text, "test.policy")
         assert compilation.plan is not None, [str(d) for d in compilation.diagnostics]
         self.api = connect(str(kubeconfig))
-        self.cluster = KubeCluster(self.api, scheduler_name, identity="test")
+        self.cluster = KubeCluster(self.api, scheduler_name, identity="test", **cluster_options)
         self.scheduler = Scheduler(compilation.plan, self.cluster, scheduler_name=scheduler_name, period=0.2)
         self.cluster.start()
         assert self.cluster.wait_synced(30), "cache did not sync"
@@ -424,8 +424,8 @@ class InProcess:
 def in_process(kube_cluster: KubeCluster) -> Iterator[Callable[..., InProcess]]:
     made: list[InProcess] = []
 
-    def make(scheduler_name: str, policy_text: str = GANG_POLICY) -> InProcess:
-        made.append(InProcess(kube_cluster.kubeconfig, scheduler_name, policy_text))
+    def make(scheduler_name: str, policy_text: str = GANG_POLICY, **cluster_options: Any) -> InProcess:
+        made.append(InProcess(kube_cluster.kubeconfig, scheduler_name, policy_text, **cluster_options))
         return made[-1]
 
     yield make

@@ -231,12 +231,12 @@ def test_queue_gauges_drop_queues_that_are_gone() -> None:
     metrics.set_queues({"a": QueueUsage({"cpu": 2000}, {"cpu": 4000.0}, 0.5),
                         "b": QueueUsage({"cpu": 1000}, None, None)})
     text = metrics.render().decode()
-    assert 'policydsl_queue_allocated{queue="b",resource="cpu"} 1000.0' in text
-    assert 'policydsl_queue_share{queue="a"} 0.5' in text
+    assert 'policydsl_queue_allocated_cpu_cores{queue="b"} 1.0' in text
+    assert 'policydsl_queue_share_ratio{queue="a"} 0.5' in text
     metrics.set_queues({"a": QueueUsage({"cpu": 3000}, {"cpu": 4000.0}, 0.75)})
     text = metrics.render().decode()
     assert 'queue="b"' not in text
-    assert 'policydsl_queue_allocated{queue="a",resource="cpu"} 3000.0' in text
+    assert 'policydsl_queue_allocated_cpu_cores{queue="a"} 3.0' in text
 
 
 def test_metrics_server_endpoints() -> None:

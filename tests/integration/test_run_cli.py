@@ -118,8 +118,8 @@ def test_sigterm_stops_cleanly_and_endpoints_answer(
         assert status == 200
         for metric in ("policydsl_e2e_scheduling_duration_seconds_bucket",
                        'policydsl_action_duration_seconds_count{action="allocate"}',
-                       "policydsl_pods_scheduled_total 2.0", 'policydsl_queue_allocated{queue="default",resource="cpu"} 2000.0',
-                       'policydsl_queue_share{queue="default"}', "policydsl_bind_errors_total 0.0"):
+                       "policydsl_pods_scheduled_total 2.0", 'policydsl_queue_allocated_cpu_cores{queue="default"} 2.0',
+                       'policydsl_queue_share_ratio{queue="default"}', "policydsl_bind_errors_total 0.0"):
             assert metric in text, metric
         assert scheduler.terminate() == 0
         log = scheduler.log()

@@ -198,13 +198,13 @@ def test_a_removed_queue_leaves_its_jobs_waiting_not_lost_nor_moved(tmp_path: Pa
     assert {"ns/running", "ns/waiting"} <= set(running.cluster.state.podgroups)  # nothing dropped
     assert [pods[f"ns/running-{i}"].node_name for i in range(2)] == ["n0", "n0"]  # not evicted
     # The running gang's 4 cpus are no queue's: not charged to `default`.
-    assert running.sample("policydsl_queue_allocated", queue="default", resource="cpu") == 0
+    assert running.sample("policydsl_queue_allocated_cpu_cores", queue="default") == 0
 
     write(policy, policy_text(queues=QUEUES["a_under_b"]))  # back, moved under team_b
     running.wait_active(revision_of(policy))
     wait_for(lambda: all(pods[f"ns/waiting-{i}"].node_name for i in range(2)), "the waiting gang bound")
     assert "no longer skipped" in caplog.text
-    assert running.sample("policydsl_queue_allocated", queue="team_a", resource="cpu") == 6000
+    assert running.sample("policydsl_queue_allocated_cpu_cores", queue="team_a") == 6
 
 
 def test_a_queue_that_gains_children_holds_its_jobs(tmp_path: Path, loop) -> None:

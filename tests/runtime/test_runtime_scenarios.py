@@ -237,7 +237,7 @@ def test_enqueue_rejects_over_capability(pure):
     phases = {p.name: p.phase for p in decisions.podgroups}
     assert phases == {"ns/fits": "Running", "ns/toobig": "Pending"}
     # The binding limit and its figures: 3 asked, capability 2, and fits's 2 already admitted.
-    assert ("job needs cpu 3 (minResources); queue small may admit 2 (capability 2, cluster 8, deserved 2, "
+    assert ("job needs cpu 3 (minResources); queue small may admit 0 more (capability 2, cluster 8, deserved 2, "
             "allocated 0, inqueue 2, elastic 0)") in [r.message for r in decisions.reasons_for("ns/toobig-0")]
 
 

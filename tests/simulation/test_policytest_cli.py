@@ -117,6 +117,8 @@ BAD_FILES = [
     ("invalid yaml", "tests:\n  - name: [unclosed\n", 10, 1, "invalid YAML"),
     ("duplicate names", "tests:\n  - {name: t, expect: [{evictions: 0}]}\n  - {name: t, expect: [{evictions: 0}]}\n",
      10, 6, "two tests are named `t`"),
+    ("volumes not a mapping", "tests:\n  - name: t\n    expect:\n      - {pod: ns/big, volumes: pv-1}\n", 11, 23,
+     "`volumes`: give the claims as a mapping of claim to PV (or `provisioned`), e.g. {data: pv-3}"),
 ]
 
 
@@ -192,3 +194,31 @@ def test_job_order_and_phase_assertions(tmp_path, capsys):
     assert code == 1
     assert "::order PASSED" in out and "::reversed FAILED" in out
     assert "job default/second-0 started at 1m, after job default/first-0 (at 0s)" in out
+
+
+def test_volume_assertions_say_what_each_claim_is_bound_to(tmp_path, capsys):
+    path = tmp_path / "volumes.policytest.yaml"
+    path.write_text(f"""policy: {POLICIES / 'volcano-default.policy'}
+snapshot:
+  - {{apiVersion: v1, kind: Node, metadata: {{name: n1}}, status: {{allocatable: {{cpu: "2", memory: 8Gi}}}}}}
+  - {{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {{name: local}}, provisioner: kubernetes.io/no-provisioner,
+     volumeBindingMode: WaitForFirstConsumer}}
+  - {{apiVersion: v1, kind: PersistentVolume, metadata: {{name: pv-1}},
+     spec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], storageClassName: local, local: {{path: /d}},
+            nodeAffinity: {{required: {{nodeSelectorTerms: [{{matchFields: [{{key: metadata.name, operator: In, values: [n1]}}]}}]}}}}}}}}
+  - {{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {{name: data, namespace: ns}},
+     spec: {{accessModes: [ReadWriteOnce], storageClassName: local, resources: {{requests: {{storage: 1Gi}}}}}}}}
+  - {{apiVersion: v1, kind: Pod, metadata: {{name: p, namespace: ns}},
+     spec: {{schedulerName: volcano, containers: [{{resources: {{requests: {{cpu: "1"}}}}}}],
+            volumes: [{{name: d, persistentVolumeClaim: {{claimName: data}}}}]}}}}
+cycles: 1
+tests:
+  - name: right
+    expect: [{{pod: ns/p, volumes: {{data: pv-1}}}}]
+  - name: wrong
+    expect: [{{pod: ns/p, volumes: {{data: provisioned, other: pv-2}}}}]
+""")
+    code, out, _ = run_cli(capsys, "test", path)
+    assert code == 1
+    assert "::right PASSED" in out
+    assert "ns/p: data is bound to pv-1, no claim ns/other (expected data -> provisioned, other -> pv-2)" in out

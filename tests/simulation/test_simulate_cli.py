@@ -125,10 +125,18 @@ def test_report_writes_a_page_with_inline_svg_plots(tmp_path, capsys):
     assert code == 0
     page = (folder / "index.html").read_text()
     assert str(folder / "index.html") in err
-    assert page.count("<svg") == 3 and page.count("</svg>") == 3
-    for title in ("Utilization over time", "Queue shares over time", "Wait distribution per queue"):
+    assert page.count("<svg") == 5 and page.count("</svg>") == 5
+    for title in ("Utilization over time", "Queue shares over time", "Pods waiting over time", "Evictions so far",
+                  "Wait distribution per queue"):
         assert title in page
-    assert page.count("<polyline") >= 5          # resources, queue shares and deserved, wait CDFs
+    assert page.count("<polyline") >= 7          # resources, queue shares and deserved, waiting, evictions, CDFs
+    # The header says what made it: the policy's revision and the command.
+    from runtime.simulation.inputs import compile_policy
+
+    revision = compile_policy(str(POLICIES / "colocation.policy")).revision
+    assert f"Policy revision <code>{revision}</code>" in page
+    assert f"policydsl simulate {POLICIES / 'colocation.policy'} --until 30m --report {folder}" in page
+    assert 'class="plots"' in page and 'width="100%"' in page    # laid out to the page's width
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
 
 
@@ -157,6 +165,12 @@ BAD_INPUTS = [
      "`resources.cpu`: `lots` is not a quantity"),
     ("template gang", [node("n1"), workload({"name": "etl", "replicas": 2, "minMember": 3, "resources": {"cpu": "1"}})],
      "`minMember` (3) is more than `replicas` (2)"),
+    ("volume without capacity", [node("n1"), {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"},
+                                               "spec": {"accessModes": ["ReadWriteOnce"]}}],
+     "PersistentVolume pv: missing `spec.capacity.storage`"),
+    ("claim twice", [node("n1"), *[{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                    "metadata": {"name": "c", "namespace": "ns"}, "spec": {}}] * 2],
+     "PersistentVolumeClaim ns/c: defined twice"),
 ]
 
 
@@ -246,3 +260,31 @@ def test_a_podgroup_without_pods_is_admitted_in_the_first_cycle(tmp_path, capsys
                            "--cycles", "1", "--output", "json")
     assert code == 0
     assert json_lines(out)[0]["podgroups"] == [{"name": "ns/job", "phase": "Inqueue"}]
+
+
+def test_a_snapshot_with_storage_simulates_and_names_the_volumes_chosen(tmp_path, capsys):
+    local = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+             "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-n2"},
+          "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                   "local": {"path": "/d"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                       {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}}}
+    claims = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": c, "namespace": "ns"},
+               "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                        "resources": {"requests": {"storage": "1Gi"}}}} for c in ("data", "more")]
+    pods = [pod("db"), pod("db2")]
+    for p, claim in zip(pods, ("data", "more")):
+        p["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]
+    snapshot = write_objects(tmp_path / "cluster.yaml", [node("n1"), node("n2"), local, pv, *claims, *pods])
+    code, out, err = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--snapshot", snapshot,
+                             "--cycles", "1", "--output", "json")
+    assert code == 0, err
+    [decisions] = json_lines(out)
+    assert len(decisions["bindings"]) == 1 and decisions["bindings"][0]["node"] == "n2"
+    [chosen] = decisions["volumes"]
+    assert chosen["claims"][0]["volume"] == "pv-n2"
+    [waiting] = decisions["unschedulable"]
+    assert "node(s) didn't find available persistent volumes to bind" in waiting["reasons"][0]
+    code, out, err = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--snapshot", snapshot)
+    assert code == 0, err
+    assert "waiting on storage" in out and "1 pods" in out

@@ -1,0 +1,173 @@
+"""The autoscaler contract: a pod of ours that waits says so in its `PodScheduled` condition, as
+kube-scheduler writes it, so that Cluster Autoscaler (and Karpenter) add a node for it.
+
+kube-scheduler, when a pod cannot be placed, patches the pod's status with the condition
+`PodScheduled` `False`, reason `Unschedulable` and the fit error as message ("0/3 nodes are
+available: 3 Insufficient cpu."); a bind makes the API server set it `True`. Cluster
+Autoscaler lists pods whose PodScheduled is False with reason Unschedulable, simulates them on
+the node groups' templates and scales up the one they would fit (pods that fit on an existing
+node in its own simulation are dropped first). So we write exactly that condition, through
+`pods/status` (a strategic merge patch: the list of conditions is merged by type, the
+kubelet's other conditions stay), with the engine's reason as message:
+
+- a pod whose gang cannot be placed whole carries the gang's figures (its PodGroup's condition,
+  "3/4 tasks in gang unschedulable: ..."), then its own reasons: every waiting pod of such a
+  gang says so, including those the cycle never tried;
+- a pod whose gang still lacks pods (minMember not created yet) says that it waits for them;
+- a preemptor whose room is being freed (nominated) says where, and that it waits for victims;
+- a pod held by scheduling gates is left alone: the API server already marks it
+  `SchedulingGated`, which the autoscaler ignores, as it should.
+
+Cheap: written only when the message changes (never the same text twice; a pod bound or gone
+is forgotten), only once the pod has waited POD_CONDITION_DELAY_S (a pod placed within a second
+or a gang whose pods are still being created costs no write), and at most WRITES_PER_S writes
+a second (burst WRITE_BURST); a write the budget refuses stays due and goes with a later cycle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from runtime import decisions as d
+from runtime.kube.api import ApiError, KubeApi
+from runtime.model import ClusterState, Pod, group_key_of
+
+log = logging.getLogger("policydsl.kube.podconditions")
+
+POD_SCHEDULED = "PodScheduled"
+UNSCHEDULABLE = "Unschedulable"          # kube-scheduler's v1.PodReasonUnschedulable
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+POD_CONDITION_DELAY_S = 1.0
+WRITES_PER_S = 50.0
+WRITE_BURST = 200
+MAX_MESSAGE = 2048
+
+
+@dataclass(frozen=True)
+class PodCondition:
+    pod: str
+    uid: str
+    message: str
+
+
+def waiting_messages(decisions: d.Decisions, state: ClusterState) -> dict[str, str]:
+    """pod key -> the PodScheduled message each waiting pod of ours should carry."""
+    groups = {s.name: c.message for s in decisions.podgroups for c in s.conditions[:1]
+              if c.type == UNSCHEDULABLE and c.status == "True"}
+    out: dict[str, str] = {}
+    for item in decisions.unschedulable:
+        pod = state.pods.get(item.pod)
+        if pod is None or not item.reasons:
+            continue
+        if any(r.kind == d.GATED for r in item.reasons):
+            continue   # SchedulingGated, set by the API server
+        if all(r.kind == d.MEMBERS for r in item.reasons):
+            out[item.pod] = "waiting for the other pods of its gang to be created: " + \
+                "; ".join(r.message for r in item.reasons)
+            continue
+        parts: list[str] = []
+        group = groups.get(group_key_of(pod)) if pod.group else None
+        if group is not None and state.podgroups.get(group_key_of(pod)) is not None and \
+                state.podgroups[group_key_of(pod)].min_member > 1:
+            parts.append(group)
+        for reason in item.reasons:
+            if reason.message not in parts and not (group is not None and reason.message in group):
+                parts.append(reason.message)
+        out[item.pod] = "; ".join(parts)[:MAX_MESSAGE]
+    for key, node in decisions.pipelined.items():
+        if key in state.pods and key not in out:
+            out[key] = f"waiting for the pods evicted from node {node} to leave: its room there is held for it " \
+                       f"(status.nominatedNodeName)"
+    return out
+
+
+class _Budget:
+    """A token bucket that refuses instead of waiting."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens = float(burst)
+        self.stamp = clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+class PodConditionWriter:
+    """Decides which pods' PodScheduled to write after a cycle (`due`), and writes one (`write`)."""
+
+    def __init__(self, api: KubeApi, *, may_write: Callable[[], bool] = lambda: True,
+                 delay_s: float = POD_CONDITION_DELAY_S, rate: float = WRITES_PER_S, burst: int = WRITE_BURST,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.api = api
+        self.may_write = may_write
+        self.delay_s = delay_s
+        self.clock = clock
+        self._budget = _Budget(rate, burst, clock)
+        self._lock = threading.Lock()
+        self._written: dict[str, tuple[str, str]] = {}     # pod -> (uid, message) the API server holds
+        self._waiting_since: dict[str, float] = {}         # pod -> first cycle it was seen waiting
+        self._transition: dict[str, str] = {}              # pod -> lastTransitionTime written
+        self.writes = 0
+
+    def due(self, decisions: d.Decisions, state: ClusterState, busy: Callable[[str], bool]) -> list[PodCondition]:
+        """The conditions to write now; forgets pods that no longer wait (bounded memory)."""
+        messages = waiting_messages(decisions, state)
+        now = self.clock()
+        out = []
+        with self._lock:
+            self._waiting_since = {key: self._waiting_since.get(key, now) for key in messages}
+            self._written = {k: v for k, v in self._written.items() if k in messages}
+            self._transition = {k: v for k, v in self._transition.items() if k in messages}
+            for key, message in messages.items():
+                pod: Pod = state.pods[key]
+                if self._written.get(key) == (pod.uid, message) or busy(key):
+                    continue
+                if now - self._waiting_since[key] < self.delay_s:
+                    continue
+                if not self._budget.take():
+                    break   # the rest stay due
+                out.append(PodCondition(key, pod.uid, message))
+        return out
+
+    def write(self, condition: PodCondition) -> bool:
+        if not self.may_write():
+            return False
+        namespace, name = condition.pod.split("/", 1)
+        with self._lock:
+            since = self._transition.get(condition.pod) or _now_text()
+        body = {"metadata": {"uid": condition.uid},   # a new pod of the same name: refused (uid is immutable)
+                "status": {"conditions": [{"type": POD_SCHEDULED, "status": "False", "reason": UNSCHEDULABLE,
+                                           "message": condition.message, "lastProbeTime": None,
+                                           "lastTransitionTime": since}]}}
+        try:
+            self.api.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body=body,
+                             content_type=STRATEGIC_MERGE_PATCH)
+        except ApiError as err:
+            if err.status not in (404, 409, 422):   # gone, or replaced by a pod of the same name
+                log.warning("writing the PodScheduled condition of %s: %s", condition.pod, err)
+            return False
+        with self._lock:
+            self._written[condition.pod] = (condition.uid, condition.message)
+            self._transition[condition.pod] = since
+            self.writes += 1
+        return True
+
+    def written(self) -> Mapping[str, tuple[str, str]]:
+        with self._lock:
+            return dict(self._written)
+
+
+def _now_text() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

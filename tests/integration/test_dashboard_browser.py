@@ -1,0 +1,97 @@
+"""The dashboard (/ui) in a real browser: Debian's chromium, headless, driven by selenium through
+Debian's chromedriver (installed by .ci/install-browser.sh), against a scheduler on the dev
+cluster. On failure a screenshot and the page source are saved next to the test's files (and
+under $POLICYDSL_ARTIFACTS when set) and their paths printed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from polling import wait_for
+
+from .connector_helpers import VOLCANO, Objects, SchedulerProcess, unique_scheduler_name
+from .kube_helpers import KubeCluster
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def browser():
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail("Debian's chromium and chromium-driver are missing: run `bash .ci/install-browser.sh` "
+                    "(apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1400,1600"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def policy(team: str) -> str:
+    return f"""policy "dashboard" version 1
+actions [enqueue, allocate, backfill]
+tier {{
+  plugin priority
+  plugin gang
+}}
+tier {{
+  plugin drf
+  plugin predicates
+  plugin capacity
+  plugin nodeorder
+}}
+queue {team} {{ weight = 2  capability = {{ cpu: 2 }} }}
+"""
+
+
+def test_the_dashboard_shows_the_queue_tree_a_pending_reason_and_a_plot(
+        tmp_path: Path, objects: Objects, kube_cluster: KubeCluster) -> None:
+    name = unique_scheduler_name()
+    team = f"dash{uuid.uuid4().hex[:6]}"
+    objects.cluster_objects.append(f"{VOLCANO}/queues/{team}")
+    objects.node(f"{objects.namespace}-n0", cpu="8", memory="16Gi")
+    objects.gang("wide", 2, name, queue=team, cpu="2", memory="1Gi")     # 4 cpu > the capability of 2
+    objects.pod("lone", name, cpu="500m", memory="64Mi")
+    with SchedulerProcess(tmp_path, policy(team), kube_cluster.kubeconfig, name) as scheduler:
+        scheduler.wait_ready()
+        wait_for(lambda: f"queue {team} may allocate 2" in scheduler.get("/ui")[1], "the reason on the page", 30)
+        driver = browser()
+        try:
+            driver.get(scheduler.metrics_url() + "/ui")
+            from selenium.webdriver.common.by import By
+
+            tree = driver.find_element(By.ID, "queue-tree")
+            rows = {r.get_attribute("data-queue"): r for r in tree.find_elements(By.CSS_SELECTOR, "tr.queue")}
+            assert {team, "default"} <= set(rows), list(rows)
+            assert rows[team].find_elements(By.CSS_SELECTOR, "svg rect.allocated")
+            assert rows[team].find_elements(By.CSS_SELECTOR, "svg line.capability")
+            job = driver.find_element(By.CSS_SELECTOR, f'tr.pending-job[data-job="{objects.namespace}/wide"]')
+            reason = job.find_element(By.CSS_SELECTOR, "td.reason").text
+            assert f"queue {team} may allocate 2 more (capability 2" in reason, reason
+            plot = driver.find_element(By.ID, "plot-pending")
+            series = plot.find_elements(By.CSS_SELECTOR, ".series")
+            assert team in {s.get_attribute("data-series") for s in series}
+            assert plot.size["width"] > 300 and plot.size["height"] > 100     # laid out, not collapsed
+            assert driver.find_element(By.ID, "revision").text
+        except BaseException:
+            for where in filter(None, (tmp_path, os.environ.get("POLICYDSL_ARTIFACTS"))):
+                folder = Path(where)
+                folder.mkdir(parents=True, exist_ok=True)
+                shot = folder / "dashboard-failure.png"
+                driver.save_screenshot(str(shot))
+                (folder / "dashboard-failure.html").write_text(driver.page_source)
+                print(f"screenshot: {shot}")
+            raise
+        finally:
+            driver.quit()
