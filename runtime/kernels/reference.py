@@ -588,7 +588,7 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
                 node_of.append(-1)
                 plain.append(False)
             else:
-                status.append(HELD if pod.scheduling_gates or pod.unsupported or pod.bind_refused else PENDING)
+                status.append(HELD if pod.scheduling_gates or pod.unsupported or pod.held_back is not None else PENDING)
                 node_of.append(-1)
                 plain.append(not (pod.node_selector or pod.required_terms or pod.preferred_terms or pod.tolerations
                                   or pod.rules or pod.volumes is not None))

@@ -53,7 +53,7 @@ cdef PyMemberDef *M_ANNOTATIONS = slot_member(Pod, "annotations")
 cdef PyMemberDef *M_RULES = slot_member(Pod, "rules")
 cdef PyMemberDef *M_GATES = slot_member(Pod, "scheduling_gates")
 cdef PyMemberDef *M_UNSUPPORTED = slot_member(Pod, "unsupported")
-cdef PyMemberDef *M_REFUSED = slot_member(Pod, "bind_refused")
+cdef PyMemberDef *M_HELD = slot_member(Pod, "held_back")
 cdef PyMemberDef *M_LABELS = slot_member(Pod, "labels")
 cdef PyMemberDef *M_VOLUMES = slot_member(Pod, "volumes")
 
@@ -201,7 +201,7 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
                 # queue's allocation), holding room on no node.
                 st[t] = BOUND
             else:
-                st[t] = HELD if get_slot(pod, M_GATES) or get_slot(pod, M_UNSUPPORTED) or get_slot(pod, M_REFUSED) \
+                st[t] = HELD if get_slot(pod, M_GATES) or get_slot(pod, M_UNSUPPORTED) or get_slot(pod, M_HELD) is not None \
                     else PENDING
                 pl[t] = not (get_slot(pod, M_SELECTOR) or get_slot(pod, M_REQUIRED) or get_slot(pod, M_PREFERRED)
                              or get_slot(pod, M_TOLERATIONS) or get_slot(pod, M_RULES) is not None)

@@ -167,7 +167,7 @@ class KubeCluster:
         for key, refusal in self._held.items():
             pod = state.pods.get(key)
             if pod is not None and pod.node_name is None:
-                state.pods[key] = replace(pod, bind_refused=refusal.message)
+                state.pods[key] = replace(pod, held_back=d.Reason(d.BIND, refusal.message))
         return state
 
     def _skip_terminating(self, state: ClusterState, terminating: frozenset[str]) -> None:
@@ -436,7 +436,7 @@ class KubeCluster:
         out: dict[str, list[Refusal]] = {}
         for key, refusal in self._held.items():
             pod = state.pods.get(key)
-            if pod is not None and pod.group and pod.bind_refused:
+            if pod is not None and pod.group and pod.held_back is not None and pod.held_back.kind == d.BIND:
                 out.setdefault(group_key_of(pod), []).append(refusal)
         return out
 

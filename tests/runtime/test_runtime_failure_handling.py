@@ -9,6 +9,7 @@ import pytest
 
 from compiler.pipeline import compile_text
 from runtime.cycle import Options, run_cycle
+from runtime.decisions import Reason
 from runtime.kube.binder import REFUSED, BindOutcome, RefusedPods
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
 from runtime.model import ClusterState, Node, Pod, PodGroup
@@ -70,10 +71,10 @@ def test_a_held_pod_waits_saying_why_and_its_gang_is_not_running() -> None:
         if i < 2:
             pod.node_name, pod.phase = "n1", "Running"
         else:
-            pod.bind_refused = "binding to n1 was refused (403 Forbidden: no)"
+            pod.held_back = Reason("bind", "binding to n1 was refused (403 Forbidden: no)")
         state.add_pod(pod)
     state.add_pod(Pod("ns", "lone", {"cpu": 1000}, uid="lone", scheduler_name="volcano",
-                      bind_refused="binding to n1 was refused (422 Unprocessable Entity: bad)"))
+                      held_back=Reason("bind", "binding to n1 was refused (422 Unprocessable Entity: bad)")))
     for pure in (False, True):
         decisions = run_cycle(plan, state, Options(scheduler_name="volcano", pure_python=pure))
         assert decisions.bindings == []
