@@ -330,6 +330,11 @@ class QueueObject:
     parent: str | None = None
     state: str = "open"
     annotations: dict[str, str] = field(default_factory=dict)   # volcano.sh/hierarchy (drf), ...
+    uid: str = ""              # metadata.uid: what its Events name
+    # Why the object cannot be used as it is (the connector keeps a Queue it could not read,
+    # e.g. weight 0, under its name with this): its jobs wait saying so instead of being told
+    # the queue does not exist.
+    problem: str | None = None
 
 
 @dataclass(frozen=True)

@@ -237,9 +237,10 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
     spec = kf.mapping(obj, "spec")
     status = kf.mapping(obj, "status")
     weight = kf.integer(spec.get("weight"), "spec.weight", 1)
-    # 0 is Volcano's too (its webhook refuses it, its scheduler shares nothing out to it).
-    if not 0 <= weight <= 65535:
-        raise FieldError(f"`spec.weight` must be 0..65535, found {weight}")
+    # Volcano's admission webhook refuses 0 ("queue weight must be a positive integer"): a
+    # queue of weight 0 would be shared nothing and its jobs would wait without a word.
+    if not 1 <= weight <= 65535:
+        raise FieldError(f"`spec.weight` must be a positive integer (1..65535), found {weight}")
     state_name = str(status.get("state") or spec.get("state") or "Open").lower()
     state.add_queue(QueueObject(
         name=name, weight=weight,
@@ -249,6 +250,7 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
         reclaimable=spec.get("reclaimable") is not False, priority=kf.integer(spec.get("priority"), "spec.priority", 0),
         parent=spec.get("parent") or None, state="open" if state_name == "open" else "closed",
         annotations=kf.strings(obj["metadata"].get("annotations"), "metadata.annotations"),
+        uid=str(obj["metadata"].get("uid") or ""),
     ))
 
 

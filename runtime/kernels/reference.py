@@ -537,6 +537,14 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
             volume_pods.append(pod)
         if node:
             where = node_pos.get(node, -1)
+            if where < 0 and phase != "Succeeded" and phase != "Failed":
+                # Bound to a node that is gone (deleted; the pod garbage collector has not
+                # removed the pod yet): it holds room nowhere and counts in no queue.
+                sid = shape_index.get(())
+                if sid is None:
+                    sid = len(shapes)
+                    shape_index[()] = sid
+                    shapes.append({})
             gone = bool(pod.releasing)
             if phase != "Succeeded" and phase != "Failed":
                 placed_node.append(where)

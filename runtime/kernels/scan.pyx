@@ -150,6 +150,15 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
             found = node_pos.get(node)
             if found is not None:
                 where = found
+            elif phase != "Succeeded" and phase != "Failed":
+                # Bound to a node that is gone (deleted; the pod garbage collector has not
+                # removed the pod yet): it holds room nowhere and counts in no queue.
+                found = shape_index.get(())
+                if found is None:
+                    found = len(shapes)
+                    shape_index[()] = found
+                    shapes.append({})
+                sid = found
             gone = True if get_slot(pod, M_RELEASING) else False
             if phase != "Succeeded" and phase != "Failed":
                 pn[p] = where

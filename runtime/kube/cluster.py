@@ -44,8 +44,10 @@ from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
 from runtime.objects import ObjectProblem
+from runtime.queueshare import UnmetPromise
 
 UNSCHEDULABLE = "Unschedulable"    # the PodGroup condition, and the reason of its Warning Event
+UNMET_PROMISE = "GuaranteeUnmet"    # a Queue's guarantee (or deserved share) the cluster cannot hold
 
 log = logging.getLogger("policydsl.kube")
 
@@ -118,6 +120,7 @@ class KubeCluster:
         self.refused = RefusedPods()
         self._held: dict[str, Refusal] = {}  # the pods the last snapshot held back, and why
         self._skipped_namespaces: set[str] = set()  # being deleted, already said so
+        self._invalid_reported: dict[str, str] = {}  # invalid PodGroup -> resourceVersion its Event named
         self._refusal_lines = LineBudget()
         self.outages = {what: OutageLog(what, log, noun=noun, key_field=field) for what, noun, field in (
             ("binds", "pods", "pod"), ("evictions", "pods", "pod"), ("PodGroup status writes", "PodGroups", "podgroup"),
@@ -168,7 +171,47 @@ class KubeCluster:
             pod = state.pods.get(key)
             if pod is not None and pod.node_name is None:
                 state.pods[key] = replace(pod, held_back=d.Reason(d.BIND, refusal.message))
+        self._hold_invalid_groups(state)
         return state
+
+    def _hold_invalid_groups(self, state: ClusterState) -> None:
+        """Pods of a PodGroup the cache could not read wait saying what is wrong with it (not
+        that it does not exist), and the PodGroup gets a Warning Event, once per resourceVersion."""
+        invalid = {i.key: i for i in self.cache.invalid_objects() if i.kind == "PodGroup"}
+        for key in list(self._invalid_reported):
+            if key not in invalid:
+                del self._invalid_reported[key]
+        if not invalid:
+            return
+        for key, pod in list(state.pods.items()):
+            if pod.group and pod.node_name is None and pod.held_back is None:
+                bad = invalid.get(group_key_of(pod))
+                if bad is not None:
+                    state.pods[key] = replace(pod, held_back=d.Reason(
+                        d.JOB, f"PodGroup {bad.key} is invalid: {bad.message}", {"podgroup": bad.key}))
+        for key, bad in invalid.items():
+            if self._invalid_reported.get(key) != bad.version:
+                self._invalid_reported[key] = bad.version
+                namespace, name = key.split("/", 1)
+                self.events.record(InvolvedObject("PodGroup", PODGROUP_API, namespace, name, bad.uid), "Warning",
+                                   "InvalidPodGroup", f"PodGroup {key} is invalid, its pods wait: {bad.message}")
+
+    def report_queues(self, problems: Mapping[str, str], unmet: list[UnmetPromise]) -> None:
+        """Warning Events on the Queue objects that cannot run their jobs (`problems`: queue ->
+        why) and on those whose guarantee or deserved share the cluster cannot meet. The
+        recorder sends each again only when it changes or every refresh_s while it lasts."""
+        queues = self.cache.queue_objects_by_name()
+        for name, problem in problems.items():
+            obj = queues.get(name)
+            if obj is not None:
+                self.events.record(InvolvedObject("Queue", PODGROUP_API, "", name, obj.uid), "Warning",
+                                   "InvalidQueue", problem)
+        for promise in unmet:
+            for name, _ in promise.queues:
+                obj = queues.get(name)
+                if obj is not None:
+                    self.events.record(InvolvedObject("Queue", PODGROUP_API, "", name, obj.uid), "Warning",
+                                       UNMET_PROMISE, promise.describe())
 
     def _skip_terminating(self, state: ClusterState, terminating: frozenset[str]) -> None:
         """Waiting pods of namespaces being deleted are left out, and their PodGroups unless

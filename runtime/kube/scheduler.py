@@ -118,12 +118,17 @@ class CycleRecord:
     usage: dict[str, QueueUsage] = field(default_factory=dict)
     want_facts: bool = False        # the live view's queue rows and pending order (runtime/observe.py)
     facts: SessionFacts | None = None
+    # Queues that cannot run their jobs (queue -> why), and promises the cluster cannot keep.
+    queue_problems: dict[str, str] = field(default_factory=dict)
+    unmet: list[queueshare.UnmetPromise] = field(default_factory=list)
 
     def action_finished(self, action: str, seconds: float) -> None:
         self.actions.append((action, seconds))
 
     def session_finished(self, ssn: Session) -> None:
         self.usage = queue_usage(ssn)
+        self.queue_problems = {q.name: q.problem for q in ssn.snap.queues if q.problem}
+        self.unmet = queueshare.unmet_promises(ssn.snap)
         if self.want_facts:
             self.facts = session_facts(ssn)
 
@@ -169,6 +174,7 @@ class Scheduler:
         self._wake = threading.Event()  # either of the two: ends a wait of the pause
         self._snapshot_cache = SnapshotCache()
         self._reported: set[str] = set()
+        self._queue_news: set[str] = set()   # the queue problems and unmet promises last logged
         self.cycles = 0
         self.last_tick = time.monotonic()
         self._started = self.last_tick
@@ -328,6 +334,7 @@ class Scheduler:
         m.pods_unschedulable.inc(len(decisions.unschedulable))
         m.pods_waiting.set(len(decisions.unschedulable))
         m.set_queues(record.usage)
+        self._report_queues(record)
         if record.facts is not None:
             record.facts = with_podgroup_phases(record.facts, decisions, state)
             m.set_queue_jobs(record.facts.queues)
@@ -344,6 +351,21 @@ class Scheduler:
                      (snapshotted - started) * 1000, (decided - snapshotted) * 1000, (time.perf_counter() - decided) * 1000,
                      plan.revision)
         return CycleReport(self.cycles, decisions, applied, seconds, plan.revision)
+
+    def _report_queues(self, record: CycleRecord) -> None:
+        """Queues that cannot run their jobs and promises the cluster cannot keep: a log line
+        when one starts, changes or ends (not every cycle), the unmet-promise gauge, and the
+        connection's Events on the Queue objects."""
+        news = set(record.queue_problems.values()) | {p.describe() for p in record.unmet}
+        for line in sorted(news - self._queue_news):
+            log.warning("%s", line)
+        for line in sorted(self._queue_news - news):
+            log.info("resolved: %s", line)
+        self._queue_news = news
+        self.metrics.set_unmet_promises(record.unmet)
+        report = getattr(self.cluster, "report_queues", None)   # a connection that records Events
+        if report is not None and self.leading() and (record.queue_problems or record.unmet):
+            report(record.queue_problems, record.unmet)
 
     def _audit(self, plan: Plan, state: ClusterState, decisions: Decisions) -> None:
         """Whether the cycle's evictions buy anything, into the metrics (runtime/evictions.py)."""
