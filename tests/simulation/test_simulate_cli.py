@@ -288,3 +288,22 @@ def test_a_snapshot_with_storage_simulates_and_names_the_volumes_chosen(tmp_path
     code, out, err = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--snapshot", snapshot)
     assert code == 0, err
     assert "waiting on storage" in out and "1 pods" in out
+
+
+@pytest.mark.parametrize("guarantee, warned", [("1000", True), ("8", False)])
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_guarantees_beyond_the_simulated_cluster_are_reported(tmp_path, capsys, guarantee, warned, output):
+    """Issue 20's repro: an empty Queue guaranteeing 1,000 CPUs on a 32-CPU cluster starves the rest."""
+    snapshot = write_objects(tmp_path / "cluster.yaml", [
+        *(node(f"n{i}", cpu="8") for i in range(4)),
+        queue("big", guarantee={"resource": {"cpu": guarantee}}), pod("solo"),
+    ])
+    code, out, err = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--snapshot", snapshot,
+                             "--until", "5s", "--output", output)
+    assert code == 0, err
+    finding = ("PD215 promise-beyond-cluster: guarantee of cpu 1000 (big 1000) cannot be met: the cluster has 32; "
+               "the other queues under root get no cpu")
+    if output == "json":
+        assert (finding in json.loads(out)["findings"]) == warned
+    else:
+        assert (finding in " ".join(out.split())) == warned   # the console may wrap the line
