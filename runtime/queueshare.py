@@ -119,7 +119,10 @@ def overused_reason(ssn, q: int) -> d.Reason:
             at = [int(r) for r in columns if ssn.queue_allocated[c][r] >= deserved[c][r]]
             if at and len(at) == len(columns):
                 who = "" if c == q else f"queue {ssn.snap.queues[c].name}, "
-                text += f": {who}{ssn.snap.resources[at[0]]}: {', '.join(queue_figures(ssn, c, at[0]))}"
+                # With what other queues' guarantees take off its room: a queue overused with
+                # nothing allocated is one whose deserved share those guarantees took.
+                caps = {c: real_capability(ssn, c)}
+                text += f": {who}{ssn.snap.resources[at[0]]}: {', '.join(queue_figures(ssn, c, at[0], caps))}"
                 break
     return d.Reason(d.QUEUE, text, {"queue": name})
 

@@ -86,9 +86,8 @@ def test_an_overused_queue_with_nothing_allocated_gives_the_figures() -> None:
     ssn = open_session(PLAN, starved_cluster())
     q = ssn.snap.queue_index["offline"]
     text = overused_reason(ssn, q).message
-    assert text.startswith("queue offline is overused (at its deserved share): cpu: ")
-    assert "guaranteed to other queues" not in text or "(big 1000)" in text
-    assert "deserved 0" in text and "allocated 0" in text
+    assert text == ("queue offline is overused (at its deserved share): cpu: capability unlimited, cluster 32, "
+                    "guaranteed to other queues 32 (big 1000), deserved 0, allocated 0")
 
 
 @pytest.mark.parametrize("queues, queue, expected", [
