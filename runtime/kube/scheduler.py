@@ -32,7 +32,7 @@ import numpy as np
 from compiler.plan import Plan
 from runtime import queueshare
 from runtime.cycle import Options, VictimsNeeded, run_cycle
-from runtime.decisions import Decisions
+from runtime.decisions import JOB, Decisions, Reason
 from runtime.evictions import EvictionAudit, eviction_queues, reservation_seconds
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
@@ -391,16 +391,18 @@ class Scheduler:
         if not problems:
             self._reported = set()
             return
-        bad = {p.name for p in problems}
+        bad = {p.name: p for p in problems}
         for key in bad:
             state.podgroups.pop(key, None)
-        # Their waiting pods wait; placed ones keep their room but, like another scheduler's pods,
-        # count in no queue: left as group-less pods they would be charged to `default` (and be
-        # its victims).
+        # Their waiting pods wait, held back saying why (counted as waiting, with an Event each);
+        # placed ones keep their room but, like another scheduler's pods, count in no queue: left
+        # as group-less pods they would be charged to `default` (and be its victims).
         for key, pod in list(state.pods.items()):
             if pod.group and group_key_of(pod) in bad:
                 if pod.node_name is None:
-                    del state.pods[key]
+                    problem = bad[group_key_of(pod)]
+                    state.pods[key] = dataclasses.replace(pod, held_back=pod.held_back or Reason(
+                        JOB, f"PodGroup {problem.name} {problem.message}", {"podgroup": problem.name}))
                 else:
                     state.pods[key] = dataclasses.replace(pod, scheduler_name=FOREIGN_SCHEDULER)
         fresh = [p for p in problems if str(p) not in self._reported]

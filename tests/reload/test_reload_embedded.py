@@ -199,6 +199,8 @@ def test_a_removed_queue_leaves_its_jobs_waiting_not_lost_nor_moved(tmp_path: Pa
     assert [pods[f"ns/running-{i}"].node_name for i in range(2)] == ["n0", "n0"]  # not evicted
     # The running gang's 4 cpus are no queue's: not charged to `default`.
     assert running.sample("policydsl_queue_allocated_cpu_cores", queue="default") == 0
+    # Its waiting pods are counted as waiting (and say why), not left out of the cycle.
+    assert running.sample("policydsl_pods_waiting") == 2
 
     write(policy, policy_text(queues=QUEUES["a_under_b"]))  # back, moved under team_b
     running.wait_active(revision_of(policy))
