@@ -36,7 +36,7 @@ from runtime.kube.cache import ClusterCache
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
-from runtime.kube.scheduler import ApplyReport
+from runtime.kube.scheduler import FOREIGN_SCHEDULER, ApplyReport
 from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
 from runtime.kube.podconditions import PodCondition, PodConditionWriter
 from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
@@ -184,11 +184,19 @@ class KubeCluster:
         if not invalid:
             return
         for key, pod in list(state.pods.items()):
-            if pod.group and pod.node_name is None and pod.held_back is None:
-                bad = invalid.get(group_key_of(pod))
-                if bad is not None:
+            bad = invalid.get(group_key_of(pod)) if pod.group and pod.scheduler_name == self.cache.scheduler_name \
+                else None
+            if bad is None:
+                continue
+            if pod.node_name is None:
+                if pod.held_back is None:
                     state.pods[key] = replace(pod, held_back=d.Reason(
                         d.JOB, f"PodGroup {bad.key} is invalid: {bad.message}", {"podgroup": bad.key}))
+            else:
+                # Placed members keep their room but, as the pods of a PodGroup naming a missing
+                # queue (Scheduler._drop_invalid), count in no queue: left as group-less pods
+                # they would be charged to `default` (and be its victims).
+                state.pods[key] = replace(pod, scheduler_name=FOREIGN_SCHEDULER)
         for key, bad in invalid.items():
             if self._invalid_reported.get(key) != bad.version:
                 self._invalid_reported[key] = bad.version

@@ -93,18 +93,25 @@ def test_an_invalid_podgroup_is_named_on_itself_and_on_its_pods(
     objects.node(f"{ns}-n0", cpu="8")
     objects.gang("bad", 2, name, min_resources={"cpu": "-1"})
     objects.pod("fine", name)
+    # A member placed before its PodGroup went bad keeps its room and counts in no queue.
+    objects.podgroup("was-good", 1, min_resources={"cpu": "-2"})
+    placed = pod_body("was-good-0", name, cpu="3", group="was-good")
+    placed["spec"]["nodeName"] = f"{ns}-n0"
+    kube_api.post(f"/api/v1/namespaces/{ns}/pods", placed)
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(ns, 3), "the cache", 10)
+    wait_for(lambda: scheduler.sees(ns, 4), "the cache", 10)
 
     for _ in range(3):
         cycle = scheduler.cycle()
-    assert objects.bound() == {"fine": f"{ns}-n0"}
+    assert objects.bound() == {"fine": f"{ns}-n0", "was-good-0": f"{ns}-n0"}
+    assert scheduler.scheduler.metrics.registry.get_sample_value("policydsl_queue_allocated_cpu_cores",
+                                                                 {"queue": "default"}) == 1
     reasons = reasons_of(cycle, ns)
     assert set(reasons) == {"bad-0", "bad-1"}
     for why in reasons.values():
         assert len(why) == 1 and why[0].startswith(f"PodGroup {ns}/bad is invalid: ") and "minResources" in why[0]
         assert "does not exist" not in why[0]
-    said = logged(caplog, f"PodGroup {ns}/bad is invalid")
+    said = logged(caplog, f"PodGroup {ns}/bad is invalid (")
     assert len(said) == 1 and "its pods wait until it is fixed" in said[0]
     wait_for(lambda: [e for e in objects.events_for("bad", "PodGroup") if e["reason"] == "InvalidPodGroup"],
              "the PodGroup's Event", 10)
