@@ -162,6 +162,29 @@ def test_the_scheduler_names_starvation_once_and_sets_the_gauge(caplog) -> None:
                                              {"queue": "big", "resource": "cpu", "kind": "guarantee"}) is None
 
 
+@pytest.mark.parametrize("broken, fixed, line", [
+    (QueueObject("a", parent="b"), QueueObject("a"), "queue a cannot be used: its parents form a cycle (a → b → a)"),
+    (QueueObject("a", parent="ghost"), QueueObject("a"), "queue a cannot be used: its parent ghost does not exist"),
+    (QueueObject("a", problem="`spec.weight` must be a positive integer (1..65535), found 0"), QueueObject("a"),
+     "queue a is invalid: `spec.weight` must be a positive integer (1..65535), found 0"),
+])
+def test_the_scheduler_logs_a_broken_queue_once_and_when_it_is_fixed(broken, fixed, line, caplog) -> None:
+    state = ClusterState()
+    node(state, "n0", cpu=8000)
+    state.add_queue(broken)
+    state.add_queue(QueueObject("b", parent="a"))
+    gang(state, "job", 1, queue="a")
+    scheduler = Scheduler(PLAN, EmbeddedCluster(state))
+    with caplog.at_level(logging.INFO, logger="policydsl.scheduler"):
+        for _ in range(3):
+            scheduler.run_once()
+        assert [r.getMessage() for r in caplog.records if r.getMessage() == line] == [line]
+        state.queues["a"], state.queues["b"] = fixed, QueueObject("b")
+        scheduler.run_once()
+    assert f"resolved: {line}" in [r.getMessage() for r in caplog.records]
+    assert state.pods["ns/job-0"].node_name == "n0"
+
+
 # --- the connector's cache --------------------------------------------------------------
 
 def _cache() -> ClusterCache:
