@@ -172,6 +172,13 @@ def unmet_promises(snap) -> list[UnmetPromise]:
     """Each parent whose children's guarantees, or explicit deserved shares, add up to more of
     a resource than the parent has (the cluster, for root; else its real capability: its
     capability less its siblings' guarantees), on the resources some node offers."""
+    # Guarantees take room only where a queue-share plugin computes shares; explicit deserved
+    # shares mean something only to capacity (lint's PD212 says so of the policy's).
+    kinds = [(kind, promises) for kind, promises, plugins in (
+        ("guarantee", snap.guarantee, ("proportion", "capacity")), ("deserved", snap.deserved, ("capacity",)))
+        if any(snap.plan.has_plugin(p) for p in plugins)]
+    if not kinds:
+        return []
     columns = [r for r, name in enumerate(snap.resources) if name != "pods" and snap.total[r] > 0]
     q_n = len(snap.queues)
     room = np.zeros((q_n, snap.n_resources), dtype=np.int64)
@@ -181,7 +188,7 @@ def unmet_promises(snap) -> list[UnmetPromise]:
     for parent in order:    # top down: a parent's room is known before its children's
         children = snap.queues[parent].children
         order.extend(children)
-        for kind, promises in (("guarantee", snap.guarantee), ("deserved", snap.deserved)):
+        for kind, promises in kinds:
             for r in columns:
                 given = [(snap.queues[c].name, int(promises[c][r])) for c in children
                          if 0 < promises[c][r] < UNLIMITED]

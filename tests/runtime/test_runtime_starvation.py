@@ -23,6 +23,8 @@ from runtime.queueshare import overused_reason, unmet_promises
 from tests.runtime.runtime_helpers import STANDARD_TIERS, gang, node, pod, policy
 
 PLAN = policy(STANDARD_TIERS)
+CAPACITY_PLAN = policy(STANDARD_TIERS.replace("plugin proportion", "plugin capacity"))
+NO_SHARES_PLAN = policy(STANDARD_TIERS.replace("  plugin proportion\n", ""))
 KERNELS = [False, True]   # compiled, pure Python
 
 
@@ -53,6 +55,7 @@ def starved_cluster() -> ClusterState:
     ([("d", None, None, 40)], 32,
      ["deserved of cpu 40 (d 40) cannot be met: the cluster has 32; the other queues under root get no cpu"],
      {"d": 8}),
+    ([("d", None, None, 40)], 32, [], {}),      # deserved means nothing to proportion (PD212)
 ])
 def test_unmet_promises_name_the_queues_and_the_room(queues, cpu, expected, shortfalls) -> None:
     state = ClusterState()
@@ -60,10 +63,15 @@ def test_unmet_promises_name_the_queues_and_the_room(queues, cpu, expected, shor
     for name, parent, guarantee, deserved in queues:
         state.add_queue(QueueObject(name, parent=parent, guarantee={"cpu": guarantee * 1000} if guarantee else None,
                                     deserved={"cpu": deserved * 1000} if deserved else None))
-    unmet = unmet_promises(open_session(PLAN, state).snap)
+    plan = CAPACITY_PLAN if expected and expected[0].startswith("deserved") else PLAN
+    unmet = unmet_promises(open_session(plan, state).snap)
     assert [p.describe() for p in unmet] == expected
     got = {name: p.shortfall(amount) // 1000 for p in unmet for name, amount in p.queues}
     assert got == shortfalls
+
+
+def test_without_a_queue_share_plugin_guarantees_promise_nothing() -> None:
+    assert unmet_promises(open_session(NO_SHARES_PLAN, starved_cluster()).snap) == []
 
 
 @pytest.mark.parametrize("pure", KERNELS)
