@@ -148,7 +148,7 @@ def test_a_pod_on_a_deleted_node_counts_in_no_queue(pure: bool, fold: bool, node
 def test_the_scheduler_names_starvation_once_and_sets_the_gauge(caplog) -> None:
     state = starved_cluster()
     pod(state, "lone")
-    metrics = Metrics()
+    metrics = Metrics(volcano=True)
     scheduler = Scheduler(PLAN, EmbeddedCluster(state), metrics=metrics)
     with caplog.at_level(logging.INFO, logger="policydsl.scheduler"):
         for _ in range(3):
@@ -159,7 +159,11 @@ def test_the_scheduler_names_starvation_once_and_sets_the_gauge(caplog) -> None:
     gauge = metrics.registry.get_sample_value("policydsl_queue_unmet_promise",
                                               {"queue": "big", "resource": "cpu", "kind": "guarantee"})
     assert gauge == 968
-    assert metrics.registry.get_sample_value("policydsl_pods_waiting") == 1
+    # None of the waiting-pod figures reads 0 while the pod waits.
+    for metric, labels in (("policydsl_pods_waiting", {}), ("policydsl_queue_pending_jobs", {"queue": "default"}),
+                           ("policydsl_queue_unschedulable_jobs", {"queue": "default"}),
+                           ("volcano_unschedule_task_count", {"job_id": "lone"}), ("volcano_unschedule_job_count", {})):
+        assert metrics.registry.get_sample_value(metric, labels) == 1, metric
     # The guarantee lowered to what the cluster holds: said so, and the series goes.
     state.queues["big"] = QueueObject("big", guarantee={"cpu": 16_000})
     caplog.clear()
