@@ -382,8 +382,8 @@ class Scheduler:
 
     def _drop_invalid(self, state: ClusterState, plan: Plan) -> None:
         """PodGroups naming a queue nobody defines (never did, or a reloaded policy removed it) stay
-        out of the cycle instead of failing it for everybody; each is reported once each time its
-        queue goes missing."""
+        out of the cycle instead of failing it for everybody, their waiting pods held back saying
+        so; each is reported once each time its queue goes missing."""
         problems = check_queues(state, [q.name for q in plan.queues])
         current = {str(p) for p in problems}
         for resolved in sorted(self._reported - current):
