@@ -53,6 +53,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -200,18 +201,27 @@ def make_rules_cluster(nodes: int, pods: int, zones: int, with_rules: bool) -> C
     return state
 
 
-def rules_cycles(plan, nodes: int, pods: int, zones: int, repeat: int) -> dict:
-    """Section 6: best compiled cycle with and without the rules; decisions of both paths alike."""
-    out: dict = {"nodes": nodes, "pods": pods, "zones": zones}
-    for name, with_rules in (("without", False), ("with", True)):
-        state = make_rules_cluster(nodes, pods, zones, with_rules)
+def with_and_without(plan, make: Callable[[bool], ClusterState], repeat: int) -> tuple[dict, ClusterState, object]:
+    """Best compiled cycle of the cluster `make(False)` (without the feature) and `make(True)`
+    (with it), each on a frozen state of its own: their figures and `cost` (with ÷ without),
+    and the state and decisions of the run with it, for checking."""
+    out: dict = {}
+    for name, with_it in (("without", False), ("with", True)):
+        state = make(with_it)
         freeze_state()
         cache = SnapshotCache()
         one_cycle(plan, state, False, cache)
-        (seconds, placed, parts, _), _, cpu = best_of(plan, state, False, cache, repeat)
+        (seconds, placed, parts, decisions), _, cpu = best_of(plan, state, False, cache, repeat)
         out[name] = {"cycle_s": round(seconds, 4), "cycle_cpu_s": round(cpu, 4), "placements": placed,
                      "placements_per_s": round(placed / seconds), "phases": parts}
     out["cost"] = round(out["with"]["cycle_s"] / out["without"]["cycle_s"], 2)
+    return out, state, decisions
+
+
+def rules_cycles(plan, nodes: int, pods: int, zones: int, repeat: int) -> dict:
+    """Section 6: best compiled cycle with and without the rules; decisions of both paths alike."""
+    out, _, _ = with_and_without(plan, lambda with_rules: make_rules_cluster(nodes, pods, zones, with_rules), repeat)
+    out.update(nodes=nodes, pods=pods, zones=zones)
     small = make_rules_cluster(max(nodes // 10, zones), max(pods // 10, 30), zones, True)
     decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
     out["identical_decisions"] = decided[0] == decided[1]
@@ -248,28 +258,18 @@ def make_storage_cluster(nodes: int, pods: int, jobs: int, with_claims: bool) ->
 def storage_cycles(plan, nodes: int, pods: int, jobs: int, repeat: int) -> dict:
     """Section 7: best compiled cycle with and without the claims; the volume invariants of the
     decisions; both paths alike."""
-    out: dict = {"nodes": nodes, "pods": pods, "claims": 0}
-    checked = True
-    for name, with_claims in (("without", False), ("with", True)):
-        state = make_storage_cluster(nodes, pods, jobs, with_claims)
-        freeze_state()
-        cache = SnapshotCache()
-        one_cycle(plan, state, False, cache)
-        (seconds, placed, parts, decisions), _, cpu = best_of(plan, state, False, cache, repeat)
-        out[name] = {"cycle_s": round(seconds, 4), "cycle_cpu_s": round(cpu, 4), "placements": placed,
-                     "placements_per_s": round(placed / seconds), "phases": parts}
-        if with_claims:
-            out["claims"] = len(state.storage.claims)
-            nodes_of = {b.pod: b.node for b in decisions.bindings}
-            picked = [(c.volume, nodes_of[pod]) for pod, choices in decisions.volumes.items() for c in choices]
-            static = [v for v, _ in picked if v]
-            checked &= placed == pods and len(decisions.volumes) == out["claims"]
-            checked &= len(static) == len(set(static))
-            checked &= all(state.storage.volumes[v].node_affinity[0][0].values[0] == node for v, node in picked if v)
-            out["static_volumes"] = len(static)
-            out["provisioned"] = len(picked) - len(static)
-    out["cost"] = round(out["with"]["cycle_s"] / out["without"]["cycle_s"], 2)
-    out["volumes_checked"] = checked
+    out, state, decisions = with_and_without(
+        plan, lambda with_claims: make_storage_cluster(nodes, pods, jobs, with_claims), repeat)
+    out.update(nodes=nodes, pods=pods, claims=len(state.storage.claims))
+    nodes_of = {b.pod: b.node for b in decisions.bindings}
+    picked = [(c.volume, nodes_of[pod]) for pod, choices in decisions.volumes.items() for c in choices]
+    static = [v for v, _ in picked if v]
+    out["static_volumes"] = len(static)
+    out["provisioned"] = len(picked) - len(static)
+    out["volumes_checked"] = (out["with"]["placements"] == pods and len(decisions.volumes) == out["claims"]
+                              and len(static) == len(set(static))
+                              and all(state.storage.volumes[v].node_affinity[0][0].values[0] == node
+                                      for v, node in picked if v))
     small = make_storage_cluster(max(nodes // 10, 30), max(pods // 10, 120), max(jobs // 10, 12), True)
     decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
     out["identical_decisions"] = decided[0] == decided[1]

@@ -202,8 +202,10 @@ def _explain_pod(state: ClusterState, key: str, decisions: d.Decisions, options:
 def _explain_group(state: ClusterState, key: str, decisions: d.Decisions, options: Options) -> Explanation:
     group = state.podgroups[key]
     queue, phase, condition = _queue_and_phase(state, key, decisions)
-    pods = [p for p in state.pods.values() if p.group and group_key_of(p) == key
-            and p.scheduler_name == options.scheduler_name]
+    # By name: the causes are listed in the order their first pod shows them, the same whatever
+    # order the cluster was listed in (live and offline explain agree).
+    pods = sorted((p for p in state.pods.values() if p.group and group_key_of(p) == key
+                   and p.scheduler_name == options.scheduler_name), key=lambda p: p.key)
     running = sum(1 for p in pods if p.node_name and not p.terminal and not p.releasing)
     done = sum(1 for p in pods if p.terminal)
     bound = [p.key for p in pods if decisions.binding_of(p.key) is not None]

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from runtime.kube.api import ApiError, KubeApi
 
 from .kube_helpers import KubeCluster
+from .poller import Poller
 
 REPO = Path(__file__).resolve().parents[2]
 VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
@@ -270,45 +271,30 @@ class SchedulerProcess:
 
 # --- a kubelet stand-in ------------------------------------------------------------------------------
 
-class FakeKubelet:
+class FakeKubelet(Poller):
     """Plays kubelet for one namespace: bound pods become Running (status subresource), pods
     being deleted (evicted) go away `termination_seconds` after it first sees them so (at once
     by default: a container that stops on SIGTERM). Polls; good enough for tests."""
 
     def __init__(self, api: KubeApi, namespace: str, interval: float = 0.2, termination_seconds: float = 0.0) -> None:
+        super().__init__(interval)
         self.api = api
         self.namespace = namespace
-        self.interval = interval
         self.termination_seconds = termination_seconds
         self.deleted: list[str] = []
         self._terminating: dict[str, float] = {}   # pod -> when it was first seen being deleted
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> FakeKubelet:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
+    def poll(self) -> None:
         base = f"/api/v1/namespaces/{self.namespace}/pods"
-        while not self._stop.is_set():
-            try:
-                for pod in self.api.get(base)["items"]:
-                    name = pod["metadata"]["name"]
-                    if pod["metadata"].get("deletionTimestamp"):
-                        since = self._terminating.setdefault(name, time.monotonic())
-                        if time.monotonic() - since >= self.termination_seconds:
-                            self.api.request("DELETE", f"{base}/{name}", query={"gracePeriodSeconds": "0"})
-                            self.deleted.append(name)
-                    elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") == "Pending":
-                        self.api.merge_patch(f"{base}/{name}/status", {"status": {"phase": "Running"}})
-            except ApiError:
-                pass  # deleted meanwhile, or the API server is restarting: next round
-            self._stop.wait(self.interval)
+        for pod in self.api.get(base)["items"]:
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp"):
+                since = self._terminating.setdefault(name, time.monotonic())
+                if time.monotonic() - since >= self.termination_seconds:
+                    self.api.request("DELETE", f"{base}/{name}", query={"gracePeriodSeconds": "0"})
+                    self.deleted.append(name)
+            elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") == "Pending":
+                self.api.merge_patch(f"{base}/{name}/status", {"status": {"phase": "Running"}})
 
 
 # --- what happened to each pod ------------------------------------------------------------------------

@@ -6,55 +6,41 @@ it first sees it ready to bind, so a test can tell that pods wait for their clai
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 from runtime.kube.api import ApiError, KubeApi
+
+from .poller import Poller
 
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
-class PVController:
+class PVController(Poller):
     def __init__(self, api: KubeApi, namespace: str, classes: set[str], provisions: set[str] = frozenset(),
                  delay: float = 0.0, interval: float = 0.2, driver: str = "csi.test.example.com") -> None:
+        super().__init__(interval)
         self.api = api
         self.namespace = namespace
         self.classes = classes
         self.provisions = provisions
         self.delay = delay
-        self.interval = interval
         self.driver = driver
         self.bound_at: dict[str, float] = {}        # claim -> when (time.monotonic) it was bound
         self.made: list[str] = []                   # PVs it provisioned
         self._ready_since: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> PVController:
-        self._thread.start()
-        return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().__exit__(*exc)
         for name in self.made:
             try:
                 self.api.delete(f"/api/v1/persistentvolumes/{name}")
             except ApiError:
                 pass
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._round()
-            except ApiError:
-                pass      # an object changed or went meanwhile: next round
-            self._stop.wait(self.interval)
-
-    def _round(self) -> None:
+    def poll(self) -> None:
         pvs = [pv for pv in self.api.get("/api/v1/persistentvolumes")["items"]
                if pv["spec"].get("storageClassName") in self.classes]
         for pv in pvs:

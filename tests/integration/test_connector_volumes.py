@@ -7,16 +7,16 @@ claims."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import pytest
 from polling import wait_for
 
-from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.api import KubeApi
 
 from .connector_helpers import Objects, unique_scheduler_name
+from .poller import Poller
 from .pv_controller import SELECTED_NODE, PVController
 
 pytestmark = pytest.mark.integration
@@ -71,31 +71,18 @@ def _pv_node(api: KubeApi, name: str) -> str:
     return pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0]
 
 
-class BindTimes:
+class BindTimes(Poller):
     """When each pod of the namespace was first seen with a node (time.monotonic)."""
 
     def __init__(self, api: KubeApi, namespace: str) -> None:
+        super().__init__(0.05)
         self.api, self.path = api, f"/api/v1/namespaces/{namespace}/pods"
         self.seen: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> BindTimes:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.05):
-            try:
-                for pod in self.api.get(self.path)["items"]:
-                    if pod["spec"].get("nodeName"):
-                        self.seen.setdefault(pod["metadata"]["name"], time.monotonic())
-            except ApiError:
-                pass
+    def poll(self) -> None:
+        for pod in self.api.get(self.path)["items"]:
+            if pod["spec"].get("nodeName"):
+                self.seen.setdefault(pod["metadata"]["name"], time.monotonic())
 
 
 def test_a_gang_gets_a_distinct_local_volume_per_member_bound_before_its_pods(objects: Objects, in_process) -> None:

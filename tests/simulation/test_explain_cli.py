@@ -134,3 +134,28 @@ def test_bad_snapshot_is_a_usage_error(tmp_path, capsys):
 def test_a_bare_name_means_namespace_default(tmp_path, capsys, target, kind):
     code, out, _ = explain(capsys, tmp_path, [node("n1"), pod("web", ns="default")], target, "--output", "json")
     assert code == 0 and json.loads(out)["kind"] == kind
+
+
+
+def test_a_gangs_causes_do_not_depend_on_the_order_the_cluster_is_listed_in():
+    # Members wait for different reasons (the queue's room stops one, the gang the rest): the
+    # causes come in the same order however the cluster lists the pods (a snapshot file sorted,
+    # a live watch cache in arrival order), so live and offline explain agree.
+    from compiler.pipeline import compile_text
+    from runtime.cycle import Options
+    from runtime.model import PG_INQUEUE, ClusterState, Node, Pod, PodGroup
+    from runtime.simulation.explanation import explain as explain_target
+
+    plan = compile_text(policy_text("small", "allocate", "  plugin predicates\n  plugin proportion",
+                                    "queue small { capability = { cpu: 4 } }\n"), "small.policy").plan
+    texts = []
+    for order in (range(3), reversed(range(3))):
+        state = ClusterState()
+        state.add_node(Node("n1", {"cpu": 12000, "memory": 32 << 30, "pods": 110}))
+        state.add_podgroup(PodGroup("ns", "big", min_member=3, queue="small", phase=PG_INQUEUE))
+        for i in order:
+            state.add_pod(Pod("ns", f"big-{i}", {"cpu": 2000}, uid=f"u{i}", group="big", scheduler_name="volcano"))
+        result = explain_target(plan, state, "ns/big", Options(scheduler_name="volcano"))
+        texts.append(result.lines())
+    assert any("queue limit" in line for line in texts[0]) and any("gang" in line for line in texts[0]), texts[0]
+    assert texts[0] == texts[1]
