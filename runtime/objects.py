@@ -237,10 +237,11 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
     spec = kf.mapping(obj, "spec")
     status = kf.mapping(obj, "status")
     weight = kf.integer(spec.get("weight"), "spec.weight", 1)
-    # Volcano's admission webhook refuses 0 ("queue weight must be a positive integer"): a
-    # queue of weight 0 would be shared nothing and its jobs would wait without a word.
-    if not 1 <= weight <= 65535:
-        raise FieldError(f"`spec.weight` must be a positive integer (1..65535), found {weight}")
+    # 0 is Volcano's scheduler's too (its own tests build such queues): shared nothing out but
+    # its guarantee. Its CRD schema refuses 0 on a cluster, so the scheduler says so in a log
+    # line and an Event on the Queue, and its jobs' reasons show the weight (kube/scheduler.py).
+    if not 0 <= weight <= 65535:
+        raise FieldError(f"`spec.weight` must be 0..65535, found {weight}")
     state_name = str(status.get("state") or spec.get("state") or "Open").lower()
     state.add_queue(QueueObject(
         name=name, weight=weight,

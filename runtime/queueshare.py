@@ -98,7 +98,8 @@ def queue_figures(ssn, q: int, r: int, caps: np.ndarray | None = None) -> list[s
                 (f" and {len(named) - 3} more" if len(named) > 3 else "")
             out.append(f"guaranteed to other queues {figure(ssn, r, others)}" + (f" ({whose})" if whose else ""))
     if ssn.queue_deserved is not None:
-        out.append(f"deserved {figure(ssn, r, ssn.queue_deserved[q][r])}")
+        weightless = " (weight 0)" if snap.queues[q].weight == 0 else ""
+        out.append(f"deserved {figure(ssn, r, ssn.queue_deserved[q][r])}{weightless}")
     if snap.guarantee[q][r] > 0:
         out.append(f"guarantee {figure(ssn, r, snap.guarantee[q][r])}")
     if snap.borrow_limit[q][r] < UNLIMITED:

@@ -47,6 +47,7 @@ from runtime.objects import ObjectProblem
 from runtime.queueshare import UnmetPromise
 
 UNSCHEDULABLE = "Unschedulable"    # the PodGroup condition, and the reason of its Warning Event
+ZERO_WEIGHT = "ZeroWeight"         # a Queue of weight 0 where a plugin shares by weight
 UNMET_PROMISE = "GuaranteeUnmet"    # a Queue's guarantee (or deserved share) the cluster cannot hold
 
 log = logging.getLogger("policydsl.kube")
@@ -204,16 +205,19 @@ class KubeCluster:
                 self.events.record(InvolvedObject("PodGroup", PODGROUP_API, namespace, name, bad.uid), "Warning",
                                    "InvalidPodGroup", f"PodGroup {key} is invalid, its pods wait: {bad.message}")
 
-    def report_queues(self, problems: Mapping[str, str], unmet: list[UnmetPromise]) -> None:
+    def report_queues(self, problems: Mapping[str, str], unmet: list[UnmetPromise],
+                      weightless: Mapping[str, str] | None = None) -> None:
         """Warning Events on the Queue objects that cannot run their jobs (`problems`: queue ->
-        why) and on those whose guarantee or deserved share the cluster cannot meet. The
-        recorder sends each again only when it changes or every refresh_s while it lasts."""
+        why), on those of weight 0 (queue -> what it means), and on those whose guarantee or
+        deserved share the cluster cannot meet. The recorder sends each again only when it
+        changes or every refresh_s while it lasts."""
         queues = self.cache.queue_objects_by_name()
-        for name, problem in problems.items():
-            obj = queues.get(name)
-            if obj is not None:
-                self.events.record(InvolvedObject("Queue", PODGROUP_API, "", name, obj.uid), "Warning",
-                                   "InvalidQueue", problem)
+        for reason, told in (("InvalidQueue", problems), (ZERO_WEIGHT, weightless or {})):
+            for name, message in told.items():
+                obj = queues.get(name)
+                if obj is not None:
+                    self.events.record(InvolvedObject("Queue", PODGROUP_API, "", name, obj.uid), "Warning",
+                                       reason, message)
         for promise in unmet:
             for name, _ in promise.queues:
                 obj = queues.get(name)

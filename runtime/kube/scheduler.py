@@ -118,9 +118,11 @@ class CycleRecord:
     usage: dict[str, QueueUsage] = field(default_factory=dict)
     want_facts: bool = False        # the live view's queue rows and pending order (runtime/observe.py)
     facts: SessionFacts | None = None
-    # Queues that cannot run their jobs (queue -> why), and promises the cluster cannot keep.
+    # Queues that cannot run their jobs (queue -> why), promises the cluster cannot keep, and
+    # queues of weight 0 where a plugin shares by weight (queue -> what that means).
     queue_problems: dict[str, str] = field(default_factory=dict)
     unmet: list[queueshare.UnmetPromise] = field(default_factory=list)
+    weightless: dict[str, str] = field(default_factory=dict)
 
     def action_finished(self, action: str, seconds: float) -> None:
         self.actions.append((action, seconds))
@@ -129,6 +131,10 @@ class CycleRecord:
         self.usage = queue_usage(ssn)
         self.queue_problems = {q.name: q.problem for q in ssn.snap.queues if q.problem}
         self.unmet = queueshare.unmet_promises(ssn.snap)
+        if ssn.queue_deserved is not None:
+            self.weightless = {q.name: f"queue {q.name} has weight 0: it is shared nothing beyond its guarantee "
+                                       f"(Volcano's Queue CRD requires a weight of at least 1)"
+                               for q in ssn.snap.queues[1:] if q.weight == 0 and not q.problem}
         if self.want_facts:
             self.facts = session_facts(ssn)
 
@@ -353,10 +359,11 @@ class Scheduler:
         return CycleReport(self.cycles, decisions, applied, seconds, plan.revision)
 
     def _report_queues(self, record: CycleRecord) -> None:
-        """Queues that cannot run their jobs and promises the cluster cannot keep: a log line
-        when one starts, changes or ends (not every cycle), the unmet-promise gauge, and the
-        connection's Events on the Queue objects."""
-        news = set(record.queue_problems.values()) | {p.describe() for p in record.unmet}
+        """Queues that cannot run their jobs, promises the cluster cannot keep and queues of
+        weight 0: a log line when one starts, changes or ends (not every cycle), the
+        unmet-promise gauge, and the connection's Events on the Queue objects."""
+        news = set(record.queue_problems.values()) | {p.describe() for p in record.unmet} | \
+            set(record.weightless.values())
         for line in sorted(news - self._queue_news):
             log.warning("%s", line)
         for line in sorted(self._queue_news - news):
@@ -364,8 +371,8 @@ class Scheduler:
         self._queue_news = news
         self.metrics.set_unmet_promises(record.unmet)
         report = getattr(self.cluster, "report_queues", None)   # a connection that records Events
-        if report is not None and self.leading() and (record.queue_problems or record.unmet):
-            report(record.queue_problems, record.unmet)
+        if report is not None and self.leading() and (record.queue_problems or record.unmet or record.weightless):
+            report(record.queue_problems, record.unmet, record.weightless)
 
     def _audit(self, plan: Plan, state: ClusterState, decisions: Decisions) -> None:
         """Whether the cycle's evictions buy anything, into the metrics (runtime/evictions.py)."""

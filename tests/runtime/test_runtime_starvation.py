@@ -105,8 +105,8 @@ def test_an_overused_queue_with_nothing_allocated_gives_the_figures() -> None:
     ([QueueObject("c", parent="ghost")], "c", "queue c cannot be used: its parent ghost does not exist"),
     ([QueueObject("p", parent="ghost"), QueueObject("c", parent="p")], "c",
      "queue c cannot be used: its ancestor p's parent ghost does not exist"),
-    ([QueueObject("w", problem="`spec.weight` must be a positive integer (1..65535), found 0")], "w",
-     "queue w is invalid: `spec.weight` must be a positive integer (1..65535), found 0"),
+    ([QueueObject("w", problem="`spec.weight` must be 0..65535, found 70000")], "w",
+     "queue w is invalid: `spec.weight` must be 0..65535, found 70000"),
 ])
 @pytest.mark.parametrize("pure", KERNELS)
 @pytest.mark.parametrize("phase", ["Pending", "Inqueue"])
@@ -177,8 +177,8 @@ def test_the_scheduler_names_starvation_once_and_sets_the_gauge(caplog) -> None:
 @pytest.mark.parametrize("broken, fixed, line", [
     (QueueObject("a", parent="b"), QueueObject("a"), "queue a cannot be used: its parents form a cycle (a → b → a)"),
     (QueueObject("a", parent="ghost"), QueueObject("a"), "queue a cannot be used: its parent ghost does not exist"),
-    (QueueObject("a", problem="`spec.weight` must be a positive integer (1..65535), found 0"), QueueObject("a"),
-     "queue a is invalid: `spec.weight` must be a positive integer (1..65535), found 0"),
+    (QueueObject("a", problem="`spec.weight` must be 0..65535, found 70000"), QueueObject("a"),
+     "queue a is invalid: `spec.weight` must be 0..65535, found 70000"),
 ])
 def test_the_scheduler_logs_a_broken_queue_once_and_when_it_is_fixed(broken, fixed, line, caplog) -> None:
     state = ClusterState()
@@ -195,6 +195,33 @@ def test_the_scheduler_logs_a_broken_queue_once_and_when_it_is_fixed(broken, fix
         scheduler.run_once()
     assert f"resolved: {line}" in [r.getMessage() for r in caplog.records]
     assert state.pods["ns/job-0"].node_name == "n0"
+
+
+@pytest.mark.parametrize("pure", KERNELS)
+def test_a_queue_of_weight_0_is_shared_nothing_and_says_so(pure, caplog) -> None:
+    # Volcano's scheduler takes weight 0 (its tests build such queues; its CRD refuses them on a
+    # cluster): proportion shares it nothing beyond its guarantee. Its jobs wait with the weight
+    # among the figures, and the scheduler says once what the weight means.
+    state = ClusterState()
+    node(state, "n0", cpu=8000)
+    state.add_queue(QueueObject("w", weight=0))
+    state.add_queue(QueueObject("kept", weight=0, guarantee={"cpu": 2000, "memory": 2 << 30}))
+    gang(state, "job", 1, queue="w")
+    gang(state, "held", 1, queue="kept")
+    decisions = run_cycle(PLAN, state, Options(pure_python=pure))
+    assert [b.pod for b in decisions.bindings] == ["ns/held-0"]      # its guarantee still holds
+    [(waiting, reasons)] = [(u.pod, [r.message for r in u.reasons]) for u in decisions.unschedulable]
+    assert waiting == "ns/job-0" and "deserved 0 (weight 0)" in reasons[0], reasons
+    # Without a plugin that shares by weight the weight means nothing: the job runs, nothing is said.
+    assert [b.pod for b in run_cycle(NO_SHARES_PLAN, state, Options(pure_python=pure)).bindings] == \
+        ["ns/held-0", "ns/job-0"]
+    line = "queue w has weight 0: it is shared nothing beyond its guarantee (Volcano's Queue CRD requires a weight " \
+           "of at least 1)"
+    scheduler = Scheduler(PLAN, EmbeddedCluster(state))
+    with caplog.at_level(logging.INFO, logger="policydsl.scheduler"):
+        for _ in range(3):
+            scheduler.run_once()
+    assert [r.getMessage() for r in caplog.records if r.getMessage() == line] == [line]
 
 
 # --- the connector's cache --------------------------------------------------------------
@@ -217,7 +244,7 @@ def _pod(name: str, node_name: str | None = None, group: str | None = None) -> d
 
 @pytest.mark.parametrize("obj, kind, key, message", [
     ({"apiVersion": "scheduling.volcano.sh/v1beta1", "metadata": {"name": "w", "uid": "qu", "resourceVersion": "5"},
-      "spec": {"weight": 0}}, "Queue", "w", "`spec.weight` must be a positive integer (1..65535), found 0"),
+      "spec": {"weight": 70000}}, "Queue", "w", "`spec.weight` must be 0..65535, found 70000"),
     ({"apiVersion": "scheduling.volcano.sh/v1beta1",
       "metadata": {"name": "g", "namespace": "ns", "uid": "gu", "resourceVersion": "5"},
       "spec": {"minMember": 1, "minResources": {"cpu": "-1"}}}, "PodGroup", "ns/g", "cpu"),
