@@ -125,7 +125,8 @@ class KubeCluster:
         self._refusal_lines = LineBudget()
         self.outages = {what: OutageLog(what, log, noun=noun, key_field=field) for what, noun, field in (
             ("binds", "pods", "pod"), ("evictions", "pods", "pod"), ("PodGroup status writes", "PodGroups", "podgroup"),
-            ("Queue status writes", "Queues", "queue"), ("nominations", "pods", "pod"))}
+            ("Queue status writes", "Queues", "queue"), ("nominations", "pods", "pod"),
+            ("PodScheduled writes", "pods", "pod"))}
         # Pods whose claims are bound first (runtime/kube/volumes.py): bound, or given back as a
         # failed bind, once their claims are.
         self.volumes = VolumeBinds(
@@ -134,7 +135,8 @@ class KubeCluster:
             give_back=lambda binding, pod, gang, why: self._bind_settled(
                 BindOutcome(binding.pod, binding.node, FAILED, why), pod, gang))
         # The autoscaler contract (podconditions.py) and the policy's queues as objects (queuesync.py).
-        self.pod_conditions = PodConditionWriter(api, may_write=may_write) if pod_conditions else None
+        self.pod_conditions = PodConditionWriter(api, may_write=may_write, outage=self.outages["PodScheduled writes"]) \
+            if pod_conditions else None
         self.queue_publisher = QueuePublisher(api, self.events, self.cache.queue_objects, may_write=may_write) \
             if publish_queues else None
         self._published: tuple[str, float] | None = None  # (revision, when) of the last queue sync
