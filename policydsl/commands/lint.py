@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.commands.flags import nonempty
+from policydsl.commands.flags import existing_path, nonempty
 
 HELP = "check policies for errors and likely mistakes (text, JSON, SARIF, GitHub, JUnit output)"
 DESCRIPTION = (
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only these rules (comma-separated codes or names; replaces the config's)")
     parser.add_argument("--ignore", action="append", default=[], metavar="CODES",
                         help="do not report these codes (comma-separated; added to the config's)")
-    parser.add_argument("--config", type=nonempty("the configuration path"), metavar="FILE",
+    parser.add_argument("--config", type=existing_path("the configuration path", "file"), metavar="FILE",
                         help="use this configuration instead of the nearest .policydsl.yaml")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="text format: print only findings at or above the fail level, no summary")
