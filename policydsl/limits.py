@@ -7,9 +7,9 @@ documentation of the codes that enforce them (PD004, PD005, PD013).
 # Bytes of one policy: its main file and every file it includes, together. The scheduler keeps
 # every file and its AST for as long as it runs, and compiling takes 40 to 80 bytes of memory
 # per byte of text at its peak (formatting up to 140; bench/policy_size.py, docs/benchmarks.md),
-# so 4 MiB is at most about 350 MiB for the compile. That is over a thousand times the largest
-# shipped policy (3 kB) and room for a generated tree of 15,000 teams of three queues (about
-# 250 bytes each); it also bounds what a wrong path (/dev/zero) can take.
+# so 4 MiB is about 320 MiB for the compile. That is over a thousand times the largest shipped
+# policy (3 kB) and room for a generated tree of 16,000 teams of three queues (about 250 bytes
+# a team); it also bounds what a wrong path (/dev/zero) can take.
 MAX_POLICY_BYTES = 4 * 2**20
 
 # Brackets and braces open at once. Every pass over the AST (lowering, lint, the formatter)
