@@ -137,6 +137,9 @@ BAD = [
     (["lint", POLICY, "--config", "/no/such.toml"], "argument --config: `/no/such.toml`: no such file"),
     (["lint", POLICY, "--config", SNAPSHOT], f"argument --config: `{SNAPSHOT}` is a folder"),
     (["lint", POLICY, "--format", "xml"], "argument --format: invalid choice: 'xml'"),
+    (["lint", POLICY, "--select", ",,"], "policydsl lint: `,,` names no code"),
+    (["lint", POLICY, "--ignore", ""], "policydsl lint: `` names no code"),
+    (["lint", POLICY, "--select", "PD9999"], "policydsl lint: unknown code `PD9999`"),
     (["lint", POLICY, "--fail-level", "fatal"], "argument --fail-level: invalid choice: 'fatal'"),
     # dev-cluster: an empty --dir used to start a cluster in the working folder
     (["dev-cluster", "up", "--dir", ""], "argument --dir: the folder name must not be empty"),

@@ -53,7 +53,11 @@ def _codes(values: list[str]) -> frozenset[str]:
 
     codes = set()
     for value in values:
-        for text in filter(None, (part.strip() for part in value.split(","))):
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        if not parts:
+            # `--select ""` (a variable that expanded to nothing) selected no rule: a lint that passes everything.
+            raise ValueError(f"`{value}` names no code (give CODES as PD101,PD206 or rule names)")
+        for text in parts:
             code, problem = check_code(text)
             if problem:
                 raise ValueError(problem)
