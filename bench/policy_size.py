@@ -84,6 +84,7 @@ def consts(size: int) -> str:
 
 
 SHAPES: dict[str, Callable[[int], str]] = {"queues": queues, "devices": devices, "consts": consts}
+STAGES = ("compile", "fmt")
 
 # What one child process does with the file: what `policydsl compile` and `policydsl fmt` do.
 CHILD = r"""
@@ -135,6 +136,13 @@ def shape_list(text: str) -> list[str]:
     return names
 
 
+def stage_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",")]
+    if not names or any(name not in STAGES for name in names):
+        raise argparse.ArgumentTypeError(f"`{text}`: pick stages from {', '.join(STAGES)}")
+    return names
+
+
 def measure(path: Path, stage: str) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, str(REPO), str(path), stage], capture_output=True,
                           text=True, timeout=900)
@@ -149,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="policy file sizes, comma-separated (default 100k,1M)")
     parser.add_argument("--shapes", type=shape_list, default=list(SHAPES),
                         help=f"which generated policies, comma-separated (default {','.join(SHAPES)})")
+    parser.add_argument("--stages", type=stage_list, default=list(STAGES),
+                        help="what to measure, comma-separated (default compile,fmt)")
     parser.add_argument("--json", action="store_true", help="also print the rows as one JSON line at the end")
     args = parser.parse_args(argv)
 
@@ -161,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 path = Path(folder) / f"{shape}-{size}.policy"
                 path.write_text(SHAPES[shape](size))
                 actual = path.stat().st_size
-                for stage in ("compile", "fmt"):
+                for stage in args.stages:
                     m = measure(path, stage)
                     row = {"shape": shape, "stage": stage, "bytes": actual, "base_bytes": m["base"],
                            "peak_bytes": m["peak"], "growth_per_byte": (m["peak"] - m["base"]) / actual,
