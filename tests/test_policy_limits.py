@@ -273,3 +273,22 @@ def test_memory_grows_in_proportion_to_the_policy(shape: Callable[[int], str]) -
     assert large_peak / len(large) <= BYTES_PER_BYTE[shape], f"{large_peak / len(large):.0f} bytes per byte"
     # Four times the text, at most about four times the memory: nothing grows faster than the text.
     assert large_peak / small_peak <= 1.15 * len(large) / len(small), (small_peak, large_peak)
+
+
+def test_a_large_parse_gives_the_collector_back_as_it_found_it() -> None:
+    # The collector is paused for a parse of more than GC_PAUSE_CHARS (it walked the growing tree).
+    import gc
+
+    from policydsl import parser
+
+    large = many_queues(parser.GC_PAUSE_CHARS + 1000)
+    assert gc.isenabled()
+    assert parse_text(large, "big.policy").policy is not None and gc.isenabled()
+    assert parse_text(large + "queue x {\n", "bad.policy").policy is None and gc.isenabled()
+    assert parse_text(nested_list(5_000) + large, "deep.policy").policy is None and gc.isenabled()
+    gc.disable()
+    try:
+        parse_text(large, "big.policy")
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
