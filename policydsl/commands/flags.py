@@ -74,7 +74,7 @@ def listen_address(text: str) -> str:
     host, colon, port = text.rpartition(":")
     if not colon or not host:
         raise argparse.ArgumentTypeError(f"`{text}` is not HOST:PORT (e.g. 127.0.0.1:8080, 0.0.0.0:0) or `off`")
-    if not port.isdigit() or int(port) > 65535:
+    if not _port(port, allow_any=True):
         raise argparse.ArgumentTypeError(f"`{text}`: the port must be a number from 0 to 65535, got `{port}`")
     if host.startswith("[") or ":" in host:
         raise argparse.ArgumentTypeError(f"`{text}`: IPv6 addresses are not supported; use an IPv4 address "
@@ -201,7 +201,8 @@ def simulated_time(*, period: bool = False) -> Callable[[str], str]:
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
         if period and seconds < MIN_PERIOD_S:
-            raise argparse.ArgumentTypeError(f"`{text}` is shorter than {MIN_PERIOD_S * 1000:g}ms, the shortest period")
+            raise argparse.ArgumentTypeError(f"`{text}` is shorter than {MIN_PERIOD_S * 1000:g}ms, "
+                                             "the shortest period")
         return text
 
     return parse
