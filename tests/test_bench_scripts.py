@@ -3,7 +3,8 @@
 A benchmark nothing runs breaks unseen (bench/core.py crashed for a day on an API change of
 the settled ledger). Only completion and the scripts' own cross-checks are asserted (compiled
 and pure-Python kernels decide alike; listed, folded and counted settled pods decide alike;
-no cycle runs under two policies), never a timing: the figures depend on the machine.
+no cycle runs under two policies; bench/policy_size.py's rows all there and sane), never a timing:
+the figures depend on the machine.
 bench/load.py and bench/e2e need the dev cluster: tests/integration/test_connector_load.py and
 tests/integration/test_bench_e2e.py run them.
 """
