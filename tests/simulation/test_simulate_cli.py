@@ -192,11 +192,12 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["--snapshot", "/nonexistent/cluster.yaml"], 2, "/nonexistent/cluster.yaml: no such file or folder"),
+    (["--snapshot", "/nonexistent/cluster.yaml"], 2,
+     "argument --snapshot: `/nonexistent/cluster.yaml`: no such file or folder"),
     (["--until", "soon"], 2, "--until: `soon` is not a duration"),
     (["--cycles", "0"], 2, "argument --cycles: `0` is below 1"),
     (["--cycles", "many"], 2, "argument --cycles: `many` is not a whole number"),
-    (["--period", "0s"], 2, "--period: must be at least 1ms"),
+    (["--period", "0s"], 2, "argument --period: `0s` is shorter than 1ms"),
     (["--period", "nan"], 2, "--period: `nan` is not a finite duration"),
     (["--until", "inf"], 2, "--until: `inf` is not a finite duration"),
     (["--until", "1" + "0" * 400], 2, "is not a finite duration"),
