@@ -296,10 +296,14 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     k = kernels or load_kernels()
     fold = folds_settled(plan, fold_settled)
     devices = device_plans(plan)
+    # A sharing plan's memory and cores are checked card by card, not by the node fit. Its card
+    # count (`volcano.sh/gpu-number`, ...) stays in the node fit as well: the kubelet admits a
+    # pod by the sum of every pod's request for it against the node's allocatable, whatever
+    # cards the pods share.
     managed = set()
     for d in devices:
         if d.sharing == "memory":
-            managed.update(r for r in (d.resource, memory_resource_of(d), d.cores_resource) if r)
+            managed.update(r for r in (memory_resource_of(d), d.cores_resource) if r)
     cache = cache or SnapshotCache()
     scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
                        cache.node_positions(state), fold)
