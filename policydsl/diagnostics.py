@@ -76,12 +76,12 @@ IO_ERROR = register_code(CodeInfo("PD001", "io-error", Severity.ERROR, "the file
 BAD_ENCODING = register_code(CodeInfo("PD002", "bad-encoding", Severity.ERROR, "the file is not valid UTF-8"))
 EMPTY_FILE = register_code(CodeInfo("PD003", "empty-file", Severity.ERROR, "the file holds no policy"))
 TOO_LARGE = register_code(CodeInfo(
-    "PD004", "file-too-large", Severity.ERROR, "a policy file larger than the tool reads",
+    "PD004", "file-too-large", Severity.ERROR, "a policy (its files together) larger than the tool reads",
     why="Every file of a policy is read whole and kept, with its syntax tree, for as long as the policy "
         "runs (the scheduler reloads it on every edit): an unbounded file, or a device such as /dev/zero "
         "given by mistake, would take the process's memory.",
-    fix="Split the policy with `include` (the limit is per file; the message gives it), or generate fewer, "
-        "larger queues.",
+    fix="The limit (the message gives it) holds for a policy's files together, so `include` does not get "
+        "around it: keep generated per-team queues out of the policy, or make fewer and larger queues.",
 ))
 TOO_DEEP = register_code(CodeInfo(
     "PD005", "nesting-too-deep", Severity.ERROR, "brackets and braces nested too deep",
@@ -98,7 +98,8 @@ UNSUPPORTED_VERSION = register_code(
     CodeInfo("PD012", "unsupported-version", Severity.ERROR, "the policy declares a language version this tool does not know")
 )
 INCLUDE_ERROR = register_code(
-    CodeInfo("PD013", "include-error", Severity.ERROR, "an included file is missing, unreadable or included in a cycle")
+    CodeInfo("PD013", "include-error", Severity.ERROR,
+             "an included file is missing, unreadable, included in a cycle or too many includes deep")
 )
 BAD_SUPPRESSION = register_code(
     CodeInfo("PD014", "bad-suppression", Severity.WARNING, "a suppression comment names no known code")

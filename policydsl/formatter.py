@@ -314,7 +314,7 @@ def format_text(text: str, path: str = "<string>") -> Formatted:
     output = format_policy(parsed.policy, text)
     check = parse_text(output, path)
     where = Span.point(path, 1, 1)
-    if check.policy is None or n.strip_spans(check.policy) != n.strip_spans(parsed.policy):
+    if check.policy is None or not n.same_meaning(check.policy, parsed.policy):
         return Formatted(text, None, (*parsed.diagnostics, make(
             FORMAT_UNSAFE, "formatting would change the meaning of this policy; the file is left unchanged", where,
             "this is a formatter bug: please report it with the file")),)

@@ -23,7 +23,7 @@ from policydsl.diagnostics import (
     Span,
     make,
 )
-from policydsl.limits import MAX_POLICY_BYTES
+from policydsl.limits import MAX_INCLUDE_DEPTH, MAX_POLICY_BYTES, describe_bytes
 from policydsl.parser import parse_text
 
 POLICY_SUFFIX = ".policy"
@@ -73,8 +73,9 @@ def decode_source(data: bytes, path: str) -> tuple[str | None, Diagnostic | None
     """Bytes to text; or a PD004 diagnostic when there are too many of them, or a PD002 one at the
     line and column of the first bad byte."""
     if len(data) > MAX_POLICY_BYTES:
-        return None, make(TOO_LARGE, f"the file is larger than {MAX_POLICY_BYTES // 2**20} MiB, the most one "
-                          "policy file may hold", Span.point(path, 1, 1), "split it into files with `include`")
+        return None, make(TOO_LARGE, f"the file is larger than {describe_bytes(MAX_POLICY_BYTES)}, the most one "
+                          "policy (its files together) may hold", Span.point(path, 1, 1),
+                          "move generated queues out of the policy, or make fewer and larger ones")
     try:
         # A byte-order mark (left by some Windows editors) is not part of the text.
         return data.decode("utf-8").removeprefix("\ufeff"), None
@@ -113,6 +114,8 @@ class _Loader:
     def __init__(self) -> None:
         self.result = LoadedPolicy(main=None)
         self.loaded: set[Path] = set()
+        # What the files still to read may hold together (read here, so a test can lower the limit).
+        self.remaining = MAX_POLICY_BYTES
 
     def load_main(self, path: Path, text: str | None = None) -> LoadedPolicy:
         path = resolve_policy_path(path)
@@ -128,9 +131,22 @@ class _Loader:
             text, problem = read_source(path)
             if problem is not None:
                 if include_span is not None:
-                    problem = make(INCLUDE_ERROR, problem.message, include_span)
+                    # Said at the include, the line the user can change; a size keeps its own code.
+                    problem = make(TOO_LARGE if problem.code == TOO_LARGE.code else INCLUDE_ERROR,
+                                   problem.message, include_span)
                 self.result.diagnostics.append(problem)
                 return None
+        # The limit holds for the policy, not per file: splitting a policy must not multiply it.
+        # Checked before the file is parsed, so the parser never sees more than the limit in all.
+        size = len(text.encode("utf-8"))
+        if size > self.remaining:
+            message = (f"with {path} the policy is larger than {describe_bytes(MAX_POLICY_BYTES)}, the most one policy "
+                       "(its files together) may hold")
+            self.result.diagnostics.append(make(TOO_LARGE, message, include_span or Span.point(str(path), 1, 1),
+                                                "move generated queues out of the policy, or make fewer and "
+                                                "larger ones"))
+            return None
+        self.remaining -= size
         self.result.sources.add(str(path), text)
         parsed = parse_text(text, str(path))
         self.result.diagnostics.extend(parsed.diagnostics)
@@ -146,6 +162,13 @@ class _Loader:
                 continue
             if resolved in self.loaded:
                 continue  # included twice through different paths: once is enough
+            if len(stack) + 2 > MAX_INCLUDE_DEPTH:
+                # The loader recurses per file: a longer chain would end in a RecursionError.
+                self.result.diagnostics.append(make(
+                    INCLUDE_ERROR, f"includes nested more than {MAX_INCLUDE_DEPTH} files deep "
+                    f"(from {stack[0] if stack else key})", include.path.span,
+                    "include the files from one main file instead of each from the one before"))
+                continue
             self._load_file(target, None, (*stack, key), include.path.span)
         self.result.files.append(parsed.policy)
         return parsed.policy

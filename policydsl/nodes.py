@@ -6,6 +6,7 @@ is the compiler's job. `Policy.comments` keeps every comment so the formatter lo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Union
 
@@ -197,21 +198,37 @@ def walk_queues(queues, parent: Queue | None = None):
         yield from walk_queues(queue.children, queue)
 
 
+@functools.cache
+def _meaning_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a node class that carry meaning: not where it is written, nor how."""
+    from dataclasses import fields
+
+    return tuple(f.name for f in fields(cls)
+                 if not (f.name in ("span", "key_span", "path", "order", "has_block", "text")
+                         and not (f.name == "text" and cls is Quantity))
+                 and not (cls is Policy and f.name == "comments"))
+
+
 def strip_spans(node):
     """A span-free, comparable view of a node: the meaning a formatter must keep."""
-    from dataclasses import fields, is_dataclass
+    from dataclasses import is_dataclass
 
     if isinstance(node, tuple):
         return tuple(strip_spans(n) for n in node)
     if is_dataclass(node) and not isinstance(node, Span):
-        parts = [type(node).__name__]
-        for f in fields(node):
-            if f.name in ("span", "key_span", "path", "order", "has_block", "text") and not (
-                f.name == "text" and isinstance(node, Quantity)
-            ):
-                continue
-            if isinstance(node, Policy) and f.name == "comments":
-                continue
-            parts.append((f.name, strip_spans(getattr(node, f.name))))
-        return tuple(parts)
+        return (type(node).__name__,
+                *((name, strip_spans(getattr(node, name))) for name in _meaning_fields(type(node))))
     return node
+
+
+def same_meaning(a, b) -> bool:
+    """strip_spans(a) == strip_spans(b), without building either view: the formatter compares a
+    whole policy with its output's, and the two views took more memory than the two trees."""
+    from dataclasses import is_dataclass
+
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(same_meaning(x, y) for x, y in zip(a, b))
+    if is_dataclass(a) and not isinstance(a, Span):
+        return type(a) is type(b) and all(same_meaning(getattr(a, name), getattr(b, name))
+                                          for name in _meaning_fields(type(a)))
+    return not (is_dataclass(b) and not isinstance(b, Span)) and not isinstance(b, tuple) and a == b

@@ -6,7 +6,9 @@ Syntax errors are recovered from where Lark can resume, so one run reports sever
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import re
 import threading
 from dataclasses import dataclass
@@ -382,6 +384,25 @@ def _describe_token(token: Token) -> str:
 _CONTENT = re.compile(r"^[^\S\n]*[^\s#]", re.MULTILINE)  # a line that is neither blank nor a comment
 
 
+# Above this much text the garbage collector waits for the parse to end. A parse makes a node and
+# a span every few bytes and keeps them all, so the collector's passes walk an ever larger tree:
+# parsing 2 MB took 11.6 s with them and 4.3 s without. Cycles made meanwhile are collected after.
+GC_PAUSE_CHARS = 64 * 1024
+
+
+@contextlib.contextmanager
+def _collector_paused(pause: bool):
+    # Only when it is on: a caller that turned it off keeps it off.
+    paused = pause and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def parse_text(text: str, path: str = "<string>") -> ParseResult:
     """Parse one file's text. Never raises for bad input."""
     if not _CONTENT.search(text):
@@ -389,7 +410,7 @@ def parse_text(text: str, path: str = "<string>") -> ParseResult:
                                        'start with a header: policy "name" version 1'),))
     parser = _parser()
     state = parser.state
-    with parser.lock:
+    with parser.lock, _collector_paused(len(text) > GC_PAUSE_CHARS):
         state.begin(path)
         try:
             header, items = parser.lark.parse(text, start="start")

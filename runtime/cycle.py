@@ -79,9 +79,12 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
 
 
 def held_reason(pod: Pod, snap=None, t: int = -1) -> d.Reason:
-    """Why a pod is never placed as it is (Snapshot status HELD): gates, a field not evaluated,
-    or its claims (kube-scheduler's PreFilter words: `0/3 nodes are available: persistentvolumeclaim
-    "data" not found.`)."""
+    """Why a pod is never placed as it is (Snapshot status HELD): held back by the connector
+    (a Binding refused for good, an invalid PodGroup or Queue), gates, a field not evaluated,
+    or its claims (kube-scheduler's PreFilter words: `0/3 nodes are available:
+    persistentvolumeclaim "data" not found.`)."""
+    if pod.held_back is not None:
+        return pod.held_back
     unusable = snap.volumes.held.get(t) if snap is not None and snap.volumes is not None else None
     if unusable is not None and not (pod.scheduling_gates or pod.unsupported):
         return d.Reason(d.VOLUME, f"0/{snap.n_nodes} nodes are available: {unusable.message}.",

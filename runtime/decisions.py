@@ -30,6 +30,7 @@ RECLAIM = "reclaim"              # evicted for another queue
 RESERVATION = "reservation"      # a held room released
 GATED = "gated"                  # the pod has scheduling gates
 UNSUPPORTED = "unsupported"      # the pod sets a field the scheduler does not evaluate
+BIND = "bind"                    # the API server refused the pod's Binding for good: held back until it changes
 VOLUME = "volume"                # its PersistentVolumeClaims keep it from every node (missing, unbound, ...)
 
 

@@ -81,10 +81,13 @@ class Metrics:
                                   registry=r)
         self.reservations_released = Counter(f"{PREFIX}_reservations_released",
                                              "Reservations that ended without a binding.", registry=r)
-        self.bind_errors = Counter(f"{PREFIX}_bind_errors", "Binds that failed after retries.", registry=r)
-        self.bind_dropped = Counter(f"{PREFIX}_bind_dropped",
-                                    "Binds dropped because the pod was deleted or bound elsewhere meanwhile.",
-                                    registry=r)
+        self.bind_errors = Counter(f"{PREFIX}_bind_errors",
+                                  "Binds that failed after retries (no answer, 429, 5xx): tried again next cycle.",
+                                  registry=r)
+        self.bind_refused = Counter(f"{PREFIX}_bind_refused",
+                                    "Binds the API server refused for good, by HTTP status (404 deleted, 409 bound "
+                                    "elsewhere, 403 forbidden, 422 invalid): the pod is held back until it changes.",
+                                    ["code"], registry=r)
         self.watch_restarts = Counter(f"{PREFIX}_watch_restarts",
                                       "Watches started again (reason: error = connection lost, expired = 410 Gone).",
                                       ["resource", "reason"], registry=r)
@@ -104,6 +107,14 @@ class Metrics:
         self.queue_unschedulable_jobs = Gauge(f"{PREFIX}_queue_unschedulable_jobs",
                                               "Pending jobs the last cycle tried and could not place (or knows why "
                                               "they wait).", ["queue"], registry=r)
+        # A queue's guarantee or explicit deserved share that its parent's room (the cluster, for
+        # top-level queues) cannot hold: what it misses, in the queue gauges' units.
+        self.queue_unmet_promise = Gauge(f"{PREFIX}_queue_unmet_promise",
+                                         "What a queue is promised (kind: guarantee or deserved) but the cluster "
+                                         "cannot hold once its siblings take theirs (cpu in cores, memory in bytes, "
+                                         "other resources in their quantity's units); 0 series are not kept.",
+                                         ["queue", "resource", "kind"], registry=r)
+        self._unmet_series: set[tuple[str, str, str]] = set()
         self.is_leader = Gauge(f"{PREFIX}_is_leader", "1 while this replica holds the leader lease.", registry=r)
         # The policy and its hot reload (runtime/reload.py).
         self.policy_reloads = Counter(f"{PREFIX}_policy_reload", "Policy reloads by result (success, error).",
@@ -169,6 +180,22 @@ class Metrics:
                 _remove(self.queue_pending_jobs, (gone,))
                 _remove(self.queue_unschedulable_jobs, (gone,))
             self._job_queues = names
+
+    def set_unmet_promises(self, unmet) -> None:
+        """Replace the unmet-promise gauge from runtime.queueshare.UnmetPromise records."""
+        with self._lock:
+            seen: set[tuple[str, str, str]] = set()
+            for promise in unmet:
+                for queue, amount in promise.queues:
+                    missed = promise.shortfall(amount)
+                    if missed <= 0:
+                        continue
+                    labels = (queue, promise.resource, promise.kind)
+                    self.queue_unmet_promise.labels(*labels).set(missed / 1000 if promise.resource == "cpu" else missed)
+                    seen.add(labels)
+            for labels in self._unmet_series - seen:
+                _remove(self.queue_unmet_promise, labels)
+            self._unmet_series = seen
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from compiler.catalog import DEFAULT_QUEUE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from runtime.decisions import Decisions
+    from runtime.decisions import Decisions, Reason
     from runtime.storage import PodClaim, Storage
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
@@ -255,6 +255,10 @@ class Pod:
     # A field of the pod the scheduler does not evaluate (e.g. "spec.resourceClaims"): the pod
     # waits, with a reason naming it, rather than be placed as if the field were not there.
     unsupported: str | None = None
+    # Why the connector holds the pod back (a runtime.decisions.Reason): the API server refused
+    # its Binding for good, its PodGroup is invalid or names an invalid queue. It is never
+    # placed while held, and waits with this reason.
+    held_back: Reason | None = None
     # status.nominatedNodeName: the node whose room, being freed by victims, is held for it; and
     # since when (seconds, the cycle clock), for the reservation's time limit.
     nominated_node: str | None = None
@@ -326,6 +330,11 @@ class QueueObject:
     parent: str | None = None
     state: str = "open"
     annotations: dict[str, str] = field(default_factory=dict)   # volcano.sh/hierarchy (drf), ...
+    uid: str = ""              # metadata.uid: what its Events name
+    # Why the object cannot be used as it is (the connector keeps a Queue it could not read,
+    # e.g. weight 0, under its name with this): its jobs wait saying so instead of being told
+    # the queue does not exist.
+    problem: str | None = None
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,9 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
     spec = kf.mapping(obj, "spec")
     status = kf.mapping(obj, "status")
     weight = kf.integer(spec.get("weight"), "spec.weight", 1)
-    # 0 is Volcano's too (its webhook refuses it, its scheduler shares nothing out to it).
+    # 0 is Volcano's scheduler's too (its own tests build such queues): shared nothing out but
+    # its guarantee. Its CRD schema refuses 0 on a cluster, so the scheduler says so in a log
+    # line and an Event on the Queue, and its jobs' reasons show the weight (kube/scheduler.py).
     if not 0 <= weight <= 65535:
         raise FieldError(f"`spec.weight` must be 0..65535, found {weight}")
     state_name = str(status.get("state") or spec.get("state") or "Open").lower()
@@ -249,6 +251,7 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
         reclaimable=spec.get("reclaimable") is not False, priority=kf.integer(spec.get("priority"), "spec.priority", 0),
         parent=spec.get("parent") or None, state="open" if state_name == "open" else "closed",
         annotations=kf.strings(obj["metadata"].get("annotations"), "metadata.annotations"),
+        uid=str(obj["metadata"].get("uid") or ""),
     ))
 
 

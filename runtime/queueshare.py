@@ -4,6 +4,7 @@ per-row share and allocatable helpers the session calls are kernels: runtime.ker
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -84,21 +85,121 @@ def figure(ssn, r: int, amount: float) -> str:
 
 def queue_figures(ssn, q: int, r: int, caps: np.ndarray | None = None) -> list[str]:
     """What bounds queue q on resource r, as a waiting reason shows it: its capability, the
-    cluster, what other queues' guarantees take off its real capability (`caps`), its deserved
-    share (where a plugin computes one), guarantee and borrow limit where set, and what it holds."""
+    cluster, what other queues' guarantees take off its real capability (`caps`, naming the
+    largest), its deserved share (where a plugin computes one), guarantee and borrow limit
+    where set, and what it holds."""
     snap = ssn.snap
     out = [f"capability {figure(ssn, r, snap.capability[q][r])}", f"cluster {figure(ssn, r, snap.total[r])}"]
     if caps is not None:
         others = min(snap.capability[q][r], snap.total[r]) - caps[q][r]
         if others > 0:
-            out.append(f"guaranteed to other queues {figure(ssn, r, others)}")
+            named = guarantees_against(snap, q, r)
+            whose = ", ".join(f"{name} {figure(ssn, r, amount)}" for name, amount in named[:3]) + \
+                (f" and {len(named) - 3} more" if len(named) > 3 else "")
+            out.append(f"guaranteed to other queues {figure(ssn, r, others)}" + (f" ({whose})" if whose else ""))
     if ssn.queue_deserved is not None:
-        out.append(f"deserved {figure(ssn, r, ssn.queue_deserved[q][r])}")
+        weightless = " (weight 0)" if snap.queues[q].weight == 0 else ""
+        out.append(f"deserved {figure(ssn, r, ssn.queue_deserved[q][r])}{weightless}")
     if snap.guarantee[q][r] > 0:
         out.append(f"guarantee {figure(ssn, r, snap.guarantee[q][r])}")
     if snap.borrow_limit[q][r] < UNLIMITED:
         out.append(f"borrow limit {figure(ssn, r, snap.borrow_limit[q][r])}")
     out.append(f"allocated {figure(ssn, r, ssn.queue_allocated[q][r])}")
+    return out
+
+
+def overused_reason(ssn, q: int) -> d.Reason:
+    """Why queue q allocates nothing more: at its deserved share, with the figures of the first
+    resource it is at (or an ancestor is at), as `limit_reason` gives them."""
+    name = ssn.snap.queues[q].name
+    text = f"queue {name} is overused (at its deserved share)"
+    deserved = ssn.queue_deserved
+    if deserved is not None:
+        columns = shared_columns(ssn)
+        for c in ssn.queue_chain[q]:
+            at = [int(r) for r in columns if ssn.queue_allocated[c][r] >= deserved[c][r]]
+            if at and len(at) == len(columns):
+                who = "" if c == q else f"queue {ssn.snap.queues[c].name}, "
+                # With what other queues' guarantees take off its room: a queue overused with
+                # nothing allocated is one whose deserved share those guarantees took.
+                caps = {c: real_capability(ssn, c)}
+                text += f": {who}{ssn.snap.resources[at[0]]}: {', '.join(queue_figures(ssn, c, at[0], caps))}"
+                break
+    return d.Reason(d.QUEUE, text, {"queue": name})
+
+
+def guarantees_against(snap, q: int, r: int) -> list[tuple[str, int]]:
+    """The guarantees on resource r that queue q's room gives way to (its siblings', and its
+    ancestors' siblings'), largest first: (queue, amount)."""
+    out = []
+    c = q
+    while c > 0:
+        parent = snap.queues[c].parent
+        out.extend((snap.queues[s].name, int(snap.guarantee[s][r])) for s in snap.queues[parent].children
+                   if s != c and snap.guarantee[s][r] > 0)
+        c = parent
+    return sorted(out, key=lambda item: (-item[1], item[0]))
+
+
+@dataclass(frozen=True)
+class UnmetPromise:
+    """Guarantees (or explicit deserved shares) of the children of `parent` that its room
+    cannot hold on `resource`: every other child of it gets nothing of that resource, and
+    the promise itself is not kept."""
+
+    kind: str                          # "guarantee" | "deserved"
+    parent: str
+    resource: str
+    promised: int                      # their sum, base units
+    room: int                          # what the parent has: the cluster for root, else its real capability
+    queues: tuple[tuple[str, int], ...]    # (queue, amount), largest first
+
+    def shortfall(self, amount: int) -> int:
+        """What a queue promised `amount` misses when its siblings take their promises."""
+        return max(0, amount - max(0, self.room - (self.promised - amount)))
+
+    def describe(self) -> str:
+        def fig(amount: int) -> str:
+            return readable_base_units(self.resource, amount)
+
+        whose = ", ".join(f"{name} {fig(amount)}" for name, amount in self.queues)
+        where = "the cluster has" if self.parent == "root" else f"queue {self.parent} has"
+        plural = "s" if len(self.queues) > 1 else ""
+        return (f"{self.kind}{plural} of {self.resource} {fig(self.promised)} ({whose}) cannot be met: {where} "
+                f"{fig(self.room)}; the other queues under {self.parent} get no {self.resource}")
+
+
+def unmet_promises(snap) -> list[UnmetPromise]:
+    """Each parent whose children's guarantees, or explicit deserved shares, add up to more of
+    a resource than the parent has (the cluster, for root; else its real capability: its
+    capability less its siblings' guarantees), on the resources some node offers."""
+    # Guarantees take room only where a queue-share plugin computes shares; explicit deserved
+    # shares mean something only to capacity (lint's PD212 says so of the policy's).
+    kinds = [(kind, promises) for kind, promises, plugins in (
+        ("guarantee", snap.guarantee, ("proportion", "capacity")), ("deserved", snap.deserved, ("capacity",)))
+        if any(snap.plan.has_plugin(p) for p in plugins)]
+    if not kinds:
+        return []
+    columns = [r for r, name in enumerate(snap.resources) if name != "pods" and snap.total[r] > 0]
+    q_n = len(snap.queues)
+    room = np.zeros((q_n, snap.n_resources), dtype=np.int64)
+    room[0] = np.minimum(snap.capability[0], snap.total)
+    out: list[UnmetPromise] = []
+    order = [0]
+    for parent in order:    # top down: a parent's room is known before its children's
+        children = snap.queues[parent].children
+        order.extend(children)
+        for kind, promises in kinds:
+            for r in columns:
+                given = [(snap.queues[c].name, int(promises[c][r])) for c in children
+                         if 0 < promises[c][r] < UNLIMITED]
+                promised = sum(amount for _, amount in given)
+                if promised > room[parent][r]:
+                    out.append(UnmetPromise(kind, snap.queues[parent].name, snap.resources[r], promised,
+                                            int(room[parent][r]), tuple(sorted(given, key=lambda g: (-g[1], g[0])))))
+        for c in children:
+            siblings = snap.guarantee[children].sum(axis=0) - snap.guarantee[c]
+            room[c] = np.maximum(np.minimum(snap.capability[c], room[parent] - siblings), 0)
     return out
 
 

@@ -37,7 +37,7 @@ PIPELINED = 2       # placed on room that releasing pods will free
 BOUND = 3           # running or bound
 RELEASING = 4       # being evicted / terminating, still holds its node's resources
 SUCCEEDED = 5       # finished: holds nothing, still counts for its gang
-HELD = 6            # waiting, but never to be placed as it is: scheduling gates, a field not evaluated
+HELD = 6            # waiting, but never to be placed as it is: scheduling gates, a field not evaluated, a refused bind
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
 
 BASE_RESOURCES = ("cpu", "memory", "pods")
@@ -62,6 +62,10 @@ class QueueInfo:
     # Its place in drf's hierarchy (Volcano's hdrf): (name, weight) from the top down, from the
     # Queue's volcano.sh/hierarchy and volcano.sh/hierarchy-weights annotations, else its parents.
     hierarchy: tuple[tuple[str, float], ...] = ()
+    # Why its jobs cannot run (an invalid Queue object, a parent that does not exist, a parent
+    # cycle): they wait with this reason. Such a queue hangs under root and takes no part in
+    # the hierarchy of others.
+    problem: str | None = None
 
     @property
     def leaf(self) -> bool:
@@ -292,10 +296,14 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     k = kernels or load_kernels()
     fold = folds_settled(plan, fold_settled)
     devices = device_plans(plan)
+    # A sharing plan's memory and cores are checked card by card, not by the node fit. Its card
+    # count (`volcano.sh/gpu-number`, ...) stays in the node fit as well: the kubelet admits a
+    # pod by the sum of every pod's request for it against the node's allocatable, whatever
+    # cards the pods share.
     managed = set()
     for d in devices:
         if d.sharing == "memory":
-            managed.update(r for r in (d.resource, memory_resource_of(d), d.cores_resource) if r)
+            managed.update(r for r in (memory_resource_of(d), d.cores_resource) if r)
     cache = cache or SnapshotCache()
     scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
                        cache.node_positions(state), fold)
@@ -362,6 +370,10 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                         cat.DEFAULT_QUEUE)
 
     job_first = _add_podless_jobs(jobs, tasks.job_first, state, queue_index, [q.leaf for q in queues], index, r)
+    if any(q.problem for q in queues):
+        for job in jobs:
+            if job.queue >= 0 and queues[job.queue].problem and not job.problem:
+                job.problem = queues[job.queue].problem
     settled, settled_pods = _fold_settled(scan.settled, shapes, queue_index, len(queues), r)
     total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
     capability[0] = np.minimum(capability[0], total)
@@ -620,6 +632,24 @@ def _hierarchy(queues: list[QueueInfo], info: QueueInfo, annotations: dict[str, 
     return tuple(reversed(chain))
 
 
+def _ancestry_problem(name: str, specs: dict[str, QueuePlan]) -> str | None:
+    """Why queue `name` has no place in the hierarchy: an ancestor that does not exist, or a
+    parent cycle (Volcano's webhook refuses both when a Queue is made; objects made without it,
+    or a parent deleted later, still arrive)."""
+    chain = [name]
+    parent = specs[name].parent or cat.ROOT_QUEUE
+    while parent != cat.ROOT_QUEUE:
+        if parent not in specs:
+            whose = "its parent" if len(chain) == 1 else f"its ancestor {chain[-1]}'s parent"
+            return f"queue {name} cannot be used: {whose} {parent} does not exist"
+        if parent in chain:
+            loop = chain[chain.index(parent):] + [parent]
+            return f"queue {name} cannot be used: its parents form a cycle ({' → '.join(loop)})"
+        chain.append(parent)
+        parent = specs[parent].parent or cat.ROOT_QUEUE
+    return None
+
+
 def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int):
     specs: dict[str, QueuePlan] = {}
     for q in plan.queues:
@@ -643,17 +673,12 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
     for name in ordered:
         q = specs[name]
         info = queues[queue_index[name]]
-        parent = queue_index.get(q.parent or cat.ROOT_QUEUE, 0)
-        info.parent = parent if parent != info.index else 0
-    # A parent cycle from objects would hang the hierarchy walk: such queues go under root.
-    for info in queues[1:]:
-        seen, cur = {info.index}, info.parent
-        while cur > 0:
-            if cur in seen:
-                info.parent = 0
-                break
-            seen.add(cur)
-            cur = queues[cur].parent
+        obj = state.queues.get(name)
+        info.problem = (f"queue {name} is invalid: {obj.problem}" if obj is not None and obj.problem
+                        and not info.declared_in_policy else _ancestry_problem(name, specs))
+        # A queue whose ancestry is broken hangs under root: walking it would never end or
+        # reach nothing. (Only Queue objects can be so: the compiler checks the policy's.)
+        info.parent = 0 if info.problem else queue_index[q.parent or cat.ROOT_QUEUE]
     for info in queues[1:]:
         queues[info.parent].children.append(info.index)
     for info in queues[1:]:
@@ -668,8 +693,9 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
         q = specs.get(name)
         if q is None:
             continue
-        for arr, values in ((capability, q.capability), (guarantee, q.guarantee), (deserved, q.deserved),
-                            (borrow_limit, q.borrow_limit)):
+        # A queue that cannot run its jobs holds no room for them either.
+        promises = ((guarantee, q.guarantee), (deserved, q.deserved)) if not queues[qi].problem else ()
+        for arr, values in ((capability, q.capability), *promises, (borrow_limit, q.borrow_limit)):
             for res, amount in (values or {}).items():
                 if res in index:
                     arr[qi, index[res]] = amount

@@ -3,7 +3,8 @@
 A benchmark nothing runs breaks unseen (bench/core.py crashed for a day on an API change of
 the settled ledger). Only completion and the scripts' own cross-checks are asserted (compiled
 and pure-Python kernels decide alike; listed, folded and counted settled pods decide alike;
-no cycle runs under two policies), never a timing: the figures depend on the machine.
+no cycle runs under two policies; bench/policy_size.py's rows all there and sane), never a timing:
+the figures depend on the machine.
 bench/load.py and bench/e2e need the dev cluster: tests/integration/test_connector_load.py and
 tests/integration/test_bench_e2e.py run them.
 """
@@ -110,3 +111,17 @@ def test_views_cost_runs_both_ways() -> None:
     _, result = run_script("views_cost.py", "--nodes", "4", "--gangs", "10", "--size", "4", "--repeat", "1")
     assert result["placed"] == 32 and result["waiting"] == 8     # 4 nodes of 8 cpu: 8 of the 10 gangs of 4 x 1 cpu
     assert set(result["cycle_cpu_ms"]) == {"views_off", "views_on"} and result["dashboard_render_ms"] >= 0
+
+
+def test_policy_size_measures_every_shape_and_stage_and_memory_follows_the_size() -> None:
+    # Completion and sane figures only: how much memory per byte is tests/test_policy_limits.py's to check.
+    done, result = run_script("policy_size.py", "--sizes", "30k")
+    rows = result["rows"]
+    assert {(r["shape"], r["stage"]) for r in rows} == {(s, t) for s in ("queues", "devices", "consts")
+                                                         for t in ("compile", "fmt")}
+    assert all(r["ok"] and not r["errors"] for r in rows), [r for r in rows if not r["ok"]]
+    for row in rows:
+        assert row["bytes"] >= 30_000 and row["seconds"] > 0
+        assert 0 < row["base_bytes"] <= row["peak_bytes"] < 2**30
+    # The printed table has a row per measurement.
+    assert sum(line.split()[:1] in (["queues"], ["devices"], ["consts"]) for line in done.stdout.splitlines()) == 6

@@ -58,14 +58,30 @@ BAD = [
     (RUN + ["--context", ""], "argument --context: the context must not be empty"),
     (["run", "--policy", "", "--cycles", "1"], "argument --policy: the policy path must not be empty"),
     (["run", "--policy", POLICY, "--kubeconfig", ""], "argument --kubeconfig: the kubeconfig path must not be empty"),
-    (["run", "--policy", POLICY, "--cluster", ""], "argument --cluster: the cluster must not be empty"),
+    (["run", "--policy", POLICY, "--cluster", ""], "argument --cluster: `` is not embedded:SNAPSHOT"),
+    (["run", "--policy", POLICY, "--cluster", "embedded:"], "argument --cluster: `embedded:` is not embedded:SNAPSHOT"),
+    (["run", "--policy", POLICY, "--cluster", SNAPSHOT], f"argument --cluster: `{SNAPSHOT}` is not embedded:SNAPSHOT"),
+    (["run", "--policy", POLICY, "--cluster", "embedded:/no/such/snapshot"],
+     "argument --cluster: `/no/such/snapshot`: no such file or folder"),
+    (["run", "--policy", "/no/such.policy"], "argument --policy: `/no/such.policy`: no such file or folder"),
+    (["run", "--policy", POLICY, "--kubeconfig", "/no/such/kubeconfig"],
+     "argument --kubeconfig: `/no/such/kubeconfig`: no such file"),
+    (["run", "--policy", POLICY, "--kubeconfig", SNAPSHOT], f"argument --kubeconfig: `{SNAPSHOT}` is a folder"),
     (RUN + ["--log-level", "loud"], "argument --log-level: invalid choice: 'loud'"),
+    (RUN + ["--log-format", "yaml"], "argument --log-format: invalid choice: 'yaml'"),
     # simulate and diff: counts, durations (checked by the simulator's own parser), names, paths
     (SIMULATE[:-1] + ["0"], "argument --cycles: `0` is below 1"),
     (["simulate", POLICY, "--until", "nan"], "--until: `nan` is not a finite duration"),
     (["simulate", POLICY, "--until", "1" + "0" * 400 + "s"], "is not a finite duration"),
     (SIMULATE + ["--period", "inf"], "--period: `inf` is not a finite duration"),
-    (SIMULATE + ["--period", "1e-300"], "--period: must be at least 1ms"),
+    (SIMULATE + ["--period", "1e-300"], "argument --period: `1e-300` is shorter than 1ms, the shortest period"),
+    (SIMULATE + ["--period", "0"], "argument --period: `0` is shorter than 1ms"),
+    (["simulate", POLICY, "--until", "soon"], "argument --until: `soon` is not a duration"),
+    (["simulate", POLICY, "--until", "1h30"], "argument --until: `1h30` is not a duration"),
+    (SIMULATE + ["--snapshot", "/no/such/snapshot"],
+     "argument --snapshot: `/no/such/snapshot`: no such file or folder"),
+    (SIMULATE + ["--workload", "/no/such/workload"],
+     "argument --workload: `/no/such/workload`: no such file or folder"),
     (SIMULATE + ["--scheduler-name", "Volcano"], "argument --scheduler-name: `Volcano` is not a valid scheduler name"),
     (SIMULATE + ["--snapshot", ""], "argument --snapshot: the snapshot path must not be empty"),
     (SIMULATE + ["--workload", ""], "argument --workload: the workload path must not be empty"),
@@ -73,7 +89,9 @@ BAD = [
     (SIMULATE + ["--report", ""], "argument --report: the folder name must not be empty"),
     (DIFF[:-1] + ["-3"], "argument --cycles: `-3` is below 1"),
     (DIFF[:-1] + ["x"], "argument --cycles: `x` is not a whole number"),
-    (DIFF + ["--period", "nan"], "--period: `nan` is not a finite duration"),
+    (DIFF + ["--period", "nan"], "argument --period: `nan` is not a finite duration"),
+    (["diff", POLICY, POLICY, "--until", "-"], "argument --until: `-` is not a duration"),
+    (DIFF + ["--workload", "/no/such/workload"], "argument --workload: `/no/such/workload`: no such file or folder"),
     (DIFF + ["--scheduler-name", "a..b"], "`a..b` is not a valid scheduler name"),
     (DIFF + ["--snapshot", ""], "argument --snapshot: the snapshot path must not be empty"),
     # explain
@@ -82,6 +100,10 @@ BAD = [
     (["explain", "", "--snapshot", SNAPSHOT], "argument NS/NAME: `` is not NAMESPACE/NAME or NAME"),
     (EXPLAIN[:-1] + [""], "argument --snapshot: the snapshot path must not be empty"),
     (EXPLAIN + ["--policy", ""], "argument --policy: the policy path must not be empty"),
+    (EXPLAIN + ["--policy", "/no/such.policy"], "argument --policy: `/no/such.policy`: no such file or folder"),
+    (["explain", "ns/x", "--snapshot", "/no/such/snapshot"], "argument --snapshot: `/no/such/snapshot`: no such"),
+    (["explain", "ns/x", "--kubeconfig", "/no/such/kubeconfig"],
+     "argument --kubeconfig: `/no/such/kubeconfig`: no such"),
     (EXPLAIN + ["--scheduler-name", "UPPER"], "`UPPER` is not a valid scheduler name"),
     (EXPLAIN + ["--scheduler", "http://127.0.0.1:8080"], "argument --scheduler: not allowed with argument --snapshot"),
     (["explain", "ns/x", "--scheduler", "127.0.0.1:8080"], "`127.0.0.1:8080` is not a scheduler address"),
@@ -90,6 +112,15 @@ BAD = [
     # queues, pending
     (["queues", "--scheduler", "ftp://h"], "argument --scheduler: `ftp://h` is not a scheduler address"),
     (["queues", "--scheduler-service", "svc"], "argument --scheduler-service: `svc` is not NAMESPACE/NAME[:PORT]"),
+    # ports past 65535 reached the network code (connection refused, or ValueError from urllib)
+    (["queues", "--scheduler", "http://127.0.0.1:99999"], "argument --scheduler: `http://127.0.0.1:99999`: the port"),
+    (["queues", "--scheduler", "http://127.0.0.1:0"], "the port must be a number from 1 to 65535"),
+    (["queues", "--scheduler", "http://127.0.0.1:http"], "the port must be a number from 1 to 65535"),
+    (["queues", "--scheduler", "http://:8080"], "argument --scheduler: `http://:8080` is not a scheduler address"),
+    (["queues", "--scheduler", "http://h:1/?q=1"], "is not a scheduler address"),
+    (["queues", "--scheduler-service", "ns/svc:99999"], "argument --scheduler-service: `ns/svc:99999`: the port must"),
+    (["queues", "--scheduler-service", "ns/svc:0"], "the port must be a number from 1 to 65535 or a port name"),
+    (["queues", "--scheduler-service", "ns/" + "s" * 64], "is not NAMESPACE/NAME[:PORT]"),
     (["queues", "-o", "xml"], "argument -o/--output: invalid choice: 'xml'"),
     (["pending", "a/b"], "argument QUEUE: `a/b` is not a queue name"),
     (["pending", ""], "argument QUEUE: `` is not a queue name"),
@@ -101,10 +132,17 @@ BAD = [
     (["import-volcano", VOLCANO_CONF, "-o", str(REPO)], "is a folder"),
     (["import-volcano", VOLCANO_CONF, "--name", ""], "argument --name: the policy name must not be empty"),
     (["import-volcano", VOLCANO_CONF, "--queues", ""], "argument --queues: the queue file path must not be empty"),
+    (["import-volcano", VOLCANO_CONF, "--queues", "/no/such.yaml"], "argument --queues: `/no/such.yaml`: no such file"),
+    (["import-volcano", VOLCANO_CONF, "--queues", SNAPSHOT], f"argument --queues: `{SNAPSHOT}` is a folder"),
     # lint
     (["lint", "--stdin-filename", "", "-"], "argument --stdin-filename: the file name must not be empty"),
     (["lint", POLICY, "--config", ""], "argument --config: the configuration path must not be empty"),
+    (["lint", POLICY, "--config", "/no/such.toml"], "argument --config: `/no/such.toml`: no such file"),
+    (["lint", POLICY, "--config", SNAPSHOT], f"argument --config: `{SNAPSHOT}` is a folder"),
     (["lint", POLICY, "--format", "xml"], "argument --format: invalid choice: 'xml'"),
+    (["lint", POLICY, "--select", ",,"], "policydsl lint: `,,` names no code"),
+    (["lint", POLICY, "--ignore", ""], "policydsl lint: `` names no code"),
+    (["lint", POLICY, "--select", "PD9999"], "policydsl lint: unknown code `PD9999`"),
     (["lint", POLICY, "--fail-level", "fatal"], "argument --fail-level: invalid choice: 'fatal'"),
     # dev-cluster: an empty --dir used to start a cluster in the working folder
     (["dev-cluster", "up", "--dir", ""], "argument --dir: the folder name must not be empty"),
@@ -180,3 +218,91 @@ def test_a_check_names_the_smallest_value_and_what_is_wrong() -> None:
         flags.kube_name("namespace", label=True)("a" * 64)
     assert flags.kube_name("namespace", label=True)("a" * 63) == "a" * 63
     assert flags.object_key("pod") == "pod" and flags.object_key("ns/pod") == "ns/pod"
+
+
+# --- every flag of every command --------------------------------------------------------------
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def value_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The arguments that take a value (not --help, not on/off switches)."""
+    return [a for a in parser._actions if a.nargs != 0 and not isinstance(a, argparse._HelpAction)]
+
+
+def action_name(action: argparse.Action) -> str:
+    return max(action.option_strings, key=len) if action.option_strings else action.dest
+
+
+# Arguments that take any text, and why it cannot be wrong at parse time. Everything else must
+# name its values (`choices`) or be checked by a function of policydsl/commands/flags.py.
+FREE_TEXT = {
+    # Policy files and folders: the command reports each one it cannot read as a located PD001
+    # diagnostic (and lint and fmt go on with the others), or `-` is stdin.
+    ("lint", "paths"), ("fmt", "paths"), ("test", "paths"), ("compile", "file"), ("export-volcano", "file"),
+    ("import-volcano", "config"), ("simulate", "policy"), ("diff", "old"), ("diff", "new"),
+    # Codes: checked against the registry of codes, which the compiler fills (exit 2, unknown code).
+    ("lint", "--select"), ("lint", "--ignore"), ("lint", "--explain"),
+    ("test", "-k"),  # a substring of test names: any text is one
+}
+
+# Enough arguments for each command to parse; a command not listed here fails the tests below.
+MINIMAL = {"lint": [POLICY], "fmt": [POLICY], "compile": [POLICY], "import-volcano": [VOLCANO_CONF],
+           "export-volcano": [POLICY], "simulate": [POLICY], "diff": [POLICY, POLICY], "test": [],
+           "explain": ["ns/x"], "queues": [], "pending": ["q"], "run": ["--policy", POLICY],
+           "dev-cluster": ["up", "--dir", str(REPO / "build" / "no-cluster-here")]}
+
+
+def test_every_command_is_covered_here() -> None:
+    assert set(MINIMAL) == set(command_parsers())
+    for command, parser in command_parsers().items():
+        parser.parse_args(MINIMAL[command])  # exits 2 (SystemExit) if MINIMAL is out of date
+    named = {(command, action_name(a)) for command, parser in command_parsers().items() for a in value_actions(parser)}
+    assert FREE_TEXT <= named, f"FREE_TEXT names arguments that are gone: {FREE_TEXT - named}"
+
+
+def test_every_value_is_checked_at_parse_time() -> None:
+    # A new numeric, address, duration or path flag without a `type=` of flags.py fails here.
+    unchecked = []
+    for command, parser in command_parsers().items():
+        for action in value_actions(parser):
+            if (command, action_name(action)) in FREE_TEXT or action.choices is not None:
+                continue
+            if getattr(action.type, "__module__", None) != flags.__name__:
+                unchecked.append(f"policydsl {command} {action_name(action)}")
+    assert not unchecked, "no check of flags.py: " + ", ".join(unchecked)
+
+
+def test_every_default_passes_the_check_of_its_flag() -> None:
+    # argparse runs `type=` on a default only when it is text: a number default is taken as it is.
+    for command, parser in command_parsers().items():
+        for action in value_actions(parser):
+            if action.default is None or action.default == argparse.SUPPRESS or action.type is None:
+                continue
+            if action.choices is not None:
+                assert action.default in action.choices, (command, action_name(action))
+            elif not isinstance(action.default, list):
+                action.type(str(action.default))
+
+
+NASTY = ["", " ", "-", "nan", "inf", "-1", "0", "1e999", "9" * 40, "127.0.0.1:99999", "x:y:z", "\x00", "é" * 3,
+         "a" * 5000, "../" * 50, "embedded:", "http://[::1", "ns/", "/"]
+
+
+@pytest.mark.parametrize("command", sorted(MINIMAL))
+def test_no_value_of_any_flag_raises_anything_but_a_usage_error(command: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # Parsing alone (the commands are not run): each value is taken, or exit 2 with the usage line.
+    parser = command_parsers()[command]
+    for action in value_actions(parser):
+        if not action.option_strings:
+            continue
+        for value in NASTY:
+            try:
+                parser.parse_args([*MINIMAL[command], action.option_strings[0], value])
+            except SystemExit as done:
+                assert done.code == 2, (action_name(action), value)
+                assert f"error: argument {'/'.join(action.option_strings)}" in capsys.readouterr().err

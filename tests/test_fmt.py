@@ -420,3 +420,17 @@ def test_cli_rejects_conflicting_flags(files, argv, capsys):
     _, clean, _ = files
     assert main(["fmt", *argv, str(clean)]) == 2
     assert "--write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit", [lambda t: "\n\n" + t.replace("  ", "    "), lambda t: t.replace("true", "false", 1),
+                                  lambda t: t.replace("weight", "weight  ", 1), lambda t: t.replace("cpu", "gpu", 1)])
+@pytest.mark.parametrize("name", ["multi-tenant.policy", "colocation.policy", "gpu-sharing.policy"])
+def test_same_meaning_answers_as_comparing_the_span_free_views(name: str, edit) -> None:
+    # The formatter's check walks both trees instead of building both views (it took more memory than the trees).
+    from policydsl import nodes as n
+    from policydsl.parser import parse_text
+
+    text = (Path(__file__).resolve().parents[1] / "policies" / name).read_text()
+    before, after = parse_text(text, name).policy, parse_text(edit(text), name).policy
+    assert n.same_meaning(before, after) == (n.strip_spans(before) == n.strip_spans(after))
+    assert n.same_meaning(before, before)

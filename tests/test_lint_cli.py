@@ -170,7 +170,7 @@ def test_junit_one_testcase_per_file(tree, capsys):
     (["ok.policy", "--select", "PD206,PD9"], "unknown code `PD9`"),
     (["ok.policy", "--ignore", "PD101"], "cannot be disabled"),
     (["ok.policy", "--ignore", "PD201"], "cannot be disabled"),      # structural
-    (["ok.policy", "--config", "nope.yaml"], "no such configuration file"),
+    (["ok.policy", "--config", "nope.yaml"], "argument --config: `nope.yaml`: no such file"),
 ])
 def test_usage_errors_exit_2(tree, capsys, args, words):
     tree("ok.policy", CLEAN)

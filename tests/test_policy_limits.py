@@ -19,7 +19,7 @@ import pytest
 from compiler.pipeline import compile_text
 from policydsl import loader
 from policydsl.formatter import format_text
-from policydsl.limits import MAX_NESTING, MAX_POLICY_BYTES
+from policydsl.limits import MAX_INCLUDE_DEPTH, MAX_NESTING, MAX_POLICY_BYTES
 from policydsl.loader import load
 from policydsl.parser import parse_text
 
@@ -171,6 +171,62 @@ def test_stdin_over_the_limit_is_pd004() -> None:
     assert done.returncode == 1 and b"<stdin>:1:1: error[PD004]" in done.stdout
 
 
+def test_the_limit_holds_for_the_files_together_at_the_include_past_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Splitting a policy into includes used to multiply the limit by the number of files.
+    monkeypatch.setattr(loader, "MAX_POLICY_BYTES", 1000)
+    part = 'policy "part" version 1\n' + "".join(f"queue p{i} {{ weight = 1 }}\n" for i in range(17))
+    assert 420 < len(part) < 480  # the main file and a.policy fit in 1,000 bytes; with b.policy they do not
+    (tmp_path / "a.policy").write_text(part.replace("queue p", "queue a"))
+    (tmp_path / "b.policy").write_text(part.replace("queue p", "queue b"))
+    (tmp_path / "c.policy").write_text(part.replace("queue p", "queue c"))
+    main = tmp_path / "main.policy"
+    main.write_text(HEAD + 'include "a.policy"\ninclude "b.policy"\ninclude "c.policy"\n')
+    diagnostics = load(main).diagnostics
+    # b.policy, and c.policy too: the main file and a.policy leave room for neither.
+    assert [(d.code, d.span.path, d.span.line, d.span.column) for d in diagnostics] == [
+        ("PD004", str(main), HEAD_LINES + 2, 9), ("PD004", str(main), HEAD_LINES + 3, 9)]
+    assert "b.policy the policy is larger than 1,000 bytes" in diagnostics[0].message
+    main.write_text(HEAD + 'include "a.policy"\n')
+    assert load(main).ok
+
+
+def test_an_include_over_the_limit_is_pd004_at_the_include(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "MAX_POLICY_BYTES", 1000)
+    (tmp_path / "big.policy").write_text('policy "big" version 1\n' + "#" * 2000 + "\n")
+    main = tmp_path / "main.policy"
+    main.write_text(HEAD + 'include "big.policy"\n')
+    assert [(d.code, d.span.line) for d in load(main).diagnostics] == [("PD004", HEAD_LINES + 1)]
+
+
+def include_chain(folder: Path, files: int) -> Path:
+    """f0.policy includes f1.policy, which includes f2.policy, ... `files` files in all."""
+    for i in range(files):
+        header = HEAD if i == 0 else f'policy "f{i}" version 1\nqueue q{i} {{ weight = 1 }}\n'
+        (folder / f"f{i}.policy").write_text(header + (f'include "f{i + 1}.policy"\n' if i + 1 < files else ""))
+    return folder / "f0.policy"
+
+
+def test_includes_nest_to_the_limit(tmp_path: Path) -> None:
+    compiled = compile_text((include_chain(tmp_path, MAX_INCLUDE_DEPTH)).read_text(), str(tmp_path / "f0.policy"))
+    assert compiled.ok, compiled.diagnostics
+    assert len(compiled.loaded.files) == MAX_INCLUDE_DEPTH
+
+
+@pytest.mark.parametrize("files", [MAX_INCLUDE_DEPTH + 1, 1_500])
+def test_an_include_one_file_deeper_is_pd013_not_a_recursion_error(tmp_path: Path, files: int) -> None:
+    # A chain of 1,200 files was `internal error: RecursionError` from lint and compile.
+    main = include_chain(tmp_path, files)
+    diagnostics = load(main).diagnostics
+    deepest = tmp_path / f"f{MAX_INCLUDE_DEPTH - 1}.policy"
+    assert [(d.code, d.span.path, d.span.line) for d in diagnostics] == [("PD013", str(deepest), 3)]
+    assert f"more than {MAX_INCLUDE_DEPTH} files deep" in diagnostics[0].message
+    done = subprocess.run([sys.executable, "-m", "policydsl", "compile", str(main)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1 and f"{deepest}:3:9: error[PD013]" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
 # --- memory -----------------------------------------------------------------------------------
 
 def many_queues(size: int) -> str:
@@ -217,3 +273,22 @@ def test_memory_grows_in_proportion_to_the_policy(shape: Callable[[int], str]) -
     assert large_peak / len(large) <= BYTES_PER_BYTE[shape], f"{large_peak / len(large):.0f} bytes per byte"
     # Four times the text, at most about four times the memory: nothing grows faster than the text.
     assert large_peak / small_peak <= 1.15 * len(large) / len(small), (small_peak, large_peak)
+
+
+def test_a_large_parse_gives_the_collector_back_as_it_found_it() -> None:
+    # The collector is paused for a parse of more than GC_PAUSE_CHARS (it walked the growing tree).
+    import gc
+
+    from policydsl import parser
+
+    large = many_queues(parser.GC_PAUSE_CHARS + 1000)
+    assert gc.isenabled()
+    assert parse_text(large, "big.policy").policy is not None and gc.isenabled()
+    assert parse_text(large + "queue x {\n", "bad.policy").policy is None and gc.isenabled()
+    assert parse_text(nested_list(5_000) + large, "deep.policy").policy is None and gc.isenabled()
+    gc.disable()
+    try:
+        parse_text(large, "big.policy")
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()

@@ -11,7 +11,7 @@ from compiler import catalog as cat
 from compiler.lint.context import LintContext, QueueView, setting
 from compiler.lint.registry import finding, rule
 from compiler.quantities import format_base_units
-from policydsl.diagnostics import CodeInfo, Diagnostic, Severity
+from policydsl.diagnostics import CodeInfo, Diagnostic, Severity, register_code
 
 _HEAD = 'policy "example" version 1\nactions [enqueue, allocate]\ntier {\n  plugin predicates\n  plugin proportion\n}\n'
 _CAPACITY_HEAD = ('policy "example" version 1\nactions [enqueue, allocate]\n'
@@ -338,3 +338,19 @@ def closed_default_queue(ctx: LintContext) -> Iterator[Diagnostic]:
         if queue.name == cat.DEFAULT_QUEUE and queue.values.get("state") == "closed":
             yield finding(CLOSED_DEFAULT, "the `default` queue is closed: jobs that name no queue never start",
                           _value_span(ctx, queue, "state"), "keep it open, or set a queue on every job")
+
+
+# Judged against a cluster, which lint does not have: `policydsl simulate` (and `policydsl test`,
+# which simulates) reports it for the cluster it runs on, the connector logs it with an Event on
+# the Queue and the policydsl_queue_unmet_promise gauge. Registered here, with the queue codes.
+PROMISE_BEYOND_CLUSTER = register_code(CodeInfo(
+    "PD215", "promise-beyond-cluster", Severity.WARNING,
+    "queue guarantees (or deserved shares) adding up to more than the cluster has",
+    why="A guarantee is taken off every other queue's room whether or not the guaranteed queue uses it: "
+        "guarantees larger than the cluster (or than their parent's room) leave the other queues nothing "
+        "of that resource, so their jobs wait although the nodes are idle, and the promise itself is not kept "
+        "either. Reported by `policydsl simulate` for the cluster it simulates, and by the scheduler for "
+        "the cluster it runs on.",
+    fix="Lower the guarantees (or deserved shares) to what the cluster, or the parent queue, can hold; "
+        "the message names each queue's amount and the room there is.",
+))

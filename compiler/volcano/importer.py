@@ -21,7 +21,7 @@ from compiler.volcano.located_yaml import YamlText
 from compiler.volcano.model import PluginConfig, QueueConfig, SchedulerConfig, TranslationResult
 from compiler.volcano.queue_reader import QueueReader
 from policydsl.diagnostics import Diagnostic, Severity, Span, make
-from policydsl.limits import MAX_POLICY_BYTES
+from policydsl.limits import MAX_POLICY_BYTES, describe_bytes
 from policydsl.loader import read_limited
 
 
@@ -170,7 +170,7 @@ def _read(path: str, result: ImportResult) -> str | None:
         with open(path, "rb") as stream:  # a config becomes one policy: held to a policy file's size
             data = read_limited(stream)
         if len(data) > MAX_POLICY_BYTES:
-            raise ValueError(f"it is larger than {MAX_POLICY_BYTES // 2**20} MiB")
+            raise ValueError(f"it is larger than {describe_bytes(MAX_POLICY_BYTES)}")
         return data.decode("utf-8")
     except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from policydsl.commands.flags import count, kube_name, nonempty
+from policydsl.commands.flags import count, existing_path, kube_name, simulated_time
 
 HELP = "compare two policies on the same cluster and workload: placements that differ and metric deltas"
 DESCRIPTION = (
@@ -21,14 +21,15 @@ SHOWN = 40     # placement changes listed in text output
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("old", metavar="OLD", help="the policy as it is")
     parser.add_argument("new", metavar="NEW", help="the policy as proposed")
-    parser.add_argument("--snapshot", type=nonempty("the snapshot path"), metavar="PATH",
+    parser.add_argument("--snapshot", type=existing_path("the snapshot path"), metavar="PATH",
                         help="the cluster at time 0 (file or folder)")
-    parser.add_argument("--workload", type=nonempty("the workload path"), metavar="PATH",
+    parser.add_argument("--workload", type=existing_path("the workload path"), metavar="PATH",
                         help="the arriving workload (file or folder)")
     limit = parser.add_mutually_exclusive_group()
     limit.add_argument("--cycles", type=count(1), metavar="N", help="compare N consecutive scheduling cycles")
-    limit.add_argument("--until", metavar="T", help="simulate until time T (e.g. 30m, 2h)")
-    parser.add_argument("--period", default="1s", metavar="T", help="time between scheduling cycles (default 1s)")
+    limit.add_argument("--until", type=simulated_time(), metavar="T", help="simulate until time T (e.g. 30m, 2h)")
+    parser.add_argument("--period", default="1s", type=simulated_time(period=True), metavar="T",
+                        help="time between scheduling cycles (default 1s)")
     parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="schedule pods with this schedulerName (default volcano)")

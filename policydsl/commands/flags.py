@@ -13,6 +13,7 @@ import ipaddress
 import math
 import os
 import re
+import urllib.parse
 from collections.abc import Callable
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
@@ -73,7 +74,7 @@ def listen_address(text: str) -> str:
     host, colon, port = text.rpartition(":")
     if not colon or not host:
         raise argparse.ArgumentTypeError(f"`{text}` is not HOST:PORT (e.g. 127.0.0.1:8080, 0.0.0.0:0) or `off`")
-    if not port.isdigit() or int(port) > 65535:
+    if not _port(port, allow_any=True):
         raise argparse.ArgumentTypeError(f"`{text}`: the port must be a number from 0 to 65535, got `{port}`")
     if host.startswith("[") or ":" in host:
         raise argparse.ArgumentTypeError(f"`{text}`: IPv6 addresses are not supported; use an IPv4 address "
@@ -151,3 +152,101 @@ def output_folder(value: str) -> str:
     if os.path.exists(value) and not os.path.isdir(value):
         raise argparse.ArgumentTypeError(f"`{value}` exists and is not a folder")
     return value
+
+
+def existing_path(what: str, kind: str = "file or folder") -> Callable[[str], str]:
+    """A path the command reads, there when it starts: not empty, and a file, a folder, or either
+    (`kind`). Kept as written (a `~` is expanded only to look); read errors stay the command's."""
+    if kind not in ("file", "folder", "file or folder"):
+        raise ValueError(f"kind {kind!r}")
+
+    def parse(value: str) -> str:
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"{what} must not be empty")
+        path = os.path.expanduser(value)
+        if not os.path.exists(path):
+            raise argparse.ArgumentTypeError(f"`{value}`: no such {kind}")
+        if kind == "file" and os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"`{value}` is a folder; give {what.removeprefix('the ')} file")
+        if kind == "folder" and not os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"`{value}` is not a folder")
+        return value
+
+    return parse
+
+
+def embedded_cluster(value: str) -> str:
+    """embedded:SNAPSHOT, a file or folder of Kubernetes objects the embedded cluster starts from."""
+    scheme, colon, location = value.partition(":")
+    if scheme != "embedded" or not colon or not location.strip():
+        raise argparse.ArgumentTypeError(f"`{value}` is not embedded:SNAPSHOT (a file or folder of Kubernetes "
+                                         "objects; leave the flag out for the kubeconfig's cluster)")
+    existing_path("the snapshot")(location)
+    return value
+
+
+def simulated_time(*, period: bool = False) -> Callable[[str], str]:
+    """A simulated time, or with `period` the time between cycles, as the simulator reads it (30s,
+    10m, 1h30m, 2d, 500ms, or seconds): finite, not negative, a period at least the simulator's
+    shortest. Kept as written: the simulator reads it again by the same rules, which live in
+    runtime/simulation (imported only when the flag is parsed: only simulate and diff have it,
+    and they run the simulator anyway)."""
+
+    def parse(text: str) -> str:
+        from runtime.simulation.inputs import MIN_PERIOD_S
+        from runtime.simulation.workload import parse_duration
+
+        try:
+            seconds = parse_duration(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        if period and seconds < MIN_PERIOD_S:
+            raise argparse.ArgumentTypeError(f"`{text}` is shorter than {MIN_PERIOD_S * 1000:g}ms, "
+                                             "the shortest period")
+        return text
+
+    return parse
+
+
+def _port(text: str, *, allow_any: bool) -> bool:
+    """A port number as text: 1-65535, or 0 too with `allow_any` (listen on any free port)."""
+    return text.isdigit() and (0 if allow_any else 1) <= int(text) <= 65535
+
+
+def scheduler_url(text: str) -> str:
+    """http(s)://HOST[:PORT] of a scheduler's metrics port."""
+    parsed = urllib.parse.urlparse(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in ("", "/") \
+            or parsed.query or parsed.fragment:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a scheduler address like http://127.0.0.1:8080")
+    try:
+        port = parsed.port  # ValueError for a port past 65535 or not a number (an internal error, later)
+    except ValueError:
+        port = 0
+    if port == 0 and parsed.netloc.rpartition("]")[2].rpartition(":")[1]:
+        raise argparse.ArgumentTypeError(f"`{text}`: the port must be a number from 1 to 65535")
+    return text.rstrip("/")
+
+
+_SERVICE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9]*[a-z0-9])?)(:([-a-z0-9]+))?$")
+
+
+def service_ref(text: str) -> str:
+    """NAMESPACE/NAME[:PORT] of the scheduler's metrics Service: PORT is the Service port's name or
+    number (1-65535)."""
+    match = _SERVICE.match(text)
+    if not match or (len(match.group(1)) > 63 or len(match.group(3)) > 63):
+        raise argparse.ArgumentTypeError(f"`{text}` is not NAMESPACE/NAME[:PORT] "
+                                         "(e.g. policydsl-system/policydsl-scheduler-metrics:metrics)")
+    port = match.group(6)
+    if port is not None and port.isdigit() and not _port(port, allow_any=False):
+        raise argparse.ArgumentTypeError(f"`{text}`: the port must be a number from 1 to 65535 or a port name, "
+                                         f"got `{port}`")
+    return text
+
+
+def queue_name(text: str) -> str:
+    """A queue's name: the policy's (letters, digits, `_`, `-`) or a Queue object's (a path segment)."""
+    if not text.strip() or "/" in text or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"`{text}` is not a queue name")
+    return text

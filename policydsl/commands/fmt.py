@@ -30,21 +30,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write", action="store_true", help="rewrite files in place")
 
 
-def _targets(paths: list[str]) -> tuple[list[str], list[str]]:
-    """Files to format (folders expanded to their *.policy files, sorted) and paths that do not exist."""
+def _targets(paths: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """Files to format (folders expanded to their *.policy files, sorted), paths that do not exist,
+    and folders with no policy file (a wrong folder, which formatting nothing would hide, as lint says)."""
     found: list[str] = []
     missing: list[str] = []
+    empty: list[str] = []
     for raw in paths:
         path = Path(raw)
         if raw == STDIN:
             found.append(STDIN)
         elif path.is_dir():
-            found.extend(str(p) for p in sorted(path.rglob("*.policy")) if p.is_file())
+            inside = [str(p) for p in sorted(path.rglob("*.policy")) if p.is_file()]
+            found.extend(inside)
+            if not inside:
+                empty.append(raw)
         elif path.exists():
             found.append(raw)
         else:
             missing.append(raw)
-    return list(dict.fromkeys(found)), missing  # a file named twice is formatted once
+    return list(dict.fromkeys(found)), missing, empty  # a file named twice is formatted once
 
 
 def _unified_diff(before: str, after: str, shown: str) -> str:
@@ -81,10 +86,13 @@ def run(args: argparse.Namespace) -> int:
         print("policydsl fmt: --write cannot rewrite stdin; drop `-` or --write", file=sys.stderr)
         return EXIT_IO
 
-    targets, missing = _targets(args.paths)
+    targets, missing, empty = _targets(args.paths)
     status = EXIT_OK
     for raw in missing:
         print(render(make(IO_ERROR, f"no such file or folder: {raw}", Span.point(raw, 1, 1))), file=sys.stderr)
+        status = EXIT_IO
+    for raw in empty:
+        print(f"policydsl fmt: {raw}: no .policy files in this folder", file=sys.stderr)
         status = EXIT_IO
     changed: list[str] = []
     for target in targets:

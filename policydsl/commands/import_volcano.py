@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.commands.flags import nonempty, output_file
+from policydsl.commands.flags import existing_path, nonempty, output_file
 
 HELP = "translate a Volcano scheduler config (and Queue objects) into a policy"
 DESCRIPTION = (
@@ -18,7 +18,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="volcano-scheduler.conf, or a ConfigMap YAML that holds it")
-    parser.add_argument("--queues", type=nonempty("the queue file path"), metavar="FILE",
+    parser.add_argument("--queues", type=existing_path("the queue file path", "file"), metavar="FILE",
                         help="Queue objects (multi-document YAML or a List) to import as the queue tree")
     parser.add_argument("--name", type=nonempty("the policy name"),
                         help="the policy name (default: the config file's name without its suffix)")

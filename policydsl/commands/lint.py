@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.commands.flags import nonempty
+from policydsl.commands.flags import existing_path, nonempty
 
 HELP = "check policies for errors and likely mistakes (text, JSON, SARIF, GitHub, JUnit output)"
 DESCRIPTION = (
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only these rules (comma-separated codes or names; replaces the config's)")
     parser.add_argument("--ignore", action="append", default=[], metavar="CODES",
                         help="do not report these codes (comma-separated; added to the config's)")
-    parser.add_argument("--config", type=nonempty("the configuration path"), metavar="FILE",
+    parser.add_argument("--config", type=existing_path("the configuration path", "file"), metavar="FILE",
                         help="use this configuration instead of the nearest .policydsl.yaml")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="text format: print only findings at or above the fail level, no summary")
@@ -53,7 +53,11 @@ def _codes(values: list[str]) -> frozenset[str]:
 
     codes = set()
     for value in values:
-        for text in filter(None, (part.strip() for part in value.split(","))):
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        if not parts:
+            # `--select ""` (a variable that expanded to nothing) selected no rule: a lint that passes everything.
+            raise ValueError(f"`{value}` names no code (give CODES as PD101,PD206 or rule names)")
+        for text in parts:
             code, problem = check_code(text)
             if problem:
                 raise ValueError(problem)

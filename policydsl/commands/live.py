@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 import urllib.error
@@ -22,36 +21,18 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from policydsl.commands.flags import kube_name, nonempty
+from policydsl.commands.flags import existing_path, kube_name, nonempty, scheduler_url, service_ref
 
 DEFAULT_SERVICE = "policydsl-system/policydsl-scheduler-metrics:metrics"
 TIMEOUT_S = 10.0
 STANDBY_RETRIES = 6   # through a Service of two replicas, one a standby: 1 in 64 misses the leader
-_SERVICE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9]*[a-z0-9])?)(:[-a-z0-9]+)?$")
-
-
-def scheduler_url(text: str) -> str:
-    """http(s)://HOST[:PORT] of a scheduler's metrics port."""
-    parsed = urllib.parse.urlparse(text)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.path not in ("", "/"):
-        raise argparse.ArgumentTypeError(f"`{text}` is not a scheduler address like http://127.0.0.1:8080")
-    return text.rstrip("/")
-
-
-def service_ref(text: str) -> str:
-    """NAMESPACE/NAME[:PORT] of the scheduler's metrics Service."""
-    if not _SERVICE.match(text):
-        raise argparse.ArgumentTypeError(f"`{text}` is not NAMESPACE/NAME[:PORT] (e.g. {DEFAULT_SERVICE})")
-    return text
-
-
 def add_connection_arguments(parser: argparse.ArgumentParser, *, snapshot: bool = False) -> None:
     # Neither: the default kubeconfig (in-cluster, else $KUBECONFIG or ~/.kube/config), as kubectl.
     where = parser.add_mutually_exclusive_group()
     if snapshot:
-        where.add_argument("--snapshot", type=nonempty("the snapshot path"), metavar="PATH",
+        where.add_argument("--snapshot", type=existing_path("the snapshot path"), metavar="PATH",
                            help="the cluster: Kubernetes objects (file or folder); explained offline")
-    where.add_argument("--kubeconfig", type=nonempty("the kubeconfig path"), metavar="PATH",
+    where.add_argument("--kubeconfig", type=existing_path("the kubeconfig path", "file"), metavar="PATH",
                        help="ask the scheduler running in this cluster, through the API server's proxy to its "
                             "metrics Service (else: one offline cycle on a fresh list of the cluster); default: "
                             "in-cluster config, else $KUBECONFIG or ~/.kube/config")
@@ -62,7 +43,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, snapshot: bool 
     parser.add_argument("--scheduler-service", type=service_ref, default=DEFAULT_SERVICE,
                         metavar="NAMESPACE/NAME[:PORT]",
                         help=f"the scheduler's metrics Service, with --kubeconfig (default: {DEFAULT_SERVICE})")
-    parser.add_argument("--policy", type=nonempty("the policy path"), metavar="FILE",
+    parser.add_argument("--policy", type=existing_path("the policy path"), metavar="FILE",
                         help="the policy of an offline cycle (default: Volcano's default configuration)")
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="the scheduler whose pods are scheduled, offline (default volcano)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from policydsl.commands.flags import queue_name
 from policydsl.commands.live import add_connection_arguments, print_document
 
 HELP = "list a queue's pending jobs in the order the next cycle considers them, with why each waits"
@@ -15,13 +16,6 @@ DESCRIPTION = (
     "phase, minMember, minResources, waiting pods and the reason. When it does not answer, one offline cycle "
     "of --policy runs on a fresh list of the cluster. Exit 0, or 2 for an unknown queue or nothing to ask."
 )
-
-
-def queue_name(text: str) -> str:
-    """A queue's name: the policy's (letters, digits, `_`, `-`) or a Queue object's (a path segment)."""
-    if not text.strip() or "/" in text or text in (".", ".."):
-        raise argparse.ArgumentTypeError(f"`{text}` is not a queue name")
-    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,8 @@ import sys
 import threading
 import uuid
 
-from policydsl.commands.flags import count, duration, kube_name, listen_address, nonempty, rate
+from policydsl.commands.flags import (count, duration, embedded_cluster, existing_path, kube_name, listen_address,
+                                      nonempty, rate)
 
 HELP = "run the scheduler against a cluster (or the embedded simulator)"
 DESCRIPTION = (
@@ -26,12 +27,12 @@ DESCRIPTION = (
 )
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", required=True, type=nonempty("the policy path"), metavar="FILE",
+    parser.add_argument("--policy", required=True, type=existing_path("the policy path"), metavar="FILE",
                         help="the policy file (or a folder with main.policy); edits to it and its includes reload it")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--kubeconfig", type=nonempty("the kubeconfig path"), metavar="PATH",
+    where.add_argument("--kubeconfig", type=existing_path("the kubeconfig path", "file"), metavar="PATH",
                        help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
-    where.add_argument("--cluster", type=nonempty("the cluster"), metavar="embedded:SNAPSHOT",
+    where.add_argument("--cluster", type=embedded_cluster, metavar="embedded:SNAPSHOT",
                        help="run on the embedded simulator loaded from SNAPSHOT (a file or folder of objects)")
     parser.add_argument("--context", type=nonempty("the context"), help="kubeconfig context (default: the current one)")
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"),
@@ -81,11 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cycles", type=count(0), default=0, metavar="N",
                         help="stop after N cycles (default, 0: run until stopped)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"],
+                        help="text lines, or one JSON object per line with the pod, PodGroup, queue or node a line "
+                             "is about as fields (default: text)")
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from runtime.logformat import configure
+
+    configure(args.log_level, args.log_format)
     log = logging.getLogger("policydsl.run")
     # urllib3 warns on every retried connection; the cache and the writers say what matters.
     logging.getLogger("urllib3").setLevel(logging.ERROR)

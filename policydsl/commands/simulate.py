@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from policydsl.commands.flags import count, kube_name, nonempty, output_folder
+from policydsl.commands.flags import count, existing_path, kube_name, output_folder, simulated_time
 
 HELP = "run a policy on a simulated cluster: decisions per cycle, or waits, shares and utilization over time"
 DESCRIPTION = (
@@ -20,14 +20,15 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("policy", metavar="POLICY", help="the policy file")
-    parser.add_argument("--snapshot", type=nonempty("the snapshot path"), metavar="PATH",
+    parser.add_argument("--snapshot", type=existing_path("the snapshot path"), metavar="PATH",
                         help="the cluster at time 0: Kubernetes objects (file or folder)")
-    parser.add_argument("--workload", type=nonempty("the workload path"), metavar="PATH",
+    parser.add_argument("--workload", type=existing_path("the workload path"), metavar="PATH",
                         help="Pods/PodGroups arriving over time and `kind: Workload` generators (file or folder)")
     limit = parser.add_mutually_exclusive_group()
     limit.add_argument("--cycles", type=count(1), metavar="N", help="run N consecutive scheduling cycles")
-    limit.add_argument("--until", metavar="T", help="simulate until time T (e.g. 90s, 30m, 2h)")
-    parser.add_argument("--period", default="1s", metavar="T", help="time between scheduling cycles (default 1s)")
+    limit.add_argument("--until", type=simulated_time(), metavar="T", help="simulate until time T (e.g. 90s, 30m, 2h)")
+    parser.add_argument("--period", default="1s", type=simulated_time(period=True), metavar="T",
+                        help="time between scheduling cycles (default 1s)")
     parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
     parser.add_argument("--report", type=output_folder, metavar="DIR",
                         help="write an HTML report with plots to DIR/index.html")

@@ -17,6 +17,7 @@ import numpy as np
 
 from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
+from runtime.queueshare import overused_reason
 from runtime.session import MASK_PASS, Session
 from runtime.snapshot import ALLOCATED, PENDING, PIPELINED, READY_STATUSES
 
@@ -34,8 +35,7 @@ def run(ssn: Session) -> None:
     while queues:
         _, q = heapq.heappop(queues)
         if ssn.overused(q):
-            name = ssn.snap.queues[q].name
-            reason = d.Reason(d.QUEUE, f"queue {name} is overused (at its deserved share)", {"queue": name})
+            reason = overused_reason(ssn, q)
             for j in (*fresh[q], *(j for _, _, j in again[q])):
                 ssn.job_reasons.setdefault(j, []).append(reason)
             continue

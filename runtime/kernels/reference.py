@@ -537,6 +537,14 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
             volume_pods.append(pod)
         if node:
             where = node_pos.get(node, -1)
+            if where < 0 and phase != "Succeeded" and phase != "Failed":
+                # Bound to a node that is gone (deleted; the pod garbage collector has not
+                # removed the pod yet): it holds room nowhere and counts in no queue.
+                sid = shape_index.get(())
+                if sid is None:
+                    sid = len(shapes)
+                    shape_index[()] = sid
+                    shapes.append({})
             gone = bool(pod.releasing)
             if phase != "Succeeded" and phase != "Failed":
                 placed_node.append(where)
@@ -588,7 +596,7 @@ def scan_pods(pods, scheduler_name, priority_classes, default_priority, node_pos
                 node_of.append(-1)
                 plain.append(False)
             else:
-                status.append(HELD if pod.scheduling_gates or pod.unsupported else PENDING)
+                status.append(HELD if pod.scheduling_gates or pod.unsupported or pod.held_back is not None else PENDING)
                 node_of.append(-1)
                 plain.append(not (pod.node_selector or pod.required_terms or pod.preferred_terms or pod.tolerations
                                   or pod.rules or pod.volumes is not None))

@@ -53,6 +53,7 @@ cdef PyMemberDef *M_ANNOTATIONS = slot_member(Pod, "annotations")
 cdef PyMemberDef *M_RULES = slot_member(Pod, "rules")
 cdef PyMemberDef *M_GATES = slot_member(Pod, "scheduling_gates")
 cdef PyMemberDef *M_UNSUPPORTED = slot_member(Pod, "unsupported")
+cdef PyMemberDef *M_HELD = slot_member(Pod, "held_back")
 cdef PyMemberDef *M_LABELS = slot_member(Pod, "labels")
 cdef PyMemberDef *M_VOLUMES = slot_member(Pod, "volumes")
 
@@ -149,6 +150,15 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
             found = node_pos.get(node)
             if found is not None:
                 where = found
+            elif phase != "Succeeded" and phase != "Failed":
+                # Bound to a node that is gone (deleted; the pod garbage collector has not
+                # removed the pod yet): it holds room nowhere and counts in no queue.
+                found = shape_index.get(())
+                if found is None:
+                    found = len(shapes)
+                    shape_index[()] = found
+                    shapes.append({})
+                sid = found
             gone = True if get_slot(pod, M_RELEASING) else False
             if phase != "Succeeded" and phase != "Failed":
                 pn[p] = where
@@ -200,7 +210,8 @@ def scan_pods(dict pods, str scheduler_name, dict priority_classes, default_prio
                 # queue's allocation), holding room on no node.
                 st[t] = BOUND
             else:
-                st[t] = HELD if get_slot(pod, M_GATES) or get_slot(pod, M_UNSUPPORTED) else PENDING
+                st[t] = HELD if get_slot(pod, M_GATES) or get_slot(pod, M_UNSUPPORTED) or get_slot(pod, M_HELD) is not None \
+                    else PENDING
                 pl[t] = not (get_slot(pod, M_SELECTOR) or get_slot(pod, M_REQUIRED) or get_slot(pod, M_PREFERRED)
                              or get_slot(pod, M_TOLERATIONS) or get_slot(pod, M_RULES) is not None)
                 if get_slot(pod, M_VOLUMES) is not None:

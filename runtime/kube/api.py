@@ -291,13 +291,19 @@ def configuration(kubeconfig: str | None = None, context: str | None = None) -> 
         if kubeconfig:
             path = Path(kubeconfig).expanduser()
             if not path.is_file():
-                raise ConnectError(f"cannot read kubeconfig {kubeconfig}: no such file")
+                raise ConnectError(f"cannot read kubeconfig {kubeconfig}: "
+                                   f"{'it is a folder' if path.is_dir() else 'no such file'}")
             k8s_config.load_kube_config(config_file=str(path), context=context, client_configuration=cfg,
                                         persist_config=False)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             k8s_config.load_incluster_config(client_configuration=cfg)
         else:
-            path = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]).expanduser()
+            named = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+            path = Path(named or "~/.kube/config").expanduser()
+            if named and not path.is_file():
+                # Set but wrong: saying "set KUBECONFIG" would send the user the wrong way.
+                raise ConnectError(f"cannot read kubeconfig {named} (from $KUBECONFIG): "
+                                   f"{'it is a folder' if path.is_dir() else 'no such file'}")
             if not path.is_file():
                 raise ConnectError("no cluster configuration: pass --kubeconfig PATH, set KUBECONFIG, "
                                    "or run inside a pod (in-cluster config)")

@@ -1,19 +1,29 @@
-"""Bindings through the pods/binding subresource, pipelined in batches, retrying transient errors.
+"""Bindings through the pods/binding subresource, pipelined in batches, and what each answer means.
 
 Every Binding carries the pod's UID as a precondition, so a pod deleted and recreated under the
 same name is never bound by a decision made for its predecessor, and the API server refuses a
-pod that already has a node (409). Those two cases, and a pod deleted meanwhile (404), are
-*dropped*: the next cycle sees the truth. Device assignments travel as Binding annotations,
-which the API server copies onto the pod in the same write that sets its node, so no pod is
-ever seen bound without its cards (and there is no extra round trip per pod).
+pod that already has a node (409). Device assignments travel as Binding annotations, which the
+API server copies onto the pod in the same write that sets its node, so no pod is ever seen
+bound without its cards (and there is no extra round trip per pod).
 
-A bind that keeps failing is *failed*: its pod stays pending, the scheduler forgets the
-assumption and reports it on the pod's PodGroup; the next cycle places it again.
+An answer is one of three outcomes:
+
+- *bound*;
+- *refused*, for good, for this pod (any 4xx but 408 and 429: 403 forbidden, as in a namespace
+  being deleted; 404 deleted; 409 bound elsewhere or a new pod under the name; 422 invalid):
+  sending it again cannot help. The pod is held back (`RefusedPods`) until its object changes
+  or a capped backoff passes, so it neither takes room again each cycle nor floods the log;
+- *failed*: no answer, throttled (429) or a server error (5xx) through every attempt (retried
+  in rounds with backoff, FIRST_RETRY_S doubling): the pod is placed again next cycle.
+
+409 "already assigned to the same node" after a lost answer is *bound*: the earlier attempt went
+through.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,19 +32,31 @@ from runtime.decisions import Binding
 from runtime.kube.api import ApiError, KubeApi
 from runtime.model import GPU_INDEX_ANNOTATION, Pod
 
-BOUND, DROPPED, FAILED = "bound", "dropped", "failed"
+BOUND, REFUSED, FAILED = "bound", "refused", "failed"
 ATTEMPTS = 4
 FIRST_RETRY_S = 0.1
 _ASSIGNED = re.compile(r'already assigned to node "([^"]+)"')
+# A refused pod is held back this long at first, twice as long after each refusal in a row, at
+# most HOLD_MAX_S; any change to the pod object (deleted, bound by somebody, edited) ends the
+# hold at once. kube-scheduler backs off failed pods 1 s to 10 s and retries unschedulable ones
+# after 5 minutes at the latest; a refusal is closer to the second.
+HOLD_FIRST_S = 5.0
+HOLD_MAX_S = 300.0
 
 
 @dataclass(frozen=True)
 class BindOutcome:
     pod: str
     node: str
-    result: str  # bound | dropped | failed
+    result: str  # bound | refused | failed
     detail: str = ""
     annotations: Mapping[str, str] | None = None
+    status: int = 0  # the HTTP status of the last answer (0: none came, or not sent)
+
+    @property
+    def cause(self) -> str:
+        """The failure's class, for outage logs: "403 Forbidden", "no answer (ConnectionRefusedError)"."""
+        return self.detail.split(":", 1)[0] if self.detail else self.result
 
 
 def device_annotations(binding: Binding) -> dict[str, str]:
@@ -70,7 +92,7 @@ class Binder:
         pending: list[tuple[int, Binding, Pod, dict]] = []
         for i, (binding, pod) in enumerate(items):
             if pod is None:
-                yield i, BindOutcome(binding.pod, binding.node, DROPPED, "pod is gone")
+                yield i, BindOutcome(binding.pod, binding.node, REFUSED, "pod is gone", status=404)
             else:
                 pending.append((i, binding, pod, binding_body(binding, pod)))
         delay = FIRST_RETRY_S
@@ -104,17 +126,93 @@ class Binder:
         annotations = body["metadata"].get("annotations")
         if error is None:
             return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations)
-        if error.status == 404:
-            return BindOutcome(binding.pod, binding.node, DROPPED, "pod was deleted")
         if error.status == 409:
             assigned = _ASSIGNED.search(error.message)
             if assigned and assigned.group(1) == binding.node and attempt > 0:
                 # An earlier attempt went through but its answer was lost.
-                return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations)
-            return BindOutcome(binding.pod, binding.node, DROPPED, error.message or "conflict")
-        if not error.transient or attempt + 1 >= self.attempts:  # the last round's failure is final
-            return BindOutcome(binding.pod, binding.node, FAILED, str(error))
+                return BindOutcome(binding.pod, binding.node, BOUND, annotations=annotations, status=409)
+        if permanent(error):
+            return BindOutcome(binding.pod, binding.node, REFUSED, str(error), status=error.status)
+        if attempt + 1 >= self.attempts:  # the last round's failure is final
+            return BindOutcome(binding.pod, binding.node, FAILED, str(error), status=error.status)
         return None
+
+
+def permanent(error: ApiError) -> bool:
+    """An answer that sending the same request again cannot change: 4xx but 408 (timeout) and
+    429 (throttled). 401 counts as transient too: credentials are refreshed (exec plugins,
+    rotated tokens), and nothing about the pod is wrong."""
+    return 400 <= error.status < 500 and error.status not in (401, 408, 429)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A pod held back after the API server refused its Binding."""
+
+    pod: str
+    node: str
+    status: int
+    detail: str
+    refusals: int          # refused this many times in a row
+    hold_s: float          # how long this refusal holds the pod back
+    until: float           # held until then (monotonic), unless the pod changes first
+    seen: object           # the cache's Pod object when refused: a different one means it changed
+
+    @property
+    def message(self) -> str:
+        """The pod's waiting reason while held (the same all along: no status write each cycle)."""
+        return (f"binding to {self.node} was refused ({self.detail}); not tried again until the pod changes, "
+                f"or for {self.hold_s:.0f} s")
+
+
+class RefusedPods:
+    """Pods whose Binding was refused, held back from placement (their room released at once)
+    until their object changes or the hold passes (HOLD_FIRST_S doubling to HOLD_MAX_S), as
+    kube-scheduler parks a pod it cannot place until an event may change the answer. Thread-safe:
+    binds settle on their workers, snapshots are taken on the loop's thread."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._held: dict[str, Refusal] = {}
+        self._lock = threading.Lock()
+
+    def refuse(self, outcome: BindOutcome, seen: object) -> Refusal:
+        """Hold the pod (`seen`: the cache's Pod object now, not None); its Refusal (refusals >
+        1: refused again after an earlier hold of the same object)."""
+        now = self.clock()
+        with self._lock:
+            before = self._held.get(outcome.pod)
+            again = before.refusals if before is not None and before.seen is seen else 0
+            hold = min(HOLD_FIRST_S * 2 ** again, HOLD_MAX_S)
+            refusal = Refusal(outcome.pod, outcome.node, outcome.status, outcome.detail, again + 1, hold, now + hold,
+                              seen)
+            self._held[outcome.pod] = refusal
+        return refusal
+
+    def bound(self, key: str) -> None:
+        with self._lock:
+            self._held.pop(key, None)
+
+    def holding(self, lookup: Callable[[str], object | None]) -> dict[str, Refusal]:
+        """The refusals that hold now; `lookup(key)` is the cache's Pod object. Holds of pods
+        that changed or went away end; a hold whose time passed is kept (without holding) so
+        that a refusal right after it holds longer."""
+        now = self.clock()
+        with self._lock:
+            held = list(self._held.items())
+        out = {}
+        for key, refusal in held:
+            if lookup(key) is not refusal.seen:
+                with self._lock:
+                    if self._held.get(key) is refusal:
+                        del self._held[key]
+            elif now < refusal.until:
+                out[key] = refusal
+        return out
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held)
 
 
 def _binding_path(pod: Pod) -> str:

@@ -33,7 +33,9 @@ from typing import Any
 from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.settled import Gang, SettledLedger, gang_elastic, gang_settles
-from runtime.model import QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, member_settles, settles
+from runtime.model import (
+    QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, QueueObject, member_settles, settles,
+)
 from runtime.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
 
 log = logging.getLogger("policydsl.kube.cache")
@@ -64,6 +66,17 @@ STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1/storageclass
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/v1")
 STORAGE_RESOURCES = (STORAGE_CLASSES, CSINODES, PERSISTENT_VOLUMES, CLAIMS)
 RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, QUEUES, PODGROUPS, *STORAGE_RESOURCES, PODS)
+
+
+@dataclass(frozen=True)
+class InvalidObject:
+    """An object the cache could not read: what is wrong, and which version it said so of."""
+
+    kind: str
+    key: str              # namespace/name, or name
+    uid: str
+    version: str          # metadata.resourceVersion
+    message: str
 
 
 class Gone(Exception):
@@ -102,12 +115,17 @@ class ClusterCache:
         self._synced: dict[str, threading.Event] = {r.kind: threading.Event() for r in RESOURCES}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._bad_objects: dict[str, str] = {}  # key -> resourceVersion already reported
+        # Objects that could not be read, by (kind, key): logged once per resourceVersion; a
+        # Queue among them stays in the state as a placeholder saying so (QueueObject.problem),
+        # a PodGroup's pods are held back by the connector, each saying what is wrong.
+        self._invalid: dict[tuple[str, str], InvalidObject] = {}
+        self._terminating: set[str] = set()  # namespaces being deleted: nothing new can be created in them
         self._on_work: Callable[[], None] = lambda: None
         # Volume writes of the scheduler the watch has not shown yet (runtime/kube/volumes.py):
         # PV name -> the claim it was pre-bound to; claim key -> the node selected for it.
         self._claim_refs: dict[str, ClaimRef] = {}
         self._selected: dict[str, str] = {}
+        self._orphans: dict[str, set[str]] = {}   # node not (or no longer) known -> keys of pods bound to it
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -226,6 +244,20 @@ class ClusterCache:
         """The status of a Queue *object* of the cluster (None for queues only the policy has)."""
         with self._lock:
             return self._queue_status.get(name) if name in self._state.queues else None
+
+    def terminating_namespaces(self) -> frozenset[str]:
+        """Namespaces being deleted (deletionTimestamp set): the API server refuses Bindings and
+        Events in them."""
+        with self._lock:
+            return frozenset(self._terminating)
+
+    def invalid_objects(self) -> list[InvalidObject]:
+        with self._lock:
+            return list(self._invalid.values())
+
+    def queue_objects_by_name(self) -> dict[str, QueueObject]:
+        with self._lock:
+            return dict(self._state.queues)
 
     def queue_objects(self) -> list[str]:
         with self._lock:
@@ -410,6 +442,7 @@ class ClusterCache:
                 st.pods = {}
                 self._ledger.clear()
                 self._settled, self._in_play, self._gangs = {}, {}, {}
+                self._orphans = {}
             elif resource is PODGROUPS:
                 st.podgroups, self._pg_status = {}, {}
             elif resource is QUEUES:
@@ -418,6 +451,7 @@ class ClusterCache:
                 self._classes = {}
             elif resource is NAMESPACES:
                 st.namespaces = {}
+                self._terminating = set()
             elif resource is PERSISTENT_VOLUMES:
                 st.storage.volumes = {}
             elif resource is CLAIMS:
@@ -426,6 +460,7 @@ class ClusterCache:
                 st.storage.classes = {}
             elif resource is CSINODES:
                 st.storage.csinodes = {}
+            self._invalid = {k: v for k, v in self._invalid.items() if k[0] != resource.kind}
             for item in items:
                 self._upsert(resource, item)
             if resource is PODS:  # drop overlays the listed state already shows (or never will)
@@ -434,6 +469,9 @@ class ClusterCache:
                 self._releasing = {k for k in self._releasing if k in st.pods and not st.pods[k].releasing}
             if resource is PRIORITY_CLASSES:
                 self._refresh_classes()
+            if resource is NODES:   # nodes the listing no longer has: their pods count nowhere
+                self._track_pods_on({p.node_name for p in st.pods.values() if p.node_name is not None
+                                     and p.node_name not in st.nodes and p.node_name not in self._orphans})
             if resource is PODGROUPS:  # gangs whose PodGroup the listing no longer has
                 for key in list(self._gangs):
                     self._review(key)
@@ -463,6 +501,9 @@ class ClusterCache:
                 st.nodes[node.name] = node
                 if old is None or _static(old) != _static(node):
                     st.node_generation += 1
+                if old is None:
+                    for key in list(self._orphans.pop(node.name, ())):
+                        self._track(key)
             elif resource is PODGROUPS:
                 group = convert.podgroup_from(obj)
                 if group.key not in st.podgroups:
@@ -481,6 +522,10 @@ class ClusterCache:
             elif resource is NAMESPACES:
                 name, labels = convert.namespace_from(obj)
                 st.namespaces[name] = labels
+                if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                    self._terminating.add(name)
+                else:
+                    self._terminating.discard(name)
             elif resource is PERSISTENT_VOLUMES:
                 pv = convert.volume_from(obj)
                 st.storage.volumes[pv.name] = pv
@@ -499,20 +544,33 @@ class ClusterCache:
                 csinode = convert.csinode_from(obj)
                 st.storage.csinodes[csinode.name] = csinode
         except convert.ObjectError as err:
-            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-            if self._bad_objects.get(key) != version:
-                self._bad_objects[key] = version
-                log.warning("ignoring %s %s: %s", resource.kind, key, "; ".join(p.message for p in err.problems))
+            meta = obj.get("metadata") or {}
+            version = str(meta.get("resourceVersion", ""))
+            message = "; ".join(p.message for p in err.problems)
+            seen = self._invalid.get((resource.kind, key))
+            if seen is None or seen.version != version:
+                what = {"PodGroup": "its pods wait until it is fixed", "Queue": "its jobs wait until it is fixed"}
+                log.warning("%s %s is invalid (%s): %s", resource.kind, key, what.get(resource.kind, "ignored"),
+                            message, extra={resource.kind.lower(): key})
             self._delete(resource, obj)
+            self._invalid[(resource.kind, key)] = InvalidObject(resource.kind, key, str(meta.get("uid") or ""),
+                                                                version, message)
+            if resource is QUEUES:   # PodGroups naming it are told what is wrong with it, not that it is missing
+                st.queues[key] = QueueObject(key, uid=str(meta.get("uid") or ""), problem=message)
+                self._queue_status[key] = dict(obj.get("status") or {})
+            return
+        self._invalid.pop((resource.kind, key), None)
 
     def _delete(self, resource: Resource, obj: dict[str, Any]) -> None:
         st = self._state
         key = convert.object_key(obj)
+        self._invalid.pop((resource.kind, key), None)
         if resource is PODS:
             self._forget_pod(key)
         elif resource is NODES:
             if st.nodes.pop(key, None) is not None:
                 st.node_generation += 1
+                self._track_pods_on({key})
         elif resource is PODGROUPS:
             st.podgroups.pop(key, None)
             self._pg_status.pop(key, None)
@@ -525,6 +583,7 @@ class ClusterCache:
             self._refresh_classes()
         elif resource is NAMESPACES:
             st.namespaces.pop(key, None)
+            self._terminating.discard(key)
         elif resource is PERSISTENT_VOLUMES:
             st.storage.volumes.pop(key, None)
             self._claim_refs.pop(key, None)
@@ -543,6 +602,12 @@ class ClusterCache:
         self._releasing.discard(key)
         self._track(key)
 
+    def _track_pods_on(self, nodes: set[str]) -> None:
+        """Count again the pods bound to `nodes` (deleted): a pass over the pods, as rare as node deletions."""
+        if nodes:
+            for key in [k for k, p in self._state.pods.items() if p.node_name in nodes]:
+                self._track(key)
+
     def _track(self, key: str) -> None:
         """Count the pod now at `key` as settled, or keep it in play (after any change to it)."""
         counted = self._settled.pop(key, None)
@@ -554,13 +619,23 @@ class ClusterCache:
         if gang_before is not None and gang_before != gang_now:
             self._gangs[gang_before].leave(key)
             self._review(gang_before)
+        if before is not None and before.node_name in self._orphans:
+            self._orphans[before.node_name].discard(key)
         if pod is None:
             return
+        # Bound to a node that is gone (the pod garbage collector has not removed it yet): kept
+        # in play, where the snapshot counts it in no queue and on no node, until its node
+        # comes back (listed late) or the pod goes.
+        orphan = pod.node_name is not None and pod.node_name not in self._state.nodes and not pod.terminal
+        if orphan:
+            self._orphans.setdefault(pod.node_name, set()).add(key)
         if gang_now is not None:
             self._in_play[key] = pod
             gang = self._gangs.setdefault(gang_now, Gang())
-            gang.join(key, pod, key not in self._releasing and member_settles(pod))
+            gang.join(key, pod, key not in self._releasing and not orphan and member_settles(pod))
             self._review(gang_now, key)
+        elif orphan:
+            self._in_play[key] = pod
         elif key not in self._releasing and settles(pod, self.scheduler_name):
             self._count(key, pod, pod.annotations.get(QUEUE_ANNOTATION))
         else:

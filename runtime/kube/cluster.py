@@ -25,26 +25,30 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from runtime import decisions as d
 from runtime.kube import status as st
-from runtime.kube.api import KubeApi
-from runtime.kube.binder import BOUND, DROPPED, FAILED, Binder, BindOutcome, device_annotations
+from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.binder import BOUND, FAILED, REFUSED, Binder, BindOutcome, Refusal, RefusedPods, device_annotations
 from runtime.kube.cache import ClusterCache
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
-from runtime.kube.scheduler import ApplyReport
+from runtime.kube.outages import LineBudget, OutageLog, cause_of
+from runtime.kube.scheduler import FOREIGN_SCHEDULER, ApplyReport
 from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
 from runtime.kube.podconditions import PodCondition, PodConditionWriter
 from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
 from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.metrics import Metrics, QueueUsage
-from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, group_key_of
+from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
 from runtime.objects import ObjectProblem
+from runtime.queueshare import UnmetPromise
 
 UNSCHEDULABLE = "Unschedulable"    # the PodGroup condition, and the reason of its Warning Event
+ZERO_WEIGHT = "ZeroWeight"         # a Queue of weight 0 where a plugin shares by weight
+UNMET_PROMISE = "GuaranteeUnmet"    # a Queue's guarantee (or deserved share) the cluster cannot hold
 
 log = logging.getLogger("policydsl.kube")
 
@@ -67,12 +71,16 @@ def pod_ref(pod: Pod) -> InvolvedObject:
     return InvolvedObject("Pod", "v1", pod.namespace, pod.name, pod.uid)
 
 
+def podgroup_ref(group: PodGroup) -> InvolvedObject:
+    return InvolvedObject("PodGroup", PODGROUP_API, group.namespace, group.name, group.uid)
+
+
 @dataclass
 class BindTotals:
-    """Outcomes of binds that answered (see KubeCluster.drain)."""
+    """Outcomes of binds that answered (see KubeCluster.drain and runtime.kube.binder)."""
 
     bound: int = 0
-    dropped: int = 0
+    refused: int = 0
     failed: int = 0
 
 
@@ -101,6 +109,7 @@ class KubeCluster:
         self.binder = Binder(api, may_write=may_write)
         self.evictor = Evictor(api, self.writes, may_write=may_write)
         self.status = st.StatusWriter(api, self.cache, may_write=may_write)
+        self.status.on_answer = self._status_answered
         self.events = EventRecorder(api, scheduler_name, identity, rate=event_rate, burst=event_burst,
                                     may_write=may_write, on_dropped=self.metrics.events_dropped.inc)
         self._lock = threading.Condition()
@@ -109,6 +118,15 @@ class KubeCluster:
         self._totals = BindTotals()
         self._condition_due: dict[str, float] = {}  # PodGroup key -> when its condition change was first due
         self._queue_written: dict[str, float] = {}  # Queue name -> when its status was last written
+        self.refused = RefusedPods()
+        self._held: dict[str, Refusal] = {}  # the pods the last snapshot held back, and why
+        self._skipped_namespaces: set[str] = set()  # being deleted, already said so
+        self._invalid_reported: dict[str, str] = {}  # invalid PodGroup -> resourceVersion its Event named
+        self._refusal_lines = LineBudget()
+        self.outages = {what: OutageLog(what, log, noun=noun, key_field=field) for what, noun, field in (
+            ("binds", "pods", "pod"), ("evictions", "pods", "pod"), ("PodGroup status writes", "PodGroups", "podgroup"),
+            ("Queue status writes", "Queues", "queue"), ("nominations", "pods", "pod"),
+            ("PodScheduled writes", "pods", "pod"))}
         # Pods whose claims are bound first (runtime/kube/volumes.py): bound, or given back as a
         # failed bind, once their claims are.
         self.volumes = VolumeBinds(
@@ -117,7 +135,8 @@ class KubeCluster:
             give_back=lambda binding, pod, gang, why: self._bind_settled(
                 BindOutcome(binding.pod, binding.node, FAILED, why), pod, gang))
         # The autoscaler contract (podconditions.py) and the policy's queues as objects (queuesync.py).
-        self.pod_conditions = PodConditionWriter(api, may_write=may_write) if pod_conditions else None
+        self.pod_conditions = PodConditionWriter(api, may_write=may_write, outage=self.outages["PodScheduled writes"]) \
+            if pod_conditions else None
         self.queue_publisher = QueuePublisher(api, self.events, self.cache.queue_objects, may_write=may_write) \
             if publish_queues else None
         self._published: tuple[str, float] | None = None  # (revision, when) of the last queue sync
@@ -145,7 +164,94 @@ class KubeCluster:
         return self.cache.wait_synced(timeout)
 
     def snapshot(self, fold_settled: bool = False) -> ClusterState:
-        return self.cache.snapshot(fold_settled)
+        """The cache's picture, less what cannot be bound: pods of namespaces being deleted are
+        left out (the API server refuses their Bindings and Events), pods whose Binding was
+        refused are held back (runtime.kube.binder.RefusedPods), saying why."""
+        state = self.cache.snapshot(fold_settled)
+        self._skip_terminating(state, self.cache.terminating_namespaces())
+        self._held = self.refused.holding(self.cache.pod)
+        for key, refusal in self._held.items():
+            pod = state.pods.get(key)
+            if pod is not None and pod.node_name is None:
+                state.pods[key] = replace(pod, held_back=d.Reason(d.BIND, refusal.message))
+        self._hold_invalid_groups(state)
+        return state
+
+    def _hold_invalid_groups(self, state: ClusterState) -> None:
+        """Pods of a PodGroup the cache could not read wait saying what is wrong with it (not
+        that it does not exist), and the PodGroup gets a Warning Event, once per resourceVersion."""
+        invalid = {i.key: i for i in self.cache.invalid_objects() if i.kind == "PodGroup"}
+        for key in list(self._invalid_reported):
+            if key not in invalid:
+                del self._invalid_reported[key]
+        if not invalid:
+            return
+        for key, pod in list(state.pods.items()):
+            bad = invalid.get(group_key_of(pod)) if pod.group and pod.scheduler_name == self.cache.scheduler_name \
+                else None
+            if bad is None:
+                continue
+            if pod.node_name is None:
+                if pod.held_back is None:
+                    state.pods[key] = replace(pod, held_back=d.Reason(
+                        d.JOB, f"PodGroup {bad.key} is invalid: {bad.message}", {"podgroup": bad.key}))
+            else:
+                # Placed members keep their room but, as the pods of a PodGroup naming a missing
+                # queue (Scheduler._drop_invalid), count in no queue: left as group-less pods
+                # they would be charged to `default` (and be its victims).
+                state.pods[key] = replace(pod, scheduler_name=FOREIGN_SCHEDULER)
+        for key, bad in invalid.items():
+            if self._invalid_reported.get(key) != bad.version:
+                self._invalid_reported[key] = bad.version
+                namespace, name = key.split("/", 1)
+                self.events.record(InvolvedObject("PodGroup", PODGROUP_API, namespace, name, bad.uid), "Warning",
+                                   "InvalidPodGroup", f"PodGroup {key} is invalid, its pods wait: {bad.message}")
+
+    def report_queues(self, problems: Mapping[str, str], unmet: list[UnmetPromise],
+                      weightless: Mapping[str, str] | None = None) -> None:
+        """Warning Events on the Queue objects that cannot run their jobs (`problems`: queue ->
+        why), on those of weight 0 (queue -> what it means), and on those whose guarantee or
+        deserved share the cluster cannot meet. The recorder sends each again only when it
+        changes or every refresh_s while it lasts."""
+        queues = self.cache.queue_objects_by_name()
+        for reason, told in (("InvalidQueue", problems), (ZERO_WEIGHT, weightless or {})):
+            for name, message in told.items():
+                obj = queues.get(name)
+                if obj is not None:
+                    self.events.record(InvolvedObject("Queue", PODGROUP_API, "", name, obj.uid), "Warning",
+                                       reason, message)
+        for promise in unmet:
+            for name, _ in promise.queues:
+                obj = queues.get(name)
+                if obj is not None:
+                    self.events.record(InvolvedObject("Queue", PODGROUP_API, "", name, obj.uid), "Warning",
+                                       UNMET_PROMISE, promise.describe())
+
+    def _skip_terminating(self, state: ClusterState, terminating: frozenset[str]) -> None:
+        """Waiting pods of namespaces being deleted are left out, and their PodGroups unless
+        something of them runs (whose room and queue share still count); said once each."""
+        for namespace in sorted(self._skipped_namespaces - terminating):
+            log.info("namespace %s is no longer being deleted (or is gone): its pods are scheduled again", namespace)
+        self._skipped_namespaces &= terminating
+        if not terminating:
+            return
+        waiting: dict[str, int] = {}
+        placed_groups = set()
+        for key, pod in list(state.pods.items()):
+            if pod.namespace not in terminating:
+                continue
+            if pod.node_name is None:
+                del state.pods[key]
+                waiting[pod.namespace] = waiting.get(pod.namespace, 0) + 1
+            elif pod.group:
+                placed_groups.add(group_key_of(pod))
+        for key, group in list(state.podgroups.items()):
+            if group.namespace in terminating and group.phase != PG_RUNNING and key not in placed_groups:
+                del state.podgroups[key]
+        for namespace in sorted(terminating - self._skipped_namespaces):
+            self._skipped_namespaces.add(namespace)
+            log.info("namespace %s is being deleted: its %d waiting pods are not scheduled (the API server "
+                     "refuses Bindings there)", namespace, waiting.get(namespace, 0), extra={"namespace": namespace})
 
     def on_work(self, callback: Callable[[], None]) -> None:
         self.cache.on_work(callback)
@@ -162,11 +268,13 @@ class KubeCluster:
         report = ApplyReport()
         # A pass over every pod: only PodGroup statuses need it.
         counts = st.pod_counts(state, self.cache.scheduler_name) if decisions.podgroups else {}
+        for outage in self.outages.values():
+            outage.tick()
         self._evict(decisions.evictions, state.pods, report)
         self._nominate(decisions, state.pods)
         self._dispatch_binds(decisions, state, counts)
         report.binding = len(decisions.bindings)
-        report.status_writes = self._write_status(decisions, state, usage, counts)
+        report.status_writes = self._write_status(decisions, state, usage, counts, self._held_groups(state))
         report.events = self._record_waiting(decisions, state)
         report.status_writes += self._write_pod_conditions(decisions, state)
         return report
@@ -215,10 +323,13 @@ class KubeCluster:
                 self.events.record(pod_ref(pod), "Normal", reason, eviction.reason.message)
             elif outcome.result == BLOCKED:
                 report.eviction_blocked += 1
-                log.info("eviction of %s refused, will retry: %s", eviction.pod, outcome.detail)
+                log.info("eviction of %s refused, will retry: %s", eviction.pod, outcome.detail,
+                         extra={"pod": eviction.pod})
             elif outcome.result != GONE:
                 report.eviction_failed += 1
-                log.warning("eviction of %s failed: %s", eviction.pod, outcome.detail)
+                self.outages["evictions"].failed(cause_of(outcome.detail, outcome.status), eviction.pod)
+            if outcome.result in (EVICTED, BLOCKED, GONE):
+                self.outages["evictions"].succeeded(eviction.pod)
 
     # --- binds -------------------------------------------------------------------------------------
     def _dispatch_binds(self, decisions: d.Decisions, state: ClusterState,
@@ -276,19 +387,29 @@ class KubeCluster:
         with self._lock:
             if outcome.result == BOUND:
                 self._totals.bound += 1
-            elif outcome.result == DROPPED:
-                self._totals.dropped += 1
+            elif outcome.result == REFUSED:
+                self._totals.refused += 1
             else:
                 self._totals.failed += 1
             if gang is not None:
                 gang.remaining -= 1
-                if outcome.result == FAILED:
+                if outcome.result != BOUND:
                     gang.failures.append(outcome)
                 finished_gang = gang if gang.remaining == 0 else None
         try:
-            if outcome.result != BOUND:
+            if outcome.result == REFUSED:
+                # Held before its room is released: a snapshot in between must not place it again.
+                seen = self.cache.pod(outcome.pod)
+                refusal = self.refused.refuse(outcome, seen) if seen is not None else None
                 self.cache.forget_assumed(outcome.pod)
-            self._settle(outcome, pod)
+                self._refused(outcome, pod, refusal)
+            elif outcome.result == FAILED:
+                self.cache.forget_assumed(outcome.pod)
+                self._failed(outcome, pod)
+            else:
+                self.refused.bound(outcome.pod)
+                self.metrics.pods_scheduled.inc()
+                self.outages["binds"].succeeded(outcome.pod)
             if finished_gang is not None:
                 self._write_gang_status(finished_gang)
         except Exception:  # noqa: BLE001 - one pod's report must not cost the others theirs
@@ -304,31 +425,44 @@ class KubeCluster:
             if not self._in_flight:
                 self._lock.notify_all()
 
-    def _settle(self, outcome: BindOutcome, pod: Pod | None) -> None:
-        if outcome.result == BOUND:
-            self.metrics.pods_scheduled.inc()
-        elif outcome.result == DROPPED:
-            self.metrics.bind_dropped.inc()
-            log.info("bind of %s dropped: %s", outcome.pod, outcome.detail)
+    def _refused(self, outcome: BindOutcome, pod: Pod | None, refusal: Refusal | None) -> None:
+        """One log line and one Event per refusal (a pod refused again after its hold: a debug
+        line, the Event deduplicated); a pod already gone (404) gets neither."""
+        self.metrics.bind_refused.labels(code=str(outcome.status)).inc()
+        self.outages["binds"].forget(outcome.pod)
+        if refusal is None or pod is None or outcome.status == 404:
+            log.debug("bind of %s dropped: %s", outcome.pod, outcome.detail, extra={"pod": outcome.pod})
+            return
+        again = refusal.refusals > 1
+        message = f"binding to {outcome.node} was refused: {outcome.detail}"
+        if again:
+            log.debug("bind of %s refused again: %s", outcome.pod, outcome.detail, extra={"pod": outcome.pod})
         else:
-            self.metrics.bind_errors.inc()
-            log.warning("bind of %s to %s failed: %s", outcome.pod, outcome.node, outcome.detail)
-            if pod is not None:
-                self.events.record(pod_ref(pod), "Warning", "FailedBinding",
-                                   f"binding to {outcome.node} failed: {outcome.detail}")
+            allowed, held_back = self._refusal_lines.take()
+            if allowed:
+                more = f" ({held_back} more refusals not logged)" if held_back else ""
+                log.warning("bind of %s to %s refused, not tried again until the pod changes: %s%s", outcome.pod,
+                            outcome.node, outcome.detail, more, extra={"pod": outcome.pod, "node": outcome.node})
+        self.events.record(pod_ref(pod), "Warning", "FailedBinding", message)
+
+    def _failed(self, outcome: BindOutcome, pod: Pod | None) -> None:
+        self.metrics.bind_errors.inc()
+        self.outages["binds"].failed(cause_of(outcome.detail, outcome.status), outcome.pod)
+        if pod is not None:
+            self.events.record(pod_ref(pod), "Warning", "FailedBinding",
+                               f"binding to {outcome.node} failed: {outcome.detail}")
 
     def _write_gang_status(self, gang: _GangBinds) -> None:
         status = gang.status
         phase, conditions = status.phase, status.conditions
         if gang.failures:
-            # Short of what the cycle decided; the next cycle places the rest.
+            # Short of what the cycle decided: never Running for a gang missing members (Volcano
+            # writes no Running either while the gang is not ready); the next cycle places the rest.
             phase = PG_INQUEUE if phase == PG_RUNNING else phase
-            conditions = (st.bind_failure_condition(len(gang.failures), gang.dispatched, gang.failures[0].detail),)
+            conditions = (st.bind_failure_condition(gang.failures, gang.dispatched),)
             group = self.cache.podgroup(status.name)
             if group is not None:
-                namespace, name = status.name.split("/", 1)
-                ref = InvolvedObject("PodGroup", PODGROUP_API, namespace, name, group.uid)
-                self.events.record(ref, "Warning", st.BIND_FAILED, conditions[0].message)
+                self.events.record(podgroup_ref(group), "Warning", st.BIND_FAILED, conditions[0].message)
         update = st.podgroup_update(status.name, self.cache.podgroup_status(status.name), phase, conditions,
                                     gang.counts, now=st.now_text(), transition_id=st.new_transition_id())
         if update is not None:
@@ -354,9 +488,19 @@ class KubeCluster:
                 self.events.record(pod_ref(pod), "Normal", "ReservationReleased", why.message)
 
     # --- status and events ----------------------------------------------------------------------------
+    def _held_groups(self, state: ClusterState) -> dict[str, list[Refusal]]:
+        """PodGroup key -> its members the snapshot held back after a refused bind."""
+        out: dict[str, list[Refusal]] = {}
+        for key, refusal in self._held.items():
+            pod = state.pods.get(key)
+            if pod is not None and pod.group and pod.held_back is not None and pod.held_back.kind == d.BIND:
+                out.setdefault(group_key_of(pod), []).append(refusal)
+        return out
+
     def _write_status(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage],
-                      counts: Mapping[str, dict[str, int]]) -> int:
-        """Dispatch the status writes that change something; how many."""
+                      counts: Mapping[str, dict[str, int]], held: Mapping[str, list[Refusal]]) -> int:
+        """Dispatch the status writes that change something; how many. A gang not running with
+        members held back after a refused bind says so (BindFailed), whatever else it waits for."""
         now, transition = st.now_text(), st.new_transition_id()
         with self._lock:
             busy = set(self._busy)
@@ -370,7 +514,11 @@ class KubeCluster:
             if busy and f"PodGroup/{pg.name}" in busy:
                 continue
             pg_counts = counts.get(pg.name, no_pods)
-            update = st.podgroup_update(pg.name, current.get(pg.name), pg.phase, pg.conditions, pg_counts,
+            conditions = pg.conditions
+            group = state.podgroups.get(pg.name)
+            if pg.name in held and pg.phase != PG_RUNNING and group is not None:
+                conditions = (st.held_members_condition(held[pg.name], group.min_member),)
+            update = st.podgroup_update(pg.name, current.get(pg.name), pg.phase, conditions, pg_counts,
                                         now=now, transition_id=transition)
             if update is None:
                 continue
@@ -398,6 +546,13 @@ class KubeCluster:
             self.writes.submit(self._write_one, key, write)
         return len(writes)
 
+    def _status_answered(self, kind: str, key: str, error: ApiError | None) -> None:
+        outage = self.outages[{"PodGroup": "PodGroup status writes", "Queue": "Queue status writes"}.get(kind,
+                                                                                                     "nominations")]
+        if error is None:
+            outage.succeeded(key)
+        else:
+            outage.failed(cause_of(str(error), error.status), key)
     def _write_pod_conditions(self, decisions: d.Decisions, state: ClusterState) -> int:
         """PodScheduled=False on the pods that wait (podconditions.py); how many writes went out."""
         if self.pod_conditions is None or not (decisions.unschedulable or decisions.pipelined):
@@ -464,7 +619,8 @@ class KubeCluster:
             pod = pods.get(item.pod)
             # A gang whose other pods are still being created is not failing: its PodGroup's
             # condition says what it waits for, without a Warning per pod each time one appears.
-            if pod is None or not item.reasons or all(r.kind == d.MEMBERS for r in item.reasons):
+            # A pod held back after a refused bind had its FailedBinding Event.
+            if pod is None or not item.reasons or all(r.kind in (d.MEMBERS, d.BIND) for r in item.reasons):
                 continue
             ref = pod_ref(pod)
             waiting.add(ref.key)

@@ -27,6 +27,7 @@ class EvictOutcome:
     pod: str
     result: str  # evicted | gone | blocked | failed
     detail: str = ""
+    status: int = 0  # the HTTP status of the last answer (0: none came, or not sent)
 
 
 def eviction_body(pod: Pod) -> dict:
@@ -66,7 +67,7 @@ class Evictor:
                 if err.status == 429:
                     return EvictOutcome(eviction.pod, BLOCKED, err.message or "too many requests")
                 if not err.transient or attempt + 1 == self.attempts:
-                    return EvictOutcome(eviction.pod, FAILED, str(err))
+                    return EvictOutcome(eviction.pod, FAILED, str(err), err.status)
                 time.sleep(delay)
                 delay *= 2
         return EvictOutcome(eviction.pod, FAILED, "retries exhausted")

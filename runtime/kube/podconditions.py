@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from runtime import decisions as d
 from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.outages import OutageLog, cause_of
 from runtime.model import ClusterState, Pod, group_key_of
 
 log = logging.getLogger("policydsl.kube.podconditions")
@@ -109,9 +110,12 @@ class PodConditionWriter:
 
     def __init__(self, api: KubeApi, *, may_write: Callable[[], bool] = lambda: True,
                  delay_s: float = POD_CONDITION_DELAY_S, rate: float = WRITES_PER_S, burst: int = WRITE_BURST,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, outage: OutageLog | None = None) -> None:
         self.api = api
         self.may_write = may_write
+        # Failures go to the connection's outage log (a line when they start, a summary while
+        # they last), not a line per pod: an outage would otherwise write one per waiting pod.
+        self.outage = outage
         self.delay_s = delay_s
         self.clock = clock
         self._budget = _Budget(rate, burst, clock)
@@ -155,9 +159,15 @@ class PodConditionWriter:
             self.api.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body=body,
                              content_type=STRATEGIC_MERGE_PATCH)
         except ApiError as err:
-            if err.status not in (404, 409, 422):   # gone, or replaced by a pod of the same name
+            if err.status in (404, 409, 422):   # gone, or replaced by a pod of the same name
+                return False
+            if self.outage is not None:
+                self.outage.failed(cause_of(str(err), err.status), condition.pod)
+            else:
                 log.warning("writing the PodScheduled condition of %s: %s", condition.pod, err)
             return False
+        if self.outage is not None:
+            self.outage.succeeded(condition.pod)
         with self._lock:
             self._written[condition.pod] = (condition.uid, condition.message)
             self._transition[condition.pod] = since

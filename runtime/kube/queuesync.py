@@ -8,9 +8,13 @@ else made under the name of a policy queue is left as it is, and gets a Warning 
 `ShadowedByPolicy`: the policy's settings are the ones the scheduler uses. Its status
 (allocated, PodGroups per phase) is kept current by the status writer like any Queue's.
 
-Queues dropped from the policy are not deleted: PodGroups may still name them. Runs on the
-connection's write pool: once per policy revision and every SYNC_EVERY_S (a deleted object
-comes back), a GET per queue the first time it is seen, and writes only for what differs.
+Queues dropped from the policy are not deleted: PodGroups may still name them. But a Queue we
+created no longer says what the policy says once the policy drops it (a reload that removes a
+`state = closed` from `default` must not leave it Closed, which the scheduler would then read
+from the object): it is set back to what Volcano gives a Queue nobody configured (weight 1,
+reclaimable, no limits, Open). Runs on the connection's write pool: once per policy revision
+and every SYNC_EVERY_S (a deleted object comes back), a GET per queue once per revision, and
+writes only for what differs.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ POLICY_ANNOTATION = "policydsl.io/policy"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 SHADOWED = "ShadowedByPolicy"
 SYNC_EVERY_S = 30.0
+# What Volcano gives a Queue nobody configured (its `default`): a Queue we made, once the policy
+# no longer declares it, goes back to this.
+PLAIN_SPEC: dict[str, Any] = {"weight": 1, "reclaimable": True}
 ROOT = "root"
 _OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")   # DNS-1123 subdomain
 
@@ -119,6 +126,34 @@ class QueuePublisher:
                 log.warning("publishing queue %s: %s", name, err)
                 continue
             self._checked[name] = plan.revision
+        for name in sorted(present - set(desired_queues(plan)) - {ROOT}):
+            if self._checked.get(name) == plan.revision:
+                continue
+            try:
+                self._release(plan, name)
+            except ApiError as err:
+                log.warning("setting back queue %s: %s", name, err)
+                continue
+            self._checked[name] = plan.revision
+
+    def _release(self, plan: Plan, name: str) -> None:
+        """A Queue we created that the policy no longer declares: Volcano's plain settings."""
+        try:
+            current = self.api.get(f"{QUEUES.path}/{name}")
+        except ApiError as err:
+            if err.status == 404:   # deleted since the cache saw it
+                return
+            raise
+        if ((current.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != MANAGER:
+            return
+        spec = current.get("spec") or {}
+        if not _same_spec(spec, PLAIN_SPEC):
+            patch = {**PLAIN_SPEC, **{k: None for k in ("capability", "deserved", "guarantee", "parent", "priority")
+                                      if spec.get(k) is not None}}
+            self.api.merge_patch(f"{QUEUES.path}/{name}", {"spec": patch})
+            log.info("Queue %s is no longer in policy %s: its spec set back to Volcano's defaults", name, plan.name)
+        if ((current.get("status") or {}).get("state")) != "Open":
+            self._set_state(name, "Open")
 
     def _create(self, plan: Plan, queue: QueuePlan) -> None:
         body = {"apiVersion": QUEUE_API, "kind": "Queue",
@@ -134,7 +169,7 @@ class QueuePublisher:
             raise
         self.created.append(queue.name)
         log.info("created Queue %s from policy %s", queue.name, plan.name)
-        self._set_state(queue)
+        self._set_state(queue.name, _state(queue))
 
     def _reconcile(self, plan: Plan, queue: QueuePlan) -> None:
         current = self.api.get(f"{QUEUES.path}/{queue.name}")
@@ -154,14 +189,14 @@ class QueuePublisher:
             self.api.merge_patch(f"{QUEUES.path}/{queue.name}", {"spec": patch})
             log.info("Queue %s: spec set back to policy %s's", queue.name, plan.name)
         if ((current.get("status") or {}).get("state")) != _state(queue):
-            self._set_state(queue)
+            self._set_state(queue.name, _state(queue))
 
-    def _set_state(self, queue: QueuePlan) -> None:
+    def _set_state(self, name: str, state: str) -> None:
         try:
-            self.api.merge_patch(f"{QUEUES.path}/{queue.name}/status", {"status": {"state": _state(queue)}})
+            self.api.merge_patch(f"{QUEUES.path}/{name}/status", {"status": {"state": state}})
         except ApiError as err:
             if err.status != 404:
-                log.warning("setting the state of Queue %s: %s", queue.name, err)
+                log.warning("setting the state of Queue %s: %s", name, err)
 
 
 def _summary(queue: QueuePlan) -> str:

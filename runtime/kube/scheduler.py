@@ -32,7 +32,7 @@ import numpy as np
 from compiler.plan import Plan
 from runtime import queueshare
 from runtime.cycle import Options, VictimsNeeded, run_cycle
-from runtime.decisions import Decisions
+from runtime.decisions import JOB, Decisions, Reason
 from runtime.evictions import EvictionAudit, eviction_queues, reservation_seconds
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
@@ -118,12 +118,23 @@ class CycleRecord:
     usage: dict[str, QueueUsage] = field(default_factory=dict)
     want_facts: bool = False        # the live view's queue rows and pending order (runtime/observe.py)
     facts: SessionFacts | None = None
+    # Queues that cannot run their jobs (queue -> why), promises the cluster cannot keep, and
+    # queues of weight 0 where a plugin shares by weight (queue -> what that means).
+    queue_problems: dict[str, str] = field(default_factory=dict)
+    unmet: list[queueshare.UnmetPromise] = field(default_factory=list)
+    weightless: dict[str, str] = field(default_factory=dict)
 
     def action_finished(self, action: str, seconds: float) -> None:
         self.actions.append((action, seconds))
 
     def session_finished(self, ssn: Session) -> None:
         self.usage = queue_usage(ssn)
+        self.queue_problems = {q.name: q.problem for q in ssn.snap.queues if q.problem}
+        self.unmet = queueshare.unmet_promises(ssn.snap)
+        if ssn.queue_deserved is not None:
+            self.weightless = {q.name: f"queue {q.name} has weight 0: it is shared nothing beyond its guarantee "
+                                       f"(Volcano's Queue CRD requires a weight of at least 1)"
+                               for q in ssn.snap.queues[1:] if q.weight == 0 and not q.problem}
         if self.want_facts:
             self.facts = session_facts(ssn)
 
@@ -169,6 +180,7 @@ class Scheduler:
         self._wake = threading.Event()  # either of the two: ends a wait of the pause
         self._snapshot_cache = SnapshotCache()
         self._reported: set[str] = set()
+        self._queue_news: set[str] = set()   # the queue problems and unmet promises last logged
         self.cycles = 0
         self.last_tick = time.monotonic()
         self._started = self.last_tick
@@ -176,6 +188,7 @@ class Scheduler:
         self._list_victims = 0         # cycles left that list settled pods for a plan that may evict
         self._last_error: str | None = None
         self._last_error_logged = 0.0
+        self._failing_since: float | None = None  # cycles have raised since then (monotonic)
         self.metrics.set_active_policy(plan.name, plan.revision)
         cluster.on_work(self._on_work)
 
@@ -239,7 +252,10 @@ class Scheduler:
                 ran = True
                 try:
                     self.run_once()
-                    self._last_error = None
+                    if self._failing_since is not None:
+                        log.info("scheduling cycles succeed again after %.0f s of failures (last: %s)",
+                                 time.monotonic() - self._failing_since, self._last_error)
+                    self._last_error = self._failing_since = None
                 except Exception as err:  # a bad cycle must not end the scheduler: log, count, go on
                     self.metrics.cycle_errors.inc()
                     if self.metrics.volcano is not None:
@@ -271,6 +287,8 @@ class Scheduler:
         """The traceback once; the same failure again only every ERROR_LOG_EVERY_S."""
         text = f"{type(err).__name__}: {err}"
         now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
         if text != self._last_error:
             log.exception("scheduling cycle %d failed (policy revision %s)", self.cycles + 1, self._plan.revision)
         elif now - self._last_error_logged >= ERROR_LOG_EVERY_S:
@@ -322,6 +340,7 @@ class Scheduler:
         m.pods_unschedulable.inc(len(decisions.unschedulable))
         m.pods_waiting.set(len(decisions.unschedulable))
         m.set_queues(record.usage)
+        self._report_queues(record)
         if record.facts is not None:
             record.facts = with_podgroup_phases(record.facts, decisions, state)
             m.set_queue_jobs(record.facts.queues)
@@ -339,6 +358,22 @@ class Scheduler:
                      plan.revision)
         return CycleReport(self.cycles, decisions, applied, seconds, plan.revision)
 
+    def _report_queues(self, record: CycleRecord) -> None:
+        """Queues that cannot run their jobs, promises the cluster cannot keep and queues of
+        weight 0: a log line when one starts, changes or ends (not every cycle), the
+        unmet-promise gauge, and the connection's Events on the Queue objects."""
+        news = set(record.queue_problems.values()) | {p.describe() for p in record.unmet} | \
+            set(record.weightless.values())
+        for line in sorted(news - self._queue_news):
+            log.warning("%s", line)
+        for line in sorted(self._queue_news - news):
+            log.info("resolved: %s", line)
+        self._queue_news = news
+        self.metrics.set_unmet_promises(record.unmet)
+        report = getattr(self.cluster, "report_queues", None)   # a connection that records Events
+        if report is not None and self.leading() and (record.queue_problems or record.unmet or record.weightless):
+            report(record.queue_problems, record.unmet, record.weightless)
+
     def _audit(self, plan: Plan, state: ClusterState, decisions: Decisions) -> None:
         """Whether the cycle's evictions buy anything, into the metrics (runtime/evictions.py)."""
         m = self.metrics
@@ -354,8 +389,8 @@ class Scheduler:
 
     def _drop_invalid(self, state: ClusterState, plan: Plan) -> None:
         """PodGroups naming a queue nobody defines (never did, or a reloaded policy removed it) stay
-        out of the cycle instead of failing it for everybody; each is reported once each time its
-        queue goes missing."""
+        out of the cycle instead of failing it for everybody, their waiting pods held back saying
+        so; each is reported once each time its queue goes missing."""
         problems = check_queues(state, [q.name for q in plan.queues])
         current = {str(p) for p in problems}
         for resolved in sorted(self._reported - current):
@@ -363,16 +398,18 @@ class Scheduler:
         if not problems:
             self._reported = set()
             return
-        bad = {p.name for p in problems}
+        bad = {p.name: p for p in problems}
         for key in bad:
             state.podgroups.pop(key, None)
-        # Their waiting pods wait; placed ones keep their room but, like another scheduler's pods,
-        # count in no queue: left as group-less pods they would be charged to `default` (and be
-        # its victims).
+        # Their waiting pods wait, held back saying why (counted as waiting, with an Event each);
+        # placed ones keep their room but, like another scheduler's pods, count in no queue: left
+        # as group-less pods they would be charged to `default` (and be its victims).
         for key, pod in list(state.pods.items()):
             if pod.group and group_key_of(pod) in bad:
                 if pod.node_name is None:
-                    del state.pods[key]
+                    problem = bad[group_key_of(pod)]
+                    state.pods[key] = dataclasses.replace(pod, held_back=pod.held_back or Reason(
+                        JOB, f"PodGroup {problem.name} {problem.message}", {"podgroup": problem.name}))
                 else:
                     state.pods[key] = dataclasses.replace(pod, scheduler_name=FOREIGN_SCHEDULER)
         fresh = [p for p in problems if str(p) not in self._reported]

@@ -17,13 +17,14 @@ import datetime as dt
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compiler.quantities import format_base_units
 from runtime.decisions import PodGroupStatus
 from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.binder import REFUSED, BindOutcome, Refusal
 from runtime.kube.cache import PODGROUPS, QUEUES, ClusterCache
 from runtime.kube.statusfacts import podgroup_says
 from runtime.model import (
@@ -69,9 +70,27 @@ def podgroup_update(key: str, current: Mapping[str, Any] | None, phase: str, con
     return Update(key, status, status)
 
 
-def bind_failure_condition(failed: int, total: int, first_error: str) -> Condition:
+def bind_failure_condition(failures: Sequence[BindOutcome], total: int) -> Condition:
+    """The condition of a gang some of whose binds did not go through: how many, the first one's
+    pod and answer, and what happens next (a refused pod waits until it changes)."""
+    first = failures[0]
+    refused = sum(1 for f in failures if f.result == REFUSED)
+    if refused == len(failures):
+        what, then = "were refused", "the refused pods are held back until they change"
+    elif refused:
+        what, then = f"did not go through ({refused} refused)", "retrying the others next cycle"
+    else:
+        what, then = "failed", "retrying next cycle"
     return Condition("Unschedulable", "True", BIND_FAILED,
-                     f"{failed}/{total} binds of the gang failed ({first_error}); retrying next cycle")
+                     f"{len(failures)}/{total} binds of the gang {what} ({first.pod}: {first.detail}); {then}")
+
+
+def held_members_condition(refusals: Sequence[Refusal], min_member: int) -> Condition:
+    """A gang with members held back after a refused bind: short, whatever else it waits for."""
+    first = min(refusals, key=lambda r: r.pod)
+    return Condition("Unschedulable", "True", BIND_FAILED,
+                     f"{len(refusals)} task(s) of the gang (minMember {min_member}) cannot be bound: "
+                     f"{first.pod}: {first.message}")
 
 
 def pod_counts(state: ClusterState, scheduler_name: str) -> dict[str, dict[str, int]]:
@@ -130,6 +149,9 @@ class StatusWriter:
         self.api = api
         self.cache = cache
         self.may_write = may_write
+        # Told of every write's answer (kind "PodGroup" | "Queue" | "Pod", key, the error or None);
+        # KubeCluster sums failures up per kind (runtime.kube.outages) instead of a line each.
+        self.on_answer: Callable[[str, str, ApiError | None], None] = _log_failure
 
     def write_podgroup(self, update: Update) -> bool:
         namespace, name = update.key.split("/", 1)
@@ -152,10 +174,11 @@ class StatusWriter:
         try:
             self.api.merge_patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
                                  {"status": {"nominatedNodeName": node}})
+            self.on_answer("Pod", pod.key, None)
             return True
         except ApiError as err:
             if err.status != 404:
-                log.warning("writing the nomination of pod %s: %s", pod.key, err)
+                self.on_answer("Pod", pod.key, err)
             return False
 
     def _patch(self, path: str, update: Update, kind: str) -> bool:
@@ -163,8 +186,14 @@ class StatusWriter:
             return False
         try:
             self.api.merge_patch(path, {"status": update.patch})
+            self.on_answer(kind, update.key, None)
             return True
         except ApiError as err:
             if err.status != 404:  # deleted meanwhile: nothing to say
-                log.warning("writing status of %s %s: %s", kind, update.key, err)
+                self.on_answer(kind, update.key, err)
             return False
+
+
+def _log_failure(kind: str, key: str, error: ApiError | None) -> None:
+    if error is not None:
+        log.warning("writing status of %s %s: %s", kind, key, error)

@@ -221,7 +221,8 @@ class DeviceSharePlugin(Plugin):
         # follows `policy` either way.
         weight = self.spec.weight if self.spec.weight is not None else cat.PLUGINS[self.name].default_weight
         rule = DeviceRule(ssn, hooks, weight)
-        # Card columns are checked card by card, not by the node fit.
+        # Card memory and cores are checked card by card, not by the node fit (the card count
+        # stays in it: the kubelet sums it per node).
         ssn.check_columns_per_card(ssn.snap.device_managed)
         self.register(ssn, "predicate", rule)
         self.register(ssn, "node_order", rule)

@@ -23,11 +23,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from compiler.lint.queues import PROMISE_BEYOND_CLUSTER
 from compiler.plan import Plan
 from runtime.actions import registry as action_registry
 from runtime.cycle import collect, open_session
 from runtime.decisions import Decisions, Reason
 from runtime.evictions import EvictionAudit, eviction_queues
+from runtime.queueshare import UnmetPromise, unmet_promises
 from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
 from runtime.rules.volumes import waits_on_storage
 from runtime.session import Options
@@ -123,6 +125,7 @@ class Simulation:
         self._actions = action_registry()
         # Nodes never change in a run: the snapshot keeps their arrays between cycles.
         self._cache = SnapshotCache()
+        self._unmet: list[UnmetPromise] | None = None   # guarantees the cluster cannot hold (PD215)
 
     # --- events -------------------------------------------------------------------------
     def _push(self, time: float, kind: int, payload: object) -> None:
@@ -222,6 +225,8 @@ class Simulation:
     # --- one cycle ----------------------------------------------------------------------
     def _cycle(self, now: float) -> tuple[Decisions, object]:
         ssn = open_session(self.plan, self.state, dataclasses.replace(self.options, now=now), self._cache)
+        if self._unmet is None:   # nodes never change in a run: judged once, on the first cycle's cluster
+            self._unmet = unmet_promises(ssn.snap)
         for name in self.plan.actions:
             self._actions[name](ssn)
         return collect(ssn), ssn
@@ -374,6 +379,8 @@ class Simulation:
             pod = next((k for k in sorted(waiting) if group_key_of(self.state.pods[k]) == never[0]), None)
             why = f": {waiting[pod][0].message}" if pod and waiting[pod] else ""
             out.append(f"{len(never)} jobs never started (e.g. {never[0]}{why})")
+        for promise in self._unmet or ():
+            out.append(f"{PROMISE_BEYOND_CLUSTER.code} {PROMISE_BEYOND_CLUSTER.name}: {promise.describe()}")
         for plan in device_plans(self.plan):
             hosts = [n for n in self.state.nodes.values() if n.allocatable.get(plan.resource, 0) > 0
                      and (not plan.models or n.labels.get(plan.model_label) in plan.models)]

@@ -38,7 +38,7 @@ def test_pod_deleted_or_bound_elsewhere_meanwhile_is_dropped(objects: Objects, i
     assert scheduler.cluster.apply(decisions, state, {}).binding == 3
     binds = scheduler.cluster.drain(timeout=30)
 
-    assert (binds.bound, binds.dropped, binds.failed) == (1, 2, 0)
+    assert (binds.bound, binds.refused, binds.failed) == (1, 2, 0)
     assert objects.bound() == {"b": elsewhere, "c": decisions.binding_of(f"{ns}/c").node}
     # The next cycle has nothing left to do and binds nothing twice.
     wait_for(lambda: scheduler.cluster.cache.pod(f"{ns}/b").node_name == elsewhere, "the watch to show b bound", 10)

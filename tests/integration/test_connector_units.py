@@ -19,7 +19,7 @@ from compiler.pipeline import compile_text
 from runtime.decisions import Binding, Eviction, Reason
 from runtime.kube import status as st
 from runtime.kube.api import ApiError, _lines, post_each
-from runtime.kube.binder import BOUND, DROPPED, FAILED, Binder, binding_body
+from runtime.kube.binder import BOUND, FAILED, REFUSED, Binder, binding_body
 from runtime.kube.embedded import EmbeddedCluster
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
@@ -141,11 +141,13 @@ CONFLICT = 'Operation cannot be fulfilled on pods/binding "p": pod p is already 
 @pytest.mark.parametrize("answers, result, posts", [
     ([{}], BOUND, 1),
     ([ApiError(500, "Internal Server Error"), ApiError(0, "ProtocolError"), {}], BOUND, 3),
-    ([ApiError(404, "Not Found")], DROPPED, 1),
-    ([ApiError(409, "Conflict", CONFLICT.format(node="other"))], DROPPED, 1),
+    ([ApiError(404, "Not Found")], REFUSED, 1),
+    ([ApiError(409, "Conflict", CONFLICT.format(node="other"))], REFUSED, 1),
     # The first attempt went through but its answer was lost: bound, not dropped.
     ([ApiError(0, "ReadTimeoutError"), ApiError(409, "Conflict", CONFLICT.format(node="n1"))], BOUND, 2),
-    ([ApiError(403, "Forbidden", "no")], FAILED, 1),
+    ([ApiError(403, "Forbidden", "no")], REFUSED, 1),
+    ([ApiError(422, "Unprocessable Entity", "invalid")], REFUSED, 1),
+    ([ApiError(429, "Too Many Requests"), ApiError(401, "Unauthorized"), {}], BOUND, 3),
     ([ApiError(503, "Service Unavailable")] * 4, FAILED, 4),
 ])
 def test_bind_outcomes(answers: list, result: str, posts: int) -> None:
@@ -167,7 +169,7 @@ def test_bind_all_sends_rounds_of_the_pods_still_worth_a_try() -> None:
 
     outcomes = [(i, o.pod, o.result) for i, o in Binder(api, attempts=4).bind_all(items)]  # type: ignore[arg-type]
 
-    assert outcomes == [(5, "ns/gone", DROPPED), (0, "ns/a", BOUND), (1, "ns/b", DROPPED), (3, "ns/d", FAILED),
+    assert outcomes == [(5, "ns/gone", REFUSED), (0, "ns/a", BOUND), (1, "ns/b", REFUSED), (3, "ns/d", REFUSED),
                         (2, "ns/c", BOUND), (4, "ns/e", BOUND)]
     assert api.rounds == [list("abcde"), ["c", "e"]]
 

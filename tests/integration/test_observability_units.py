@@ -146,6 +146,26 @@ def test_a_replaced_pod_is_not_written_and_not_logged_as_an_error() -> None:
     assert writer.write(first) is False and writer.written() == {}
 
 
+def test_failed_writes_during_an_outage_are_a_line_not_one_per_pod(caplog) -> None:
+    import logging
+
+    from runtime.kube.outages import OutageLog
+
+    class Down(FakeApi):
+        def request(self, method: str, path: str, **kwargs: Any) -> Any:
+            raise ApiError(0, "", "connection refused")
+
+    clock = Clock()
+    outage = OutageLog("PodScheduled writes", logging.getLogger("policydsl.kube"), clock=clock)
+    writer = PodConditionWriter(Down(), delay_s=0.0, clock=clock, outage=outage)
+    with caplog.at_level(logging.WARNING):
+        for condition in writer.due(gang_decisions(), gang_state(), lambda key: False):
+            assert writer.write(condition) is False
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and warned[0].startswith("PodScheduled writes failing: no answer"), warned
+    assert outage.active and writer.written() == {}
+
+
 # --- queues ---------------------------------------------------------------------------------------
 
 POLICY = """policy "teams" version 1
@@ -216,6 +236,28 @@ def test_a_managed_queue_whose_spec_drifted_is_set_back() -> None:
                if method == "PATCH" and path == "/apis/scheduling.volcano.sh/v1beta1/queues/teama"]
     assert patches == [{"spec": {"weight": 3, "reclaimable": True, "capability": {"cpu": 8, "memory": "16Gi"},
                                  "guarantee": {"resource": {"cpu": 2}}, "parent": None}}]
+
+
+def test_a_queue_we_made_that_the_policy_drops_goes_back_to_volcanos_defaults() -> None:
+    # A reload that takes `state = closed` off `default` (no longer declared) must not leave the
+    # Queue we wrote Closed: undeclared, the scheduler reads its state from the object.
+    path = "/apis/scheduling.volcano.sh/v1beta1/queues"
+    ours = {"metadata": {"name": "default", "labels": {MANAGED_BY: "policydsl"}},
+            "spec": {"weight": 4, "reclaimable": False, "capability": {"cpu": 2}}, "status": {"state": "Closed"}}
+    users = {"metadata": {"name": "legacy", "labels": {}}, "spec": {"weight": 7}, "status": {"state": "Closed"}}
+    plain = {"metadata": {"name": "plain", "labels": {MANAGED_BY: "policydsl"}},
+             "spec": {"weight": 1, "reclaimable": True}, "status": {"state": "Open"}}
+    api = FakeApi({f"{path}/default": ours, f"{path}/legacy": users, f"{path}/plain": plain})
+    publisher = QueuePublisher(api, FakeEvents(), lambda: ["teama", "teamb", "nested", "default", "legacy", "plain",
+                                                          "gone"])
+    publisher.sync(plan())
+    writes = [(path_, body) for method, path_, body, _ in api.calls if method == "PATCH" and "/teama" not in path_
+              and "/teamb" not in path_ and "/nested" not in path_]
+    assert writes == [(f"{path}/default", {"spec": {"weight": 1, "reclaimable": True, "capability": None}}),
+                      (f"{path}/default/status", {"status": {"state": "Open"}})]
+    calls = len(api.calls)
+    publisher.sync(plan())          # the same revision: nothing asked again of the undeclared ones
+    assert [c for c in api.calls[calls:] if not any(q in c[1] for q in ("/teama", "/teamb", "/nested"))] == []
 
 
 def test_a_queue_whose_name_no_object_can_have_is_not_published() -> None:

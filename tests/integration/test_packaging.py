@@ -125,7 +125,7 @@ def test_helm_values_change_what_they_say() -> None:
 def test_the_lease_namespace_default_is_deploys() -> None:
     from policydsl.cli import build_parser
 
-    args = build_parser().parse_args(["run", "--policy", "p"])
+    args = build_parser().parse_args(["run", "--policy", str(REPO / "policies" / "volcano-default.policy")])
     deployment = next(d for d in kustomize_documents(DEPLOY) if d["kind"] == "Deployment")
     assert deployment["metadata"]["namespace"] == args.lease_namespace == NAMESPACE
 

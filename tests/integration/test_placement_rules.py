@@ -191,7 +191,7 @@ def test_policydsl_keeps_every_rule_and_binds_as_many_as_kube_scheduler(
             assert scheduler.proc is not None and scheduler.proc.poll() is None, scheduler.log()[-3000:]
             # A Binding the API server refused: the gated pod's (it refuses those), or a pod's
             # that is not ours to place. Binding only what may be bound leaves none.
-            dropped = scheduler.metric("policydsl_bind_dropped_total")
+            dropped = scheduler.metric("policydsl_bind_refused_total")
     finally:
         objects.cleanup()
     report = (f"policydsl: {outcome.describe()}\n  binds the API server refused: {dropped:.0f}\n"

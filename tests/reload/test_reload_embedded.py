@@ -199,6 +199,8 @@ def test_a_removed_queue_leaves_its_jobs_waiting_not_lost_nor_moved(tmp_path: Pa
     assert [pods[f"ns/running-{i}"].node_name for i in range(2)] == ["n0", "n0"]  # not evicted
     # The running gang's 4 cpus are no queue's: not charged to `default`.
     assert running.sample("policydsl_queue_allocated_cpu_cores", queue="default") == 0
+    # Its waiting pods are counted as waiting (and say why), not left out of the cycle.
+    assert running.sample("policydsl_pods_waiting") == 2
 
     write(policy, policy_text(queues=QUEUES["a_under_b"]))  # back, moved under team_b
     running.wait_active(revision_of(policy))
@@ -237,3 +239,42 @@ def test_a_policy_folder_deleted_and_created_again(tmp_path: Path, loop) -> None
     write(folder / "main.policy", policy_text(binpack_weight=8))  # a new folder: the old watch saw nothing of it
     running.wait_active(revision_of(folder))
     assert running.scheduler.plan.plugin("binpack").weight == 8
+
+
+def test_a_pathological_edit_is_refused_located_and_the_old_policy_keeps_running(
+        tmp_path: Path, loop, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The issue's case: a list nested 200,000 deep raised a RecursionError in the reloader's thread.
+    # Then a policy over the size limit (lowered here, to keep the test small) and a chain of includes
+    # too deep: each is one failed reload with the located diagnostic, and cycles go on under the old plan.
+    from policydsl import loader
+    from policydsl.limits import MAX_INCLUDE_DEPTH, MAX_NESTING
+
+    policy = tmp_path / "main.policy"
+    write(policy, policy_text(binpack_weight=1))
+    good = revision_of(policy)
+    running = loop(policy)
+    caplog.set_level(logging.ERROR, logger="policydsl.reload")
+    line = policy_text().count("\n") + 1
+
+    deep = 200_000
+    write(policy, policy_text(binpack_weight=2) + "const X = " + "[" * deep + "]" * deep + "\n")
+    failed = wait_for(lambda: [o for o in running.outcomes if not o.ok], "the refused deep policy")
+    assert failed[0].errors[0].startswith(f"{policy}:{line}:{len('const X = ') + MAX_NESTING + 1}: error[PD005]")
+    assert f"{policy}:{line}:" in caplog.text and "RecursionError" not in caplog.text
+
+    monkeypatch.setattr(loader, "MAX_POLICY_BYTES", 2000)
+    write(policy, policy_text(binpack_weight=3) + "#" * 3000 + "\n")
+    failed = wait_for(lambda: [o for o in running.outcomes if not o.ok][1:], "the refused large policy")
+    assert failed[0].errors[0].startswith(f"{policy}:1:1: error[PD004]")
+    monkeypatch.undo()
+
+    for i in range(1, MAX_INCLUDE_DEPTH + 1):
+        (tmp_path / f"f{i}.policy").write_text(f'policy "f{i}" version 1\ninclude "f{i + 1}.policy"\n')
+    write(policy, policy_text(binpack_weight=4, includes=("f1.policy",)))
+    failed = wait_for(lambda: [o for o in running.outcomes if not o.ok][2:], "the refused include chain")
+    assert failed[0].errors[0].startswith(f"{tmp_path / f'f{MAX_INCLUDE_DEPTH - 1}.policy'}:2:9: error[PD013]")
+
+    cycles = len(running.cluster.cycles)
+    wait_for(lambda: len(running.cluster.cycles) > cycles + 3, "cycles going on after the refused reloads")
+    assert running.revision == good
+    assert running.sample("policydsl_policy_reload_total", result="error") == 3

@@ -74,7 +74,7 @@ def test_folder_and_json(tmp_path):
     ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: ghost, containers: [{}]}",
      "Pod default/p: runs on node `ghost`, which does not exist"),
     ("apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\nspec: {weight: 70000}",
-     "Queue q: `spec.weight` must be 0..65535"),
+     "Queue q: `spec.weight` must be 0..65535, found 70000"),
     ("kind: Node\nmetadata: {name: [", "invalid YAML at line"),
 ])
 def test_bad_objects_are_named(text, expected):

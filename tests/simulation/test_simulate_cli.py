@@ -192,11 +192,12 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["--snapshot", "/nonexistent/cluster.yaml"], 2, "/nonexistent/cluster.yaml: no such file or folder"),
+    (["--snapshot", "/nonexistent/cluster.yaml"], 2,
+     "argument --snapshot: `/nonexistent/cluster.yaml`: no such file or folder"),
     (["--until", "soon"], 2, "--until: `soon` is not a duration"),
     (["--cycles", "0"], 2, "argument --cycles: `0` is below 1"),
     (["--cycles", "many"], 2, "argument --cycles: `many` is not a whole number"),
-    (["--period", "0s"], 2, "--period: must be at least 1ms"),
+    (["--period", "0s"], 2, "argument --period: `0s` is shorter than 1ms"),
     (["--period", "nan"], 2, "--period: `nan` is not a finite duration"),
     (["--until", "inf"], 2, "--until: `inf` is not a finite duration"),
     (["--until", "1" + "0" * 400], 2, "is not a finite duration"),
@@ -288,3 +289,22 @@ def test_a_snapshot_with_storage_simulates_and_names_the_volumes_chosen(tmp_path
     code, out, err = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--snapshot", snapshot)
     assert code == 0, err
     assert "waiting on storage" in out and "1 pods" in out
+
+
+@pytest.mark.parametrize("guarantee, warned", [("1000", True), ("8", False)])
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_guarantees_beyond_the_simulated_cluster_are_reported(tmp_path, capsys, guarantee, warned, output):
+    """Issue 20's repro: an empty Queue guaranteeing 1,000 CPUs on a 32-CPU cluster starves the rest."""
+    snapshot = write_objects(tmp_path / "cluster.yaml", [
+        *(node(f"n{i}", cpu="8") for i in range(4)),
+        queue("big", guarantee={"resource": {"cpu": guarantee}}), pod("solo"),
+    ])
+    code, out, err = run_cli(capsys, "simulate", POLICIES / "volcano-default.policy", "--snapshot", snapshot,
+                             "--until", "5s", "--output", output)
+    assert code == 0, err
+    finding = ("PD215 promise-beyond-cluster: guarantee of cpu 1000 (big 1000) cannot be met: the cluster has 32; "
+               "the other queues under root get no cpu")
+    if output == "json":
+        assert (finding in json.loads(out)["findings"]) == warned
+    else:
+        assert (finding in " ".join(out.split())) == warned   # the console may wrap the line
