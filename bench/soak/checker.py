@@ -470,7 +470,7 @@ class Checker:
             before = self._queues.get(name)
             old = _resource_list(((before or {}).get("spec") or {}).get("capability"))
             new = _resource_list((queue.get("spec") or {}).get("capability"))
-            if before is None or any(r not in old or v < old[r] for r, v in new.items()):
+            if before is not None and any(r not in old or v < old[r] for r, v in new.items()):
                 self._queue_tightened[name] = world.now
         self._queues = current
 
@@ -670,7 +670,8 @@ class Checker:
                         f"{resource}: allocated {_fmt(amount)} above capability {_fmt(cap)} "
                         f"(bound since: {', '.join(key_of(p) for p in fresh[:5])})",
                         {"queue": _trim(queue), "pods": [_trim(p) for p in fresh[:3]],
-                         "all": [_brief(p, requests[key_of(p)], self._bound_at(p) - self.started) for p in members[name]]}))
+                         "all": [_brief(p, requests[key_of(p)], self._bound_at(p) - self.started)
+                                 for p in members[name]]}))
         return found
 
     def _check_fits(self, world: World, nodes: Mapping[str, Mapping[str, Any]],

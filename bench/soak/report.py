@@ -63,7 +63,8 @@ def markdown(outcome: Outcome, command: str) -> str:
         "|---|---|",
         f"| run | {outcome.seconds / 60:.1f} min (seed {outcome.options.seed}), {outcome.steps} check steps "
         f"({outcome.paused_steps} while the API server was away) |",
-        f"| jobs created | {sum(outcome.jobs.values())} ({', '.join(f'{k} {v}' for k, v in sorted(outcome.jobs.items()))}) |",
+        f"| jobs created | {sum(outcome.jobs.values())} "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(outcome.jobs.items()))}) |",
         f"| pods created / bound | {outcome.pods_created} / {bound} |",
         f"| pods/s (bound over the run) | {bound / outcome.seconds:.2f} |",
         f"| schedule latency, creation to bound: P50 / P99 / max | {percentile(outcome.latencies, 0.5):.2f} s / "
@@ -93,7 +94,8 @@ def markdown(outcome: Outcome, command: str) -> str:
             seen.add(v.invariant)
             lines.append(f"| {v.invariant} | {v.subject} | {v.detail} |")
         lines.append("")
-    lines += ["| replica process | lived | RSS start | peak | end | after warm-up | grew |", "|---|---|---|---|---|---|---|"]
+    lines += ["| replica process | lived | RSS start | peak | end | after warm-up | grew |",
+              "|---|---|---|---|---|---|---|"]
     for i in outcome.rss_instances:
         warm = f"{i.warm_mib:.0f} MiB" if i.warm_mib is not None else "(too short)"
         lines.append(f"| {i.identity} pid {i.pid} | {i.started_at:.0f}-{i.ended_at:.0f} s | {i.start_mib:.0f} MiB | "
