@@ -21,12 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write everything measured here")
     parser.add_argument("--workdir", type=Path, help="keep the cluster's and the replicas' logs here")
     parser.add_argument("--fault-interval", type=float, help="seconds between faults (default: from --minutes)")
+    parser.add_argument("--multi-card-gpu", action="store_true",
+                        help="also make shared-GPU pods on two cards (a known violation, docs/reliability.md)")
     args = parser.parse_args(argv)
     if args.minutes <= 0:
         parser.error("--minutes must be positive")
     command = "python -m bench.soak " + shlex.join(argv if argv is not None else sys.argv[1:])
     outcome = run(Options(minutes=args.minutes, seed=args.seed, workdir=args.workdir,
-                          fault_interval_s=args.fault_interval), progress=lambda line: print(line, flush=True))
+                          fault_interval_s=args.fault_interval,
+                          multi_card_gpu=args.multi_card_gpu), progress=lambda line: print(line, flush=True))
     table = report.markdown(outcome, command)
     print(table)
     if args.report:

@@ -9,6 +9,8 @@ import tempfile
 import threading
 import time
 import urllib.error
+
+import yaml
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +22,8 @@ from bench.soak.faults import FaultInjector, Injected, Policies, create_node
 from bench.soak.kubelet import KubeletStandIn
 from bench.soak.observe import VOLCANO, PodFeed, Reader, Unreachable
 from bench.soak.replicas import LEASE_NAME, LEASE_NAMESPACE, Replica
-from bench.soak.workload import (OBJECT_QUEUES, PRIORITY_CLASSES, JobStream, initial_nodes, priority_class_body,
-                                 queue_body)
+from bench.soak.workload import (OBJECT_QUEUES, PRIORITY_CLASSES, VOLCANO_API, JobStream, initial_nodes,
+                                 priority_class_body, queue_body)
 from runtime import devcluster
 from runtime.kube.api import ApiError, KubeApi, connect
 
@@ -84,6 +86,7 @@ class Options:
     job_interval_s: float = 0.8  # mean time between jobs
     fault_interval_s: float | None = None  # default: every kind about 8 times over the run, 8-30 s apart
     rss_warmup_s: float = 120.0
+    multi_card_gpu: bool = False  # see JobStream
     limits: Limits = field(default_factory=lambda: Limits(SCHEDULER_NAME))
     workdir: Path | None = None  # kept when given (logs of the cluster and the replicas)
 
@@ -211,6 +214,17 @@ def _world(reader: Reader, feed: PodFeed) -> World:
                  leader=reader.lease_holder(LEASE_NAMESPACE, LEASE_NAME))
 
 
+def _dump(world: World, path: Path) -> None:
+    """The objects of a check as one YAML stream (`policydsl simulate --snapshot` reads it), to
+    replay the cycle before a violation."""
+    kinds = (("v1", "Node", world.nodes), ("v1", "Pod", world.pods), ("v1", "Namespace", world.namespaces),
+             (VOLCANO_API, "PodGroup", world.podgroups), (VOLCANO_API, "Queue", world.queues))
+    docs = [{"apiVersion": api, "kind": kind, **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}}
+            for api, kind, objects in kinds for obj in objects]
+    docs += [priority_class_body(name, value) for name, value in PRIORITY_CLASSES.items()]
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
 def _reload_counts(replicas: list[Replica]) -> dict[str, int]:
     text = "\n".join(r.log_text() for r in replicas)
     return {"reloaded": text.count("policy reloaded ("), "rejected": text.count("policy reload (")}
@@ -254,11 +268,13 @@ def run(options: Options, progress: Any = print) -> Outcome:
         faults = FaultInjector(connect(str(cluster.kubeconfig)), cluster_dir, replicas, kubelet,
                                Policies(policy, GOOD_POLICIES, BAD_POLICIES), random.Random(rng.random()), leader,
                                temp_namespace, started, interval)
-        stream = Stream(connect(str(cluster.kubeconfig)), JobStream(random.Random(rng.random()), SCHEDULER_NAME),
+        stream = Stream(connect(str(cluster.kubeconfig)), JobStream(random.Random(rng.random()), SCHEDULER_NAME, options.multi_card_gpu),
                         namespaces, kubelet, feed, random.Random(rng.random()), options.job_interval_s)
         kubelet.start()
         threads = [stream.start(), faults.start(), kubelet, feed]
         samples: list[rss.Sample] = []
+        previous: World | None = None
+        dumps = workdir / "violations"
         steps = paused = 0
         next_rss = 0.0
         load_until = started + seconds
@@ -287,8 +303,15 @@ def run(options: Options, progress: Any = print) -> Outcome:
             else:
                 if world.now - faults.disruption_until < STEP_S:
                     checker.pause(world.now)
-                for violation in checker.check(world):
+                found = checker.check(world)
+                for violation in found:
                     progress(f"VIOLATION {violation}")
+                if found and options.workdir is not None:
+                    dumps.mkdir(exist_ok=True)
+                    _dump(world, dumps / f"step{steps}-after.yaml")
+                    if previous is not None:
+                        _dump(previous, dumps / f"step{steps}-before.yaml")
+                previous = world
                 steps += 1
             if time.time() - last_report >= 60:
                 last_report = time.time()
