@@ -68,6 +68,8 @@ class FaultInjector:
         self._good = 0
         self._nodes_made = 0
         self._busy: set[str] = set()  # nodes with an undo pending: not picked again until it ran
+        self._restarting: set[str] = set()  # replicas with a restart pending
+        self.exits: list[str] = []  # replicas found exited on their own (a restart under a bad policy)
         self._lock = threading.Lock()  # the API server restart and the checker's lists
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="soak-faults", daemon=True)
@@ -95,6 +97,7 @@ class FaultInjector:
             now = time.monotonic()
             while self._undo and self._undo[0].due <= now:
                 self._run_undo(heapq.heappop(self._undo))
+            self._supervise()
             if now >= next_at:
                 kind = order.pop(0) if order else self.rng.choice(KINDS)
                 try:
@@ -110,6 +113,23 @@ class FaultInjector:
                     self.injected.append(Injected(kind, time.time() - self.started, detail))
                 next_at = time.monotonic() + self.interval_s * self.rng.uniform(0.6, 1.4)
             self._stop.wait(0.2)
+
+    def _supervise(self) -> None:
+        """Play the kubelet for the replicas' containers: one that exited (a restart while the
+        policy file was bad exits 2, as `run` refuses a bad policy at start) is started again."""
+        for replica in self.replicas.values():
+            if not replica.alive and replica.identity not in self._restarting:
+                code = replica.proc.returncode if replica.proc is not None else None
+                self.exits.append(f"{replica.identity} exited {code} at {time.time() - self.started:.0f}s")
+                self._restart_later(replica)
+
+    def _restart_later(self, replica: Replica) -> None:
+        self._restarting.add(replica.identity)
+
+        def restart() -> None:
+            self._restarting.discard(replica.identity)
+            replica.start()
+        self._later(RESTART_AFTER_S, f"restart {replica.identity}", restart)
 
     def _later(self, seconds: float, what: str, action: Callable[[], None]) -> None:
         heapq.heappush(self._undo, _Undo(time.monotonic() + seconds, what, action))
@@ -210,8 +230,9 @@ class FaultInjector:
         if replica is None:
             return None
         pid = replica.pid
+        self._restarting.add(replica.identity)  # before the kill: not an exit of its own
         replica.kill()
-        self._later(RESTART_AFTER_S, f"restart {replica.identity}", replica.start)
+        self._restart_later(replica)
         return f"kill -9 leader {replica.identity} (pid {pid})"
 
     def _leader_failover(self) -> str | None:
@@ -219,8 +240,9 @@ class FaultInjector:
         if replica is None:
             return None
         pid = replica.pid
+        self._restarting.add(replica.identity)
         code = replica.terminate()
-        self._later(RESTART_AFTER_S, f"restart {replica.identity}", replica.start)
+        self._restart_later(replica)
         return f"SIGTERM leader {replica.identity} (pid {pid}, exit {code})"
 
     def _policy_reload_good(self) -> str:

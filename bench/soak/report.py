@@ -15,6 +15,7 @@ from bench.soak.run import Outcome
 
 RSS_INVARIANT = "rss-flat"
 RSS_ROWS = 10  # RSS over time: this many rows, evenly spaced
+STALE_S = 12.0  # a replica with no sample this recent is shown as down
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -45,7 +46,7 @@ def _rss_over_time(samples: Sequence[Sample], seconds: float) -> list[tuple[floa
         row: dict[str, float] = {}
         for identity in sorted({s.identity for s in samples}):
             before = [s for s in samples if s.identity == identity and s.at <= at + 1e-6]
-            if before:
+            if before and at - before[-1].at <= STALE_S:
                 row[identity] = before[-1].rss_mib
         rows.append((at, row))
     return rows
@@ -69,7 +70,8 @@ def markdown(outcome: Outcome, command: str) -> str:
         f"| pods/s (bound over the run) | {bound / outcome.seconds:.2f} |",
         f"| schedule latency, creation to bound: P50 / P99 / max | {percentile(outcome.latencies, 0.5):.2f} s / "
         f"{percentile(outcome.latencies, 0.99):.2f} s / {max(outcome.latencies, default=float('nan')):.2f} s |",
-        f"| faults injected | {len(outcome.injected)} |",
+        f"| faults injected | {len(outcome.injected)} (replicas that exited on their own and were restarted: "
+        f"{len(outcome.replica_exits)}) |",
         f"| invariant evaluations | {sum(outcome.checks.values()) + rss_checks(outcome)} |",
         f"| violations | **{len(violations)}** |",
         "",
@@ -127,6 +129,7 @@ def as_json(outcome: Outcome, command: str) -> str:
         "injected": [asdict(i) for i in outcome.injected],
         "injected_by_kind": dict(Counter(i.kind for i in outcome.injected)),
         "fault_errors": list(outcome.fault_errors),
+        "replica_exits": list(outcome.replica_exits),
         "checks": {**outcome.checks, RSS_INVARIANT: rss_checks(outcome)},
         "fit_evaluations": outcome.fit_evaluations,
         "violations": [asdict(v) for v in all_violations(outcome)],

@@ -98,6 +98,7 @@ class Outcome:
     seconds: float
     injected: tuple[Injected, ...]
     fault_errors: tuple[str, ...]
+    replica_exits: tuple[str, ...]
     checks: dict[str, int]
     steps: int
     fit_evaluations: int
@@ -325,7 +326,7 @@ def run(options: Options, progress: Any = print) -> Outcome:
             faults.finish()
         return Outcome(
             options=options, started=started, seconds=time.time() - started, injected=tuple(faults.injected),
-            fault_errors=tuple(faults.errors), checks=dict(checker.checks), steps=steps,
+            fault_errors=tuple(faults.errors), replica_exits=tuple(faults.exits), checks=dict(checker.checks), steps=steps,
             fit_evaluations=checker.fit_evaluations, violations=tuple(checker.violations),
             rss_samples=tuple(samples), rss_instances=tuple(rss.instances(samples, options.rss_warmup_s)),
             latencies=tuple(checker.latencies), jobs=dict(stream.kinds), pods_created=stream.pods_created,
