@@ -330,3 +330,21 @@ def test_a_pending_pod_that_does_not_fit_is_not_flagged(why: str) -> None:
         assert [v.invariant for v in run.checker.check(world)] == []
     if why == "leader change":   # clocks restart at every leader change: 19 s, then 20 s, never 30
         assert run.checker.violations == []
+
+
+# ---------------------------------------------------------------- the schedulers' memory
+
+
+def test_rss_growth_after_warm_up_is_flagged_and_a_flat_or_short_process_is_not() -> None:
+    from bench.soak.rss import Sample, instances
+
+    def series(pid: int, values: list[float], start: float = 0.0) -> list[Sample]:
+        return [Sample(start + 10.0 * i, "r0", pid, mib) for i, mib in enumerate(values)]
+
+    warm_then_grow = series(1, [20, 80, 80, 90, 120, 160, 200])   # 80 MiB after warm-up, 200 at the end
+    flat = series(2, [20, 80, 82, 79, 84, 81, 83], start=100)
+    short = series(3, [20, 300])                                   # gone before it could be judged
+    judged = {i.pid: i for i in instances(warm_then_grow + flat + short, warmup_s=10.0)}
+    assert judged[1].grew and judged[1].warm_mib == 80 and judged[1].peak_mib == 200
+    assert not judged[2].grew and judged[2].warm_mib == 80
+    assert not judged[3].grew and judged[3].warm_mib is None
