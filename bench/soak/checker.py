@@ -38,6 +38,7 @@ is part of.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import math
 import threading
 from collections import Counter
@@ -60,6 +61,7 @@ GPU_INDEX = "volcano.sh/gpu-index"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 FILTERING_EFFECTS = ("NoSchedule", "NoExecute")
 PODS = "pods"
+SLOWEST = 10  # the report names this many of the slowest binds
 # Resources the contention test sums over the cluster: the ones queues share in the soak.
 CLUSTER_RESOURCES = ("cpu", "memory", "volcano.sh/gpu-memory")
 
@@ -365,6 +367,7 @@ class Checker:
         self.checks: Counter[str] = Counter()  # invariant -> evaluations
         self.violations: list[Violation] = []
         self.latencies: list[float] = []  # creation (first seen) -> bound, seconds
+        self.slowest: list[tuple[float, str]] = []  # a heap of the SLOWEST longest (latency, pod)
         self.fit_evaluations = 0  # pending pods judged as fitting at some check (the rule is not vacuous)
         self._lock = threading.Lock()
         self._pods: dict[str, _PodRecord] = {}  # uid ->
@@ -402,7 +405,11 @@ class Checker:
                     record.judged, record.bound_at = True, -math.inf  # bound before we looked: no bind to judge
                 if created_after(record, self.started) and (pod.get("spec") or {}).get("schedulerName") == \
                         self.limits.scheduler_name:
-                    self.latencies.append(max(0.0, now - record.first_seen))
+                    latency = max(0.0, now - record.first_seen)
+                    self.latencies.append(latency)
+                    heapq.heappush(self.slowest, (latency, key_of(pod)))
+                    if len(self.slowest) > SLOWEST:
+                        heapq.heappop(self.slowest)
             elif node and node != record.node:
                 self._pending_violations.append(Violation(
                     "bound-once", key_of(pod), now, f"nodeName changed from {record.node} to {node}",
@@ -721,7 +728,7 @@ def _tighter(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     return any(new.get(r, Decimal(0)) < v for r, v in old.items()) or _ready(before) and not _ready(after)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _FitContext:
     """What `fits` needs, computed once per check."""
 

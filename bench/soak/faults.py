@@ -40,7 +40,7 @@ class Policies:
     bad: Sequence[str]  # variants with errors, rejected by the running schedulers
 
 
-@dataclass(order=True)
+@dataclass(frozen=True, order=True)
 class _Undo:
     due: float
     what: str = field(compare=False)

@@ -86,6 +86,8 @@ def markdown(outcome: Outcome, command: str) -> str:
         "",
         f"`fit-bound-in-time` found a pending pod fitting {outcome.fit_evaluations} times (pod x step).",
         "",
+        "Slowest binds: " + ", ".join(f"{pod} {latency:.0f} s" for latency, pod in outcome.slowest[:5]) + ".",
+        "",
     ]
     if violations:
         lines += ["| violation | subject | detail |", "|---|---|---|"]
@@ -126,6 +128,7 @@ def as_json(outcome: Outcome, command: str) -> str:
         "pods_per_second": len(outcome.latencies) / outcome.seconds,
         "latency_s": {"p50": percentile(outcome.latencies, 0.5), "p99": percentile(outcome.latencies, 0.99),
                       "max": max(outcome.latencies, default=None)},
+        "slowest": [{"pod": pod, "latency_s": latency} for latency, pod in outcome.slowest],
         "injected": [asdict(i) for i in outcome.injected],
         "injected_by_kind": dict(Counter(i.kind for i in outcome.injected)),
         "fault_errors": list(outcome.fault_errors),

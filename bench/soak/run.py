@@ -106,6 +106,7 @@ class Outcome:
     rss_samples: tuple[rss.Sample, ...]
     rss_instances: tuple[rss.Instance, ...]
     latencies: tuple[float, ...]
+    slowest: tuple[tuple[float, str], ...]  # the slowest binds, slowest first
     jobs: dict[str, int]
     pods_created: int
     kubelet: dict[str, int]
@@ -329,7 +330,7 @@ def run(options: Options, progress: Any = print) -> Outcome:
             fault_errors=tuple(faults.errors), replica_exits=tuple(faults.exits), checks=dict(checker.checks), steps=steps,
             fit_evaluations=checker.fit_evaluations, violations=tuple(checker.violations),
             rss_samples=tuple(samples), rss_instances=tuple(rss.instances(samples, options.rss_warmup_s)),
-            latencies=tuple(checker.latencies), jobs=dict(stream.kinds), pods_created=stream.pods_created,
+            latencies=tuple(checker.latencies), slowest=tuple(sorted(checker.slowest, reverse=True)), jobs=dict(stream.kinds), pods_created=stream.pods_created,
             kubelet=dict(kubelet.actions), reloads=_reload_counts(replicas), paused_steps=paused)
     finally:
         for thread in threads:
