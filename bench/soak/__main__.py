@@ -30,13 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     outcome = run(Options(minutes=args.minutes, seed=args.seed, workdir=args.workdir,
                           fault_interval_s=args.fault_interval,
                           multi_card_gpu=args.multi_card_gpu), progress=lambda line: print(line, flush=True))
+    if args.json:  # first: everything measured survives a failure of the tables
+        args.json.write_text(report.as_json(outcome, command))
     table = report.markdown(outcome, command)
     print(table)
     if args.report:
         args.report.write_text(table)
-    if args.json:
-        args.json.write_text(report.as_json(outcome, command))
-    return 1 if report.all_violations(outcome) else 0
+    return 1 if report.all_violations(outcome) or outcome.checker_errors else 0
 
 
 if __name__ == "__main__":

@@ -74,6 +74,8 @@ def markdown(outcome: Outcome, command: str) -> str:
         f"{len(outcome.replica_exits)}) |",
         f"| invariant evaluations | {sum(outcome.checks.values()) + rss_checks(outcome)} |",
         f"| violations | **{len(violations)}** |",
+        *([f"| checker errors (steps not checked) | **{len(outcome.checker_errors)}** |"]
+          if outcome.checker_errors else []),
         "",
         "| fault | injected |",
         "|---|---|",
@@ -138,6 +140,7 @@ def as_json(outcome: Outcome, command: str) -> str:
         "violations": [asdict(v) for v in all_violations(outcome)],
         "rss_instances": [asdict(i) for i in outcome.rss_instances],
         "rss_samples": [asdict(s) for s in outcome.rss_samples],
+        "checker_errors": list(outcome.checker_errors),
         "kubelet": outcome.kubelet,
         "reloads": outcome.reloads,
     }

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 import threading
 import time
+import traceback
 import urllib.error
 
 import yaml
@@ -112,6 +113,7 @@ class Outcome:
     kubelet: dict[str, int]
     reloads: dict[str, int]
     paused_steps: int
+    checker_errors: tuple[str, ...]  # a check that raised (the run went on)
 
 
 class Namespaces:
@@ -276,6 +278,7 @@ def run(options: Options, progress: Any = print) -> Outcome:
         threads = [stream.start(), faults.start(), kubelet, feed]
         samples: list[rss.Sample] = []
         previous: World | None = None
+        checker_errors: list[str] = []
         dumps = workdir / "violations"
         steps = paused = 0
         next_rss = 0.0
@@ -305,7 +308,12 @@ def run(options: Options, progress: Any = print) -> Outcome:
             else:
                 if world.now - faults.disruption_until < STEP_S:
                     checker.pause(world.now)
-                found = checker.check(world)
+                try:
+                    found = checker.check(world)
+                except Exception:  # noqa: BLE001 - a checker bug must not end a 30-minute run unseen
+                    checker_errors.append(traceback.format_exc())
+                    progress(f"CHECKER ERROR {checker_errors[-1]}")
+                    found = []
                 for violation in found:
                     progress(f"VIOLATION {violation}")
                 if found and options.workdir is not None:
@@ -331,7 +339,8 @@ def run(options: Options, progress: Any = print) -> Outcome:
             fit_evaluations=checker.fit_evaluations, violations=tuple(checker.violations),
             rss_samples=tuple(samples), rss_instances=tuple(rss.instances(samples, options.rss_warmup_s)),
             latencies=tuple(checker.latencies), slowest=tuple(sorted(checker.slowest, reverse=True)), jobs=dict(stream.kinds), pods_created=stream.pods_created,
-            kubelet=dict(kubelet.actions), reloads=_reload_counts(replicas), paused_steps=paused)
+            kubelet=dict(kubelet.actions), reloads=_reload_counts(replicas), paused_steps=paused,
+            checker_errors=tuple(checker_errors))
     finally:
         for thread in threads:
             thread.stop()

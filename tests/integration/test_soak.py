@@ -19,6 +19,7 @@ def test_a_short_soak_injects_every_fault_and_breaks_no_invariant(tmp_path: Path
     outcome = run(Options(minutes=2.0, seed=20, fault_interval_s=8.0, rss_warmup_s=30.0, workdir=tmp_path),
                   progress=print)
     print(report.markdown(outcome, "tests/integration/test_soak.py"))
+    assert outcome.checker_errors == (), outcome.checker_errors[0]
     violations = report.all_violations(outcome)
     assert violations == [], "\n".join(f"{v}\n  {v.example}" for v in violations[:5])
     injected = Counter(i.kind for i in outcome.injected)
