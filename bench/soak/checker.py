@@ -369,6 +369,7 @@ class Checker:
         self.latencies: list[float] = []  # creation (first seen) -> bound, seconds
         self.slowest: list[tuple[float, str]] = []  # a heap of the SLOWEST longest (latency, pod)
         self.fit_evaluations = 0  # pending pods judged as fitting at some check (the rule is not vacuous)
+        self.uncontended_steps = 0  # checks at which the cluster was not contended (the rule could apply)
         self._lock = threading.Lock()
         self._pods: dict[str, _PodRecord] = {}  # uid ->
         self._pending_violations: list[Violation] = []
@@ -690,6 +691,8 @@ class Checker:
                    and p["metadata"]["namespace"] not in terminating_ns]
         context = _FitContext.build(world, nodes, on_node, requests, pending, self._queue_usage(world, requests,
                                                                                                 queue_of)[0])
+        if not context.contended:
+            self.uncontended_steps += 1
         alive = set()
         for pod in pending:
             uid = str(pod["metadata"].get("uid") or key_of(pod))

@@ -86,7 +86,8 @@ def markdown(outcome: Outcome, command: str) -> str:
         *[f"| {name} | {outcome.checks.get(name, 0)} | {by_invariant.get(name, 0)} |" for name in INVARIANTS],
         f"| {RSS_INVARIANT} | {rss_checks(outcome)} | {by_invariant.get(RSS_INVARIANT, 0)} |",
         "",
-        f"`fit-bound-in-time` found a pending pod fitting {outcome.fit_evaluations} times (pod x step).",
+        f"`fit-bound-in-time`: the cluster was uncontended at {outcome.uncontended_steps} of {outcome.steps} steps; "
+        f"a pending pod fitted {outcome.fit_evaluations} times (pod x step).",
         "",
         "Slowest binds: " + ", ".join(f"{pod} {latency:.0f} s" for latency, pod in outcome.slowest[:5]) + ".",
         "",
@@ -137,6 +138,7 @@ def as_json(outcome: Outcome, command: str) -> str:
         "replica_exits": list(outcome.replica_exits),
         "checks": {**outcome.checks, RSS_INVARIANT: rss_checks(outcome)},
         "fit_evaluations": outcome.fit_evaluations,
+        "uncontended_steps": outcome.uncontended_steps,
         "violations": [asdict(v) for v in all_violations(outcome)],
         "rss_instances": [asdict(i) for i in outcome.rss_instances],
         "rss_samples": [asdict(s) for s in outcome.rss_samples],

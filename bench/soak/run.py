@@ -103,6 +103,7 @@ class Outcome:
     checks: dict[str, int]
     steps: int
     fit_evaluations: int
+    uncontended_steps: int
     violations: tuple[Violation, ...]
     rss_samples: tuple[rss.Sample, ...]
     rss_instances: tuple[rss.Instance, ...]
@@ -336,7 +337,7 @@ def run(options: Options, progress: Any = print) -> Outcome:
         return Outcome(
             options=options, started=started, seconds=time.time() - started, injected=tuple(faults.injected),
             fault_errors=tuple(faults.errors), replica_exits=tuple(faults.exits), checks=dict(checker.checks), steps=steps,
-            fit_evaluations=checker.fit_evaluations, violations=tuple(checker.violations),
+            fit_evaluations=checker.fit_evaluations, uncontended_steps=checker.uncontended_steps, violations=tuple(checker.violations),
             rss_samples=tuple(samples), rss_instances=tuple(rss.instances(samples, options.rss_warmup_s)),
             latencies=tuple(checker.latencies), slowest=tuple(sorted(checker.slowest, reverse=True)), jobs=dict(stream.kinds), pods_created=stream.pods_created,
             kubelet=dict(kubelet.actions), reloads=_reload_counts(replicas), paused_steps=paused,
