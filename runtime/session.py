@@ -441,6 +441,7 @@ class Session:
             if why is not None:
                 ended[j] = ended.get(j) or why
             keep.setdefault(j, []).append((t, node))
+        self._end_beyond_queue(keep, ended)
         stmt = self.new_statement()
         for j, held in keep.items():
             if j in ended:
@@ -452,6 +453,26 @@ class Session:
                 stmt.place(t, node, PIPELINED)
                 self.held[t] = node
         stmt.commit()
+
+    def _end_beyond_queue(self, keep: dict[int, list[tuple[int, int]]], ended: dict[int, d.Reason]) -> None:
+        """End the reservations of the jobs (in job order) that their queue may not allocate
+        together with the reservations kept before them: each was checked alone, and pipelined
+        room does not count in the queue's allocation, so two gangs pipelined by one preempt
+        would otherwise both bind above the queue's capability."""
+        snap = self.snap
+        kept: dict[int, np.ndarray] = {}
+        for j in sorted((j for j in keep if j not in ended), key=self.job_key):
+            q = snap.jobs[j].queue
+            if q < 0:
+                continue
+            tasks = [t for t, _ in keep[j]]
+            total = snap.request[tasks].sum(axis=0) + kept.get(q, 0)
+            if self.allocatable_count(q, total, 1)[0] < 1:
+                name = snap.node_names[keep[j][0][1]]
+                ended[j] = d.Reason(d.RESERVATION, f"reservation on {name} released: queue "
+                                    f"{snap.jobs[j].queue_name} may no longer allocate it", {"node": name})
+            else:
+                kept[q] = total
 
     def _reservation_ends(self, t: int, node: int, name: str, now: float | None, limit: float) -> d.Reason | None:
         snap = self.snap

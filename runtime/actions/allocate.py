@@ -105,9 +105,11 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
 
 def bind_reservations(ssn: Session, stmt, j: int) -> int:
     """Job j's held reservations (Session.hold_reservations) become placements to bind where
-    their room is idle now, and stay reservations where it is still being freed. Returns how
+    their room is idle now and their queue may allocate them (jobs placed earlier in this cycle
+    may have taken what the reservation counted on), and stay reservations otherwise. Returns how
     many the job holds."""
     snap = ssn.snap
+    queue = snap.jobs[j].queue
     held = [t for t in snap.jobs[j].tasks.tolist() if t in ssn.held and ssn.status[t] == PIPELINED]
     for t in held:
         node = ssn.held[t]
@@ -117,6 +119,10 @@ def bind_reservations(ssn: Session, stmt, j: int) -> int:
         reserved = np.maximum(ssn.pipelined[node] - ssn.releasing[node], 0)
         code = ssn.stateful_codes(int(snap.task_class[t]), np.array([node], dtype=np.int64))[0]
         idle = bool((free - reserved >= req).all()) and code == MASK_PASS
+        # An ALLOCATED placement counts in the queue's allocation at once, so each check here
+        # includes the job's reservations bound before it.
+        if idle and queue >= 0:
+            idle = ssn.allocatable_count(queue, snap.request[t], 1)[0] >= 1
         stmt.place(t, node, ALLOCATED if idle else PIPELINED)
     return len(held)
 

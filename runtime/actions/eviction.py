@@ -108,14 +108,16 @@ def _reprieve(ssn: Session, chosen: list[int], enough: Callable[[list[int]], boo
     return chosen
 
 
-def settle(ssn: Session, stmt, j: int) -> None:
+def settle(ssn: Session, stmt, j: int) -> bool:
     """End of a preemptor job's turn in preempt or reclaim: its placements are reservations
     (pipelined: a later allocate binds them, checking the queue's share and the gang again),
-    committed with their evictions when the job is pipelined, otherwise undone."""
+    committed with their evictions when the job is pipelined, otherwise undone. Returns whether
+    they were committed."""
     if ssn.job_pipelined_ok(j):
         stmt.commit()
-    else:
-        stmt.discard()
+        return True
+    stmt.discard()
+    return False
 
 
 def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int], bool],

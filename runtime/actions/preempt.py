@@ -29,6 +29,10 @@ def run(ssn: Session) -> None:
     by_priority = ssn.answers("preemptable", "priority")
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         jobs = heaps[q]
+        # Pipelined room does not count in the queue's allocation: the reservations committed
+        # for the queue's earlier jobs this cycle are added by hand, or two jobs that each fit
+        # the queue's capability alone would both evict for reservations that cannot both bind.
+        committed = np.zeros(snap.n_resources, dtype=np.int64)
         while jobs:
             _, j = heapq.heappop(jobs)
             if not ssn.job_starving(j):
@@ -59,14 +63,15 @@ def run(ssn: Session) -> None:
                     # May the queue take this preemptor and the job's earlier ones once the
                     # victims are gone (the statement has taken them off the queue)? If not, the
                     # reservation would never bind and the evictions would buy nothing.
-                    return ssn.allocatable_count(q, reserved + snap.request[t], 1)[0] >= 1
+                    return ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
 
                 if evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node, allowed_by_queue, 0):
                     reserved += snap.request[t]
                     continue
                 if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
                     failed.add(int(snap.task_class[t]))
-                allowed, why = ssn.allocatable_count(q, reserved + snap.request[t], 1)
+                allowed, why = ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)
                 if allowed < 1 and why is not None:
                     ssn.add_reason(t, why)
-            settle(ssn, stmt, j)
+            if settle(ssn, stmt, j):
+                committed += reserved

@@ -34,6 +34,8 @@ def run(ssn: Session) -> None:
             continue
         jobs = heaps[q]
         name = snap.queues[q].name
+        # As in preempt: the reservations committed for the queue's earlier jobs count too.
+        committed = np.zeros(snap.n_resources, dtype=np.int64)
         while jobs:
             _, j = heapq.heappop(jobs)
             if not ssn.job_starving(j):
@@ -61,7 +63,7 @@ def run(ssn: Session) -> None:
                 def allowed_by_queue(t=t, start=stmt.mark()) -> bool:
                     # Evicting buys nothing unless the queue may then allocate the task and the
                     # job's earlier reservations, and no victim's queue may take it back.
-                    return (ssn.allocatable_count(q, reserved + snap.request[t], 1)[0] >= 1
+                    return (ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
                             and not any(ssn.could_take_back(v, evicted=True, taker=q)
                                         for v in stmt.evicted_since(start)))
 
@@ -70,4 +72,5 @@ def run(ssn: Session) -> None:
                 else:
                     if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
                         failed.add(int(snap.task_class[t]))
-            settle(ssn, stmt, j)
+            if settle(ssn, stmt, j):
+                committed += reserved

@@ -103,3 +103,63 @@ def test_a_gang_keeps_all_its_reservations_or_none(pure):
     decisions = run(state, pure)
     assert set(decisions.released) == {"ns/g-0", "ns/g-1"}
     assert all("the node is gone" in r.message for r in decisions.released.values())
+
+
+# Found by the chaos soak (docs/reliability.md): two gangs of one queue, each pipelined by
+# preempt within the queue's capability alone, both bound the next cycle, 15 CPUs allocated
+# under a capability of 12. Each reservation was checked against the queue on its own, and a
+# held reservation became a binding without the queue being asked again.
+SIX = policy(STANDARD_TIERS + "queue q { weight = 1 capability = { cpu: 6 } }", actions=ACTIONS)
+
+
+def _capped_queue_with_two_nominated_gangs(state: ClusterState) -> None:
+    node(state, "a", cpu=16000, memory=64 * GiB)
+    pod(state, "running", cpu=2000, node_name="a", priority=1, annotations={"scheduling.volcano.sh/queue-name": "q"})
+    for name in ("g1", "g2"):   # each alone: 2 + 4 <= 6; both: 10
+        gang(state, name, size=2, cpu=2000, queue="q", priority=100, creation=1.0 if name == "g1" else 2.0)
+        for i in range(2):
+            member = state.pods[f"ns/{name}-{i}"]
+            member.nominated_node, member.nominated_at = "a", NOW - 5
+
+
+def test_reservations_of_one_queue_are_held_together_within_its_capability(pure):
+    state = ClusterState()
+    _capped_queue_with_two_nominated_gangs(state)
+    decisions = run(state, pure, plan=SIX)
+    assert placements(decisions) == {"ns/g1-0": "a", "ns/g1-1": "a"}
+    assert set(decisions.released) == {"ns/g2-0", "ns/g2-1"}
+    assert "queue q may no longer allocate it" in released(decisions, "ns/g2-0")
+
+
+def test_a_held_reservation_binds_only_where_its_queue_may_still_allocate_it(pure):
+    state = ClusterState()
+    _capped_queue_with_two_nominated_gangs(state)
+    for i in range(2):
+        del state.pods[f"ns/g2-{i}"]
+    state.podgroups.pop("ns/g2")
+    # A job of the queue that comes first in this cycle's allocate takes what the held gang
+    # counted on: 2 + 2 leaves room for one of its two members, and a gang binds all or none.
+    pod(state, "first", cpu=2000, priority=1000, annotations={"scheduling.volcano.sh/queue-name": "q"})
+    decisions = run(state, pure, plan=SIX)
+    assert placements(decisions) == {"ns/first": "a"}
+    assert set(decisions.pipelined) == {"ns/g1-0", "ns/g1-1"}
+
+
+def test_preempt_counts_the_queues_earlier_reservations_of_the_cycle(pure):
+    # The soak's case in one cycle: a queue capped at 12 CPUs holds 10 of low priority (5 on
+    # each node, 3 idle on each); two gangs of 2 x 2 CPUs preempt in it. Each gang alone is
+    # within the capability after a few evictions; both need enough evictions for 8 CPUs.
+    twelve = policy(STANDARD_TIERS + "queue q { weight = 1 capability = { cpu: 12 } }", actions=ACTIONS)
+    state = ClusterState()
+    for name in ("a", "b"):
+        node(state, name, cpu=8000, memory=64 * GiB)
+        for i in range(5):
+            pod(state, f"low-{name}{i}", cpu=1000, node_name=name, priority=1,
+                annotations={"scheduling.volcano.sh/queue-name": "q"})
+    for name, created in (("g1", 1.0), ("g2", 2.0)):
+        gang(state, name, size=2, cpu=2000, queue="q", priority=100, creation=created)
+    decisions = run(state, pure, plan=twelve)
+    evicted = {e.pod for e in decisions.evictions}
+    kept = sum(1000 for key in state.pods if key.startswith("ns/low-") and key not in evicted)
+    assert len(decisions.pipelined) == 4
+    assert kept + 4 * 2000 <= 12000, f"{len(evicted)} evicted: the reservations cannot all bind"
