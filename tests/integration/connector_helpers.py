@@ -386,9 +386,12 @@ class InProcess:
         self.cluster.start()
         assert self.cluster.wait_synced(30), "cache did not sync"
 
-    def sees(self, namespace: str, count: int) -> bool:
-        """The cache holds `count` pods of the namespace."""
-        return sum(1 for key in self.cluster.snapshot().pods if key.startswith(namespace + "/")) >= count
+    def sees(self, namespace: str, count: int, nodes: int = 0) -> bool:
+        """The cache holds `count` pods of the namespace (and `nodes` of its nodes, named
+        `<namespace>-...` by Objects.node): a cycle before the nodes arrive would admit nothing."""
+        state = self.cluster.snapshot()
+        return sum(1 for key in state.pods if key.startswith(namespace + "/")) >= count and \
+            sum(1 for name in state.nodes if name.startswith(namespace + "-")) >= nodes
 
     def cycle(self) -> Cycle:
         """One cycle, and (binds are asynchronous) the outcome of its binds once they answered."""

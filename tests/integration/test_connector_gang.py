@@ -18,7 +18,7 @@ def test_gang_of_eight_on_four_nodes_is_bound_whole(objects: Objects, in_process
         objects.node(node, cpu="4", memory="16Gi")
     pods = objects.gang("train", 8, name, cpu="2", memory="1Gi")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 8), "the cache to see the gang", 10)
+    wait_for(lambda: scheduler.sees(objects.namespace, 8, nodes=4), "the cache to see the gang and the nodes", 10)
 
     report = scheduler.cycle()
 
@@ -39,7 +39,7 @@ def test_gang_that_cannot_fit_leaves_every_pod_unbound_and_says_why(objects: Obj
     # 3 cpu each: one pod per node, 4 of the 8 would fit — a gang of 8 takes none.
     pods = objects.gang("too-big", 8, name, cpu="3", memory="1Gi")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(objects.namespace, 8), "the cache to see the gang", 10)
+    wait_for(lambda: scheduler.sees(objects.namespace, 8, nodes=4), "the cache to see the gang and the nodes", 10)
 
     first = scheduler.cycle()
     second = scheduler.cycle()
