@@ -18,7 +18,9 @@ namespaces listed at that moment. The invariants (INVARIANTS):
   minMember of them bound, except for at most `gang_grace_s` (binds of one gang land over a
   cycle or so).
 - `queue-capability`: per Queue, the requests of its bound, unfinished, not terminating pods
-  (Volcano's "allocated": a releasing pod no longer counts) stay within spec.capability.
+  on nodes that exist (Volcano's "allocated": a releasing pod no longer counts; a pod left on a
+  deleted node runs nowhere, and the scheduler counts it in no queue) stay within
+  spec.capability.
 - `node-match`: a pod is bound to a node that exists, that it matches (nodeSelector, required
   node affinity) and tolerates (NoSchedule and NoExecute taints, cordon), judged when the bind
   is seen.
@@ -647,8 +649,9 @@ class Checker:
                      queue_of: Mapping[str, str]) -> tuple[dict[str, Resources], dict[str, list[Mapping[str, Any]]]]:
         usage: dict[str, Resources] = {}
         members: dict[str, list[Mapping[str, Any]]] = {}
+        existing = {node["metadata"]["name"] for node in world.nodes}
         for pod in world.pods:
-            if (pod.get("spec") or {}).get("nodeName") and not _finished(pod) and not _terminating(pod):
+            if (pod.get("spec") or {}).get("nodeName") in existing and not _finished(pod) and not _terminating(pod):
                 queue = queue_of[key_of(pod)]
                 _add(usage.setdefault(queue, {}), requests[key_of(pod)])
                 members.setdefault(queue, []).append(pod)
