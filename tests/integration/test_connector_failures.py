@@ -131,7 +131,7 @@ def test_a_gang_member_deleted_before_its_bind_leaves_the_gang_short_not_running
         objects.node(f"{ns}-n{i}", cpu="2", memory="8Gi")
     members = objects.gang("job", 3, name, cpu="2")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(ns, 3), "the cache to see the gang", 10)
+    wait_for(lambda: scheduler.sees(ns, 3, nodes=3), "the cache to see the gang and the nodes", 10)
     state = scheduler.cluster.snapshot()
     decisions = run_cycle(scheduler.scheduler.plan, state, scheduler.scheduler.options)
     assert len(decisions.bindings) == 3
@@ -167,7 +167,7 @@ def test_a_gang_with_a_member_refused_for_good_says_bind_failed_and_keeps_its_bo
         objects.node(f"{ns}-n{i}", cpu="2", memory="8Gi")
     members = objects.gang("job", 3, name, cpu="2")
     scheduler: InProcess = in_process(name)
-    wait_for(lambda: scheduler.sees(ns, 3), "the cache to see the gang", 10)
+    wait_for(lambda: scheduler.sees(ns, 3, nodes=3), "the cache to see the gang and the nodes", 10)
     refusing = RefusingBinds(scheduler.cluster.binder.api, {members[1]}, 403)
     scheduler.cluster.binder.api = refusing
 
