@@ -47,6 +47,7 @@ def open_session(plan: Plan, state: ClusterState, options: Options | None = None
     ssn = Session(plan, snap, kernels)
     ssn.open_plugins(plugin_registry())
     ssn.hold_reservations(options.now)
+    ssn.lost_to = options.lost_to or {}
     return ssn
 
 

@@ -207,6 +207,9 @@ class Options:
     pure_python: bool | None = None          # None: POLICYDSL_PURE_PYTHON decides
     fold_settled: bool | None = None         # None: runtime.snapshot.folds_settled(plan) decides
     now: float | None = None                 # the cycle's clock (seconds): reservations' time limit
+    # Job -> queues it lost pods to within the eviction audit's window (EvictionAudit.lost_to):
+    # reclaim takes nothing from those for it, so room is never traded back.
+    lost_to: Mapping[str, frozenset[str]] | None = None
 
 
 class Session:
@@ -246,7 +249,7 @@ class Session:
         self.chain_ptr = np.zeros(q_n + 1, dtype=np.int64)
         self.chain_ptr[1:] = np.cumsum([len(c) for c in self.queue_chain]) if q_n else 0
         self.chains = np.array([c for chain in self.queue_chain for c in chain], dtype=np.int64)
-        job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
+        job_queue = self.job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
         self.ledger = kernels.Ledger(
             snap.request, snap.task_job, snap.task_class, self.zero.view(np.uint8), self.status, self.task_node,
             self.used, self.pipelined, self.releasing, snap.job_first, self.job_allocated, self.job_ready,
@@ -281,6 +284,7 @@ class Session:
         self.held: dict[int, int] = {}
         self.released: dict[int, d.Reason] = {}
         self.now: float | None = None
+        self.lost_to: Mapping[str, frozenset[str]] = {}    # Options.lost_to
         self._tier_index = 0
         self._flat: dict[str, list[Callable]] = {}
         # An order callback's answers for every row at once, when its plugin offers them.
@@ -623,6 +627,15 @@ class Session:
 
     def preemptive(self, q: int, t: int) -> bool:
         return all(fn(q, t) for tier in self.fns("preemptive") for _, fn in tier)
+
+    def queue_reserved(self, q: int) -> np.ndarray:
+        """What queue q's reservations request (its PIPELINED tasks: held from earlier cycles,
+        or made by this cycle's preempt and reclaim). Pipelined room does not count in a queue's
+        allocation, so an action reserving more for q adds this by hand: a reservation the queue
+        could not take with these would never bind, and its evictions would buy nothing."""
+        tasks = np.flatnonzero(self.status == PIPELINED)
+        mine = tasks[self.job_queue[self.snap.task_job[tasks]] == q]
+        return self.snap.request[mine].sum(axis=0, dtype=np.int64)
 
     def could_take_back(self, v: int, evicted: bool, taker: int) -> bool:
         """Whether victim v's queue could reclaim v's room back from queue `taker` (taker is

@@ -29,10 +29,10 @@ def run(ssn: Session) -> None:
     by_priority = ssn.answers("preemptable", "priority")
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         jobs = heaps[q]
-        # Pipelined room does not count in the queue's allocation: the reservations committed
-        # for the queue's earlier jobs this cycle are added by hand, or two jobs that each fit
+        # Pipelined room does not count in the queue's allocation: the queue's reservations
+        # (held, and committed for its earlier jobs) are added by hand, or two jobs that each fit
         # the queue's capability alone would both evict for reservations that cannot both bind.
-        committed = np.zeros(snap.n_resources, dtype=np.int64)
+        committed = ssn.queue_reserved(q)
         while jobs:
             _, j = heapq.heappop(jobs)
             if not ssn.job_starving(j):

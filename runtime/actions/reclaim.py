@@ -10,7 +10,11 @@ cycle's evictions, could not reclaim its room back (the reclaimer's queue is not
 the victim's would be overused, or not `preemptive` for the victim) — whichever tier chose the
 victims. In Volcano the first tier that answers decides, and with
 conformance there (as its default configuration has it) any pod is a victim: two queues below
-their shares can take room from each other in one cycle and trade it back in the next."""
+their shares can take room from each other in one cycle and trade it back in the next. Across
+cycles, what happens in between (the leftover of a reclaim given to the taker past its share, a
+preemption inside the victim's queue lowering its allocation) can still make a take-back look
+fair; so a job does not reclaim from a queue it lost pods to within the eviction audit's window
+(Options.lost_to, runtime/evictions.py)."""
 
 from __future__ import annotations
 
@@ -34,13 +38,16 @@ def run(ssn: Session) -> None:
             continue
         jobs = heaps[q]
         name = snap.queues[q].name
-        # As in preempt: the reservations committed for the queue's earlier jobs count too.
-        committed = np.zeros(snap.n_resources, dtype=np.int64)
+        # As in preempt: the queue's reservations count too (held, preempt's of this cycle, and
+        # those committed for its earlier jobs here).
+        committed = ssn.queue_reserved(q)
         while jobs:
             _, j = heapq.heappop(jobs)
             if not ssn.job_starving(j):
                 continue
             stmt = ssn.new_statement()
+            # Queues this job lost pods to lately: taking room from them would trade it back.
+            lost_to = ssn.lost_to.get(snap.jobs[j].key, frozenset())
             reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined reclaimers
             failed: set[int] = set()       # classes that found no room: their other tasks would not
             for t in pending_of(ssn, j):
@@ -54,9 +61,10 @@ def run(ssn: Session) -> None:
                 def reason_for(v: int, pod=pod) -> d.Reason:
                     return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}", {"queue": name, "for": pod})
 
-                def may_evict(v: int, best_effort=best_effort) -> bool:
+                def may_evict(v: int, best_effort=best_effort, lost_to=lost_to) -> bool:
                     vq = snap.jobs[snap.task_job[v]].queue
                     return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
+                            and snap.queues[vq].name not in lost_to
                             and (not best_effort or bool(ssn.zero[v]))
                             and not ssn.could_take_back(v, evicted=False, taker=q))
 

@@ -33,7 +33,7 @@ from compiler.plan import Plan
 from runtime import queueshare
 from runtime.cycle import Options, VictimsNeeded, run_cycle
 from runtime.decisions import JOB, Decisions, Reason
-from runtime.evictions import EvictionAudit, eviction_queues, reservation_seconds
+from runtime.evictions import EvictionAudit, eviction_jobs, eviction_queues, reservation_seconds
 from runtime.metrics import Metrics, QueueUsage
 from runtime.model import ClusterState, group_key_of
 from runtime.objects import ObjectProblem, check_queues
@@ -312,7 +312,8 @@ class Scheduler:
         record = CycleRecord(want_facts=self.view is not None or self.metrics.volcano is not None)
         snapshotted = time.perf_counter()
         options = dataclasses.replace(self.options, now=time.time(),   # reservations' clock
-                                      fold_settled=True if optimistic else self.options.fold_settled)
+                                      fold_settled=True if optimistic else self.options.fold_settled,
+                                      lost_to=self.audit.lost_to(self._audit_clock()))
         try:
             decisions = run_cycle(plan, state, options, self._snapshot_cache, observer=record)
             self._list_victims = max(0, self._list_victims - 1)
@@ -374,6 +375,9 @@ class Scheduler:
         if report is not None and self.leading() and (record.queue_problems or record.unmet or record.weightless):
             report(record.queue_problems, record.unmet, record.weightless)
 
+    def _audit_clock(self) -> int:
+        return int(time.monotonic() - self._started)
+
     def _audit(self, plan: Plan, state: ClusterState, decisions: Decisions) -> None:
         """Whether the cycle's evictions buy anything, into the metrics (runtime/evictions.py)."""
         m = self.metrics
@@ -382,7 +386,7 @@ class Scheduler:
         audit = self.audit
         audit.window = max(1, int(reservation_seconds(plan)))
         before = (audit.wasted, audit.repeats, audit.exchanges)
-        audit.record(int(time.monotonic() - self._started), decisions, eviction_queues(state, decisions))
+        audit.record(self._audit_clock(), decisions, eviction_queues(state, decisions), eviction_jobs(state, decisions))
         m.wasted_evictions.inc(audit.wasted - before[0])
         m.repeated_evictions.inc(audit.repeats - before[1])
         m.traded_evictions.inc(audit.exchanges - before[2])

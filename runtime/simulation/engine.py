@@ -28,7 +28,7 @@ from compiler.plan import Plan
 from runtime.actions import registry as action_registry
 from runtime.cycle import collect, open_session
 from runtime.decisions import Decisions, Reason
-from runtime.evictions import EvictionAudit, eviction_queues
+from runtime.evictions import EvictionAudit, eviction_jobs, eviction_queues
 from runtime.queueshare import UnmetPromise, unmet_promises
 from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
 from runtime.rules.volumes import waits_on_storage
@@ -223,8 +223,9 @@ class Simulation:
         return bool(releasing)
 
     # --- one cycle ----------------------------------------------------------------------
-    def _cycle(self, now: float) -> tuple[Decisions, object]:
-        ssn = open_session(self.plan, self.state, dataclasses.replace(self.options, now=now), self._cache)
+    def _cycle(self, now: float, index: int) -> tuple[Decisions, object]:
+        options = dataclasses.replace(self.options, now=now, lost_to=self.audit.lost_to(index))
+        ssn = open_session(self.plan, self.state, options, self._cache)
         if self._unmet is None:   # nodes never change in a run: judged once, on the first cycle's cluster
             self._unmet = unmet_promises(ssn.snap)
         for name in self.plan.actions:
@@ -338,8 +339,11 @@ class Simulation:
                 else:
                     self._complete(payload[0], payload[1], now)
             left = self._leave(now)
-            decisions, ssn = self._cycle(now)
-            self.audit.record(cycles, decisions, eviction_queues(self.state, decisions))
+            # The audit's clock is the period grid, not the count of cycles run: cycles skipped
+            # while idle count too, so its window is 10 periods of simulated time.
+            decisions, ssn = self._cycle(now, index)
+            self.audit.record(index, decisions, eviction_queues(self.state, decisions),
+                              eviction_jobs(self.state, decisions))
             changed = self._apply(decisions, now)
             self.recorder.sample(now, self.state, ssn, self.options.scheduler_name)
             ssn.close()

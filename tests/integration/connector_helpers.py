@@ -294,7 +294,15 @@ class FakeKubelet(Poller):
                     self.api.request("DELETE", f"{base}/{name}", query={"gracePeriodSeconds": "0"})
                     self.deleted.append(name)
             elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") == "Pending":
-                self.api.merge_patch(f"{base}/{name}/status", {"status": {"phase": "Running"}})
+                # Only the pod as listed: a test may have reported it Succeeded since, and a
+                # kubelet never takes a finished pod back to Running (409 Conflict: it changed).
+                version = pod["metadata"]["resourceVersion"]
+                try:
+                    self.api.merge_patch(f"{base}/{name}/status", {"metadata": {"resourceVersion": version},
+                                                                   "status": {"phase": "Running"}})
+                except ApiError as exc:
+                    if exc.status not in (404, 409):
+                        raise
 
 
 # --- what happened to each pod ------------------------------------------------------------------------

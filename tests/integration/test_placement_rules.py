@@ -41,7 +41,10 @@ WEB_REPLICAS = 14  # two more than there are hosts: hostname anti-affinity leave
 GANG = "train"
 GANG_SIZE = 4
 # What fits: 12 replicas (one per host), the gang, both host-port pods (on two hosts), both
-# sidecar pods; the gated pod never.
+# sidecar pods; the gated pod never. The requests are sized so that this holds whatever order
+# the pods are placed in (a sidecar pod, a gang member, a host-port pod and a replica together
+# take exactly 8 CPUs): a scheduler that packs (binpack) may put any of them together and still
+# leave each host room for its replica, so "binds as many as kube-scheduler" is about the rules.
 EXPECTED_BOUND = {"web": 12, GANG: GANG_SIZE, "port": 2, "sidecar": 2, "gated": 0}
 BIND_TIMEOUT_S = 30.0
 SETTLE_S = 1.5  # after the expected binds, for any bind beyond them to show
@@ -78,7 +81,7 @@ def workload(scheduler: str, run: str) -> list[dict[str, Any]]:
                                                      "labelSelector": {"matchLabels": {"app": "web"}},
                                                      "matchLabelKeys": ["pod-template-hash"]}]))
     for i in range(GANG_SIZE):
-        pods.append(_pod(f"{GANG}-{i}", scheduler, run, GANG, cpu="2", labels={"gang": GANG},
+        pods.append(_pod(f"{GANG}-{i}", scheduler, run, GANG, cpu="1500m", labels={"gang": GANG},
                          annotations={"scheduling.k8s.io/group-name": GANG},
                          affinity=_hostname_anti_affinity(gang=GANG)))
     for i in range(2):
@@ -86,11 +89,12 @@ def workload(scheduler: str, run: str) -> list[dict[str, Any]]:
             {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "500m"}},
              "ports": [{"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"}]}]))
     for i in range(2):
-        # 3 + 3 CPUs: the sidecar keeps running next to the main container, so 6 of a node's 8.
+        # 2.5 + 2.5 CPUs: the sidecar keeps running next to the main container, so 5 of a node's 8
+        # (two do not fit on one node; counted as the larger container alone, they would).
         pods.append(_pod(f"sidecar-{i}", scheduler, run, "sidecar",
                          initContainers=[{"name": "proxy", "image": "busybox", "restartPolicy": "Always",
-                                          "resources": {"requests": {"cpu": "3"}}}],
-                         containers=[{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]))
+                                          "resources": {"requests": {"cpu": "2500m"}}}],
+                         containers=[{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "2500m"}}}]))
     pods.append(_pod("gated", scheduler, run, "gated", schedulingGates=[{"name": "policydsl.test/hold"}]))
     return pods
 

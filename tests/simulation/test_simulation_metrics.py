@@ -117,8 +117,8 @@ def test_a_gang_running_below_its_minimum_is_counted():
         node("n"), podgroup("g", min_member=2), pod("g-0", group="g"), pod("g-1", group="g"))], None)
     sim = Simulation(plan, scenario, Limits(cycles=1))
 
-    def half_a_gang(now):
-        decisions, ssn = Simulation._cycle(sim, now)
+    def half_a_gang(now, index):
+        decisions, ssn = Simulation._cycle(sim, now, index)
         return Decisions(bindings=[Binding("ns/g-0", "n")], podgroups=decisions.podgroups), ssn
 
     sim._cycle = half_a_gang             # a scheduler that breaks the gang rule
