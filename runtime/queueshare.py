@@ -104,7 +104,9 @@ def queue_figures(ssn, q: int, r: int, caps: np.ndarray | None = None) -> list[s
         out.append(f"guarantee {figure(ssn, r, snap.guarantee[q][r])}")
     if snap.borrow_limit[q][r] < UNLIMITED:
         out.append(f"borrow limit {figure(ssn, r, snap.borrow_limit[q][r])}")
-    out.append(f"allocated {figure(ssn, r, ssn.queue_allocated[q][r])}")
+    held = ssn.held_counted.get(q)
+    of_it = f" with {figure(ssn, r, held[r])} held for reservations" if held is not None and held[r] > 0 else ""
+    out.append(f"allocated {figure(ssn, r, ssn.queue_allocated[q][r])}{of_it}")
     return out
 
 
@@ -219,30 +221,34 @@ def limit_reason(ssn, q: int, r: int, request: np.ndarray, count: int, limit: fl
 
 
 def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarray, caps: np.ndarray,
-                           columns: np.ndarray, queue_order: Callable | None = None,
-                           preemptive: Callable | None = None, reclaimable: Callable | None = None) -> None:
+                           columns: np.ndarray, reserve: np.ndarray | None = None,
+                           queue_order: Callable | None = None, preemptive: Callable | None = None,
+                           reclaimable: Callable | None = None) -> None:
     """The extension points proportion and capacity answer alike. `deserved` orders queues and
     bounds preemptive and reclaim; `limit` is what allocation may not cross (proportion: the
     deserved share itself; capacity: the real capability) and what makes a queue overused;
-    `caps` bounds admission. A wait reason names the binding limit with its figures
-    (`limit_reason`). A plugin whose queue order, preemptive or reclaimable answer is its own
-    passes it instead."""
+    `caps` bounds admission; `reserve` (default `limit`) what a reservation held across cycles
+    may not cross. A wait reason names the binding limit with its figures (`limit_reason`). A
+    plugin whose queue order, preemptive or reclaimable answer is its own passes it instead."""
     snap = ssn.snap
     share = ssn.k.QueueShare(ssn.queue_allocated, deserved, columns).of
     within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns).count
+    reserve = limit if reserve is None else reserve
+    within_reserve = within if reserve is limit else ssn.k.CountWithin(reserve, ssn.queue_allocated, columns).count
 
     def by_share(q: int) -> tuple:
         return (-snap.queues[q].priority, share(q))
 
-    def allocatable(q: int, request: np.ndarray, count: int):
+    def allocatable(q: int, request: np.ndarray, count: int, reserving: bool = False):
         queue = snap.queues[q]
         if not queue.open:     # Volcano's proportion and capacity: a queue not Open allocates nothing
             return 0, d.Reason(d.QUEUE, f"queue {queue.name} is closed", {"queue": queue.name})
+        bound, counter = (reserve, within_reserve) if reserving else (limit, within)
         allowed, reason = count, None
         for c in ssn.queue_chain[q]:
-            n, binding = within(c, request, allowed)
+            n, binding = counter(c, request, allowed)
             if n < allowed:
-                reason = limit_reason(ssn, c, binding, request, allowed, limit[c][binding], caps)
+                reason = limit_reason(ssn, c, binding, request, allowed, bound[c][binding], caps)
                 allowed = n
         return allowed, reason
 

@@ -30,6 +30,8 @@ placement tree re-keys just those. Classes no stateful rule concerns pay nothing
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -285,6 +287,7 @@ class Session:
         self.released: dict[int, d.Reason] = {}
         self.now: float | None = None
         self.lost_to: Mapping[str, frozenset[str]] = {}    # Options.lost_to
+        self.held_counted: dict[int, np.ndarray] = {}      # queue -> reservations counted in (allocated_as_if)
         self._tier_index = 0
         self._flat: dict[str, list[Callable]] = {}
         # An order callback's answers for every row at once, when its plugin offers them.
@@ -471,7 +474,7 @@ class Session:
                 continue
             tasks = [t for t, _ in keep[j]]
             total = snap.request[tasks].sum(axis=0) + kept.get(q, 0)
-            if self.allocatable_count(q, total, 1)[0] < 1:
+            if self.allocatable_count(q, total, 1, reserving=True)[0] < 1:
                 name = snap.node_names[keep[j][0][1]]
                 ended[j] = d.Reason(d.RESERVATION, f"reservation on {name} released: queue "
                                     f"{snap.jobs[j].queue_name} may no longer allocate it", {"node": name})
@@ -488,7 +491,7 @@ class Session:
         if now is not None and pod.nominated_at is not None and now - pod.nominated_at > limit:
             return ended(f"held {now - pod.nominated_at:.0f}s, longer than {limit:g}s")
         job = snap.jobs[snap.task_job[t]]
-        if job.queue < 0 or self.allocatable_count(job.queue, snap.request[t], 1)[0] < 1:
+        if job.queue < 0 or self.allocatable_count(job.queue, snap.request[t], 1, reserving=True)[0] < 1:
             return ended(f"queue {job.queue_name} may no longer allocate it")
         cid = int(snap.task_class[t])
         if not self.stateful_codes(cid, np.array([node], dtype=np.int64))[0] & MASK_PASS:
@@ -617,10 +620,14 @@ class Session:
                 return True
         return False
 
-    def allocatable_count(self, q: int, request: np.ndarray, count: int) -> tuple[int, d.Reason | None]:
+    def allocatable_count(self, q: int, request: np.ndarray, count: int,
+                          reserving: bool = False) -> tuple[int, d.Reason | None]:
+        """How many of `count` tasks of `request` queue q may allocate, and why not more.
+        `reserving`: for a reservation held across cycles, which the queue plugins bound by its
+        capability rather than its deserved share (runtime/queueshare.py)."""
         reason = None
         for fn in self.flat("allocatable"):
-            allowed, why = fn(q, request, count)
+            allowed, why = fn(q, request, count, reserving) if reserving else fn(q, request, count)
             if allowed < count:
                 count, reason = allowed, why
         return count, reason
@@ -650,16 +657,26 @@ class Session:
         if evicted:
             return not self.overused(q) and self.preemptive(q, v)
         # What-if on the queue's allocation alone (the plugins' answers read it, nothing else
-        # of the eviction): taken off the queue and its ancestors, then put back.
-        chain = [*self.queue_chain[q], 0]      # the ledger counts the root's total too
-        req = self.snap.request[v]
-        for c in chain:
-            self.queue_allocated[c] -= req
-        try:
+        # of the eviction).
+        with self.allocated_as_if(q, -self.snap.request[v]):
             return not self.overused(q) and self.preemptive(q, v)
+
+    @contextmanager
+    def allocated_as_if(self, q: int, delta: np.ndarray, held: bool = False) -> Iterator[None]:
+        """Queue q's allocation (and its ancestors', the root's total too) changed by `delta`
+        while the block runs, then put back: the queue plugins' answers read nothing else.
+        `held`: the delta is reservations counted as allocated, which reasons say."""
+        chain = [*self.queue_chain[q], 0]
+        for c in chain:
+            self.queue_allocated[c] += delta
+        if held:
+            self.held_counted = {c: delta for c in chain}
+        try:
+            yield
         finally:
             for c in chain:
-                self.queue_allocated[c] += req
+                self.queue_allocated[c] -= delta
+            self.held_counted = {}
 
     def victims(self, point: str, preemptor: int, candidates: list[int]) -> list[int]:
         for tier in self.fns(point):

@@ -70,7 +70,12 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
         while at < len(run_tasks) and not ready:
             chunk = run_tasks[at:]
             want = min(len(chunk), 1 if one_task else missing(ssn, j, snap.pods[chunk[0]].task_role))
-            limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
+            held = held_beside(ssn, job.queue, chunk[0])
+            if held is None:
+                limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
+            else:
+                with ssn.allocated_as_if(job.queue, held, held=True):
+                    limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
             placed = place_run(ssn, stmt, chunk, limit) if limit > 0 else 0
             placed_any = placed_any or placed > 0
             at += placed
@@ -103,6 +108,20 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
     return False
 
 
+def held_beside(ssn: Session, q: int, t: int) -> np.ndarray | None:
+    """What queue q's held reservations that task t may not take request (None: there are none):
+    those of pods of t's priority or higher still waiting to bind. Pipelined room does not count
+    in the queue's allocation; without this, a pod of the same queue placed before a reservation's
+    turn could take the share it needs, and the evictions made for it would buy nothing."""
+    if not ssn.held or q < 0:
+        return None
+    snap = ssn.snap
+    floor = snap.task_priority[t]
+    held = [h for h in ssn.held if ssn.status[h] == PIPELINED and h != t
+            and ssn.job_queue[snap.task_job[h]] == q and snap.task_priority[h] >= floor]
+    return snap.request[held].sum(axis=0, dtype=np.int64) if held else None
+
+
 def bind_reservations(ssn: Session, stmt, j: int) -> int:
     """Job j's held reservations (Session.hold_reservations) become placements to bind where
     their room is idle now and their queue may allocate them (jobs placed earlier in this cycle
@@ -122,7 +141,7 @@ def bind_reservations(ssn: Session, stmt, j: int) -> int:
         # An ALLOCATED placement counts in the queue's allocation at once, so each check here
         # includes the job's reservations bound before it.
         if idle and queue >= 0:
-            idle = ssn.allocatable_count(queue, snap.request[t], 1)[0] >= 1
+            idle = ssn.allocatable_count(queue, snap.request[t], 1, reserving=True)[0] >= 1
         stmt.place(t, node, ALLOCATED if idle else PIPELINED)
     return len(held)
 

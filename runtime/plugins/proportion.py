@@ -36,8 +36,25 @@ class ProportionPlugin(Plugin):
         self.limit = np.minimum(np.floor(des), UNLIMITED).astype(np.int64)
         ssn.queue_deserved = self.limit
 
+        # A reservation whose victims were evicted is held and bound up to the queue's real
+        # capability, not its deserved share: the share moves with other queues' demand, and
+        # ending the reservation for that would waste the evictions. A queue that may not
+        # borrow (or only so much) keeps its deserved share as the bound, as its owner asked.
+        snap = ssn.snap
+        restricted = np.array([not self._may_borrow(snap, q) for q in range(len(snap.queues))], dtype=bool)
+        reserve = np.where(restricted[:, None], self.limit, self.caps)
         qs.register_queue_answers(
-            self, ssn, deserved=self.limit, limit=self.limit, caps=self.caps, columns=self.columns)
+            self, ssn, deserved=self.limit, limit=self.limit, caps=self.caps, columns=self.columns, reserve=reserve)
+
+    @staticmethod
+    def _may_borrow(snap, q: int) -> bool:
+        """Whether the queue and every ancestor may borrow without limit."""
+        while q >= 0:
+            info = snap.queues[q]
+            if not info.borrow or (snap.borrow_limit[q] < UNLIMITED).any():
+                return False
+            q = info.parent
+        return True
 
 
 PLUGIN = ProportionPlugin

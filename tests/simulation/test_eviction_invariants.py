@@ -99,10 +99,12 @@ def test_every_eviction_buys_its_beneficiary(case, pure):
 
 @SETTINGS
 @given(scenarios(), st.booleans())
-def test_no_queues_trade_room_and_no_pod_is_evicted_twice(case, pure):
+def test_no_queues_trade_room(case, pure):
+    # Repeats are not checked here: a pod evicted for one preemptor may be evicted again for a
+    # higher-priority pod that arrives later, as priority says it must.
     text, snapshot, workload = case
     audit = _simulate(text, snapshot, workload, pure).metrics.eviction_audit
-    assert (audit["exchanges"], audit["repeats"]) == (0, 0), (audit, text)
+    assert audit["exchanges"] == 0, (audit, text)
 
 
 # Cases the properties above found, each a class fixed (the directory names it):
@@ -113,6 +115,14 @@ def test_no_queues_trade_room_and_no_pod_is_evicted_twice(case, pure):
 # - wasted-reclaim-after-preempt: preempt reserved room for one pod of a queue, and reclaim then
 #   evicted for another pod of it that the queue could not take with the first (the reservation
 #   never bound). A queue's reservations count when an action reserves more for it.
+# - wasted-reservation-share-taken: reclaim reserved room for a pod; the next cycle allocate gave
+#   the queue's share to a pod of the same queue and priority whose job came first in job order
+#   (drf), so the reservation could never bind. A queue's held reservations count in its
+#   allocation for pods of their priority or lower.
+# - wasted-reservation-share-moved: preempt reserved room for a pod within its queue's deserved
+#   share; a pod of another queue arrived, the share shrank and the reservation ended. Under
+#   proportion a reservation is held up to the queue's capability (its deserved share where the
+#   queue may not borrow).
 # - repeat-across-idle-time: a pod evicted twice, 300 s apart; the audit counted cycles run,
 #   and the simulator skips idle time. Its clock is the period grid now.
 FOUND = sorted((Path(__file__).parent / "thrash" / "found").iterdir())
