@@ -163,3 +163,50 @@ def test_preempt_counts_the_queues_earlier_reservations_of_the_cycle(pure):
     kept = sum(1000 for key in state.pods if key.startswith("ns/low-") and key not in evicted)
     assert len(decisions.pipelined) == 4
     assert kept + 4 * 2000 <= 12000, f"{len(evicted)} evicted: the reservations cannot all bind"
+
+
+# A reservation made within its queue's deserved share, and then another queue's demand: qb's
+# waiting pod shrinks qa's share (proportion splits 8 CPUs 4/4 where qa alone had 6), so qa's
+# running 3 CPUs and the reservation's 2 are above it.
+def two_queues(qa: str = ""):
+    return policy(STANDARD_TIERS + f"queue qa {{ weight = 1 {qa} }}\nqueue qb {{ weight = 1 }}", actions=ACTIONS)
+
+
+@pytest.mark.parametrize("qa, held", [
+    ("", True),                  # may borrow: held up to its capability, and binds
+    ("borrow = false", False),   # may not borrow: its deserved share is the bound, as asked
+    ("borrow_limit = { cpu: 0 }", False),
+])
+def test_a_reservation_outlives_a_share_that_moved_unless_the_queue_may_not_borrow(pure, qa, held):
+    plan = two_queues(qa)
+    state = ClusterState()
+    node(state, "a", cpu=8000, memory=16 * GiB)
+    for name, queue in (("g", "qa"), ("other", "qb")):
+        state.add_podgroup(PodGroup("ns", name, min_member=1, queue=queue, phase="Inqueue", uid=f"pg-{name}"))
+    pod(state, "running", cpu=3000, node_name="a", group="g", priority=100)
+    nominated(state, "p", "a", group="g")
+    pod(state, "waiting", cpu=1000, group="other", priority=100)
+    decisions = run(state, pure, plan=plan)
+    if held:
+        assert placements(decisions)["ns/p"] == "a" and not decisions.released
+    else:
+        assert "queue qa may no longer allocate it" in released(decisions, "ns/p")
+
+
+def test_a_pod_of_the_queue_does_not_take_the_share_a_reservation_holds(pure):
+    # qa deserves 4 of 8 (qb waits for 4); it runs 2 and holds a reservation for 2 more. A pod
+    # of qa whose job comes first in drf's job order (it has nothing yet) is refused the share.
+    plan = two_queues()
+    state = ClusterState()
+    node(state, "a", cpu=8000, memory=16 * GiB)
+    for name, queue in (("g", "qa"), ("first", "qa"), ("other", "qb")):
+        state.add_podgroup(PodGroup("ns", name, min_member=1, queue=queue, phase="Inqueue", uid=f"pg-{name}"))
+    pod(state, "running", cpu=2000, node_name="a", group="g", priority=100)
+    leaving(state, "victim", "a", cpu=4000)
+    nominated(state, "p", "a", group="g")
+    pod(state, "rival", cpu=2000, group="first", priority=100)
+    pod(state, "waiting", cpu=4000, group="other", priority=100)
+    decisions = run(state, pure, plan=plan)
+    assert "ns/rival" not in placements(decisions)
+    [why] = [u.reasons for u in decisions.unschedulable if u.pod == "ns/rival"]
+    assert any("held for reservations" in r.message for r in why), why
