@@ -32,7 +32,7 @@ import numpy as np
 
 from compiler.quantities import format_base_units, readable_base_units
 from runtime import decisions as d
-from runtime.model import PG_PENDING, PG_RUNNING, ClusterState, group_key_of
+from runtime.model import PG_PENDING, ClusterState, group_key_of
 from runtime.queueshare import real_capability
 from runtime.queueshare import share as queue_share
 from runtime.snapshot import PENDING, UNLIMITED
@@ -269,8 +269,10 @@ def session_facts(ssn) -> SessionFacts:
 
 
 def with_podgroup_phases(facts: SessionFacts, decisions: d.Decisions, state: ClusterState) -> SessionFacts:
-    """Each queue's PodGroups per phase after the cycle (the phases it decided, as the Queue
-    status says them), and the settled gangs the state only counts, which are Running."""
+    """Each queue's PodGroups per phase after the cycle: the phases it decided (as the Queue
+    status says them), and every other PodGroup's own. A settled gang's PodGroup is among the
+    latter (Running): its pods are folded out of the state, its PodGroup is not, so the
+    settled count (SettledPods.groups) is not added again."""
     counts: dict[str, dict[str, int]] = {}
     decided = set()
     for status in decisions.podgroups:
@@ -284,9 +286,6 @@ def with_podgroup_phases(facts: SessionFacts, decisions: d.Decisions, state: Clu
         if key not in decided:
             per = counts.setdefault(group.queue, {})
             per[group.phase] = per.get(group.phase, 0) + 1
-    for queue, settled in (state.settled.groups if state.settled is not None else {}).items():
-        per = counts.setdefault(queue, {})
-        per[PG_RUNNING] = per.get(PG_RUNNING, 0) + settled
     rows = tuple(dataclasses.replace(row, podgroups=dict(sorted(counts.get(row.name, {}).items())))
                  for row in facts.queues)
     return dataclasses.replace(facts, queues=rows)

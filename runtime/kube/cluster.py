@@ -13,9 +13,12 @@ status of a PodGroup with binds in flight is written when its last bind has answ
 engine's status if all went through, else Unschedulable/BindFailed — so it never says Running
 for a gang that is short; until then, and while a status write is in flight, later cycles
 leave that object alone instead of writing the same thing twice. A change of a waiting
-PodGroup's condition alone is written once it has been due for CONDITION_DELAY_S, and a
-Queue's status at most every QUEUE_STATUS_EVERY_S: cycles start as often as pods arrive, and
-states that last a fraction of a second are not worth a write each.
+PodGroup's condition alone is written once it has been due for CONDITION_DELAY_S, a PodGroup
+admitted (Pending to Inqueue) once it has been for ADMISSION_DELAY_S, and a Queue's status at
+most every QUEUE_STATUS_EVERY_S: cycles start as often as pods arrive, and states that last a
+fraction of a second are not worth a write each. (A PodGroup created just before its pods is
+admitted before they arrive; written at once, Inqueue would cost each gang a second write when
+it runs a moment later. Volcano's scheduler, which runs once a second, admits no sooner.)
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ PODGROUP_API = "scheduling.volcano.sh/v1beta1"
 # once that change has been due this long: a gang seen while its pods are still being created
 # costs no request, and a reason that changes every cycle is written at most this often.
 CONDITION_DELAY_S = 1.0
+ADMISSION_DELAY_S = 0.5
 QUEUE_STATUS_EVERY_S = 1.0  # a Queue's status (allocated, groups per phase) at most this often
 
 
@@ -117,6 +121,7 @@ class KubeCluster:
         self._busy: set[str] = set()  # "PodGroup/ns/name", "Queue/name": a write (or gang binds) in flight
         self._totals = BindTotals()
         self._condition_due: dict[str, float] = {}  # PodGroup key -> when its condition change was first due
+        self._admission_due: dict[str, float] = {}  # PodGroup key -> when it was first admitted, unwritten
         self._queue_written: dict[str, float] = {}  # Queue name -> when its status was last written
         self.refused = RefusedPods()
         self._held: dict[str, Refusal] = {}  # the pods the last snapshot held back, and why
@@ -510,6 +515,7 @@ class KubeCluster:
         no_pods = {"running": 0, "succeeded": 0}
         clock = time.monotonic()
         due: dict[str, float] = {}
+        admitted: dict[str, float] = {}
         for pg in decisions.podgroups:
             if busy and f"PodGroup/{pg.name}" in busy:
                 continue
@@ -527,8 +533,15 @@ class KubeCluster:
                 if clock - since < CONDITION_DELAY_S:
                     due[pg.name] = since
                     continue
+            elif pg.phase == PG_INQUEUE and pg.name not in held and \
+                    same_phase_and_counts(current.get(pg.name), PG_PENDING, pg_counts):
+                since = self._admission_due.get(pg.name, clock)
+                if clock - since < ADMISSION_DELAY_S:
+                    admitted[pg.name] = since
+                    continue
             writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
         self._condition_due = due  # a change no longer computed is no longer due
+        self._admission_due = admitted
         for name in self.cache.queue_objects():
             if f"Queue/{name}" in busy or clock - self._queue_written.get(name, -QUEUE_STATUS_EVERY_S) \
                     < QUEUE_STATUS_EVERY_S:
@@ -626,7 +639,14 @@ class KubeCluster:
             waiting.add(ref.key)
             message = "; ".join(r.message for r in item.reasons)
             queued += self.events.record(ref, "Warning", "FailedScheduling", message)
-        # Pods placed or gone, PodGroups gone: their next Warning is news again.
-        groups = {f"PodGroup/{g.namespace}/{g.name}/{g.uid}" for g in state.podgroups.values()}
-        self.events.forget(lambda key: key in waiting or key in groups or not key.startswith(("Pod/", "PodGroup/")))
+        # Pods placed or gone, PodGroups gone: their next Warning is news again. (Each key is
+        # looked up, not every PodGroup listed: there are far fewer keys than PodGroups.)
+        def keep(key: str) -> bool:
+            if key in waiting or not key.startswith(("Pod/", "PodGroup/")):
+                return True
+            kind, namespace, name, uid = key.split("/", 3)
+            group = state.podgroups.get(f"{namespace}/{name}") if kind == "PodGroup" else None
+            return group is not None and group.uid == uid
+
+        self.events.forget(keep)
         return queued

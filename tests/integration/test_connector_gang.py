@@ -89,8 +89,11 @@ def test_gang_short_of_pods_says_so_on_its_podgroup_not_with_an_event_per_pod(ob
     assert {u.pod for u in report.decisions.unschedulable} == {f"{objects.namespace}/{p}" for p in pods}
     assert report.applied.events == 0  # none queued for the pods
     # Admitted while short of pods, as Volcano's enqueue does (its controller creates a vcjob's
-    # pods only once the PodGroup is Inqueue): the phase is written at once.
-    assert objects.read_podgroup("partial").get("status", {}).get("phase") == "Inqueue"
+    # pods only once the PodGroup is Inqueue): the phase is written once it has held for
+    # ADMISSION_DELAY_S (pods created right after their PodGroup make it Running instead).
+    assert objects.read_podgroup("partial").get("status", {}).get("phase") in (None, "Pending")
+    scheduler.cycle_until(lambda: objects.read_podgroup("partial").get("status", {}).get("phase") == "Inqueue",
+                          10, "the PodGroup Inqueue")
     group = scheduler.cycle_until(lambda: objects.read_podgroup("partial").get("status", {}).get("conditions")
                                   and objects.read_podgroup("partial"), 10, "a PodGroup condition")
     assert "gang has 2 of 3 pods" in group["status"]["conditions"][0]["message"]

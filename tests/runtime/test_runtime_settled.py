@@ -128,3 +128,26 @@ def test_settled_lone_pods_are_folded_and_counted_in_their_queue() -> None:
 ])
 def test_only_plans_without_victims_fold(actions: str, folds: bool) -> None:
     assert folds_settled(policy(STANDARD_TIERS, actions=actions)) is folds
+
+
+def test_a_settled_gang_counts_once_in_its_queues_podgroup_phases() -> None:
+    # A settled gang's pods are folded out and its queue counts it (SettledPods.groups); its
+    # PodGroup object, Running, is still in the state. The Volcano-named gauges and the
+    # dashboard read these counts: one Running PodGroup, not two.
+    from runtime.cycle import open_session
+    from runtime.model import SettledPods
+    from runtime.observe import session_facts, with_podgroup_phases
+
+    plan = PLANS["proportion"]
+    state = ClusterState()
+    node(state, "n0", cpu=8000)
+    state.add_podgroup(PodGroup("ns", "done", min_member=2, queue="q2", phase="Running", uid="pg-done"))
+    state.add_podgroup(PodGroup("ns", "next", min_member=1, queue="q2", phase="Inqueue", uid="pg-next"))
+    pod(state, "next-0", cpu=1000, group="next")
+    state.settled = SettledPods("volcano", {("q2", (("cpu", 2000), ("pods", 2))): 2}, {}, {"q2": 1}, {})
+    ssn = open_session(plan, state, Options(fold_settled=True))
+    facts = session_facts(ssn)
+    ssn.close()
+    decisions = run_cycle(plan, state, Options(fold_settled=True))
+    rows = {row.name: row for row in with_podgroup_phases(facts, decisions, state).queues}
+    assert rows["q2"].podgroups == {"Running": 2}      # the settled gang, and "next" now placed
