@@ -15,7 +15,6 @@ import itertools
 
 import numpy as np
 
-from runtime import decisions as d
 from runtime.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
 from runtime.queueshare import overused_reason
 from runtime.session import MASK_PASS, Session

@@ -45,7 +45,7 @@ from runtime.kube.podconditions import PodCondition, PodConditionWriter
 from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
 from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.metrics import Metrics, QueueUsage
-from runtime.model import PG_INQUEUE, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
+from runtime.model import PG_INQUEUE, PG_PENDING, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
 from runtime.objects import ObjectProblem
 from runtime.queueshare import UnmetPromise
 
