@@ -6,6 +6,7 @@ own record of bindings and evictions too."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from runtime.cycle import Options
 from runtime.simulation.engine import Limits, simulate
 from runtime.simulation.scenarios import scenario_from_documents
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# A longer search than CI's: POLICYDSL_EVICTION_EXAMPLES=3000 python -m pytest this file.
+EXAMPLES = int(os.environ.get("POLICYDSL_EVICTION_EXAMPLES", "30"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 QUEUES = ("qa", "qb")
 
 
