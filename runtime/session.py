@@ -30,7 +30,7 @@ placement tree re-keys just those. Classes no stateful rule concerns pay nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -627,7 +627,7 @@ class Session:
         capability rather than its deserved share (runtime/queueshare.py)."""
         reason = None
         for fn in self.flat("allocatable"):
-            allowed, why = fn(q, request, count, reserving) if reserving else fn(q, request, count)
+            allowed, why = fn(q, request, count, reserving)
             if allowed < count:
                 count, reason = allowed, why
         return count, reason
@@ -635,14 +635,19 @@ class Session:
     def preemptive(self, q: int, t: int) -> bool:
         return all(fn(q, t) for tier in self.fns("preemptive") for _, fn in tier)
 
-    def queue_reserved(self, q: int) -> np.ndarray:
+    def queue_reserved(self, q: int, among: Iterable[int] | None = None, floor: int | None = None) -> np.ndarray:
         """What queue q's reservations request (its PIPELINED tasks: held from earlier cycles,
-        or made by this cycle's preempt and reclaim). Pipelined room does not count in a queue's
+        or made by this cycle's preempt and reclaim; only those `among` given tasks, and of
+        priority `floor` or higher, when given). Pipelined room does not count in a queue's
         allocation, so an action reserving more for q adds this by hand: a reservation the queue
         could not take with these would never bind, and its evictions would buy nothing."""
-        tasks = np.flatnonzero(self.status == PIPELINED)
-        mine = tasks[self.job_queue[self.snap.task_job[tasks]] == q]
-        return self.snap.request[mine].sum(axis=0, dtype=np.int64)
+        snap = self.snap
+        tasks = np.flatnonzero(self.status == PIPELINED) if among is None else \
+            np.fromiter((t for t in among if self.status[t] == PIPELINED), dtype=np.int64)
+        keep = self.job_queue[snap.task_job[tasks]] == q
+        if floor is not None:
+            keep &= snap.task_priority[tasks] >= floor
+        return snap.request[tasks[keep]].sum(axis=0, dtype=np.int64)
 
     def could_take_back(self, v: int, evicted: bool, taker: int) -> bool:
         """Whether victim v's queue could reclaim v's room back from queue `taker` (taker is

@@ -108,17 +108,14 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
 
 
 def held_beside(ssn: Session, q: int, t: int) -> np.ndarray | None:
-    """What queue q's held reservations that task t may not take request (None: there are none):
-    those of pods of t's priority or higher still waiting to bind. Pipelined room does not count
-    in the queue's allocation; without this, a pod of the same queue placed before a reservation's
-    turn could take the share it needs, and the evictions made for it would buy nothing."""
+    """What queue q's held reservations that task t may not take request (None: nothing): those
+    of pods of t's priority or higher still waiting to bind. Pipelined room does not count in the
+    queue's allocation; without this, a pod of the same queue placed before a reservation's turn
+    could take the share it needs, and the evictions made for it would buy nothing."""
     if not ssn.held or q < 0:
         return None
-    snap = ssn.snap
-    floor = snap.task_priority[t]
-    held = [h for h in ssn.held if ssn.status[h] == PIPELINED and h != t
-            and ssn.job_queue[snap.task_job[h]] == q and snap.task_priority[h] >= floor]
-    return snap.request[held].sum(axis=0, dtype=np.int64) if held else None
+    held = ssn.queue_reserved(q, among=ssn.held, floor=int(ssn.snap.task_priority[t]))
+    return held if held.any() else None
 
 
 def bind_reservations(ssn: Session, stmt, j: int) -> int:

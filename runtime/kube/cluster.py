@@ -71,6 +71,16 @@ ADMISSION_DELAY_S = 0.5
 QUEUE_STATUS_EVERY_S = 1.0  # a Queue's status (allocated, groups per phase) at most this often
 
 
+def _not_yet(since: Mapping[str, float], still: dict[str, float], key: str, clock: float, delay: float) -> bool:
+    """Whether a write due since `since[key]` (now, if new) waits longer; if so, `still` keeps
+    when it became due (the next cycle's `since`)."""
+    first = since.get(key, clock)
+    if clock - first < delay:
+        still[key] = first
+        return True
+    return False
+
+
 def pod_ref(pod: Pod) -> InvolvedObject:
     return InvolvedObject("Pod", "v1", pod.namespace, pod.name, pod.uid)
 
@@ -529,15 +539,11 @@ class KubeCluster:
             if update is None:
                 continue
             if same_phase_and_counts(current.get(pg.name), pg.phase, pg_counts):
-                since = self._condition_due.get(pg.name, clock)
-                if clock - since < CONDITION_DELAY_S:
-                    due[pg.name] = since
+                if _not_yet(self._condition_due, due, pg.name, clock, CONDITION_DELAY_S):
                     continue
             elif pg.phase == PG_INQUEUE and pg.name not in held and \
                     same_phase_and_counts(current.get(pg.name), PG_PENDING, pg_counts):
-                since = self._admission_due.get(pg.name, clock)
-                if clock - since < ADMISSION_DELAY_S:
-                    admitted[pg.name] = since
+                if _not_yet(self._admission_due, admitted, pg.name, clock, ADMISSION_DELAY_S):
                     continue
             writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
         self._condition_due = due  # a change no longer computed is no longer due
