@@ -41,6 +41,13 @@ def to_base_units(resource: str, quantity: str | int | float) -> int:
 
     Raises ValueError with a readable message for a malformed or out-of-range quantity.
     """
+    # The same few quantities come in every pod the watch brings (two of them per container):
+    # parsed once each (the key's type too: True and 1 are equal keys).
+    return _base_units(resource, quantity, type(quantity))
+
+
+@lru_cache(maxsize=4096)
+def _base_units(resource: str, quantity: str | int | float, _kind: type) -> int:
     try:
         value = _parse_quantity()(quantity)
     except (ValueError, TypeError, ArithmeticError):

@@ -9,8 +9,9 @@ live explain, the queue visibility API, the dashboard and the Volcano-named metr
 
 Cheap while the scheduler runs at full speed: a cycle hands over what it computed anyway (the
 state it snapshotted, its Decisions, the session's queue arrays) and the few figures the views
-need are taken from the session before it closes (queue rows, pending order: O(queues + waiting
-jobs)). Everything per pod (the reasons index, explanations, node utilization) is worked out
+need are taken from the session before it closes (queue rows, pending order, PodGroups per
+phase: O(queues + jobs + PodGroups)), by one cycle a second at most (the scheduler's
+FACTS_EVERY_S; `figuresCycle` in the documents names it). The reasons are each cycle's own. Everything per pod (the reasons index, explanations, node utilization) is worked out
 only when somebody asks, once per cycle at most. Memory is bounded: one cycle is kept (the
 next replaces it), the per-pod reasons index holds at most MAX_EXPLAINED_PODS pods, each
 queue's pending list at most MAX_PENDING_PER_QUEUE jobs, and the history a fixed ring of
@@ -322,6 +323,7 @@ class CycleView:
     state: ClusterState
     decisions: d.Decisions
     facts: SessionFacts | None
+    facts_cycle: int = 0           # the cycle `facts` were taken in (at most FACTS_EVERY_S old)
     _reasons: dict[str, tuple[d.Reason, ...]] | None = field(default=None, repr=False)
     _reasons_left_out: int = 0
     _conditions: dict[str, str] | None = field(default=None, repr=False)
@@ -512,7 +514,7 @@ def _cluster_share(row: QueueRow, view: CycleView) -> float:
 
 def cycle_header(view: CycleView) -> dict[str, Any]:
     return {"cycle": view.number, "policy": view.policy, "revision": view.revision,
-            "at": _iso(view.at), "seconds": round(view.seconds, 6)}
+            "at": _iso(view.at), "seconds": round(view.seconds, 6), "figuresCycle": view.facts_cycle or view.number}
 
 
 def queues_document(view: CycleView) -> dict[str, Any]:

@@ -438,11 +438,14 @@ def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: Cluster
     yet become jobs without tasks, appended to `jobs`: Volcano's job controller creates a
     vcjob's pods only once enqueue has admitted its PodGroup. Returns job_first with their
     (empty) ranges."""
+    waiting = [(key, group) for key, group in state.podgroups.items() if group.phase in (PG_PENDING, PG_INQUEUE)]
+    if not waiting:   # most PodGroups of a busy cluster run: the phase is looked at first
+        return job_first
     named = {job.key for job in jobs}
     added = 0
     none = np.zeros(0, dtype=np.int64)
-    for key, group in state.podgroups.items():
-        if key in named or group.phase not in (PG_PENDING, PG_INQUEUE):
+    for key, group in waiting:
+        if key in named:
             continue
         q = queue_index.get(group.queue, -1)
         problem = (f"queue {group.queue} does not exist" if q < 0 else

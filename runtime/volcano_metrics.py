@@ -19,6 +19,7 @@ the PodGroups that still exist), so their number stays that of the jobs and queu
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -54,6 +55,7 @@ class _Histogram:
     """Cumulative bucket counts, fed many observations at once."""
 
     def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
         self.edges = np.array(buckets, dtype=np.float64)
         self.counts = np.zeros(len(buckets) + 1, dtype=np.int64)   # the last: above every edge (+Inf)
         self.sum = 0.0
@@ -65,6 +67,11 @@ class _Histogram:
         # A value equal to an edge counts in it (Prometheus' `le`).
         self.counts += np.bincount(np.searchsorted(self.edges, values, side="left"), minlength=len(self.counts))
         self.sum += float(values.sum())
+
+    def observe_one(self, value: float) -> None:
+        """One observation, without numpy: a cycle's latency and each action's."""
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.sum += float(value)
 
     def family_sample(self) -> tuple[list[tuple[str, float]], float]:
         cumulative = np.cumsum(self.counts)
@@ -100,7 +107,7 @@ class VolcanoMetrics(Collector):
 
     def cycle(self, seconds: float, actions: Iterable[tuple[str, float]], facts, decisions: d.Decisions,
               state: ClusterState | None = None, now: float | None = None) -> None:
-        """One cycle's figures: `facts` is its runtime.observe.SessionFacts."""
+        """One cycle's figures: `facts` is the runtime.observe.SessionFacts it took, or None."""
         victims = sum(1 for e in decisions.evictions if e.reason.kind == d.PREEMPTION)
         task_latencies = job_latencies = None
         newly_running: list[tuple[tuple[str, str, str], float, float]] = []
@@ -118,24 +125,27 @@ class VolcanoMetrics(Collector):
                                       max(0.0, now - group.creation)))
             job_latencies = [latency * 1000 for _, _, latency in newly_running]
         with self._lock:
-            self._e2e.observe([seconds * 1000])
+            self._e2e.observe_one(seconds * 1000)
             for action, spent in actions:
-                self._actions.setdefault(action, _Histogram(LATENCY_MS_BUCKETS)).observe([spent * 1000])
+                self._actions.setdefault(action, _Histogram(LATENCY_MS_BUCKETS)).observe_one(spent * 1000)
             self._attempts["scheduled"] += len(decisions.bindings)
             self._attempts["unschedulable"] += len(decisions.unschedulable)
             self._victims = float(victims)
             if victims:
                 self._preemption_attempts += 1
             if task_latencies is not None:
-                self._task.observe(task_latencies)
-                self._job.observe(job_latencies)
+                if len(task_latencies):
+                    self._task.observe(task_latencies)
+                if job_latencies:
+                    self._job.observe(job_latencies)
                 for labels, start, latency in newly_running:
                     self._scheduled[labels] = (latency, start, now)
                 if state is not None and time.monotonic() - self._pruned >= PRUNE_EVERY_S:
                     self._pruned = time.monotonic()
                     self._scheduled = {k: v for k, v in self._scheduled.items()
                                        if f"{k[2]}/{k[0]}" in state.podgroups}
-            self._facts = facts
+            if facts is not None:   # a cycle that took no figures (FACTS_EVERY_S) keeps the last ones
+                self._facts = facts
 
     # --- read by Prometheus ------------------------------------------------------------------
     def describe(self) -> list[Metric]:

@@ -53,6 +53,12 @@ PAUSE_PER_CYCLE = 2.0
 # After a cycle that had to list the settled pods as victims, so many more list them at once
 # (a cluster preempting now is likely to preempt next cycle too) before folding is tried again.
 LIST_VICTIMS_CYCLES = 10
+# The views' queue rows and pending order, and the Volcano-named queue metrics, are taken from
+# a cycle at most this often (and at every new policy revision): under a stream of arrivals
+# cycles run ten times a second, and the figures cost O(jobs + PodGroups) each time, for
+# readers that refresh every few seconds. The reasons (explain, conditions, Events) are each
+# cycle's own.
+FACTS_EVERY_S = 1.0
 FOREIGN_SCHEDULER = "<left out: unknown queue>"  # no pod's schedulerName: such pods take room, join no job
 
 
@@ -163,9 +169,14 @@ class Scheduler:
     def __init__(self, plan: Plan, cluster: ClusterConnection, *, scheduler_name: str = "volcano",
                  period: float = 1.0, min_interval: float = 0.1, metrics: Metrics | None = None,
                  elector: Elector | None = None, pure_python: bool | None = None,
-                 view: LiveView | None = None) -> None:
+                 view: LiveView | None = None, facts_every: float = FACTS_EVERY_S) -> None:
         self.cluster = cluster
         self.view = view  # the last cycle for the read-only HTTP views (explain, queues, /ui)
+        self.facts_every = facts_every
+        self._facts: SessionFacts | None = None   # the last figures taken, with their cycle, clock and revision
+        self._facts_cycle = 0
+        self._facts_at = float("-inf")
+        self._facts_revision = ""
         self.scheduler_name = scheduler_name
         self.period = period
         self.min_interval = min_interval
@@ -309,7 +320,8 @@ class Scheduler:
                       and bool(set(plan.actions) & VICTIM_ACTIONS))
         state = self.cluster.snapshot(fold_settled=fold or optimistic)
         self._drop_invalid(state, plan)
-        record = CycleRecord(want_facts=self.view is not None or self.metrics.volcano is not None)
+        want_facts = self._facts_due(plan, started)
+        record = CycleRecord(want_facts=want_facts)
         snapshotted = time.perf_counter()
         options = dataclasses.replace(self.options, now=time.time(),   # reservations' clock
                                       fold_settled=True if optimistic else self.options.fold_settled,
@@ -321,7 +333,7 @@ class Scheduler:
             self._list_victims = LIST_VICTIMS_CYCLES
             state = self.cluster.snapshot(fold_settled=False)
             self._drop_invalid(state, plan)
-            record = CycleRecord()
+            record = CycleRecord(want_facts=want_facts)
             decisions = run_cycle(plan, state, dataclasses.replace(options, fold_settled=False),
                                   self._snapshot_cache, observer=record)
         decided = time.perf_counter()
@@ -343,13 +355,15 @@ class Scheduler:
         m.set_queues(record.usage)
         self._report_queues(record)
         if record.facts is not None:
-            record.facts = with_podgroup_phases(record.facts, decisions, state)
-            m.set_queue_jobs(record.facts.queues)
-            if m.volcano is not None:
-                m.volcano.cycle(seconds, record.actions, record.facts, decisions, state, time.time())
+            self._facts = with_podgroup_phases(record.facts, decisions, state)
+            self._facts_cycle, self._facts_at, self._facts_revision = self.cycles, started, plan.revision
+            m.set_queue_jobs(self._facts.queues)
+        if m.volcano is not None:
+            m.volcano.cycle(seconds, record.actions, self._facts if record.facts is not None else None,
+                            decisions, state, time.time())
         if self.view is not None:
             self.view.record(CycleView(self.cycles, plan.revision, plan.name, time.time(), seconds,
-                                       self.scheduler_name, state, decisions, record.facts))
+                                       self.scheduler_name, state, decisions, self._facts, self._facts_cycle))
         if decisions.bindings or decisions.evictions:
             done = f"{applied.bound} bound" if applied.bound or not applied.binding else f"{applied.binding} binding"
             log.info("cycle %d: %s, %d evicted, %d waiting (%.0f ms: snapshot %.0f, actions %.0f, apply %.0f) "
@@ -358,6 +372,12 @@ class Scheduler:
                      (snapshotted - started) * 1000, (decided - snapshotted) * 1000, (time.perf_counter() - decided) * 1000,
                      plan.revision)
         return CycleReport(self.cycles, decisions, applied, seconds, plan.revision)
+
+    def _facts_due(self, plan: Plan, now: float) -> bool:
+        """Whether this cycle takes the views' figures (FACTS_EVERY_S)."""
+        if self.view is None and self.metrics.volcano is None:
+            return False
+        return self._facts is None or plan.revision != self._facts_revision or now - self._facts_at >= self.facts_every
 
     def _report_queues(self, record: CycleRecord) -> None:
         """Queues that cannot run their jobs, promises the cluster cannot keep and queues of

@@ -5,6 +5,7 @@ order, bounded memory, HTTP answers, the dashboard's content and cache, Volcano'
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from runtime.kube.embedded import EmbeddedCluster
 from runtime.kube.scheduler import Scheduler
 from runtime.metrics import Metrics
 from runtime.objects import load_path
-from runtime.observe import LiveView
+from runtime.observe import LiveView, queues_document
 from runtime.session import Options
 from runtime.simulation.explanation import explain
 from runtime.webapi import routes
@@ -63,9 +64,12 @@ def state(tmp_path: Path):
     return load_path(write_objects(tmp_path / "cluster.yaml", cluster_objects()))
 
 
-def run_live(state, plan=None, cycles: int = 1, metrics: Metrics | None = None) -> tuple[LiveView, Scheduler]:
+def run_live(state, plan=None, cycles: int = 1, metrics: Metrics | None = None,
+             facts_every: float = 0.0) -> tuple[LiveView, Scheduler]:
+    """Cycles one after another; by default each takes the views' figures (no FACTS_EVERY_S)."""
     view = LiveView()
-    scheduler = Scheduler(plan or plan_of(), EmbeddedCluster(state), metrics=metrics or Metrics(), view=view)
+    scheduler = Scheduler(plan or plan_of(), EmbeddedCluster(state), metrics=metrics or Metrics(), view=view,
+                          facts_every=facts_every)
     for _ in range(cycles):
         scheduler.run_once()
     return view, scheduler
@@ -302,6 +306,26 @@ def test_volcano_metrics_are_off_on_request(state) -> None:
     assert "policydsl_queue_pending_jobs" in metrics.render().decode()
 
 
+def test_figures_are_taken_once_a_second_and_at_a_new_revision(tmp_path: Path) -> None:
+    state = load_path(write_objects(tmp_path / "c.yaml", [node("n1", cpu="4"), podgroup("g", min_member=1),
+                                                          pod("g-0", group="g", cpu="8")]))
+    metrics = Metrics(volcano=True)
+    view, scheduler = run_live(state, metrics=metrics, facts_every=3600.0)
+    assert view.last.facts_cycle == 1 and view.last.queue("default").pending_jobs == 1
+    del state.pods["ns/g-0"]
+    del state.podgroups["ns/g"]
+    scheduler.run_once()
+    # The reasons are the second cycle's; the figures still the first's, and say so.
+    last = view.last
+    assert (last.number, last.facts_cycle, queues_document(last)["figuresCycle"]) == (2, 1, 1)
+    assert not last.decisions.unschedulable and last.queue("default").pending_jobs == 1
+    assert 'volcano_unschedule_task_count{job_id="g"} 1.0' in metrics.render().decode()
+    scheduler.set_plan(dataclasses.replace(scheduler.plan, revision="next"))
+    scheduler.run_once()
+    assert view.last.facts_cycle == 3 and view.last.queue("default").pending_jobs == 0
+    assert 'job_id="g"' not in metrics.render().decode()
+
+
 def test_a_job_that_stops_waiting_takes_its_series_with_it(tmp_path: Path) -> None:
     state = load_path(write_objects(tmp_path / "c.yaml", [node("n1", cpu="4"), podgroup("g", min_member=1),
                                                           pod("g-0", group="g", cpu="8")]))
@@ -374,3 +398,16 @@ def test_the_dashboard_shows_card_use_and_fragmentation(tmp_path: Path) -> None:
     use = page[page.index('id="utilization"'):page.index("</table>", page.index('id="utilization"'))]
     row = use[use.index("<td>nvidia.com/gpu-40gb-memory</td>"):]
     assert row[:row.index("</tr>")].endswith('<td class="num">100%</td>')   # fragmented free: all of it
+
+
+@pytest.mark.parametrize("value", [0.0, 5.0, 5.000001, 80.0, 1e9])
+def test_one_observation_counts_in_the_bucket_many_would(value) -> None:
+    from runtime.volcano_metrics import LATENCY_MS_BUCKETS, _Histogram
+
+    one, many = _Histogram(LATENCY_MS_BUCKETS), _Histogram(LATENCY_MS_BUCKETS)
+    one.observe_one(value)
+    many.observe([value])
+    assert one.family_sample() == many.family_sample()
+    # A value equal to an edge counts in it (Prometheus' `le`).
+    buckets, _ = one.family_sample()
+    assert next(count for le, count in buckets if le == "+Inf" or float(le) >= value) == 1.0
