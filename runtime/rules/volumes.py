@@ -270,7 +270,11 @@ class VolumeRule(StatefulRule):
                 self._rwop_classes[use.key].add(cid)
             ident = attach_identity(use.volume if use.mode == BOUND else None, use.claim, self.storage)
             if ident is not None and self.limits:
-                drivers.setdefault(ident[0], []).append(ident[1])
+                # A delayed claim the class knows by its shape is each pod's own: a volume attached
+                # nowhere yet, not the head pod's claim (which may be placed already).
+                shaped = use.mode == DELAYED and not (i < len(key_of) and key_of[i][1] == use.key)
+                drivers.setdefault(ident[0], []).append(f"{ident[0]}/<a new volume: claim {i}>" if shaped
+                                                        else ident[1])
                 self._limit_of(ident[0])
                 self._driver_classes[ident[0]].add(cid)
         slots.sort(key=lambda sl: sl.request)      # kube's volume binder: smallest claims first

@@ -233,6 +233,22 @@ def test_attach_limits_count_a_shared_volume_once_and_this_cycles_placements(pur
     assert len(placed) == 2 and len(set(placed.values())) == 2
 
 
+@pytest.mark.parametrize("existing", [0, 1, 2])
+def test_claims_alike_still_to_be_provisioned_each_count_toward_the_attach_limit(pure, existing):
+    # Delayed claims of one shape share a task class; each is still its own volume on the node,
+    # whether it takes an existing PV or a provisioned one.
+    docs = [node_doc("n1", labels={ZONE: "z1"}), csinode_doc("n1", {DRIVER: 1}),
+            storage_class("zonal", provisioner=DRIVER, topologies=[(ZONE, ["z1"])]),
+            *[pv_doc(f"pv{i}", cls="zonal", driver=DRIVER, size="1Gi", labels={ZONE: "z1"},
+                     affinity=[{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z1"]}]}])
+              for i in range(existing)],
+            pvc_doc("c0", cls="zonal", size="1Gi"), pvc_doc("c1", cls="zonal", size="1Gi")]
+    decisions = run([*docs, claim_pod("a", ["c0"]), claim_pod("b", ["c1"])], pure)
+    assert len(bound(decisions)) == 1
+    waiting = ({"a", "b"} - set(bound(decisions))).pop()
+    assert reasons(decisions, waiting) == ["0/1 nodes are available: 1 node(s) exceed max volume count."]
+
+
 # --- delayed binding (WaitForFirstConsumer) ---------------------------------------------------------
 
 def test_the_smallest_volume_that_fits_is_chosen(pure):
