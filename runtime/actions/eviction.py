@@ -46,14 +46,15 @@ def spare(ssn: Session, j: int) -> int:
 
 
 def wants_victims(ssn: Session) -> bool:
-    """Whether preempt or reclaim could evict anything now: some admitted job has a task still
-    pending and is starving (both actions consider no other). Where none has, their answer is
-    nothing, whichever pods could be victims."""
+    """Whether preempt or reclaim could evict anything now: some admitted, valid job has a task
+    still pending and is starving (both actions consider no other: eligible_jobs). Where none
+    has, their answer is nothing, whichever pods could be victims. A gang whose pods are still
+    being created is such a job that is not valid (fewer pods than its minMember)."""
     gated = "enqueue" in ssn.plan.actions
     for j in np.flatnonzero(ssn.job_pending).tolist():
         if gated and ssn.job_phase[j] == "Pending":
             continue
-        if ssn.job_starving(j):
+        if ssn.job_starving(j) and ssn.job_valid(j) is None:
             return True
     return False
 

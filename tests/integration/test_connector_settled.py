@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from runtime_helpers import STANDARD_TIERS, policy
 
 from runtime.cycle import Options, VictimsNeeded, open_session, run_cycle
-from runtime.kube.cache import NODES, PODGROUPS, PODS, ClusterCache
+from runtime.kube.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, ClusterCache
 from runtime.kube.settled import Gang, gang_settles
 from runtime.kube.status import pod_counts, podgroup_update, queue_phases
 from runtime.model import GPU_INDEX_ANNOTATION, QUEUE_ANNOTATION, ClusterState, Pod, PodGroup, member_settles
@@ -294,6 +294,27 @@ def test_a_preemptor_makes_a_folded_cycle_ask_for_its_victims() -> None:
         run_cycle(EVICTING, feed.cache.snapshot(fold_settled=True), Options(fold_settled=True))
     listed = run_cycle(EVICTING, feed.cache.snapshot(), Options())
     assert len(listed.evictions) == 2 and set(listed.pipelined) == {"ns/p9"}
+
+
+def test_a_gang_still_short_of_pods_folds_and_asks_for_victims_once_whole() -> None:
+    # Preempt and reclaim consider valid jobs only: a gang with fewer pods than its minMember
+    # evicts nothing, so a folded cycle need not list the settled pods for it.
+    feed = Feed()
+    feed.play([("upsert", i, pod_object(i, scheduler=OURS, node=NODE_NAMES[i % 2], phase="Running", group=None,
+                                        queue="q1", cpu="2", releasing=False, cards=False)) for i in range(8)])
+    with feed.cache._lock:
+        feed.cache._upsert(PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 1000})
+    big = podgroup_object("big", min_member=3, queue="q1", min_cpu=None, phase="Inqueue")
+    big["spec"]["priorityClassName"] = "high"
+    feed.play([("podgroup", big), ("upsert", 10, gang_pod(10, "big", cpu="4")), ("upsert", 11, gang_pod(11, "big", cpu="4"))])
+    folded = run_cycle(EVICTING, feed.cache.snapshot(fold_settled=True), Options(fold_settled=True))
+    listed = run_cycle(EVICTING, feed.cache.snapshot(), Options())
+    assert not listed.evictions and folded.to_json() == listed.to_json()
+    feed.play([("upsert", 12, gang_pod(12, "big", cpu="4"))])
+    with pytest.raises(VictimsNeeded):
+        run_cycle(EVICTING, feed.cache.snapshot(fold_settled=True), Options(fold_settled=True))
+    listed = run_cycle(EVICTING, feed.cache.snapshot(), Options())
+    assert len(listed.evictions) == 6 and len(listed.pipelined) == 3
 
 
 def gang_state(cache: ClusterCache) -> tuple[list[str], dict[str, int]]:
