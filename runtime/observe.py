@@ -11,8 +11,9 @@ Cheap while the scheduler runs at full speed: a cycle hands over what it compute
 state it snapshotted, its Decisions, the session's queue arrays) and the few figures the views
 need are taken from the session before it closes (queue rows, pending order, PodGroups per
 phase: O(queues + jobs + PodGroups)), by one cycle a second at most (the scheduler's
-FACTS_EVERY_S; `figuresCycle` in the documents names it). The reasons are each cycle's own. Everything per pod (the reasons index, explanations, node utilization) is worked out
-only when somebody asks, once per cycle at most. Memory is bounded: one cycle is kept (the
+FACTS_EVERY_S; `figuresCycle` in the documents names it). The reasons are each cycle's own.
+Everything per pod (the reasons index, explanations, node utilization) is worked out only
+when somebody asks, once per cycle at most. Memory is bounded: one cycle is kept (the
 next replaces it), the per-pod reasons index holds at most MAX_EXPLAINED_PODS pods, each
 queue's pending list at most MAX_PENDING_PER_QUEUE jobs, and the history a fixed ring of
 samples (HISTORY_SAMPLES, one every HISTORY_EVERY_S: the last hour).

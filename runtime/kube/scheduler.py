@@ -354,13 +354,13 @@ class Scheduler:
         m.pods_waiting.set(len(decisions.unschedulable))
         m.set_queues(record.usage)
         self._report_queues(record)
+        fresh = None   # the figures, when this cycle took them (FACTS_EVERY_S)
         if record.facts is not None:
-            self._facts = with_podgroup_phases(record.facts, decisions, state)
+            fresh = self._facts = with_podgroup_phases(record.facts, decisions, state)
             self._facts_cycle, self._facts_at, self._facts_revision = self.cycles, started, plan.revision
-            m.set_queue_jobs(self._facts.queues)
+            m.set_queue_jobs(fresh.queues)
         if m.volcano is not None:
-            m.volcano.cycle(seconds, record.actions, self._facts if record.facts is not None else None,
-                            decisions, state, time.time())
+            m.volcano.cycle(seconds, record.actions, fresh, decisions, state, time.time())
         if self.view is not None:
             self.view.record(CycleView(self.cycles, plan.revision, plan.name, time.time(), seconds,
                                        self.scheduler_name, state, decisions, self._facts, self._facts_cycle))

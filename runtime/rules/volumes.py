@@ -244,6 +244,8 @@ class VolumeRule(StatefulRule):
         drivers: dict[str, list[str]] = {}
         key_of = self.vs.class_keys.get(self.snap.classes[cid].head, ())
         for i, use in enumerate(uses):
+            # A delayed claim only this pod names is known to the class by its shape alone.
+            shaped = use.mode == DELAYED and not (i < len(key_of) and key_of[i][1] == use.key)
             if use.mode == BOUND:
                 if use.volume is None:
                     fail(PV_MISSING, np.zeros(n, dtype=bool))
@@ -262,17 +264,15 @@ class VolumeRule(StatefulRule):
             elif use.mode == DELAYED:
                 s = self._shape(use.claim)
                 self.shapes[s].classes.add(cid)
-                named = i < len(key_of) and key_of[i][1] == use.key
-                slots.append(_Slot(s, use.claim.request, use.key if named else None))
-                if named:
+                slots.append(_Slot(s, use.claim.request, None if shaped else use.key))
+                if not shaped:
                     self._named_classes[use.key].add(cid)
             if READ_WRITE_ONCE_POD in use.claim.access_modes:
                 self._rwop_classes[use.key].add(cid)
             ident = attach_identity(use.volume if use.mode == BOUND else None, use.claim, self.storage)
             if ident is not None and self.limits:
-                # A delayed claim the class knows by its shape is each pod's own: a volume attached
-                # nowhere yet, not the head pod's claim (which may be placed already).
-                shaped = use.mode == DELAYED and not (i < len(key_of) and key_of[i][1] == use.key)
+                # Such a claim is each pod's own: a volume attached nowhere yet, not the head
+                # pod's claim (which may be placed already).
                 drivers.setdefault(ident[0], []).append(f"{ident[0]}/<a new volume: claim {i}>" if shaped
                                                         else ident[1])
                 self._limit_of(ident[0])
