@@ -1,4 +1,4 @@
-"""Builds the Cython kernels of runtime/kernels (the rest of the packaging is pyproject.toml)."""
+"""Builds the Cython kernels of runtime/engine/kernels (the rest of the packaging is pyproject.toml)."""
 
 from pathlib import Path
 
@@ -6,11 +6,11 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-KERNELS = sorted(Path("runtime/kernels").glob("*.pyx"))
+KERNELS = sorted(Path("runtime/engine/kernels").glob("*.pyx"))
 
 extensions = [
     Extension(
-        "runtime.kernels." + path.stem,
+        "runtime.engine.kernels." + path.stem,
         [str(path)],
         include_dirs=[numpy.get_include()],
         extra_compile_args=["-O3"],

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make a real etcd + kube-apiserver + kube-scheduler, and Volcano's job
 # controllers, available for the integration tests (tests/integration,
-# runtime/devcluster.py).
+# policydsl/cli/devcluster.py).
 #
 #   etcd                   Debian's etcd-server package (apt-get), unless already on PATH.
 #   kube-apiserver         built with the local Go toolchain from the k8s.io/kubernetes

@@ -4,7 +4,7 @@
    proportion and binpack, collect) for 5,000 nodes and 20,000 pods in 2,000 gang jobs over 20
    queues, with the compiled kernels and the node cache warm (a running scheduler's steady
    state): placements per second of the best of --repeat cycles; median and worst shown too.
-2. The same cycle on the same cluster with the pure-Python kernels (runtime/kernels/reference.py:
+2. The same cycle on the same cluster with the pure-Python kernels (runtime/engine/kernels/reference.py:
    the same algorithms — the snapshot's passes over the pods and its jobs, the placement segment
    tree and its refresh policy, the ledger, the share helpers, collect's decisions — as plain Python), best
    of as many cycles. Both paths must make identical decisions (checked). `speedup_vs_python` =
@@ -59,15 +59,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.pipeline import compile_text  # noqa: E402
-from runtime.cycle import Options, collect, open_session  # noqa: E402
-from runtime.actions import registry as actions  # noqa: E402
+from runtime.engine.cycle import Options, collect, open_session  # noqa: E402
+from runtime.engine.actions import registry as actions  # noqa: E402
 from runtime.kube.settled import SettledLedger  # noqa: E402
-from runtime.model import (  # noqa: E402
+from runtime.cluster.model import (  # noqa: E402
     QUEUE_ANNOTATION, ClusterState, LabelSelector, MatchExpression, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint,
     settles,
 )
-from runtime.snapshot import SnapshotCache, build_snapshot  # noqa: E402
-from runtime.storage import (  # noqa: E402
+from runtime.engine.snapshot import SnapshotCache, build_snapshot  # noqa: E402
+from runtime.cluster.storage import (  # noqa: E402
     WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim, PodClaim, StorageClass,
 )
 

@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster_dir = None
     kubeconfig = args.kubeconfig
     if kubeconfig is None:
-        from runtime import devcluster
+        from policydsl.cli import devcluster
 
         cluster_dir = Path(tempfile.mkdtemp(prefix="policydsl-load-cluster-"))
         say(f"starting a dev cluster in {cluster_dir}")

@@ -49,13 +49,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from policydsl.commands.flags import duration  # noqa: E402
-from runtime.decisions import Decisions  # noqa: E402
-from runtime.kube.embedded import EmbeddedCluster  # noqa: E402
-from runtime.kube.scheduler import ApplyReport, Scheduler  # noqa: E402
-from runtime.metrics import Metrics, QueueUsage  # noqa: E402
-from runtime.model import ClusterState, Node, Pod, PodGroup  # noqa: E402
-from runtime.reload import PolicyReloader, ReloadOutcome, compile_policy  # noqa: E402
+from policydsl.cli.flags import duration  # noqa: E402
+from runtime.cluster.decisions import Decisions  # noqa: E402
+from runtime.service.embedded import EmbeddedCluster  # noqa: E402
+from runtime.service.loop import ApplyReport, Scheduler  # noqa: E402
+from runtime.service.metrics import Metrics, QueueUsage  # noqa: E402
+from runtime.cluster.model import ClusterState, Node, Pod, PodGroup  # noqa: E402
+from runtime.service.reload import PolicyReloader, ReloadOutcome, compile_policy  # noqa: E402
 
 BASE_POLICY = REPO / "policies" / "volcano-default.policy"
 TARGET_P99_MS = 200.0

@@ -1,4 +1,4 @@
-"""What the read-only views cost a scheduling cycle (runtime/observe.py, volcano_metrics.py,
+"""What the read-only views cost a scheduling cycle (runtime/service/views.py, volcano_metrics.py,
 dashboard.py): one cycle of the Volcano default policy on a backlog, with the views and the
 Volcano-named metrics on and off, alternately, process CPU time each; and the dashboard's render.
 
@@ -21,12 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compiler.pipeline import compile_text  # noqa: E402
-from runtime import dashboard  # noqa: E402
-from runtime.kube.embedded import EmbeddedCluster  # noqa: E402
-from runtime.kube.scheduler import Scheduler  # noqa: E402
-from runtime.metrics import Metrics  # noqa: E402
-from runtime.model import ClusterState, Node, Pod, PodGroup  # noqa: E402
-from runtime.observe import LiveView  # noqa: E402
+from runtime.service import dashboard  # noqa: E402
+from runtime.service.embedded import EmbeddedCluster  # noqa: E402
+from runtime.service.loop import Scheduler  # noqa: E402
+from runtime.service.metrics import Metrics  # noqa: E402
+from runtime.cluster.model import ClusterState, Node, Pod, PodGroup  # noqa: E402
+from runtime.service.views import LiveView  # noqa: E402
 
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "volcano-default.policy"
 

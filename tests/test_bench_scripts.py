@@ -84,9 +84,9 @@ def test_the_dashboard_load_keeps_fetching_the_dashboard_and_reports() -> None:
     """bench/dashboard_load.py (python -m bench.e2e --dashboard-load N): against a scheduler's
     metrics server on loopback, every fetch answered; never aimed elsewhere."""
     from bench.dashboard_load import DashboardLoad, main
-    from runtime.metrics import Metrics, MetricsServer
-    from runtime.observe import LiveView
-    from runtime.webapi import routes
+    from runtime.service.metrics import Metrics, MetricsServer
+    from runtime.service.views import LiveView
+    from runtime.service.webapi import routes
 
     server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"),
                            routes=routes(LiveView()))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from policydsl.cli import build_parser, main
-from policydsl.commands import flags
+from policydsl.cli import flags
 
 REPO = Path(__file__).resolve().parents[1]
 POLICY = str(REPO / "policies" / "volcano-default.policy")
@@ -238,7 +238,7 @@ def action_name(action: argparse.Action) -> str:
 
 
 # Arguments that take any text, and why it cannot be wrong at parse time. Everything else must
-# name its values (`choices`) or be checked by a function of policydsl/commands/flags.py.
+# name its values (`choices`) or be checked by a function of policydsl/cli/flags.py.
 FREE_TEXT = {
     # Policy files and folders: the command reports each one it cannot read as a located PD001
     # diagnostic (and lint and fmt go on with the others), or `-` is stdin.

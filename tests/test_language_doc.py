@@ -98,7 +98,7 @@ def test_excerpts_are_still_in_their_policies(marker, body):
 
 
 def test_every_command_is_documented():
-    built = [name for name, module in COMMANDS.items() if (ROOT / "policydsl" / "commands" / f"{module}.py").exists()]
+    built = [name for name, module in COMMANDS.items() if (ROOT / "policydsl" / "cli" / "commands" / f"{module}.py").exists()]
     assert built
     for name in built:
         assert f"| `{name}" in DOC, f"`policydsl {name}` is missing from the command table"

@@ -3,7 +3,7 @@
 Nothing here is in the repository: bench/e2e/build.sh builds vc-scheduler,
 vc-controller-manager (for the vcjob integration tests) and the load tools into
 the cache, and .ci/install-kube.sh builds kube-scheduler
-(runtime.devcluster.kube_bin_dir()) and has build.sh build vc-controller-manager.
+(policydsl.cli.devcluster.kube_bin_dir()) and has build.sh build vc-controller-manager.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from runtime import devcluster
+from policydsl.cli import devcluster
 
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parent.parent

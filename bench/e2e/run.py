@@ -3,7 +3,7 @@
     python -m bench.e2e [--scale 0.1] [--only kube-scheduler,ceiling,a] [--timeout 600]
                         [--repeat 3] [--markdown docs/benchmarks.md] [--json results.json]
 
-One dev cluster (runtime.devcluster, API-server rate limits off) serves the
+One dev cluster (policydsl.cli.devcluster, API-server rate limits off) serves the
 whole run. For each workload the harness creates the fake nodes and queues,
 then for each scheduler in turn (SCHEDULERS in bench/e2e/schedulers.py): a
 fresh namespace, the scheduler started and proven live by binding a probe
@@ -40,7 +40,7 @@ from bench.e2e import binaries, report, workloads
 from bench.e2e.measure import RunResult, cpu_seconds, read_watch_records, request_totals, summarize
 from bench.e2e.schedulers import PEERS, SCHEDULERS, SCHEDULER_NAME_PREFIX, Launch, Scheduler
 from bench.e2e.workloads import WORKLOADS, Workload
-from runtime import devcluster
+from policydsl.cli import devcluster
 
 # Rate limits off for the benchmark: every client here is system:masters and
 # so exempt from priority and fairness anyway, but without APF the in-flight

@@ -17,7 +17,7 @@ from typing import Any
 from bench.soak.kubelet import KubeletStandIn
 from bench.soak.replicas import Replica
 from bench.soak.workload import FAULT_TAINT, node_body
-from runtime import devcluster
+from policydsl.cli import devcluster
 from runtime.kube.api import ApiError, KubeApi
 
 KINDS = ("node-add", "node-delete", "node-cordon", "node-taint", "node-allocatable-cut", "apiserver-restart",

@@ -25,7 +25,7 @@ from bench.soak.observe import VOLCANO, PodFeed, Reader, Unreachable
 from bench.soak.replicas import LEASE_NAME, LEASE_NAMESPACE, Replica
 from bench.soak.workload import (OBJECT_QUEUES, PRIORITY_CLASSES, VOLCANO_API, JobStream, initial_nodes,
                                  priority_class_body, queue_body)
-from runtime import devcluster
+from policydsl.cli import devcluster
 from runtime.kube.api import ApiError, KubeApi, connect
 
 SCHEDULER_NAME = "soak"

@@ -3,7 +3,7 @@
 | module | what |
 |---|---|
 | `api.py` | JSON requests and watches over the kubernetes client's authenticated pool; `connect()` |
-| `convert.py` | API objects (dicts) to the model, via runtime.objects |
+| `convert.py` | API objects (dicts) to the model, via runtime.cluster.objects |
 | `cache.py` | list+watch into a ClusterState: resume, relist on 410, reconnect; overlays of own writes |
 | `binder.py` | Binding subresource, pipelined batches, retries; device cards as Binding annotations |
 | `pipelining.py` | HTTP/1.1 pipelining: many requests written at once on a kept-alive connection |

@@ -4,7 +4,7 @@ The generated API classes validate every argument with pydantic and deserialize 
 into typed models, which costs more CPU than the request itself when a scheduler issues
 thousands of binds and reads thousands of watch events. `KubeApi` keeps the client's
 configuration, authentication (kubeconfig, in-cluster, exec plugins) and urllib3 pool, and
-speaks plain dicts: the API's own JSON, which `runtime.objects` parses.
+speaks plain dicts: the API's own JSON, which `runtime.cluster.objects` parses.
 
     api = connect(kubeconfig="~/.kube/config")      # ConnectError says what is wrong
     pod = api.get("/api/v1/namespaces/default/pods/p")

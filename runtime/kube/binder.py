@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from runtime.decisions import Binding
+from runtime.cluster.decisions import Binding
 from runtime.kube.api import ApiError, KubeApi
-from runtime.model import GPU_INDEX_ANNOTATION, Pod
+from runtime.cluster.model import GPU_INDEX_ANNOTATION, Pod
 
 BOUND, REFUSED, FAILED = "bound", "refused", "failed"
 ATTEMPTS = 4

@@ -14,8 +14,8 @@ pods it bound or evicted, PVs it pre-bound and claims it selected a node for, wh
 have not arrived yet. Without that overlay the
 next cycle would place other pods onto room that is already taken.
 
-`snapshot(fold_settled=True)`, for a plan that folds settled pods (runtime.snapshot.folds_settled),
-copies only the pods still in play and counts the rest (runtime.model.SettledPods): the cache
+`snapshot(fold_settled=True)`, for a plan that folds settled pods (runtime.engine.snapshot.folds_settled),
+copies only the pods still in play and counts the rest (runtime.cluster.model.SettledPods): the cache
 keeps both as events arrive, lone pods one by one and gangs whole (runtime.kube.settled), so a
 cycle's cost follows the pods in play, not the cluster's size.
 """
@@ -33,10 +33,10 @@ from typing import Any
 from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.settled import Gang, SettledLedger, gang_elastic, gang_settles
-from runtime.model import (
+from runtime.cluster.model import (
     QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, QueueObject, member_settles, settles,
 )
-from runtime.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
+from runtime.cluster.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
 
 log = logging.getLogger("policydsl.kube.cache")
 
@@ -59,7 +59,7 @@ PODGROUPS = Resource("PodGroup", "/apis/scheduling.volcano.sh/v1beta1/podgroups"
 QUEUES = Resource("Queue", "/apis/scheduling.volcano.sh/v1beta1/queues", convert.VOLCANO_API)
 PRIORITY_CLASSES = Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", "scheduling.k8s.io/v1")
 NAMESPACES = Resource("Namespace", "/api/v1/namespaces", "v1")  # labels, for affinity namespaceSelectors
-# What pods' claims reach (runtime.storage): kube-scheduler's volume plugins read the same four.
+# What pods' claims reach (runtime.cluster.storage): kube-scheduler's volume plugins read the same four.
 PERSISTENT_VOLUMES = Resource("PersistentVolume", "/api/v1/persistentvolumes", "v1")
 CLAIMS = Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", "v1")
 STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", "storage.k8s.io/v1")

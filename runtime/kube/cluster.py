@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from runtime import decisions as d
+from runtime.cluster import decisions as d
 from runtime.kube import status as st
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.binder import BOUND, FAILED, REFUSED, Binder, BindOutcome, Refusal, RefusedPods, device_annotations
@@ -39,15 +39,15 @@ from runtime.kube.cache import ClusterCache
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
-from runtime.kube.scheduler import FOREIGN_SCHEDULER, ApplyReport
+from runtime.service.loop import FOREIGN_SCHEDULER, ApplyReport
 from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
 from runtime.kube.podconditions import PodCondition, PodConditionWriter
 from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
 from runtime.kube.statusfacts import same_phase_and_counts
-from runtime.metrics import Metrics, QueueUsage
-from runtime.model import PG_INQUEUE, PG_PENDING, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
-from runtime.objects import ObjectProblem
-from runtime.queueshare import UnmetPromise
+from runtime.service.metrics import Metrics, QueueUsage
+from runtime.cluster.model import PG_INQUEUE, PG_PENDING, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
+from runtime.cluster.objects import ObjectProblem
+from runtime.engine.queueshare import UnmetPromise
 
 UNSCHEDULABLE = "Unschedulable"    # the PodGroup condition, and the reason of its Warning Event
 ZERO_WEIGHT = "ZeroWeight"         # a Queue of weight 0 where a plugin shares by weight

@@ -1,6 +1,6 @@
 """Kubernetes objects as the API sends them (JSON dicts) to the cluster model.
 
-Parsing is `runtime.objects`' (the same code reads snapshot files), one object at a time.
+Parsing is `runtime.cluster.objects`' (the same code reads snapshot files), one object at a time.
 Items of a List answer carry no `kind`, so the caller says which kind it listed. Objects the
 typed client returned can be turned into dicts with `ApiClient.sanitize_for_serialization`.
 """
@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.model import FAILED, SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
-from runtime.objects import ObjectError, read_object
-from runtime.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+from runtime.cluster.model import FAILED, SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
+from runtime.cluster.objects import ObjectError, read_object
+from runtime.cluster.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 

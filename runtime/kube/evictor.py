@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from runtime.decisions import Eviction
+from runtime.cluster.decisions import Eviction
 from runtime.kube.api import ApiError, KubeApi
-from runtime.model import Pod
+from runtime.cluster.model import Pod
 
 EVICTED, GONE, BLOCKED, FAILED = "evicted", "gone", "blocked", "failed"
 ATTEMPTS = 3

@@ -33,10 +33,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from runtime import decisions as d
+from runtime.cluster import decisions as d
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.outages import OutageLog, cause_of
-from runtime.model import ClusterState, Pod, group_key_of
+from runtime.cluster.model import ClusterState, Pod, group_key_of
 
 log = logging.getLogger("policydsl.kube.podconditions")
 

@@ -1,4 +1,4 @@
-"""The cache's running count of settled pods (runtime.model.SettledPods), kept per watch event
+"""The cache's running count of settled pods (runtime.cluster.model.SettledPods), kept per watch event
 so that a snapshot for a plan that folds them copies the pods still in play and a few counts,
 not every pod of the cluster.
 
@@ -8,7 +8,7 @@ not every pod of the cluster.
     ledger.add_group(queue, 1, elastic)  # a gang settled (-1: it is in play again)
     ledger.view()              # SettledPods: copies of the counts
 
-A lone pod settles by itself (runtime.model.settles). A gang settles whole or not at all
+A lone pod settles by itself (runtime.cluster.model.settles). A gang settles whole or not at all
 (`gang_settles`): every member bound (or succeeded), its PodGroup Running, and the PodGroup's
 status already what a cycle would compute for it, so that leaving it out changes no decision
 and no write. A kubelet starting a member changes the pod counts the status carries: the gang
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.kube.statusfacts import podgroup_says
-from runtime.model import PG_RUNNING, RUNNING, SUCCEEDED, Pod, PodGroup, SettledPods, scheduled_condition, total
+from runtime.cluster.model import PG_RUNNING, RUNNING, SUCCEEDED, Pod, PodGroup, SettledPods, scheduled_condition, total
 
 
 class SettledLedger:

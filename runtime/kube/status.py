@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.quantities import format_base_units
-from runtime.decisions import PodGroupStatus
+from runtime.cluster.decisions import PodGroupStatus
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.binder import REFUSED, BindOutcome, Refusal
 from runtime.kube.cache import PODGROUPS, QUEUES, ClusterCache
 from runtime.kube.statusfacts import podgroup_says
-from runtime.model import (
+from runtime.cluster.model import (
     PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, RUNNING, SUCCEEDED, ClusterState, Condition, Pod,
 )
 
@@ -109,7 +109,7 @@ def pod_counts(state: ClusterState, scheduler_name: str) -> dict[str, dict[str, 
 
 def queue_phases(statuses: Iterable[PodGroupStatus], state: ClusterState) -> dict[str, list[str]]:
     """Each queue's PodGroups by phase after a cycle: the cycle's statuses, and the settled gangs
-    the state only counts (runtime.model.SettledPods.groups), which are Running."""
+    the state only counts (runtime.cluster.model.SettledPods.groups), which are Running."""
     phases: dict[str, list[str]] = defaultdict(list)
     for pg in statuses:
         group = state.podgroups.get(pg.name)

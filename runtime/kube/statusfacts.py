@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from runtime.model import PG_PENDING, Condition
+from runtime.cluster.model import PG_PENDING, Condition
 
 
 def condition_facts(conditions: Iterable[Any]) -> list[tuple[str, str, str, str]]:

@@ -1,7 +1,7 @@
 """Binding a pod's claims before the pod, as kube-scheduler's VolumeBinding PreBind does.
 
 A cycle that places a pod whose claims are not all bound says what each one gets
-(runtime.decisions.VolumeChoice): a static PV, or provisioning for the pod's node. `VolumeBinds`
+(runtime.cluster.decisions.VolumeChoice): a static PV, or provisioning for the pod's node. `VolumeBinds`
 writes that, then waits, and binds the pod only once every claim is bound:
 
 - a static PV: its `spec.claimRef` is set to the claim (annotation
@@ -32,11 +32,11 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.decisions import Binding, VolumeChoice
+from runtime.cluster.decisions import Binding, VolumeChoice
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.cache import ClusterCache
-from runtime.model import Pod
-from runtime.storage import BOUND_BY_CONTROLLER, SELECTED_NODE, ClaimRef
+from runtime.cluster.model import Pod
+from runtime.cluster.storage import BOUND_BY_CONTROLLER, SELECTED_NODE, ClaimRef
 
 log = logging.getLogger("policydsl.kube.volumes")
 

@@ -25,15 +25,15 @@ from typing import Callable
 
 from compiler.lint.queues import PROMISE_BEYOND_CLUSTER
 from compiler.plan import Plan
-from runtime.actions import registry as action_registry
-from runtime.cycle import collect, open_session
-from runtime.decisions import Decisions, Reason
-from runtime.evictions import EvictionAudit, eviction_jobs, eviction_queues
-from runtime.queueshare import UnmetPromise, unmet_promises
-from runtime.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
-from runtime.rules.volumes import waits_on_storage
-from runtime.session import Options
-from runtime.snapshot import SnapshotCache, device_plans
+from runtime.engine.actions import registry as action_registry
+from runtime.engine.cycle import collect, open_session
+from runtime.cluster.decisions import Decisions, Reason
+from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues
+from runtime.engine.queueshare import UnmetPromise, unmet_promises
+from runtime.cluster.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
+from runtime.engine.rules.volumes import waits_on_storage
+from runtime.engine.session import Options
+from runtime.engine.snapshot import SnapshotCache, device_plans
 from runtime.simulation.metrics import GangViolation, Metrics, Recorder, queue_of
 from runtime.simulation.workload import Arrival, Scenario, copy_podgroup, copy_pod
 

@@ -28,8 +28,8 @@ from typing import Iterable
 
 import numpy as np
 
-from runtime.model import ClusterState, Pod, group_key_of
-from runtime.snapshot import device_need
+from runtime.cluster.model import ClusterState, Pod, group_key_of
+from runtime.engine.snapshot import device_need
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:
@@ -106,9 +106,9 @@ class Metrics:
     evictions: int
     gang_violations: tuple[GangViolation, ...]
     samples: tuple[Sample, ...] = field(default=(), repr=False)
-    # Evictions that bought nothing, pods evicted again, queues trading room (runtime.evictions).
+    # Evictions that bought nothing, pods evicted again, queues trading room (runtime.engine.evictions).
     eviction_audit: dict = field(default_factory=dict)
-    # Pods still waiting at the end whose reasons name their storage (runtime.rules.volumes).
+    # Pods still waiting at the end whose reasons name their storage (runtime.engine.rules.volumes).
     storage_waiting: int = 0
 
     @property

@@ -44,7 +44,7 @@ CLUSTER_METRICS = {"gang_violations": "count", "evictions": "count", "fairness":
                    "utilization": "per-resource", "fragmentation": "per-resource",
                    "wasted_evictions": "count", "repeated_evictions": "count", "traded_evictions": "count",
                    "storage_waiting": "count"}
-# Every test fails on a run that thrashes (runtime.evictions) unless it asserts one of these itself.
+# Every test fails on a run that thrashes (runtime.engine.evictions) unless it asserts one of these itself.
 THRASH_METRICS = ("wasted_evictions", "repeated_evictions", "traded_evictions")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "==": lambda a, b: abs(a - b) <= 1e-9,
@@ -434,7 +434,7 @@ def _volumes_check(pod: str, value: Any, line: int, known: Callable[[Any], str |
 
 
 def _podgroup_check(group: str, key: str, value: Any, line: int) -> Assertion:
-    from runtime.model import group_key_of
+    from runtime.cluster.model import group_key_of
 
     def unknown(result) -> str | None:
         if group in result.podgroup_phases:
@@ -556,7 +556,7 @@ def _cluster_check(key: str, value: Any, line: int) -> Assertion:
 # --- running ---------------------------------------------------------------------------------------
 
 def _documents(value: Path | Inline | None) -> list[Document] | None:
-    from runtime.objects import read_documents
+    from runtime.cluster.objects import read_documents
 
     if value is None:
         return None
@@ -568,7 +568,7 @@ def _documents(value: Path | Inline | None) -> list[Document] | None:
 def run_inputs(inputs: Inputs):
     """Simulate one set of inputs. Raises InputError (policy or I/O) and ObjectError."""
     from runtime.simulation.engine import Limits, simulate
-    from runtime.simulation.inputs import compile_policy
+    from policydsl.cli.inputs import compile_policy
     from runtime.simulation.scenarios import scenario_from_documents
 
     plan = compile_policy(inputs.policy)
@@ -577,8 +577,8 @@ def run_inputs(inputs: Inputs):
 
 
 def run_cases(cases: list[TestCase]) -> list[Outcome]:
-    from runtime.objects import ObjectError
-    from runtime.simulation.inputs import EXIT_FINDINGS, InputError, problems_text
+    from runtime.cluster.objects import ObjectError
+    from policydsl.cli.inputs import EXIT_FINDINGS, InputError, problems_text
 
     runs: dict[Inputs, Any] = {}
     outcomes = []

@@ -1,4 +1,4 @@
-"""The built-in example (runtime/examples/) and the rule that picks a run's inputs.
+"""The built-in example (runtime/simulation/examples/) and the rule that picks a run's inputs.
 
 `policydsl simulate POLICY` with neither --snapshot nor --workload runs the example cluster
 and workload, so a new user sees the policy at work with one command. The example's jobs
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from compiler import catalog as cat
 from compiler.plan import Plan
-from runtime.objects import read_documents
+from runtime.cluster.objects import read_documents
 from runtime.simulation.workload import WORKLOAD_KIND, Document, Scenario, build_scenario, flatten
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parent / "examples"
 EXAMPLE_CLUSTER = EXAMPLES / "cluster.yaml"
 EXAMPLE_WORKLOAD = EXAMPLES / "workload.yaml"
 # Volcano's default configuration: `policydsl explain` uses it when no --policy is given

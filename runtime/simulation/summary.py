@@ -92,7 +92,7 @@ def cluster_table(metrics: Metrics) -> Table:
 
 
 def eviction_text(metrics: Metrics) -> str:
-    """"4 (3 bought, 1 wasted, 0 repeated, 0 traded back)" — evictions as runtime.evictions counts them."""
+    """"4 (3 bought, 1 wasted, 0 repeated, 0 traded back)" — evictions as runtime.engine.evictions counts them."""
     a = metrics.eviction_audit
     if not metrics.evictions or not a:
         return str(metrics.evictions)

@@ -10,7 +10,7 @@ Timing comes from annotations on Pods and PodGroups:
 `simulation.policydsl.io/arrival: 30s` (when the object is created; default 0) and
 `simulation.policydsl.io/duration: 10m` (how long a pod runs once bound; a pod without one
 inherits its PodGroup's, and without either it runs until the simulation ends). Every problem
-names its object (`runtime.objects.ObjectProblem`); they are reported together as one
+names its object (`runtime.cluster.objects.ObjectProblem`); they are reported together as one
 `ObjectError`.
 """
 
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from runtime.model import ClusterState, Pod, PodGroup, group_key_of
-from runtime.objects import ObjectError, ObjectProblem, load_objects
+from runtime.cluster.model import ClusterState, Pod, PodGroup, group_key_of
+from runtime.cluster.objects import ObjectError, ObjectProblem, load_objects
 
 ARRIVAL_ANNOTATION = "simulation.policydsl.io/arrival"
 DURATION_ANNOTATION = "simulation.policydsl.io/duration"

@@ -1,4 +1,4 @@
-"""Integration tests against a real kube-apiserver + etcd (runtime/devcluster.py).
+"""Integration tests against a real kube-apiserver + etcd (policydsl/cli/devcluster.py).
 
 The binaries come from `bash .ci/install-kube.sh`. When they are missing the
 `kube_cluster` fixture FAILS with the install instructions: an integration
@@ -22,7 +22,7 @@ if str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))
 
 from bench.e2e import binaries  # noqa: E402
-from runtime import devcluster  # noqa: E402
+from policydsl.cli import devcluster  # noqa: E402
 from runtime.kube.api import KubeApi  # noqa: E402
 
 from . import volcano_controller  # noqa: E402

@@ -372,8 +372,8 @@ def node_usage_within_capacity(objects: Objects, capacity_cpu_milli: dict[str, i
 
 @dataclass(frozen=True)
 class Cycle:
-    decisions: Any  # runtime.decisions.Decisions
-    applied: Any  # runtime.kube.scheduler.ApplyReport
+    decisions: Any  # runtime.cluster.decisions.Decisions
+    applied: Any  # runtime.service.loop.ApplyReport
     binds: Any  # runtime.kube.cluster.BindTotals
 
 
@@ -384,7 +384,7 @@ class InProcess:
         from compiler.pipeline import compile_text
         from runtime.kube.api import connect
         from runtime.kube.cluster import KubeCluster
-        from runtime.kube.scheduler import Scheduler
+        from runtime.service.loop import Scheduler
 
         compilation = compile_text(policy_text, "test.policy")
         assert compilation.plan is not None, [str(d) for d in compilation.diagnostics]

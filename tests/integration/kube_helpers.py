@@ -1,4 +1,4 @@
-"""Helpers for integration tests against the dev cluster (runtime/devcluster.py).
+"""Helpers for integration tests against the dev cluster (policydsl/cli/devcluster.py).
 
 There is no kubelet, so nodes are plain Node objects whose status we write
 ourselves: capacity, allocatable and a Ready condition. Nothing ever updates
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kubernetes import client as k8s_client
 
-from runtime.devcluster import DevCluster
+from policydsl.cli.devcluster import DevCluster
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 
 from polling import wait_for
 
-from runtime.cycle import run_cycle
+from runtime.engine.cycle import run_cycle
 from runtime.kube.api import ApiError
 
 from .connector_helpers import GANG_POLICY, InProcess, Objects, unique_scheduler_name

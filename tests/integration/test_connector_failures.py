@@ -11,7 +11,7 @@ import pytest
 
 from polling import wait_for
 
-from runtime.cycle import run_cycle
+from runtime.engine.cycle import run_cycle
 from runtime.kube.api import ApiError, KubeApi
 
 from .connector_helpers import InProcess, Objects, pod_body, unique_scheduler_name
@@ -197,7 +197,7 @@ def test_an_api_server_outage_is_a_few_lines_not_one_per_pod_per_cycle(
     # lets them bind goes live (a reload needs no API server) just after the server stops.
     import time
 
-    from runtime import devcluster
+    from policydsl.cli import devcluster
 
     from .connector_helpers import GANG_POLICY, AssignmentRecorder, SchedulerProcess
 

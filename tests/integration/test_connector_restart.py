@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import devcluster
+from policydsl.cli import devcluster
 
 from .connector_helpers import (
     GANG_POLICY, AssignmentRecorder, Objects, SchedulerProcess, node_usage_within_capacity, unique_scheduler_name, wait_for,

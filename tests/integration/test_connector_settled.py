@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from runtime_helpers import STANDARD_TIERS, policy
 
-from runtime.cycle import Options, VictimsNeeded, open_session, run_cycle
+from runtime.engine.cycle import Options, VictimsNeeded, open_session, run_cycle
 from runtime.kube.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, ClusterCache
 from runtime.kube.settled import Gang, gang_settles
 from runtime.kube.status import pod_counts, podgroup_update, queue_phases
-from runtime.model import GPU_INDEX_ANNOTATION, QUEUE_ANNOTATION, ClusterState, Pod, PodGroup, member_settles
-from runtime.snapshot import SnapshotCache, build_snapshot
+from runtime.cluster.model import GPU_INDEX_ANNOTATION, QUEUE_ANNOTATION, ClusterState, Pod, PodGroup, member_settles
+from runtime.engine.snapshot import SnapshotCache, build_snapshot
 
 from .connector_helpers import pod_body
 

@@ -16,18 +16,18 @@ import pytest
 from polling import wait_for
 
 from compiler.pipeline import compile_text
-from runtime.decisions import Binding, Eviction, Reason
+from runtime.cluster.decisions import Binding, Eviction, Reason
 from runtime.kube import status as st
 from runtime.kube.api import ApiError, _lines, post_each
 from runtime.kube.binder import BOUND, FAILED, REFUSED, Binder, binding_body
-from runtime.kube.embedded import EmbeddedCluster
+from runtime.service.embedded import EmbeddedCluster
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.leader import LeaseElector
 from runtime.kube.ratelimit import TokenBucket
-from runtime.kube.scheduler import PAUSE_PER_CYCLE, Scheduler
-from runtime.metrics import Metrics, MetricsServer, QueueUsage
-from runtime.model import ClusterState, Condition, Node, Pod, PodGroup
+from runtime.service.loop import PAUSE_PER_CYCLE, Scheduler
+from runtime.service.metrics import Metrics, MetricsServer, QueueUsage
+from runtime.cluster.model import ClusterState, Condition, Node, Pod, PodGroup
 
 from .connector_helpers import GANG_POLICY
 
@@ -431,7 +431,7 @@ class RecreatingCluster(EmbeddedCluster):
 def reclaim_livelock_cluster() -> ClusterState:
     """The livelock of issue 17: online (first in queue order) fills the node; a batch gang of
     two waits in the queue that deserves half of it."""
-    from runtime.model import QUEUE_ANNOTATION, QueueObject
+    from runtime.cluster.model import QUEUE_ANNOTATION, QueueObject
     state = ClusterState()
     state.add_node(Node("n1", {"cpu": 8000, "memory": 32 * 2**30, "pods": 110}))
     state.priority_classes.update({"high": 1000, "low": 10})

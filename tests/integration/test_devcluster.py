@@ -176,7 +176,7 @@ def test_pod_can_be_created_without_service_account_controller(kube_cluster: Kub
 
 
 def test_compacting_storage_drops_old_revisions_and_keeps_the_objects(kube_cluster: KubeCluster) -> None:
-    from runtime import devcluster
+    from policydsl.cli import devcluster
 
     core = k8s_client.CoreV1Api(kube_cluster.api_client)
     name = "compaction-probe"

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from compiler.pipeline import compile_text
-from runtime import decisions as d
+from runtime.cluster import decisions as d
 from runtime.kube.api import ApiError
 from runtime.kube.podconditions import POD_SCHEDULED, STRATEGIC_MERGE_PATCH, PodConditionWriter, waiting_messages
 from runtime.kube.queuesync import MANAGED_BY, SHADOWED, QueuePublisher, queue_spec
-from runtime.model import ClusterState, Condition, Pod, PodGroup
+from runtime.cluster.model import ClusterState, Condition, Pod, PodGroup
 
 
 class FakeApi:

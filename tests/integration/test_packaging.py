@@ -73,10 +73,10 @@ def test_the_chart_copies_are_deploys() -> None:
 
 def test_the_grafana_dashboard_queries_only_metrics_the_scheduler_exports(tmp_path: Path) -> None:
     from compiler.pipeline import compile_text
-    from runtime.kube.embedded import EmbeddedCluster
-    from runtime.kube.scheduler import Scheduler
-    from runtime.metrics import Metrics
-    from runtime.model import ClusterState, Node, Pod
+    from runtime.service.embedded import EmbeddedCluster
+    from runtime.service.loop import Scheduler
+    from runtime.service.metrics import Metrics
+    from runtime.cluster.model import ClusterState, Node, Pod
 
     metrics = Metrics(volcano=True)
     state = ClusterState()

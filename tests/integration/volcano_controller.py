@@ -27,7 +27,7 @@ from pathlib import Path
 
 from polling import wait_for
 
-from runtime import devcluster
+from policydsl.cli import devcluster
 from runtime.kube.api import ApiError, KubeApi
 
 from .connector_helpers import VOLCANO

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from polling import wait_for
 
-from runtime.decisions import Decisions
-from runtime.kube.embedded import EmbeddedCluster
-from runtime.kube.scheduler import ApplyReport, Scheduler
-from runtime.metrics import Metrics, QueueUsage
-from runtime.model import ClusterState, Node, Pod, PodGroup
-from runtime.reload import PolicyReloader, ReloadOutcome, compile_policy
+from runtime.cluster.decisions import Decisions
+from runtime.service.embedded import EmbeddedCluster
+from runtime.service.loop import ApplyReport, Scheduler
+from runtime.service.metrics import Metrics, QueueUsage
+from runtime.cluster.model import ClusterState, Node, Pod, PodGroup
+from runtime.service.reload import PolicyReloader, ReloadOutcome, compile_policy
 
 GIB = 2**30
 

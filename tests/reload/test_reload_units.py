@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from compiler.plan import Plan
-from runtime.kube.embedded import EmbeddedCluster
-from runtime.kube.scheduler import Scheduler
-from runtime.metrics import Metrics, MetricsServer
-from runtime.reload import (
+from runtime.service.embedded import EmbeddedCluster
+from runtime.service.loop import Scheduler
+from runtime.service.metrics import Metrics, MetricsServer
+from runtime.service.reload import (
     LeaseEvents, PolicyReloader, compile_policy, fingerprint_of, fingerprint_of_known, watch_folders,
 )
 
@@ -285,7 +285,7 @@ def test_a_new_plan_starts_the_next_cycle_without_waiting_out_the_period(tmp_pat
     ("/p/other.policy", False),  # a policy nobody includes
 ])
 def test_which_changes_wake_the_reloader(path: str, wakes: bool) -> None:
-    from runtime.reload import source_paths, touches_sources
+    from runtime.service.reload import source_paths, touches_sources
 
     assert touches_sources(path, source_paths(["/p/main.policy"])) is wakes
 

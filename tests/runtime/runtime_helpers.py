@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from compiler.pipeline import compile_text
 from compiler.plan import Plan
-from runtime.cycle import run_cycle
-from runtime.model import ClusterState, Node, Pod, PodGroup, Taint
+from runtime.engine.cycle import run_cycle
+from runtime.cluster.model import ClusterState, Node, Pod, PodGroup, Taint
 
 GiB = 2**30
 
@@ -65,7 +65,7 @@ def gang(state: ClusterState, name: str, size: int, min_member: int | None = Non
 
 
 def cycle(plan: Plan, state: ClusterState, pure: bool = False):
-    from runtime.session import Options
+    from runtime.engine.session import Options
     return run_cycle(plan, state, Options(pure_python=pure))
 
 

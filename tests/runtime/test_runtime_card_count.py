@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import ClusterState
+from runtime.cluster.model import ClusterState
 from tests.runtime.runtime_helpers import STANDARD_TIERS, cycle, node, placements, pod, policy
 
 PLAN = policy(STANDARD_TIERS.replace("plugin binpack", "plugin binpack\n  plugin deviceshare {\n    gpu_sharing = true\n  }"))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from compiler import catalog as cat
-from runtime.cycle import open_session
-from runtime.model import ClusterState, PodAffinityTerm, PodRules, LabelSelector, SpreadConstraint, HostPort
-from runtime.plugins import CatalogMismatch, Plugin, catalog_mismatches, registry
-from runtime.session import POINTS
+from runtime.engine.cycle import open_session
+from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, LabelSelector, SpreadConstraint, HostPort
+from runtime.engine.plugins import CatalogMismatch, Plugin, catalog_mismatches, registry
+from runtime.engine.session import POINTS
 from runtime_helpers import GiB, gang, node, pod, policy
 
 

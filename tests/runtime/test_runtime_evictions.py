@@ -1,12 +1,12 @@
-"""The eviction audit (runtime.evictions), table-driven: cycles of decisions in, bought / wasted /
+"""The eviction audit (runtime.engine.evictions), table-driven: cycles of decisions in, bought / wasted /
 repeats / exchanges out."""
 
 from __future__ import annotations
 
 import pytest
 
-from runtime import decisions as d
-from runtime.evictions import EvictionAudit
+from runtime.cluster import decisions as d
+from runtime.engine.evictions import EvictionAudit
 
 QUEUE_OF = {"a/v1": "qa", "a/v2": "qa", "b/r1": "qb", "b/r2": "qb"}
 
@@ -90,9 +90,9 @@ def test_lost_to_names_the_queues_a_job_lost_pods_to_within_the_window(cycles, a
     ({"ns/other": frozenset({"qa"})}, True),       # another job lost to qa, not this one
 ], ids=["no record", "lost to the victim's queue", "lost to another queue", "another job's loss"])
 def test_reclaim_does_not_take_back_from_a_queue_the_job_lost_pods_to(pure, lost_to, evicts):
-    from runtime.cycle import run_cycle
-    from runtime.model import ClusterState
-    from runtime.session import Options
+    from runtime.engine.cycle import run_cycle
+    from runtime.cluster.model import ClusterState
+    from runtime.engine.session import Options
     from runtime_helpers import STANDARD_TIERS, gang, node, policy
 
     plan = policy(STANDARD_TIERS + "queue qa { weight = 1 }\nqueue qb { weight = 1 }\nqueue qc { weight = 1 }",
@@ -109,9 +109,9 @@ def test_reclaim_does_not_take_back_from_a_queue_the_job_lost_pods_to(pure, lost
 def test_the_scheduler_tells_the_next_cycles_what_each_job_lost_and_to_whom(monkeypatch):
     # On a cluster the audit's record reaches the session (Options.lost_to), clocked as the
     # audit is, so reclaim in a later cycle knows which queue took a job's pods.
-    from runtime.kube import scheduler as connector
-    from runtime.kube.embedded import EmbeddedCluster
-    from runtime.model import ClusterState
+    from runtime.service import loop as connector
+    from runtime.service.embedded import EmbeddedCluster
+    from runtime.cluster.model import ClusterState
     from runtime_helpers import STANDARD_TIERS, gang, node, policy
 
     plan = policy(STANDARD_TIERS + "queue qa { weight = 1 }\nqueue qb { weight = 1 }",

@@ -8,11 +8,11 @@ import logging
 import pytest
 
 from compiler.pipeline import compile_text
-from runtime.cycle import Options, run_cycle
-from runtime.decisions import Reason
+from runtime.engine.cycle import Options, run_cycle
+from runtime.cluster.decisions import Reason
 from runtime.kube.binder import REFUSED, BindOutcome, RefusedPods
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
-from runtime.model import ClusterState, Node, Pod, PodGroup
+from runtime.cluster.model import ClusterState, Node, Pod, PodGroup
 
 GANG_POLICY = """policy "t" version 1
 actions [enqueue, allocate, backfill]
@@ -144,7 +144,7 @@ def test_json_log_lines_carry_the_objects_as_fields() -> None:
     import io
     import json
 
-    from runtime.logformat import configure
+    from runtime.service.logformat import configure
 
     stream = io.StringIO()
     root = logging.getLogger()

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.model import ClusterState, PodGroup
-from runtime.snapshot import device_plans
+from runtime.cluster.model import ClusterState, PodGroup
+from runtime.engine.snapshot import device_plans
 from runtime_helpers import GiB, STANDARD_TIERS, cycle, node, pod, policy
 
 ALL_ACTIONS = "enqueue, allocate, preempt, reclaim, backfill"

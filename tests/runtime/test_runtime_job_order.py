@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.cycle import open_session
-from runtime.model import ClusterState, PodGroup
-from runtime.session import Options
+from runtime.engine.cycle import open_session
+from runtime.cluster.model import ClusterState, PodGroup
+from runtime.engine.session import Options
 from runtime_helpers import GiB, STANDARD_TIERS, gang, node, pod, policy
 
 TIER_SHAPES = {
@@ -52,7 +52,7 @@ def test_job_order_columns_match_the_per_job_keys(pure, shape, seed):
     expected = sorted(js, key=lambda j: (ssn.job_key(j), j))
     assert ssn.job_order(js) == expected
     # Still after some allocation changed the drf shares.
-    from runtime.actions import registry
+    from runtime.engine.actions import registry
     registry()["allocate"](ssn)
     assert ssn.job_order(js) == sorted(js, key=lambda j: (ssn.job_key(j), j))
 

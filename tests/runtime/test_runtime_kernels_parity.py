@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from runtime.kernels import BUILD_HINT, KernelsNotBuilt, load, reference
-from runtime.snapshot import UNLIMITED
+from runtime.engine.kernels import BUILD_HINT, KernelsNotBuilt, load, reference
+from runtime.engine.snapshot import UNLIMITED
 
 REF = load(pure=True)
 
@@ -108,7 +108,7 @@ def test_missing_build_names_the_fix(monkeypatch):
     real_import = builtins.__import__
 
     def refuse(name, globals=None, locals=None, fromlist=(), level=0):
-        if name == "runtime.kernels" and fromlist and "place" in fromlist:
+        if name == "runtime.engine.kernels" and fromlist and "place" in fromlist:
             raise ImportError("no compiled module")
         return real_import(name, globals, locals, fromlist, level)
 
@@ -249,7 +249,7 @@ def test_ledger_matches_reference(compiled, seed):
 def random_pods(rng, n_pods=60):
     """Pods of two schedulers in every phase, on known and unknown nodes, in gangs and alone,
     with ties in priority and creation (uids decide), some with node constraints."""
-    from runtime.model import MatchExpression, Pod, Toleration
+    from runtime.cluster.model import MatchExpression, Pod, Toleration
     pods = {}
     for i in range(n_pods):
         group = f"g{rng.integers(0, 6)}" if rng.random() < 0.7 else None
@@ -324,7 +324,7 @@ def job_fields(job) -> dict:
 
 def job_head_queue(pods, job) -> str:
     """The queue a lone pod's annotation names ("" for a job of a missing PodGroup: its key is the group's)."""
-    from runtime.model import QUEUE_ANNOTATION
+    from runtime.cluster.model import QUEUE_ANNOTATION
     pod = pods.get(job["key"])
     return pod.annotations.get(QUEUE_ANNOTATION, "") if pod is not None else ""
 
@@ -333,7 +333,7 @@ def job_head_queue(pods, job) -> str:
 def test_build_jobs_matches(compiled, seed):
     """Jobs from grouped tasks: PodGroups (some missing, some in a parent or unknown queue, with
     and without a priority class and minResources) and implicit groups of lone pods."""
-    from runtime.model import QUEUE_ANNOTATION, PodGroup
+    from runtime.cluster.model import QUEUE_ANNOTATION, PodGroup
     rng = np.random.default_rng(1400 + seed)
     pods = random_pods(rng)
     for key, pod in pods.items():  # lone pods naming their queue, as Volcano's PodGroup controller reads it
@@ -377,7 +377,7 @@ def test_build_jobs_matches(compiled, seed):
 
 @pytest.mark.parametrize("seed", range(15))
 def test_decision_passes_match(compiled, seed):
-    from runtime.snapshot import JobInfo
+    from runtime.engine.snapshot import JobInfo
     rng = np.random.default_rng(1500 + seed)
     t_n, j_n = 40, 8
     before = rng.choice([0, 0, 0, 3, 5], size=t_n).astype(np.int8)

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from runtime.cycle import run_cycle
-from runtime.objects import ObjectError, load_path, load_text
+from runtime.engine.cycle import run_cycle
+from runtime.cluster.objects import ObjectError, load_path, load_text
 from runtime_helpers import GiB, policy
 
 NODE = """

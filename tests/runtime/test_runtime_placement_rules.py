@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import ClusterState
-from runtime.objects import load_objects
+from runtime.cluster.model import ClusterState
+from runtime.cluster.objects import load_objects
 from runtime_helpers import GiB, STANDARD_TIERS, cycle, node, placements, policy
 
 PLAN = policy(STANDARD_TIERS)
@@ -296,7 +296,7 @@ def test_native_sidecars_count_as_the_kubelet_counts_them(pure):
 
 
 def test_pod_level_resources_and_limits_stand_in_for_requests():
-    from runtime.podspec import pod_requests
+    from runtime.cluster.podspec import pod_requests
     spec = {"containers": [{"resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "1"}}},
                            {"resources": {"limits": {"memory": "512Mi"}}}],
             "resources": {"requests": {"cpu": "3"}}, "overhead": {"cpu": "250m"}}

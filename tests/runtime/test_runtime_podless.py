@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import ClusterState, PodGroup
+from runtime.cluster.model import ClusterState, PodGroup
 from runtime_helpers import STANDARD_TIERS, cycle, node, placements, pod, policy
 
 PLAN = policy(STANDARD_TIERS + "\nqueue small { capability = { cpu: 4 } }")

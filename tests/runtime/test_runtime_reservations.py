@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import ClusterState, PodGroup
-from runtime.session import Options
-from runtime.cycle import run_cycle
+from runtime.cluster.model import ClusterState, PodGroup
+from runtime.engine.session import Options
+from runtime.engine.cycle import run_cycle
 from runtime_helpers import STANDARD_TIERS, GiB, gang, node, placements, pod, policy
 
 ACTIONS = "enqueue, allocate, preempt, reclaim, backfill"
@@ -72,7 +72,7 @@ def test_the_room_being_freed_is_held_against_other_pods(pure):
     ("queue capped", "queue q may no longer allocate it"),
 ])
 def test_a_reservation_that_cannot_stay_is_released_with_its_reason(pure, change, reason):
-    from runtime.model import Taint
+    from runtime.cluster.model import Taint
     state = ClusterState()
     node(state, "a", cpu=4000, memory=16 * GiB)
     state.add_podgroup(PodGroup("ns", "g", min_member=1, queue="q", phase="Inqueue", uid="pg-g"))

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_checker import check
-from runtime.model import ClusterState
-from runtime.objects import load_objects
+from runtime.cluster.model import ClusterState
+from runtime.cluster.objects import load_objects
 from runtime_helpers import STANDARD_TIERS, cycle, policy
 
 ALLOCATE = policy(STANDARD_TIERS)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import ClusterState
-from runtime.cycle import open_session
+from runtime.cluster.model import ClusterState
+from runtime.engine.cycle import open_session
 from runtime_helpers import GiB, STANDARD_TIERS, cycle, gang, node, placements, pod, policy
 
 
@@ -74,7 +74,7 @@ def test_node_reason_counts_causes(pure):
 
 
 def test_selector_affinity_and_tolerations(pure):
-    from runtime.model import MatchExpression, Toleration
+    from runtime.cluster.model import MatchExpression, Toleration
     state = ClusterState()
     node(state, "a", labels={"zone": "z1", "disk": "ssd"})
     node(state, "b", labels={"zone": "z2"})
@@ -359,7 +359,7 @@ def test_decisions_json_is_sorted_and_exact():
 
 
 def test_policy_queues_merge_with_queue_objects():
-    from runtime.model import QueueObject
+    from runtime.cluster.model import QueueObject
     plan = policy(STANDARD_TIERS + "queue online { weight = 3 }")
     state = ClusterState()
     node(state, "a")
@@ -408,10 +408,10 @@ def test_a_closed_session_is_freed_without_the_garbage_collector(share_plugin):
     gang(state, "run", size=2, cpu=1000, nodes=["g", "g"], priority=1)
     gang(state, "wait", size=2, cpu=4000, priority=5, requests={"volcano.sh/gpu-memory": 10 * 1024})
     ssn = open_session(plan, state)
-    from runtime.actions import registry
+    from runtime.engine.actions import registry
     for name in plan.actions:
         registry()[name](ssn)
-    from runtime.cycle import collect
+    from runtime.engine.cycle import collect
     decisions = collect(ssn)
     assert decisions.podgroups                  # the session did work
     ssn.close()

@@ -1,4 +1,4 @@
-"""Folding settled lone pods out of the snapshot's tasks (runtime.snapshot.folds_settled)
+"""Folding settled lone pods out of the snapshot's tasks (runtime.engine.snapshot.folds_settled)
 changes what a cycle costs, never what it decides: same bindings, same reasons, same queue
 totals, with either kernel, on generated clusters."""
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.cycle import Options, run_cycle
-from runtime.model import QUEUE_ANNOTATION, ClusterState, PodGroup, QueueObject
-from runtime.snapshot import SnapshotCache, build_snapshot, folds_settled
+from runtime.engine.cycle import Options, run_cycle
+from runtime.cluster.model import QUEUE_ANNOTATION, ClusterState, PodGroup, QueueObject
+from runtime.engine.snapshot import SnapshotCache, build_snapshot, folds_settled
 from runtime_helpers import GiB, STANDARD_TIERS, node, pod, policy
 
 QUEUES = """
@@ -134,9 +134,9 @@ def test_a_settled_gang_counts_once_in_its_queues_podgroup_phases() -> None:
     # A settled gang's pods are folded out and its queue counts it (SettledPods.groups); its
     # PodGroup object, Running, is still in the state. The Volcano-named gauges and the
     # dashboard read these counts: one Running PodGroup, not two.
-    from runtime.cycle import open_session
-    from runtime.model import SettledPods
-    from runtime.observe import session_facts, with_podgroup_phases
+    from runtime.engine.cycle import open_session
+    from runtime.cluster.model import SettledPods
+    from runtime.service.views import session_facts, with_podgroup_phases
 
     plan = PLANS["proportion"]
     state = ClusterState()

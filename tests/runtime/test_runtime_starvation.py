@@ -13,13 +13,13 @@ import logging
 
 import pytest
 
-from runtime.cycle import Options, open_session, run_cycle
+from runtime.engine.cycle import Options, open_session, run_cycle
 from runtime.kube.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
-from runtime.kube.embedded import EmbeddedCluster
-from runtime.kube.scheduler import Scheduler
-from runtime.metrics import Metrics
-from runtime.model import QUEUE_ANNOTATION, ClusterState, Pod, QueueObject
-from runtime.queueshare import overused_reason, unmet_promises
+from runtime.service.embedded import EmbeddedCluster
+from runtime.service.loop import Scheduler
+from runtime.service.metrics import Metrics
+from runtime.cluster.model import QUEUE_ANNOTATION, ClusterState, Pod, QueueObject
+from runtime.engine.queueshare import overused_reason, unmet_promises
 from tests.runtime.runtime_helpers import STANDARD_TIERS, gang, node, pod, policy
 
 PLAN = policy(STANDARD_TIERS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import ClusterState, PodGroup
+from runtime.cluster.model import ClusterState, PodGroup
 from runtime_helpers import GiB, STANDARD_TIERS, cycle, node, placements, pod, policy
 
 PLAN = policy(STANDARD_TIERS)
@@ -53,12 +53,12 @@ def test_a_job_all_of_whose_tasks_must_run_stops_at_the_first_that_cannot(pure):
     ({"volcano.sh/preemptable": "F"}, {}, False),
 ])
 def test_preemptable_is_read_from_annotation_then_label(annotations, labels, expect):
-    from runtime.model import Pod
+    from runtime.cluster.model import Pod
     assert Pod("ns", "p", annotations=annotations, labels=labels).preemptable is expect
 
 
 def test_task_spec_is_read_from_annotation_then_label():
-    from runtime.model import Pod
+    from runtime.cluster.model import Pod
     assert Pod("ns", "p", labels={"volcano.sh/task-spec": "worker"}).task_role == "worker"
     assert Pod("ns", "p", annotations={"volcano.sh/task-spec": "ps"},
                labels={"volcano.sh/task-spec": "worker"}).task_role == "ps"
@@ -66,7 +66,7 @@ def test_task_spec_is_read_from_annotation_then_label():
 
 @pytest.mark.parametrize("plugin", ["proportion", "capacity"])
 def test_a_closed_queue_neither_allocates_nor_reclaims(plugin, pure):
-    from runtime.model import QueueObject
+    from runtime.cluster.model import QueueObject
     tiers = STANDARD_TIERS.replace("plugin proportion", f"plugin {plugin}")
     plan = policy(tiers, actions="enqueue, allocate, reclaim, backfill")
     state = ClusterState()
@@ -110,7 +110,7 @@ def test_preemption_policy_never_is_skipped_and_the_next_task_still_preempts(pur
 
 
 def test_a_queue_of_weight_0_is_shared_nothing_but_its_guarantee(pure):
-    from runtime.model import QueueObject
+    from runtime.cluster.model import QueueObject
     plan = policy(STANDARD_TIERS)
     state = ClusterState()
     node(state, "n1", cpu=4000)
@@ -131,7 +131,7 @@ def test_a_queue_of_weight_0_is_shared_nothing_but_its_guarantee(pure):
 # no other plugin to order them, the first queue (creation, then name) takes all it can.
 @pytest.mark.parametrize("hierarchy, a_gets", [(True, 2), (False, 8)])
 def test_hierarchical_drf_orders_queues_by_share_over_weight(hierarchy, a_gets, pure):
-    from runtime.model import QueueObject
+    from runtime.cluster.model import QueueObject
     flag = "{ enable_hierarchy = true }" if hierarchy else ""
     plan = policy(f"tier {{\n plugin priority\n plugin gang\n}}\ntier {{\n plugin drf {flag}\n plugin predicates\n}}")
     state = ClusterState()

@@ -11,7 +11,7 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.objects import load_objects
+from runtime.cluster.objects import load_objects
 from runtime_helpers import STANDARD_TIERS, cycle, policy
 from storage_docs import HOST, LOCAL, ZONE, claim_pod, csinode_doc, node_doc, podgroup_doc, pv_doc, pvc_doc, storage_class
 from volume_checker import check

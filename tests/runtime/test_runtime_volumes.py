@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cycle import Options, run_cycle
-from runtime.model import ClusterState
-from runtime.objects import ObjectError, load_objects
+from runtime.engine.cycle import Options, run_cycle
+from runtime.cluster.model import ClusterState
+from runtime.cluster.objects import ObjectError, load_objects
 from runtime_helpers import STANDARD_TIERS, policy
 from storage_docs import (
     HOST, LOCAL, ZONE, claim_pod, csinode_doc, node_doc, podgroup_doc, pv_doc, pvc_doc, storage_class,

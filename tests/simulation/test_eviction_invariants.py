@@ -1,7 +1,7 @@
 """Evictions buy something, over generated clusters, workloads and policies, both kernels: every
 pod preempt or reclaim evicts is evicted for a beneficiary that binds within the audit's window
 (no wasted eviction), and no two queues trade room back and forth (no exchange). The audit
-(runtime.evictions) reads only the cycles' decisions; the checks below read the simulation's
+(runtime.engine.evictions) reads only the cycles' decisions; the checks below read the simulation's
 own record of bindings and evictions too."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.pipeline import compile_text
-from runtime.cycle import Options
+from runtime.engine.cycle import Options
 from runtime.simulation.engine import Limits, simulate
 from runtime.simulation.scenarios import scenario_from_documents
 

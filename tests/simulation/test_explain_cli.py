@@ -142,9 +142,9 @@ def test_a_gangs_causes_do_not_depend_on_the_order_the_cluster_is_listed_in():
     # causes come in the same order however the cluster lists the pods (a snapshot file sorted,
     # a live watch cache in arrival order), so live and offline explain agree.
     from compiler.pipeline import compile_text
-    from runtime.cycle import Options
-    from runtime.model import PG_INQUEUE, ClusterState, Node, Pod, PodGroup
-    from runtime.simulation.explanation import explain as explain_target
+    from runtime.engine.cycle import Options
+    from runtime.cluster.model import PG_INQUEUE, ClusterState, Node, Pod, PodGroup
+    from runtime.engine.explanation import explain as explain_target
 
     plan = compile_text(policy_text("small", "allocate", "  plugin predicates\n  plugin proportion",
                                     "queue small { capability = { cpu: 4 } }\n"), "small.policy").plan

@@ -1,4 +1,4 @@
-"""The running scheduler's read-only views (runtime/observe.py, webapi.py, dashboard.py,
+"""The running scheduler's read-only views (runtime/service/views.py, webapi.py, dashboard.py,
 volcano_metrics.py): live explain says what offline explain says, queue figures and pending
 order, bounded memory, HTTP answers, the dashboard's content and cache, Volcano's metric names."""
 
@@ -14,15 +14,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from compiler.pipeline import compile_text
-from runtime import observe
-from runtime.kube.embedded import EmbeddedCluster
-from runtime.kube.scheduler import Scheduler
-from runtime.metrics import Metrics
-from runtime.objects import load_path
-from runtime.observe import LiveView, queues_document
-from runtime.session import Options
-from runtime.simulation.explanation import explain
-from runtime.webapi import routes
+from runtime.service import views as observe
+from runtime.service.embedded import EmbeddedCluster
+from runtime.service.loop import Scheduler
+from runtime.service.metrics import Metrics
+from runtime.cluster.objects import load_path
+from runtime.service.views import LiveView, queues_document
+from runtime.engine.session import Options
+from runtime.engine.explanation import explain
+from runtime.service.webapi import routes
 from sim_helpers import node, pod, podgroup, policy_text, run_cli, write_objects
 
 QUEUES = """
@@ -173,7 +173,7 @@ def test_http_views_answer_from_the_last_cycle(state) -> None:
 def test_the_metrics_server_serves_the_routes(state) -> None:
     import urllib.request
 
-    from runtime.metrics import MetricsServer
+    from runtime.service.metrics import MetricsServer
 
     view, _ = run_live(state)
     server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"),
@@ -192,7 +192,7 @@ def test_the_metrics_server_serves_the_routes(state) -> None:
 # --- the dashboard --------------------------------------------------------------------------------------
 
 def test_the_dashboard_shows_queues_reasons_plots_and_is_rendered_once_per_cycle(state, monkeypatch) -> None:
-    from runtime import dashboard
+    from runtime.service import dashboard
 
     monkeypatch.setattr(observe, "HISTORY_EVERY_S", 0.0)
     view, scheduler = run_live(state, cycles=3)
@@ -209,7 +209,7 @@ def test_the_dashboard_shows_queues_reasons_plots_and_is_rendered_once_per_cycle
 
 
 def test_the_dashboard_before_any_cycle() -> None:
-    from runtime import dashboard
+    from runtime.service import dashboard
 
     assert b'id="no-cycle"' in dashboard.render(LiveView())
 
@@ -340,7 +340,7 @@ def test_a_job_that_stops_waiting_takes_its_series_with_it(tmp_path: Path) -> No
 # --- the commands ---------------------------------------------------------------------------------------------
 
 def test_the_commands_ask_a_running_scheduler(state, capsys) -> None:
-    from runtime.metrics import MetricsServer
+    from runtime.service.metrics import MetricsServer
 
     view, _ = run_live(state)
     server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"),
@@ -375,7 +375,7 @@ def test_an_unreachable_scheduler_without_a_cluster_is_exit_2(capsys) -> None:
 def test_the_dashboard_shows_card_use_and_fragmentation(tmp_path: Path) -> None:
     """Two 40 GB cards each holding a 25 GB slice: 30 GB idle in all, none of it on one card, so a
     20 GB slice waits; the dashboard counts the cards shared and the card memory fragmented."""
-    from runtime import dashboard
+    from runtime.service import dashboard
     from sim_helpers import POLICIES
 
     card_node = node("pcie", cpu="16", memory="64Gi", labels={"nvidia.com/gpu.product": "NVIDIA-A100-PCIE-40GB"},
@@ -402,7 +402,7 @@ def test_the_dashboard_shows_card_use_and_fragmentation(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", [0.0, 5.0, 5.000001, 80.0, 1e9])
 def test_one_observation_counts_in_the_bucket_many_would(value) -> None:
-    from runtime.volcano_metrics import LATENCY_MS_BUCKETS, _Histogram
+    from runtime.service.volcano_metrics import LATENCY_MS_BUCKETS, _Histogram
 
     one, many = _Histogram(LATENCY_MS_BUCKETS), _Histogram(LATENCY_MS_BUCKETS)
     one.observe_one(value)

@@ -131,7 +131,7 @@ def test_report_writes_a_page_with_inline_svg_plots(tmp_path, capsys):
         assert title in page
     assert page.count("<polyline") >= 7          # resources, queue shares and deserved, waiting, evictions, CDFs
     # The header says what made it: the policy's revision and the command.
-    from runtime.simulation.inputs import compile_policy
+    from policydsl.cli.inputs import compile_policy
 
     revision = compile_policy(str(POLICIES / "colocation.policy")).revision
     assert f"Policy revision <code>{revision}</code>" in page

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.pipeline import compile_file, compile_text
-from runtime.decisions import Binding, Decisions
+from runtime.cluster.decisions import Binding, Decisions
 from runtime.simulation.engine import Limits, Simulation, simulate
 from runtime.simulation.metrics import jain_index, percentile
 from runtime.simulation.scenarios import example_scenario, scenario_from_documents

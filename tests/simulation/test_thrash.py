@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from compiler.pipeline import compile_text
-from runtime.cycle import Options
-from runtime.session import Session
+from runtime.engine.cycle import Options
+from runtime.engine.session import Session
 from runtime.simulation.engine import Limits, simulate
 from runtime.simulation.scenarios import scenario_from_documents
 from sim_helpers import run_cli

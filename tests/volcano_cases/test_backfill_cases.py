@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.snapshot import PIPELINED
+from runtime.engine.snapshot import PIPELINED
 from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check
 
 TIERS = [[plugin("priority", "preemptable", "task_order", "job_order"), plugin("drf", "queue_order")]]

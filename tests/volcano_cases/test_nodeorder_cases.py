@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import (
+from runtime.cluster.model import (
     LabelSelector, MatchExpression, PodAffinityTerm, PodRules, SpreadConstraint, WeightedTerm,
 )
 from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check

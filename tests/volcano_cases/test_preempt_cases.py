@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import PREEMPT_NEVER, LabelSelector, PodAffinityTerm, PodRules
+from runtime.cluster.model import PREEMPT_NEVER, LabelSelector, PodAffinityTerm, PodRules
 from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check
 
 PREEMPTABLE = "volcano.sh/preemptable"

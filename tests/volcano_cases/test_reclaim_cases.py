@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.model import PREEMPT_NEVER
+from runtime.cluster.model import PREEMPT_NEVER
 from vcase import Case, Expect, node, only, params, plugin, pod, podgroup, queue, res, run_and_check
 
 PREEMPTABLE = "volcano.sh/preemptable"

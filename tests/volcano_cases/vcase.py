@@ -37,11 +37,11 @@ from compiler import catalog as cat
 from compiler.pipeline import compile_text
 from compiler.plan import Plan
 from compiler.quantities import to_base_units
-from runtime.actions import registry as action_registry
-from runtime.cycle import collect, open_session
-from runtime.decisions import Decisions
-from runtime.model import PREEMPT_LOWER_PRIORITY, ClusterState, Node, Pod, PodGroup, QueueObject, Taint, Toleration
-from runtime.session import Options, Session
+from runtime.engine.actions import registry as action_registry
+from runtime.engine.cycle import collect, open_session
+from runtime.cluster.decisions import Decisions
+from runtime.cluster.model import PREEMPT_LOWER_PRIORITY, ClusterState, Node, Pod, PodGroup, QueueObject, Taint, Toleration
+from runtime.engine.session import Options, Session
 
 VOLCANO = "volcano.sh/volcano@v1.14.1"
 README = Path(__file__).resolve().parents[2] / "runtime" / "README.md"

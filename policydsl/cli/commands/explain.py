@@ -1,0 +1,106 @@
+"""`policydsl explain NS/POD|NS/PODGROUP (--snapshot FILE | --kubeconfig PATH | --scheduler URL)`:
+why it waits, or where it goes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.parse
+
+from policydsl.cli.flags import object_key
+from policydsl.cli.commands.live import Refused, Unreachable, add_connection_arguments, offline_view, source_of
+
+HELP = "say why a pod or PodGroup waits (failed predicates per node, queue limits, gang, devices, enqueue)"
+DESCRIPTION = (
+    "Report what the scheduler decided for the pod or PodGroup: the node it is bound to, or why it waits: "
+    "which predicate failed on how many nodes, a queue over its capability or share (with its figures), a gang "
+    "short by N pods, device memory fragmented, a job not admitted by enqueue. With --snapshot: one cycle of "
+    "POLICY (default: Volcano's default configuration) on a copy of the snapshot. With --scheduler or "
+    "--kubeconfig: the running scheduler's last cycle (through the API server's proxy to its metrics Service "
+    "with --kubeconfig), and when it does not answer, one offline cycle on a fresh list of the cluster. "
+    "Exit 0, or 2 on bad input, an unknown pod, or no scheduler and no cluster to ask."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", type=object_key, metavar="NS/NAME",
+                        help="a pod or PodGroup (namespace/name; bare name: default)")
+    add_connection_arguments(parser, snapshot=True)
+    parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.snapshot:
+        return _offline_snapshot(args)
+    target = args.target if "/" in args.target else f"default/{args.target}"
+    try:
+        source, api = source_of(args, "explain")
+    except SystemExit as done:
+        return int(done.code or 2)
+    namespace, name = target.split("/", 1)
+    try:
+        document = source.get(f"/api/v1/explain/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}")
+    except Refused as err:
+        print(f"policydsl explain: {err}", file=sys.stderr)
+        return 2
+    except Unreachable as err:
+        return _offline_cluster(args, api, target, str(err))
+    print(f"policydsl explain: from the scheduler ({source.describe()}): cycle {document['cycle']}, policy "
+          f"{document['policy']} revision {document['revision']}, at {document['at']}", file=sys.stderr)
+    if args.output == "json":
+        result = dict(document["explanation"])
+        result["cycle"] = {k: document[k] for k in ("cycle", "policy", "revision", "at")}
+        sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write("\n".join(document["text"]) + "\n")
+    return 0
+
+
+def _print(result, output: str) -> None:
+    if output == "json":
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write("\n".join(result.lines()) + "\n")
+
+
+def _offline_cluster(args: argparse.Namespace, api, target: str, why: str) -> int:
+    from runtime.engine.explanation import UnknownTarget
+
+    try:
+        view = offline_view(args, api, "explain", why)
+    except SystemExit as done:
+        return int(done.code or 2)
+    try:
+        result = view.explain(target)
+    except UnknownTarget as err:
+        print(f"policydsl explain: no pod or PodGroup `{err.target}` in the cluster"
+              f"{f'; did you mean {err.suggestion}?' if err.suggestion else ''}", file=sys.stderr)
+        return 2
+    _print(result, args.output)
+    return 0
+
+
+def _offline_snapshot(args: argparse.Namespace) -> int:
+    from runtime.cluster.objects import ObjectError, load_path
+    from runtime.engine.session import Options
+    from runtime.engine.explanation import UnknownTarget, explain
+    from policydsl.cli.inputs import InputError, compile_policy, problems_text
+    from runtime.simulation.scenarios import DEFAULT_POLICY
+
+    try:
+        plan = compile_policy(args.policy or DEFAULT_POLICY)
+    except InputError as err:
+        print(f"policydsl explain: {err}" if err.exit_code == 2 else str(err), file=sys.stderr)
+        return err.exit_code
+    try:
+        state = load_path(args.snapshot)
+        result = explain(plan, state, args.target, Options(scheduler_name=args.scheduler_name))
+    except ObjectError as err:
+        print(f"policydsl explain: {problems_text(err)}", file=sys.stderr)
+        return 2
+    except UnknownTarget as err:
+        print(f"policydsl explain: {err}", file=sys.stderr)
+        return 2
+    _print(result, args.output)
+    return 0

@@ -1,0 +1,544 @@
+"""The mutable cluster model: nodes, pods, PodGroups, Queues and PriorityClasses.
+
+`ClusterState` is what a connector (the simulator, the Kubernetes watcher) keeps up to date
+and what `runtime.engine.cycle.run_cycle` reads. It knows nothing about the Plan: the snapshot joins
+the two. Resource maps are {resource: int base units} (cpu in millicores, memory in bytes).
+
+State transitions a simulator needs:
+- `apply(decisions)`: bindings make pods run on their node (their claims bound first, as the
+  PV controller and a provisioner would: runtime.cluster.storage.bind_claims), evictions mark pods
+  releasing, PodGroup phases and conditions are recorded;
+- `advance()`: releasing pods leave (as a kubelet would after the grace period);
+- `complete_pod(key)`: a pod finished, it frees its node's resources but still counts for its
+  gang (Succeeded);
+- add/remove of every object kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from compiler.catalog import DEFAULT_QUEUE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.cluster.decisions import Decisions, Reason
+    from runtime.cluster.storage import PodClaim, Storage
+
+GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+# A pod without a PodGroup runs in this queue, as Volcano's PodGroup controller puts the group it makes.
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})       # what Go's strconv.ParseBool takes as true
+GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
+DEFAULT_SCHEDULER = "volcano"
+DEFAULT_MAX_PODS = 110
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+# Namespace objects carry this label with their own name (the API server sets it), so a
+# namespaceSelector can select by name even where no Namespace object was read.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+# Pod phases as Kubernetes names them.
+PENDING = "Pending"
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+
+# PodGroup phases.
+PG_PENDING = "Pending"
+PG_INQUEUE = "Inqueue"
+PG_RUNNING = "Running"
+PG_COMPLETED = "Completed"
+PG_UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str            # NoSchedule | PreferNoSchedule | NoExecute
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}" if self.value else f"{{{self.key}}}"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str = ""          # empty key with operator Exists tolerates everything
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""       # empty matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True)
+class MatchExpression:
+    key: str
+    operator: str          # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+    # A node selector term's matchFields entry: `key` names a field of the Node object (only
+    # metadata.name exists), not a label.
+    field: bool = False
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label map satisfies the expression (label selectors' semantics)."""
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        try:  # Gt / Lt (node selectors only): integers
+            return value is not None and (int(value) > int(self.values[0]) if self.operator == "Gt"
+                                          else int(value) < int(self.values[0]))
+        except (IndexError, ValueError):
+            return False
+
+
+# A node selector term is a conjunction of expressions; a required affinity is a disjunction
+# of terms (Kubernetes' nodeSelectorTerms).
+SelectorTerm = tuple[MatchExpression, ...]
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """A metav1.LabelSelector: every matchLabels pair and every expression must hold. The empty
+    selector matches every object (a missing one, None where it is allowed, matches none)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[MatchExpression, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        return all(expr.matches(labels) for expr in self.match_expressions)
+
+    def keys(self) -> set[str]:
+        return {k for k, _ in self.match_labels} | {e.key for e in self.match_expressions}
+
+
+@dataclass(frozen=True)
+class PodAffinityTerm:
+    """One podAffinity/podAntiAffinity term, its namespaces resolved: `namespaces` lists names
+    (the pod's own when the term names none and has no namespaceSelector); `namespace_selector`
+    selects more by the Namespace objects' labels (empty: every namespace). matchLabelKeys and
+    mismatchLabelKeys are already merged into `selector`, as the API server does."""
+
+    topology_key: str
+    selector: LabelSelector | None            # None matches no pod
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: LabelSelector | None = None
+
+    def matches(self, namespace: str, labels: Mapping[str, str],
+                namespace_labels: Callable[[str], Mapping[str, str]]) -> bool:
+        if self.selector is None or not self.selector.matches(labels):
+            return False
+        if namespace in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.matches(namespace_labels(namespace))
+
+
+@dataclass(frozen=True)
+class WeightedTerm:
+    weight: int                                # 1..100
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True)
+class SpreadConstraint:
+    """One topologySpreadConstraints entry (matchLabelKeys merged into `selector`)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str                    # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector | None             # None: counts no pod
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"        # Honor | Ignore: count only nodes the pod's affinity allows
+    node_taints_policy: str = "Ignore"         # Honor | Ignore: count only nodes whose taints it tolerates
+
+    @property
+    def hard(self) -> bool:
+        return self.when_unsatisfiable == "DoNotSchedule"
+
+
+@dataclass(frozen=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"                        # 0.0.0.0 takes the port on every address
+
+    def conflicts(self, other: "HostPort") -> bool:
+        return (self.port == other.port and self.protocol == other.protocol
+                and (self.ip == other.ip or WILDCARD_IP in (self.ip, other.ip)))
+
+
+WILDCARD_IP = "0.0.0.0"
+
+
+@dataclass(frozen=True)
+class PodRules:
+    """What makes a pod's placement depend on where other pods are (inter-pod affinity, topology
+    spread, host ports). None on a pod that has none of them: most pods."""
+
+    affinity: tuple[PodAffinityTerm, ...] = ()             # required podAffinity
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()        # required podAntiAffinity
+    preferred_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.affinity or self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity
+                    or self.spread or self.host_ports)
+
+    # Hashed once: a cycle looks rules up by value for every pod that carries them, and a frozen
+    # dataclass would hash all its nested terms each time.
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.affinity, self.anti_affinity, self.preferred_affinity, self.preferred_anti_affinity,
+                     self.spread, self.host_ports))
+
+
+@dataclass
+class Node:
+    name: str
+    allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+# Slots: the snapshot's kernels read a pod's fields by member offset (runtime/engine/kernels/_slots.pxi).
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    requests: dict[str, int] = field(default_factory=dict)
+    uid: str = ""
+    node_name: str | None = None
+    phase: str = PENDING
+    scheduler_name: str = DEFAULT_SCHEDULER
+    group: str | None = None                   # PodGroup name (same namespace), None = implicit
+    priority_class: str | None = None
+    priority: int | None = None                # spec.priority when set; else from the class
+    node_selector: dict[str, str] = field(default_factory=dict)
+    required_terms: tuple[SelectorTerm, ...] = ()
+    preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    creation: float = 0.0                      # creationTimestamp as seconds; ties by uid
+    releasing: bool = False                    # deletionTimestamp set (evicted, terminating)
+    devices: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    rules: PodRules | None = None              # inter-pod affinity, topology spread, host ports
+    scheduling_gates: tuple[str, ...] = ()     # spec.schedulingGates: never bound while any is left
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    # A field of the pod the scheduler does not evaluate (e.g. "spec.resourceClaims"): the pod
+    # waits, with a reason naming it, rather than be placed as if the field were not there.
+    unsupported: str | None = None
+    # Why the connector holds the pod back (a runtime.cluster.decisions.Reason): the API server refused
+    # its Binding for good, its PodGroup is invalid or names an invalid queue. It is never
+    # placed while held, and waits with this reason.
+    held_back: Reason | None = None
+    # status.nominatedNodeName: the node whose room, being freed by victims, is held for it; and
+    # since when (seconds, the cycle clock), for the reservation's time limit.
+    nominated_node: str | None = None
+    nominated_at: float | None = None
+    # The PersistentVolumeClaims its volumes name (runtime.cluster.storage.PodClaim); None: no claims.
+    volumes: tuple["PodClaim", ...] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def task_role(self) -> str:
+        """The vcjob task the pod is of: the annotation, else the label (as Volcano reads it)."""
+        return self.annotations.get(TASK_SPEC_ANNOTATION) or self.labels.get(TASK_SPEC_ANNOTATION, "")
+
+    @property
+    def preemptable(self) -> bool:
+        """volcano.sh/preemptable: the annotation, else the label; unset means yes, a value that
+        is not a boolean means no (as Volcano parses it, with Go's strconv.ParseBool)."""
+        value = self.annotations.get(PREEMPTABLE_ANNOTATION)
+        if value is None:
+            value = self.labels.get(PREEMPTABLE_ANNOTATION)
+        return value is None or value in GO_TRUE
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in (SUCCEEDED, FAILED)
+
+
+@dataclass(slots=True)      # slots: built field by field in kernels/collect.pyx
+class Condition:
+    type: str              # Unschedulable | Scheduled
+    status: str            # "True" | "False"
+    reason: str
+    message: str
+
+
+@dataclass
+class PodGroup:
+    namespace: str
+    name: str
+    min_member: int = 1
+    min_resources: dict[str, int] | None = None
+    min_task_member: dict[str, int] = field(default_factory=dict)
+    queue: str = "default"
+    priority_class: str | None = None
+    phase: str = PG_PENDING
+    conditions: list[Condition] = field(default_factory=list)
+    uid: str = ""
+    creation: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class QueueObject:
+    """A `Queue` object of the cluster (the policy's queues are compiler.plan.QueuePlan)."""
+
+    name: str
+    weight: int = 1
+    capability: dict[str, int] | None = None
+    guarantee: dict[str, int] | None = None
+    deserved: dict[str, int] | None = None
+    reclaimable: bool = True
+    priority: int = 0
+    parent: str | None = None
+    state: str = "open"
+    annotations: dict[str, str] = field(default_factory=dict)   # volcano.sh/hierarchy (drf), ...
+    uid: str = ""              # metadata.uid: what its Events name
+    # Why the object cannot be used as it is (the connector keeps a Queue it could not read,
+    # e.g. weight 0, under its name with this): its jobs wait saying so instead of being told
+    # the queue does not exist.
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class SettledPods:
+    """Pods a ClusterState leaves out of `pods` and only counts (runtime.kube.cache keeps the
+    counts as the watch goes): pods of `scheduler_name` that are bound and not releasing, lone
+    ones (no PodGroup) and the members of settled gangs (runtime.kube.settled.gang_settles), and
+    bound pods of other schedulers, none holding device cards. A cycle needs of them only the
+    room they hold and what they add to their queue, and only when its plan selects no victims
+    (runtime.engine.snapshot.folds_settled). Pods of ours that succeeded hold nothing and are left out
+    uncounted. A settled gang's PodGroup is Running and already says what the cycle would write;
+    `groups` counts them per queue, for the Queue's status."""
+
+    scheduler_name: str
+    by_queue: dict[tuple[str | None, tuple], int]     # (queue, request items) -> our pods
+    by_node: dict[tuple[str, tuple, bool], int]       # (node, request items, ours) -> pods
+    groups: dict[str, int] = field(default_factory=dict)   # queue -> settled gangs (Running)
+    # queue -> what settled gangs hold beyond their minResources (elastic: admission counts it free)
+    elastic: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def member_settles(pod: Pod) -> bool:
+    """Whether a pod of ours, once its job needs nothing more, is only room and a queue's total:
+    bound and not releasing, or succeeded; holding no device cards (the card inventory reads
+    them)."""
+    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == FAILED:
+        return False
+    if pod.rules:  # its affinity terms and ports bind other pods' placements: it stays listed
+        return False
+    if pod.volumes is not None:  # its volumes count toward attach limits and ReadWriteOncePod
+        return False
+    return pod.phase == SUCCEEDED or (bool(pod.node_name) and not pod.releasing)
+
+
+def settles(pod: Pod, scheduler_name: str) -> bool:
+    """Whether a pod belongs in SettledPods on its own (its key also must not be in an eviction
+    overlay); a pod of ours in a PodGroup settles only with its whole gang."""
+    if pod.scheduler_name != scheduler_name:  # bound: it holds room (a finished one holds none)
+        return pod.phase != SUCCEEDED and member_settles(pod)
+    return not pod.group and member_settles(pod)
+
+
+def scheduled_condition(ready: int, size: int) -> Condition:
+    """A Running PodGroup's condition (runtime.engine.kernels.collect writes the same, field by field)."""
+    return Condition("Scheduled", "True", "Scheduled", f"{ready}/{size} tasks ready")
+
+
+@dataclass
+class ClusterState:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    podgroups: dict[str, PodGroup] = field(default_factory=dict)
+    queues: dict[str, QueueObject] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    default_priority: int = 0                  # the globalDefault PriorityClass value, if any
+    # Bumped whenever the node set or a node's static description changes; the snapshot cache
+    # reuses its node arrays (labels, taints, allocatable) while it stays the same.
+    node_generation: int = 0
+    # Pods left out of `pods` and only counted (a snapshot of the cluster cache for a plan that
+    # folds them); None: `pods` holds every pod.
+    settled: SettledPods | None = None
+    # Namespace objects' labels by name (a namespaceSelector of a pod affinity term reads them).
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # With `settled`: the pods it counts, listed on demand (a cycle whose pods carry inter-pod
+    # rules needs every placed pod's labels, not only its room).
+    settled_pods: Callable[[], Iterable[Pod]] | None = None
+    # PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes (runtime.cluster.storage).
+    storage: "Storage" = field(default_factory=lambda: _new_storage())
+
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        labels = self.namespaces.get(name)
+        return labels if labels is not None else {NAMESPACE_NAME_LABEL: name}
+
+    def queue_name_of(self, pod: Pod) -> str:
+        """The queue a pod's job is in: its PodGroup's, else its queue annotation's, else default."""
+        if pod.group:
+            group = self.podgroups.get(f"{pod.namespace}/{pod.group}")
+            if group is not None:
+                return group.queue
+        return pod.annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE
+
+    def placed_pods(self) -> list[Pod]:
+        """Every pod that holds room on a node (whoever's), settled ones included."""
+        out = [p for p in self.pods.values() if p.node_name and not p.terminal]
+        if self.settled is not None and self.settled_pods is not None:
+            listed = self.pods.keys()
+            out.extend(p for p in self.settled_pods() if p.key not in listed and p.node_name and not p.terminal)
+        return out
+
+    # --- objects ---------------------------------------------------------------------------
+    def add_node(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        self.node_generation += 1
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves; its pods are gone with it (as after a node deletion)."""
+        self.nodes.pop(name, None)
+        for key in [k for k, p in self.pods.items() if p.node_name == name]:
+            del self.pods[key]
+        self.node_generation += 1
+
+    def add_pod(self, pod: Pod) -> None:
+        self.pods[pod.key] = pod
+
+    def remove_pod(self, key: str) -> None:
+        self.pods.pop(key, None)
+
+    def add_podgroup(self, group: PodGroup) -> None:
+        self.podgroups[group.key] = group
+
+    def remove_podgroup(self, key: str) -> None:
+        self.podgroups.pop(key, None)
+
+    def add_queue(self, queue: QueueObject) -> None:
+        self.queues[queue.name] = queue
+
+    def remove_queue(self, name: str) -> None:
+        self.queues.pop(name, None)
+
+    def pod_priority(self, pod: Pod) -> int:
+        if pod.priority is not None:
+            return pod.priority
+        if pod.priority_class is not None:
+            return self.priority_classes.get(pod.priority_class, self.default_priority)
+        return self.default_priority
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        return [p for p in self.pods.values() if p.node_name == node_name]
+
+    # --- transitions -----------------------------------------------------------------------
+    def apply(self, decisions: "Decisions") -> None:
+        """Make a cycle's decisions true, as the API server and kubelets would."""
+        for key, node in decisions.pipelined.items():
+            pod = self.pods.get(key)
+            if pod is not None and pod.nominated_node != node:
+                pod.nominated_node, pod.nominated_at = node, decisions.now
+        for key in decisions.released:
+            pod = self.pods.get(key)
+            if pod is not None:
+                pod.nominated_node = pod.nominated_at = None
+        for binding in decisions.bindings:
+            pod = self.pods.get(binding.pod)
+            if pod is None or pod.node_name is not None:
+                continue
+            if binding.pod in decisions.volumes:
+                from runtime.cluster.storage import bind_claims   # runtime.cluster.storage reads this module's types
+                bind_claims(self, decisions.volumes[binding.pod], binding.node)
+            pod.nominated_node = pod.nominated_at = None
+            pod.node_name = binding.node
+            pod.phase = RUNNING
+            pod.devices = {res: tuple(cards) for res, cards in binding.devices.items()}
+            if binding.devices:
+                pod.annotations[GPU_INDEX_ANNOTATION] = ",".join(
+                    str(c) for cards in binding.devices.values() for c in cards)
+        for eviction in decisions.evictions:
+            pod = self.pods.get(eviction.pod)
+            if pod is not None:
+                pod.releasing = True
+        for status in decisions.podgroups:
+            group = self.podgroups.get(status.name)
+            if group is not None:
+                group.phase = status.phase
+                group.conditions = list(status.conditions)
+
+    def advance(self) -> list[str]:
+        """Releasing pods leave. Returns their keys. (A controller would recreate evicted pods
+        of a job; the simulator decides whether to.)"""
+        gone = [k for k, p in self.pods.items() if p.releasing]
+        for key in gone:
+            del self.pods[key]
+        return gone
+
+    def complete_pod(self, key: str, phase: str = SUCCEEDED) -> None:
+        pod = self.pods[key]
+        pod.phase = phase
+
+    def merged_with(self, other: "ClusterState") -> "ClusterState":
+        """A new state holding the objects of both (other wins on equal names)."""
+        merged = ClusterState(
+            nodes={**self.nodes, **other.nodes}, pods={**self.pods, **other.pods},
+            podgroups={**self.podgroups, **other.podgroups}, queues={**self.queues, **other.queues},
+            priority_classes={**self.priority_classes, **other.priority_classes},
+            default_priority=other.default_priority or self.default_priority,
+            namespaces={**self.namespaces, **other.namespaces},
+            storage=self.storage.merged_with(other.storage),
+        )
+        return merged
+
+
+def _new_storage() -> Any:
+    from runtime.cluster.storage import Storage   # runtime.cluster.storage reads this module's types
+    return Storage()
+
+
+def group_key_of(pod: Pod) -> str:
+    """The job a pod belongs to: its PodGroup, or an implicit one-pod group named after it."""
+    if pod.group:
+        return f"{pod.namespace}/{pod.group}"
+    return f"{pod.namespace}/{pod.name}"
+
+
+def total(maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[k] = out.get(k, 0) + v
+    return out

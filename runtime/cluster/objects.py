@@ -1,0 +1,324 @@
+"""Kubernetes objects (dicts from YAML/JSON files or the API) to the cluster model.
+
+Reads Nodes, Pods (their spec: runtime.cluster.podspec), PodGroups and Queues
+(`scheduling.volcano.sh/v1beta1`), PriorityClasses, Namespaces, and the storage a pod's claims
+reach (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes: runtime.cluster.storagespec),
+from multi-document YAML, JSON, `List` objects (what `kubectl get -o yaml` prints) or a folder
+of such files. Every problem names the object (and file) it is in; all
+problems of a load are reported together as one `ObjectError`, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from runtime.cluster import kubefields as kf
+from runtime.cluster.kubefields import FieldError
+from runtime.cluster.model import (
+    DEFAULT_MAX_PODS, NAMESPACE_NAME_LABEL, ClusterState, Condition, Node, PodGroup, QueueObject, Taint,
+)
+from runtime.cluster.podspec import read_pod
+from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
+
+VOLCANO_GROUP = "scheduling.volcano.sh"
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "PersistentVolume",
+         "PersistentVolumeClaim", "StorageClass", "CSINode")
+# Read before the rest: pods resolve their priority against PriorityClasses, claims that name no
+# class take the default StorageClass.
+_FIRST_KINDS = {"PriorityClass": 0, "StorageClass": 0}
+FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True)
+class ObjectProblem:
+    source: str            # file path, or "<input>"
+    kind: str
+    name: str              # namespace/name for namespaced objects
+    message: str
+
+    def __str__(self) -> str:
+        what = f"{self.kind} {self.name}" if self.name else (self.kind or "object")
+        return f"{self.source}: {what}: {self.message}"
+
+
+class ObjectError(Exception):
+    """One or more objects could not be read; `problems` names each one."""
+
+    def __init__(self, problems: list[ObjectProblem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+
+
+# --- entry points ------------------------------------------------------------------------
+
+def read_documents(path: str | Path) -> list[tuple[str, Any]]:
+    """Every document of a file, or of the YAML/JSON files of a folder (sorted, hidden skipped)."""
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(p for p in root.rglob("*") if p.suffix in FILE_SUFFIXES and p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    elif root.exists():
+        files = [root]
+    else:
+        raise ObjectError([ObjectProblem(str(root), "", "", "no such file or folder")])
+    documents: list[tuple[str, Any]] = []
+    problems: list[ObjectProblem] = []
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(ObjectProblem(str(file), "", "", f"cannot read: {getattr(err, 'strerror', None) or err}"))
+            continue
+        try:
+            documents.extend((str(file), doc) for doc in parse_documents(text, file.suffix))
+        except ValueError as err:
+            problems.append(ObjectProblem(str(file), "", "", str(err)))
+    if problems:
+        raise ObjectError(problems)
+    return documents
+
+
+def load_path(path: str | Path) -> ClusterState:
+    """A ClusterState from a file or a folder of files (sorted; hidden folders skipped)."""
+    return load_objects(read_documents(path))
+
+
+def load_text(text: str, source: str = "<input>") -> ClusterState:
+    try:
+        documents = parse_documents(text, Path(source).suffix)
+    except ValueError as err:
+        raise ObjectError([ObjectProblem(source, "", "", str(err))]) from None
+    return load_objects((source, doc) for doc in documents)
+
+
+def read_object(obj: dict, state: ClusterState, source: str = "<api>") -> None:
+    """Add one object dict (with `kind`) to `state`, without load_objects' cross-object checks:
+    a watch delivers objects one at a time and in any order. Raises ObjectError naming it."""
+    kind = obj.get("kind", "") if isinstance(obj, dict) else ""
+    reader = _READERS.get(kind)
+    if reader is None:
+        raise ObjectError([ObjectProblem(source, str(kind) or "object", "", f"unknown kind `{kind}`")])
+    try:
+        reader(obj, state)
+    except FieldError as err:
+        raise ObjectError([ObjectProblem(source, kind, _display_name(obj), str(err))]) from None
+
+
+def parse_documents(text: str, suffix: str = "") -> list[Any]:
+    """YAML (multi-document) or JSON text to documents; raises ValueError with the position."""
+    if suffix == ".json":
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as err:
+            raise ValueError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ValueError(f"invalid YAML{where}: {problem}") from None
+
+
+def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | None = None) -> ClusterState:
+    """Add (source, object dict) pairs to a state (a new one by default). Lists are flattened."""
+    state = state or ClusterState()
+    problems: list[ObjectProblem] = []
+    flat: list[tuple[str, Any]] = []
+    for source, doc in documents:
+        _flatten(source, doc, flat, problems)
+    flat.sort(key=lambda item: _FIRST_KINDS.get(item[1].get("kind") if isinstance(item[1], dict) else None, 1))
+    for source, obj in flat:
+        kind = obj.get("kind", "")
+        name = _display_name(obj)
+        try:
+            _READERS[kind](obj, state)
+        except FieldError as err:
+            problems.append(ObjectProblem(source, kind, name, str(err)))
+        except KeyError:
+            known = ", ".join(KINDS)
+            problems.append(ObjectProblem(source, str(kind) or "object", name,
+                                          f"unknown kind `{kind}` (known: {known}, List)" if kind else
+                                          "missing `kind`"))
+    problems.extend(_check_references(state, {_object_key(o): s for s, o in flat}))
+    if problems:
+        raise ObjectError(problems)
+    return state
+
+
+def _flatten(source: str, doc: Any, out: list, problems: list[ObjectProblem]) -> None:
+    if not isinstance(doc, dict):
+        problems.append(ObjectProblem(source, "", "", f"expected an object, found {type(doc).__name__}"))
+        return
+    if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            problems.append(ObjectProblem(source, "List", "", "`items` must be a list"))
+            return
+        for item in items:
+            _flatten(source, item, out, problems)
+        return
+    out.append((source, doc))
+
+
+def _display_name(obj: dict) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = str(meta.get("name", "") or "")
+    if obj.get("kind") in ("Pod", "PodGroup", "PersistentVolumeClaim") and name:
+        return f"{meta.get('namespace') or 'default'}/{name}"
+    return name
+
+
+def _object_key(obj: dict) -> tuple[str, str]:
+    return (str(obj.get("kind", "")), _display_name(obj))
+
+
+# --- readers ------------------------------------------------------------------------------
+
+def _read_node(obj: dict, state: ClusterState) -> None:
+    _, name = kf.name_of(obj)
+    meta = obj["metadata"]
+    spec = kf.mapping(obj, "spec")
+    status = kf.mapping(obj, "status")
+    allocatable = kf.resources(status.get("allocatable") or status.get("capacity"), "status.allocatable")
+    if not allocatable:
+        raise FieldError("missing `status.allocatable` (or `status.capacity`)")
+    allocatable.setdefault("pods", DEFAULT_MAX_PODS)
+    taints = []
+    for t in kf.listing(spec, "taints"):
+        if not isinstance(t, dict) or not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise FieldError(f"`spec.taints`: bad taint {t!r} (needs key and effect NoSchedule|PreferNoSchedule|NoExecute)")
+        taints.append(Taint(str(t["key"]), str(t.get("value") or ""), t["effect"]))
+    state.add_node(Node(
+        name=name, allocatable=allocatable, labels=kf.strings(meta.get("labels"), "metadata.labels"),
+        taints=tuple(taints), unschedulable=bool(spec.get("unschedulable", False)),
+        annotations=kf.strings(meta.get("annotations"), "metadata.annotations"),
+    ))
+
+
+def _read_pod(obj: dict, state: ClusterState) -> None:
+    state.add_pod(read_pod(obj, state.priority_classes))
+
+
+def _read_podgroup(obj: dict, state: ClusterState) -> None:
+    _check_group(obj)
+    namespace, name = kf.name_of(obj)
+    meta = obj["metadata"]
+    spec = kf.mapping(obj, "spec")
+    status = kf.mapping(obj, "status")
+    min_member = kf.integer(spec.get("minMember"), "spec.minMember", 1)
+    if min_member < 0:
+        raise FieldError("`spec.minMember` must not be negative")
+    min_task = spec.get("minTaskMember") or {}
+    if not isinstance(min_task, dict):
+        raise FieldError("`spec.minTaskMember` must be a mapping")
+    conditions = [Condition(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
+                            str(c.get("message", ""))) for c in kf.listing(status, "conditions") if isinstance(c, dict)]
+    state.add_podgroup(PodGroup(
+        namespace=namespace, name=name, min_member=min_member,
+        min_resources=kf.resources(spec["minResources"], "spec.minResources") if spec.get("minResources") else None,
+        min_task_member={str(k): kf.integer(v, f"spec.minTaskMember.{k}", 0) for k, v in min_task.items()},
+        queue=str(spec.get("queue") or "default"), priority_class=spec.get("priorityClassName"),
+        phase=str(status.get("phase") or "Pending"), conditions=conditions, uid=kf.uid_of(meta, namespace, name),
+        creation=kf.timestamp(meta),
+    ))
+
+
+def _read_queue(obj: dict, state: ClusterState) -> None:
+    _check_group(obj)
+    _, name = kf.name_of(obj)
+    spec = kf.mapping(obj, "spec")
+    status = kf.mapping(obj, "status")
+    weight = kf.integer(spec.get("weight"), "spec.weight", 1)
+    # 0 is Volcano's scheduler's too (its own tests build such queues): shared nothing out but
+    # its guarantee. Its CRD schema refuses 0 on a cluster, so the scheduler says so in a log
+    # line and an Event on the Queue, and its jobs' reasons show the weight (kube/scheduler.py).
+    if not 0 <= weight <= 65535:
+        raise FieldError(f"`spec.weight` must be 0..65535, found {weight}")
+    state_name = str(status.get("state") or spec.get("state") or "Open").lower()
+    state.add_queue(QueueObject(
+        name=name, weight=weight,
+        capability=kf.resources(spec["capability"], "spec.capability") if spec.get("capability") else None,
+        guarantee=kf.resources(kf.mapping(spec, "guarantee").get("resource"), "spec.guarantee.resource") or None,
+        deserved=kf.resources(spec["deserved"], "spec.deserved") if spec.get("deserved") else None,
+        reclaimable=spec.get("reclaimable") is not False, priority=kf.integer(spec.get("priority"), "spec.priority", 0),
+        parent=spec.get("parent") or None, state="open" if state_name == "open" else "closed",
+        annotations=kf.strings(obj["metadata"].get("annotations"), "metadata.annotations"),
+        uid=str(obj["metadata"].get("uid") or ""),
+    ))
+
+
+def _read_priority_class(obj: dict, state: ClusterState) -> None:
+    _, name = kf.name_of(obj)
+    if "value" not in obj:
+        raise FieldError("missing `value`")
+    value = kf.integer(obj.get("value"), "value", 0)
+    state.priority_classes[name] = value
+    if obj.get("globalDefault"):
+        state.default_priority = value
+
+
+def _read_namespace(obj: dict, state: ClusterState) -> None:
+    _, name = kf.name_of(obj)
+    labels = kf.strings(obj["metadata"].get("labels"), "metadata.labels")
+    labels.setdefault(NAMESPACE_NAME_LABEL, name)
+    state.namespaces[name] = labels
+
+
+def _read_volume(obj: dict, state: ClusterState) -> None:
+    pv = read_volume(obj)
+    state.storage.volumes[pv.name] = pv
+
+
+def _read_claim(obj: dict, state: ClusterState) -> None:
+    claim = read_claim(obj, state.storage.default_class())
+    state.storage.claims[claim.key] = claim
+
+
+def _read_storage_class(obj: dict, state: ClusterState) -> None:
+    cls = read_storage_class(obj)
+    state.storage.classes[cls.name] = cls
+
+
+def _read_csinode(obj: dict, state: ClusterState) -> None:
+    node = read_csinode(obj)
+    state.storage.csinodes[node.name] = node
+
+
+def _check_group(obj: dict) -> None:
+    api = str(obj.get("apiVersion", ""))
+    if not api.startswith(VOLCANO_GROUP + "/"):
+        raise FieldError(f"apiVersion must be {VOLCANO_GROUP}/v1beta1, found `{api}`")
+
+
+_READERS: dict[str, Callable[[dict, ClusterState], None]] = {
+    "Node": _read_node, "Pod": _read_pod, "PodGroup": _read_podgroup, "Queue": _read_queue,
+    "PriorityClass": _read_priority_class, "Namespace": _read_namespace, "PersistentVolume": _read_volume,
+    "PersistentVolumeClaim": _read_claim, "StorageClass": _read_storage_class, "CSINode": _read_csinode,
+}
+
+
+def _check_references(state: ClusterState, sources: dict[tuple[str, str], str]) -> list[ObjectProblem]:
+    """Cross-object checks: a pod's node exists. (A PodGroup naming a queue nobody defines is no
+    error of the input: its job waits, saying so, as Volcano skips it.)"""
+    problems = []
+    for pod in state.pods.values():
+        if pod.node_name and pod.node_name not in state.nodes and not pod.terminal:
+            problems.append(ObjectProblem(sources.get(("Pod", pod.key), "<input>"), "Pod", pod.key,
+                                          f"runs on node `{pod.node_name}`, which does not exist"))
+    return problems
+
+
+def check_queues(state: ClusterState, known_queues: Iterable[str]) -> list[ObjectProblem]:
+    """PodGroups naming a queue neither the policy nor the cluster defines (run_cycle calls it
+    with the policy's queues, since a policy queue may be what a PodGroup names)."""
+    known = set(known_queues) | set(state.queues)
+    return [ObjectProblem("<state>", "PodGroup", g.key, f"names queue `{g.queue}`, which does not exist")
+            for g in state.podgroups.values() if g.queue not in known]

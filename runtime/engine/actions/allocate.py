@@ -1,0 +1,171 @@
+"""allocate: queue → job → task, in turns. Each turn takes the best queue (skipping overused
+ones) and its best job, and places the job's pending tasks until the job is ready (gang); runs
+of identical tasks go in one placement-kernel call each (idle-fitting nodes first, then nodes
+that fit once releasing pods leave, best score wins). The turn's placements are one Statement:
+committed when the job is ready, kept as pipelined reservations when it is pipelined, discarded
+otherwise. As in Volcano, a ready job that still has pending tasks goes back to its queue and
+takes one more task per later turn, and the queue goes back into the queue order: queue and
+job shares (drf, proportion) interleave the jobs task by task. Zero-request tasks are left to
+backfill."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import numpy as np
+
+from runtime.engine.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
+from runtime.engine.queueshare import overused_reason
+from runtime.engine.session import MASK_PASS, Session
+from runtime.engine.snapshot import ALLOCATED, PENDING, PIPELINED, READY_STATUSES
+
+
+def run(ssn: Session) -> None:
+    # Jobs holding reservations (Session.hold_reservations) take their turn to bind them.
+    heaps = eligible_jobs(ssn, also=frozenset(int(ssn.snap.task_job[t]) for t in ssn.held))
+    # Each queue's jobs in job order, as a list whose next job is its last item; and the jobs
+    # that took a turn and still have tasks, back in a heap by their job key at that moment.
+    fresh = {q: [j for _, j in reversed(jobs)] for q, jobs in heaps.items() if q >= 0}
+    again: dict[int, list] = {q: [] for q in fresh}
+    order = itertools.count()
+    queues = [(ssn.queue_key(q), q) for q in fresh]
+    heapq.heapify(queues)
+    while queues:
+        _, q = heapq.heappop(queues)
+        if ssn.overused(q):
+            reason = overused_reason(ssn, q)
+            for j in (*fresh[q], *(j for _, _, j in again[q])):
+                ssn.job_reasons.setdefault(j, []).append(reason)
+            continue
+        if again[q] and (not fresh[q] or again[q][0][0] < ssn.job_key(fresh[q][-1])):
+            _, _, j = heapq.heappop(again[q])
+            more = allocate_job(ssn, j, one_task=True)
+        else:
+            j = fresh[q].pop()
+            more = allocate_job(ssn, j)
+        if more:
+            heapq.heappush(again[q], (ssn.job_key(j), next(order), j))
+        if fresh[q] or again[q]:
+            heapq.heappush(queues, (ssn.queue_key(q), q))
+
+
+def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
+    """One turn of job j: its tasks until it is ready (`one_task`: it is, and takes one more).
+    Returns whether it is ready with tasks still pending, for another turn."""
+    snap = ssn.snap
+    job = snap.jobs[j]
+    stmt = ssn.new_statement()
+    holds = bind_reservations(ssn, stmt, j)
+    runs = ssn.pending_runs(j, skip_zero=True)
+    if not runs and not holds:
+        return False
+    ssn.attempted.add(j)
+    failed_roles: set[str] = set()
+    placed_any = False
+    ready = False
+    for run_tasks in runs:
+        at = 0          # a run is placed in chunks of what the job still misses, until it is ready
+        while at < len(run_tasks) and not ready:
+            chunk = run_tasks[at:]
+            want = min(len(chunk), 1 if one_task else missing(ssn, j, snap.pods[chunk[0]].task_role))
+            held = held_beside(ssn, job.queue, chunk[0])
+            if held is None:
+                limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
+            else:
+                with ssn.allocated_as_if(job.queue, held, held=True):
+                    limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
+            placed = place_run(ssn, stmt, chunk, limit) if limit > 0 else 0
+            placed_any = placed_any or placed > 0
+            at += placed
+            if placed < want:
+                # The run's other tasks are alike: they fail alike, and keep their own reason;
+                # the job's other tasks are still tried (Volcano's NeedContinueAllocating).
+                rest = run_tasks[at:]
+                reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, rest[0])
+                for t in rest:
+                    ssn.add_reason(t, reason)
+                if placed < limit or queue_reason is None:
+                    failed_roles.add(snap.pods[rest[0]].task_role)
+                break
+            # Ready: the turn ends here (the job's other tasks wait for its next turn).
+            ready = ssn.job_ready_ok(j)
+        if ready or (at < len(run_tasks) and not keeps_trying(ssn, j, failed_roles)):
+            break
+    if ssn.job_ready_ok(j):
+        stmt.commit()
+        return placed_any and bool(ssn.pending_runs(j, skip_zero=True))
+    if ssn.job_pipelined_ok(j):
+        stmt.to_pipelined()
+        stmt.commit()
+        return False
+    gang = gang_reason(ssn, j)
+    stmt.discard()
+    if job.min_member > 1:
+        for t in (t for run in runs for t in run):
+            ssn.add_reason(t, gang)
+    return False
+
+
+def held_beside(ssn: Session, q: int, t: int) -> np.ndarray | None:
+    """What queue q's held reservations that task t may not take request (None: nothing): those
+    of pods of t's priority or higher still waiting to bind. Pipelined room does not count in the
+    queue's allocation; without this, a pod of the same queue placed before a reservation's turn
+    could take the share it needs, and the evictions made for it would buy nothing."""
+    if not ssn.held or q < 0:
+        return None
+    held = ssn.queue_reserved(q, among=ssn.held, floor=int(ssn.snap.task_priority[t]))
+    return held if held.any() else None
+
+
+def bind_reservations(ssn: Session, stmt, j: int) -> int:
+    """Job j's held reservations (Session.hold_reservations) become placements to bind where
+    their room is idle now and their queue may allocate them (jobs placed earlier in this cycle
+    may have taken what the reservation counted on), and stay reservations otherwise. Returns how
+    many the job holds."""
+    snap = ssn.snap
+    queue = snap.jobs[j].queue
+    held = [t for t in snap.jobs[j].tasks.tolist() if t in ssn.held and ssn.status[t] == PIPELINED]
+    for t in held:
+        node = ssn.held[t]
+        stmt.unplace(t)
+        req = ssn.fit_request(t)
+        free = snap.allocatable[node] - ssn.used[node]
+        reserved = np.maximum(ssn.pipelined[node] - ssn.releasing[node], 0)
+        code = ssn.stateful_codes(int(snap.task_class[t]), np.array([node], dtype=np.int64))[0]
+        idle = bool((free - reserved >= req).all()) and code == MASK_PASS
+        # An ALLOCATED placement counts in the queue's allocation at once, so each check here
+        # includes the job's reservations bound before it.
+        if idle and queue >= 0:
+            idle = ssn.allocatable_count(queue, snap.request[t], 1, reserving=True)[0] >= 1
+        stmt.place(t, node, ALLOCATED if idle else PIPELINED)
+    return len(held)
+
+
+def missing(ssn: Session, j: int, role: str) -> int:
+    """How many tasks of `role` the job's turn takes at most before it asks whether the job is
+    ready: the members it is short of, or the role's, whichever is more (at least one)."""
+    job = ssn.snap.jobs[j]
+    have = int(ssn.job_ready[j]) + int(ssn.job_pipelined[j])
+    short = job.min_member - have
+    need = job.min_task_member.get(role, 0)
+    if need and job.min_member >= sum(job.min_task_member.values()):
+        short = max(short, need - ssn.role_counts(job, (*READY_STATUSES, PIPELINED)).get(role, 0))
+    return max(short, 1)
+
+
+def keeps_trying(ssn: Session, j: int, failed_roles: set[str]) -> bool:
+    """After a task found no node, whether the job's other tasks are still worth trying
+    (Volcano's NeedContinueAllocating): not when every task must run; when the roles' minimums
+    add up to more than minMember, while the tasks of roles that have not failed can still make
+    it ready; otherwise while every failed role already has its minimum."""
+    job = ssn.snap.jobs[j]
+    if job.min_member == len(job.tasks):
+        return False
+    mins = job.min_task_member
+    if job.min_member < sum(mins.values()):
+        pending = [t for t in job.tasks.tolist() if ssn.status[t] == PENDING]
+        left = sum(1 for t in pending if ssn.snap.pods[t].task_role not in failed_roles)
+        return int(ssn.job_ready[j]) + left >= job.min_member
+    allocated = ssn.role_counts(job, READY_STATUSES)
+    return all(allocated.get(role, 0) >= mins.get(role, 0) for role in failed_roles)

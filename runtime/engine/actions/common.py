@@ -1,0 +1,81 @@
+"""What several actions share: which jobs are eligible, queue/job turn order, placing runs of
+identical tasks with the placement kernel (or card by card for device requests)."""
+
+from __future__ import annotations
+
+from runtime.cluster import decisions as d
+from runtime.engine.session import Session
+from runtime.engine.snapshot import PENDING
+
+
+def admitted(ssn: Session, j: int) -> bool:
+    """Allocation skips Pending PodGroups while the policy has an enqueue action (Volcano)."""
+    return not ("enqueue" in ssn.plan.actions and ssn.job_phase[j] == "Pending")
+
+
+def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] = frozenset()) -> dict[int, list]:
+    """Admitted, valid jobs with pending tasks (and those in `also`), per queue as (rank in job
+    order, job) lists sorted in job order (so heaps too)."""
+    pending = [p or (j in also) for j, p in enumerate(ssn.job_pending.tolist())] if also else \
+        ssn.job_pending.tolist()
+    gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
+    phases = ssn.job_phase
+    chosen = []
+    for job in ssn.snap.jobs:
+        j = job.index
+        if want_pending and pending[j] == 0:
+            continue
+        if gated and phases[j] == "Pending":
+            continue
+        reason = ssn.job_valid(j)
+        if reason is not None:
+            ssn.job_reasons.setdefault(j, [reason])
+            continue
+        chosen.append(j)
+    # Appended in job order, each list is already a heap.
+    heaps: dict[int, list] = {}
+    jobs = ssn.snap.jobs
+    for rank, j in enumerate(ssn.job_order(chosen)):
+        heaps.setdefault(jobs[j].queue, []).append((rank, j))
+    return heaps
+
+
+def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
+    """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure).
+    A class no stateful rule concerns places the run in one tree call; otherwise task by task,
+    each placement's effect on the rules (and so on the class's next node) taken in first."""
+    cid = int(ssn.snap.task_class[run[0]])
+    cp = ssn.fresh_placement(cid)
+    if not cp.stateful:
+        placed = cp.tree.place(limit)
+        stmt.placed(run, cp.tree.out_nodes, cp.tree.out_kinds, placed)
+        # The tree already re-keyed the nodes it placed on.
+        cp.seen = ssn.ledger.log_n
+        return placed
+    placed = 0
+    while placed < limit:
+        if placed:
+            cp = ssn.fresh_placement(cid)
+        if cp.tree.place(1) == 0:
+            break
+        stmt.placed(run[placed:placed + 1], cp.tree.out_nodes, cp.tree.out_kinds, 1)
+        cp.seen = ssn.ledger.log_n
+        placed += 1
+    return placed
+
+
+def failure_reason(ssn: Session, t: int) -> d.Reason:
+    return ssn.no_node_reason(t)
+
+
+def gang_reason(ssn: Session, j: int) -> d.Reason:
+    """Called before the statement is discarded: ready counts this attempt's placements."""
+    job = ssn.snap.jobs[j]
+    got = int(ssn.job_ready[j]) + int(ssn.job_pipelined[j])
+    short = max(job.min_member - got, 0)
+    return d.Reason(d.GANG, f"gang short by {short} ({got}/{job.min_member})",
+                    {"ready": got, "min_member": job.min_member})
+
+
+def pending_of(ssn: Session, j: int) -> list[int]:
+    return [int(t) for t in ssn.snap.jobs[j].tasks if ssn.status[t] == PENDING]

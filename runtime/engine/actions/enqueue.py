@@ -1,0 +1,59 @@
+"""enqueue: admits pending jobs, PodGroup Pending → Inqueue. Queues take turns (queue order),
+one job per turn (job order). A job whose PodGroup has no minResources is admitted (if its
+queue is open); otherwise every enqueue plugin must admit it (tier voting). A PodGroup without
+pods yet is admitted like any other (runtime.engine.snapshot: pod-less PodGroups are jobs)."""
+
+from __future__ import annotations
+
+import heapq
+
+from runtime.cluster import decisions as d
+from runtime.engine.session import REJECT, Session
+
+
+def run(ssn: Session) -> None:
+    heaps: dict[int, list] = {}
+    for job in ssn.snap.jobs:
+        j = job.index
+        if ssn.job_phase[j] != "Pending":
+            continue
+        # Only a job that cannot run at all waits here (an unknown PodGroup or queue, a queue
+        # that is not a leaf): as Volcano's enqueue, admission asks no job_valid plugin, so a
+        # gang whose pods do not all exist yet — a vcjob's, whose pods the controller creates
+        # once its PodGroup is Inqueue — is admitted on its minResources.
+        if job.problem or job.queue < 0:
+            ssn.job_reasons.setdefault(j, [d.Reason(d.JOB, job.problem or f"queue {job.queue_name} does not exist")])
+            continue
+        heaps.setdefault(job.queue, []).append((ssn.job_key(j), j))
+    queues = []
+    for q, heap in heaps.items():
+        heapq.heapify(heap)
+        queues.append((ssn.queue_key(q), q))
+    heapq.heapify(queues)
+    while queues:
+        _, q = heapq.heappop(queues)
+        _, j = heapq.heappop(heaps[q])
+        _admit(ssn, j)
+        if heaps[q]:
+            heapq.heappush(queues, (ssn.queue_key(q), q))
+
+
+def _admit(ssn: Session, j: int) -> None:
+    job = ssn.snap.jobs[j]
+    queue = ssn.snap.queues[job.queue]
+    if not queue.open:
+        ssn.job_reasons.setdefault(j, []).append(
+            d.Reason(d.QUEUE, f"queue {queue.name} is closed", {"queue": queue.name}))
+        return
+    if job.min_resources is not None:
+        verdict = ssn.job_enqueueable(j)
+        if verdict.vote is REJECT:
+            reason = verdict.reason or d.Reason(d.ENQUEUE, "not admitted by the enqueue plugins")
+            ssn.job_reasons.setdefault(j, []).append(reason)
+            return
+    ssn.job_phase[j] = "Inqueue"
+    if job.min_resources is not None:
+        for q in ssn.queue_chain[job.queue]:
+            ssn.queue_inqueue[q] += job.min_resources
+    for listener in ssn.enqueue_listeners:
+        listener(j)

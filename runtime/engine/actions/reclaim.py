@@ -1,0 +1,84 @@
+"""reclaim: across queues. For starving jobs of queues that are not overused and may reclaim
+(preemptive), evicts pods of other queues whose `reclaimable` is not false, as the reclaimable
+plugins allow (proportion/capacity: only while the victim's queue is above its deserved share;
+gang; conformance) — the fewest that make room. Placements are pipelined reservations, never bindings;
+committed only when the job is pipelined.
+
+No ping-pong (a deliberate difference, runtime/README.md): where plugins say which queue may
+reclaim (proportion, capacity: `preemptive`), a victim is taken only if its queue, with the
+cycle's evictions, could not reclaim its room back (the reclaimer's queue is not reclaimable, or
+the victim's would be overused, or not `preemptive` for the victim) — whichever tier chose the
+victims. In Volcano the first tier that answers decides, and with
+conformance there (as its default configuration has it) any pod is a victim: two queues below
+their shares can take room from each other in one cycle and trade it back in the next. Across
+cycles, what happens in between (the leftover of a reclaim given to the taker past its share, a
+preemption inside the victim's queue lowering its allocation) can still make a take-back look
+fair; so a job does not reclaim from a queue it lost pods to within the eviction audit's window
+(Options.lost_to, runtime/engine/evictions.py)."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from runtime.cluster import decisions as d
+from runtime.engine.actions.common import eligible_jobs, pending_of
+from runtime.engine.actions.eviction import evict_for, pods_by_node, settle
+from runtime.cluster.model import PREEMPT_NEVER
+from runtime.engine.session import Session
+
+
+def run(ssn: Session) -> None:
+    snap = ssn.snap
+    heaps = eligible_jobs(ssn)
+    on_node = pods_by_node(ssn)
+    for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
+        if ssn.overused(q):
+            continue
+        jobs = heaps[q]
+        name = snap.queues[q].name
+        # As in preempt: the queue's reservations count too (held, preempt's of this cycle, and
+        # those committed for its earlier jobs here).
+        committed = ssn.queue_reserved(q)
+        while jobs:
+            _, j = heapq.heappop(jobs)
+            if not ssn.job_starving(j):
+                continue
+            stmt = ssn.new_statement()
+            # Queues this job lost pods to lately: taking room from them would trade it back.
+            lost_to = ssn.lost_to.get(snap.jobs[j].key, frozenset())
+            reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined reclaimers
+            failed: set[int] = set()       # classes that found no room: their other tasks would not
+            for t in pending_of(ssn, j):
+                if not ssn.job_starving(j):
+                    break
+                if int(snap.task_class[t]) in failed or not ssn.preemptive(q, t):
+                    continue
+                pod = snap.pods[t].key
+                best_effort = ssn.zero_request(t)
+
+                def reason_for(v: int, pod=pod) -> d.Reason:
+                    return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}", {"queue": name, "for": pod})
+
+                def may_evict(v: int, best_effort=best_effort, lost_to=lost_to) -> bool:
+                    vq = snap.jobs[snap.task_job[v]].queue
+                    return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
+                            and snap.queues[vq].name not in lost_to
+                            and (not best_effort or bool(ssn.zero[v]))
+                            and not ssn.could_take_back(v, evicted=False, taker=q))
+
+                def allowed_by_queue(t=t, start=stmt.mark()) -> bool:
+                    # Evicting buys nothing unless the queue may then allocate the task and the
+                    # job's earlier reservations, and no victim's queue may take it back.
+                    return (ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
+                            and not any(ssn.could_take_back(v, evicted=True, taker=q)
+                                        for v in stmt.evicted_since(start)))
+
+                if evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
+                    reserved += snap.request[t]
+                else:
+                    if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
+                        failed.add(int(snap.task_class[t]))
+            if settle(ssn, stmt, j):
+                committed += reserved

@@ -1,0 +1,318 @@
+"""InterPodAffinity (kube-scheduler's plugin, which Volcano's predicates and nodeorder wrap).
+
+Filter, for a pod P on node n (each node lacking a term's topology key as kube-scheduler has it):
+- existing pods' required anti-affinity: n fails when a pod with a required anti-affinity term
+  that matches P runs in n's domain of that term's key (symmetry);
+- P's required affinity: n needs every term's key, and in each term's domain of n a pod that
+  matches all of P's terms; where no pod anywhere matches them all and P matches them itself,
+  any node with the keys passes (the first pod of a self-affine group);
+- P's required anti-affinity: n fails when a pod matching a term runs in n's domain of it.
+Score: per node, Σ weights of P's preferred terms times the pods matching them in the node's
+domain (anti-affinity negative), plus existing pods' preferred terms that match P (their
+weight) and existing pods' required affinity terms that match P (`hard_weight`, kube's
+hardPodAffinityWeight), normalized to 0..100 over the nodes as kube-scheduler does.
+
+Counts are kept per term and per topology domain: a pod matching a term (or a group of
+terms) counts in its node's domain, live or leaving; a pod carrying a term counts as its
+holder. A placement, undo or eviction changes one domain per key, and only the classes whose
+terms it touches are marked, on that domain's nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
+from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
+from runtime.engine.session import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check, Session
+from runtime.engine.snapshot import Domains
+
+AFFINITY_MESSAGE = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY_MESSAGE = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY_MESSAGE = "node(s) didn't satisfy existing pods anti-affinity rules"
+MAX_NODE_SCORE = 100.0
+DEFAULT_HARD_WEIGHT = 1
+
+# What a pod carrying a term does to others: repels them (required anti-affinity), or scores
+# them up or down (kube-scheduler's symmetric weights).
+REPELS, ATTRACTS, PREFERS, AVOIDS = "repels", "attracts", "prefers", "avoids"
+
+
+class _Counts:
+    """Pods per domain of one topology key, those running and those leaving apart."""
+
+    def __init__(self, domains: Domains):
+        self.domains = domains
+        self.live = np.zeros(max(domains.count, 1), dtype=np.int64)
+        self.gone = np.zeros(max(domains.count, 1), dtype=np.int64)
+
+    def add(self, node: int, step: int, leaving: bool) -> int:
+        """Returns the node's domain (-1: the node lacks the key, nothing counted)."""
+        d = int(self.domains.of[node])
+        if d >= 0:
+            (self.gone if leaving else self.live)[d] += step
+        return d
+
+    def add_rows(self, nodes: np.ndarray, leaving: bool) -> int:
+        """One pod on each of `nodes` (rows may repeat); returns how many counted (on nodes
+        with the key)."""
+        if not len(nodes):
+            return 0
+        d = self.domains.of[nodes]
+        d = d[d >= 0]
+        if len(d):
+            np.add.at(self.gone if leaving else self.live, d, 1)
+        return len(d)
+
+    def at(self, nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(has the key, live count, leaving count) on `nodes` (all when None)."""
+        of = self.domains.of if nodes is None else self.domains.of[nodes]
+        has = of >= 0
+        d = np.where(has, of, 0)
+        return has, np.where(has, self.live[d], 0), np.where(has, self.gone[d], 0)
+
+
+@dataclass(eq=False)
+class _Group:
+    """Pods matching every one of `terms`, counted per domain of each term's key."""
+
+    terms: tuple[PodAffinityTerm, ...]
+    counts: dict[str, _Counts]
+    matched: int = 0                      # live pods matching, on nodes with the keys
+    users: list[int] = field(default_factory=list)   # classes whose own terms these are
+
+    def matches(self, pod: Pod, namespace_labels) -> bool:
+        return all(t.matches(pod.namespace, pod.labels, namespace_labels) for t in self.terms)
+
+
+@dataclass(eq=False)
+class _Hold:
+    """Pods carrying `term` (as `kind`, with `weight`), counted per domain of its key."""
+
+    term: PodAffinityTerm
+    kind: str
+    weight: int
+    counts: _Counts
+    matched: list[int] = field(default_factory=list)  # classes the term matches
+
+
+@dataclass
+class _ClassTerms:
+    affinity: _Group | None = None
+    self_affine: bool = False
+    anti: list[_Group] = field(default_factory=list)
+    preferred: list[tuple[float, _Group]] = field(default_factory=list)   # (signed weight, group)
+    repelled_by: list[_Hold] = field(default_factory=list)
+    scored_by: list[_Hold] = field(default_factory=list)
+    score_range: tuple[float, float] = (0.0, 0.0)
+
+
+class PodAffinityRule(CountingRule):
+    """The session's InterPodAffinity state: predicates turns its filter on (`filter_on`),
+    nodeorder its scorer (`weight`)."""
+
+    name = "podaffinity"
+
+    def __init__(self, ssn: Session, hard_weight: int = DEFAULT_HARD_WEIGHT):
+        self.ssn = ssn
+        self.snap = snap = ssn.snap
+        self.filter_on = False
+        self.weight = 0.0
+        self.hard_weight = hard_weight
+        self.ns_labels = snap.namespace_labels
+        self._groups: dict[tuple[PodAffinityTerm, ...], _Group] = {}
+        self._holds: dict[tuple[PodAffinityTerm, str, int], _Hold] = {}
+        self._group_index: SelectorIndex[_Group] = SelectorIndex()
+        self._hold_index: SelectorIndex[_Hold] = SelectorIndex()
+        self._matches: dict[Profile, list[_Group]] = {}
+        self._carried: dict[PodRules, list[_Hold]] = {}
+        # By identity first: hashing a PodRules walks all its terms, and a pod's rules object
+        # lives as long as the session.
+        self._carried_by_id: dict[int, list[_Hold]] = {}
+        self._classes: dict[int, _ClassTerms] = {}
+        for cls in snap.classes:
+            rules = snap.pods[cls.head].rules if cls.head >= 0 else None
+            if rules:
+                if rules.affinity:
+                    self._group(rules.affinity)
+                for term in rules.anti_affinity:
+                    self._group((term,))
+                for w in (*rules.preferred_affinity, *rules.preferred_anti_affinity):
+                    self._group((w.term,))
+        for rules in {id(pod.rules): pod.rules for pod in snap.rule_pods}.values():
+            self._holds_of(rules)
+        for alike in placed_groups(ssn):
+            for group in self._matching(alike.pod):
+                for counts in group.counts.values():
+                    group.matched += counts.add_rows(alike.live, False)
+                    counts.add_rows(alike.leaving, True)
+            if alike.rules:
+                for hold in self._holds_of(alike.rules):
+                    hold.counts.add_rows(alike.live, False)
+                    hold.counts.add_rows(alike.leaving, True)
+
+    # --- the tables ------------------------------------------------------------------------
+    def _counts(self, key: str) -> _Counts:
+        return _Counts(self.snap.topology.domains(key))
+
+    def _group(self, terms: tuple[PodAffinityTerm, ...]) -> _Group:
+        group = self._groups.get(terms)
+        if group is None:
+            group = self._groups[terms] = _Group(terms, {t.topology_key: self._counts(t.topology_key) for t in terms})
+            # A pod must match every term: any term's required pair finds the candidates.
+            self._group_index.add(group, next((t.selector for t in terms if t.selector is not None), None))
+        return group
+
+    def _holds_of(self, rules: PodRules) -> list[_Hold]:
+        found = self._carried_by_id.get(id(rules))
+        if found is not None:
+            return found
+        found = self._carried.get(rules)
+        if found is None:
+            wanted = [(t, REPELS, 0) for t in rules.anti_affinity]
+            wanted += [(t, ATTRACTS, self.hard_weight) for t in rules.affinity]
+            wanted += [(w.term, PREFERS, w.weight) for w in rules.preferred_affinity]
+            wanted += [(w.term, AVOIDS, w.weight) for w in rules.preferred_anti_affinity]
+            found = self._carried[rules] = [self._hold(*item) for item in wanted]
+        self._carried_by_id[id(rules)] = found
+        return found
+
+    def _hold(self, term: PodAffinityTerm, kind: str, weight: int) -> _Hold:
+        key = (term, kind, weight)
+        hold = self._holds.get(key)
+        if hold is None:
+            hold = self._holds[key] = _Hold(term, kind, weight, self._counts(term.topology_key))
+            self._hold_index.add(hold, term.selector)
+        return hold
+
+    def _matching(self, pod: Pod) -> list[_Group]:
+        """The groups whose terms all match the pod (cached by its profile)."""
+        key = profile(self.snap, pod)
+        found = self._matches.get(key)
+        if found is None:
+            found = self._matches[key] = [g for g in self._group_index.candidates(pod.labels)
+                                          if g.matches(pod, self.ns_labels)]
+        return found
+
+    def _count_group(self, group: _Group, node: int, step: int, leaving: bool) -> None:
+        for counts in group.counts.values():
+            if counts.add(node, step, leaving) >= 0 and not leaving:
+                group.matched += step
+
+    def _class(self, cid: int) -> _ClassTerms:
+        ct = self._classes.get(cid)
+        if ct is None:
+            ct = self._classes[cid] = _ClassTerms()
+            pod = self.snap.pods[self.snap.classes[cid].head]
+            rules = pod.rules
+            if rules:
+                if rules.affinity:
+                    ct.affinity = self._group(rules.affinity)
+                    ct.self_affine = ct.affinity.matches(pod, self.ns_labels)
+                ct.anti = [self._group((t,)) for t in rules.anti_affinity]
+                ct.preferred = [(float(w.weight), self._group((w.term,))) for w in rules.preferred_affinity]
+                ct.preferred += [(-float(w.weight), self._group((w.term,))) for w in rules.preferred_anti_affinity]
+            for group in {id(g): g for g in (ct.affinity, *ct.anti, *(g for _, g in ct.preferred)) if g}.values():
+                group.users.append(cid)
+            for hold in self._hold_index.candidates(pod.labels):
+                if hold.term.matches(pod.namespace, pod.labels, self.ns_labels):
+                    (ct.repelled_by if hold.kind == REPELS else ct.scored_by).append(hold)
+                    hold.matched.append(cid)
+        return ct
+
+    # --- the extension point ---------------------------------------------------------------
+    def filters(self, cid: int) -> bool:
+        ct = self._class(cid)
+        return self.filter_on and bool(ct.affinity or ct.anti or ct.repelled_by)
+
+    def scores(self, cid: int) -> bool:
+        ct = self._class(cid)
+        return self.weight > 0 and bool(ct.preferred or ct.scored_by)
+
+    def _verdicts(self, cid: int, nodes: np.ndarray | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per message: (nodes failing now, nodes passing only once leaving pods are gone)."""
+        ct = self._class(cid)
+        size = self.snap.n_nodes if nodes is None else len(nodes)
+        out = {}
+        for message, sources in ((EXISTING_ANTI_AFFINITY_MESSAGE, [h.counts for h in ct.repelled_by]),
+                                 (ANTI_AFFINITY_MESSAGE, [c for g in ct.anti for c in g.counts.values()])):
+            fail = np.zeros(size, dtype=bool)
+            later = np.zeros(size, dtype=bool)
+            for counts in sources:
+                has, live, gone = counts.at(nodes)
+                fail |= live > 0
+                later |= gone > 0
+            out[message] = (fail, later & ~fail)
+        if ct.affinity is not None:
+            keyed = np.ones(size, dtype=bool)
+            found = np.ones(size, dtype=bool)
+            for counts in ct.affinity.counts.values():
+                has, live, _ = counts.at(nodes)
+                keyed &= has
+                found &= live > 0
+            ok = keyed if (ct.affinity.matched == 0 and ct.self_affine) else keyed & found
+            out[AFFINITY_MESSAGE] = (~ok, np.zeros(size, dtype=bool))
+        return out
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        verdicts = self._verdicts(cid, nodes)
+        size = self.snap.n_nodes if nodes is None else len(nodes)
+        fail = np.zeros(size, dtype=bool)
+        later = np.zeros(size, dtype=bool)
+        for f, lt in verdicts.values():
+            fail |= f
+            later |= lt
+        out = np.full(size, MASK_PASS, dtype=np.uint8)
+        out[later] |= MASK_RELEASING
+        out[fail] = MASK_FAIL
+        return out
+
+    def checks(self, cid: int) -> list[Check]:
+        # kube-scheduler's order: a node is counted under the first check it fails.
+        order = (AFFINITY_MESSAGE, ANTI_AFFINITY_MESSAGE, EXISTING_ANTI_AFFINITY_MESSAGE)
+        verdicts = self._verdicts(cid, None)
+        return [Check(m, ~verdicts[m][0]) for m in order if m in verdicts and verdicts[m][0].any()]
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        # Normalized over every node, as kube-scheduler's NormalizeScore does over the nodes it
+        # scores: each change marks the whole class (notify), so `nodes` is always None here.
+        ct = self._class(cid)
+        raw = np.zeros(self.snap.n_nodes, dtype=np.float64)
+        for weight, group in ct.preferred:
+            for counts in group.counts.values():
+                _, live, _ = counts.at(None)
+                raw += weight * live
+        for hold in ct.scored_by:
+            _, live, _ = hold.counts.at(None)
+            raw += (-hold.weight if hold.kind == AVOIDS else hold.weight) * live
+        low, high = float(raw.min(initial=0.0)), float(raw.max(initial=0.0))
+        scores = MAX_NODE_SCORE * (raw - low) / (high - low) if high > low else np.zeros_like(raw)
+        scores *= self.weight
+        return scores if nodes is None else scores[nodes]
+
+    # --- notifications ---------------------------------------------------------------------
+    def _changed(self, cids: list[int], counts: _Counts, node: int, everywhere: bool = False) -> None:
+        if not cids:
+            return
+        d = int(counts.domains.of[node])
+        nodes = None if everywhere or d < 0 else counts.domains.nodes(d)
+        if d < 0 and not everywhere:
+            return
+        for cid in cids:
+            # Scores are normalized over all nodes: a change anywhere re-scores the class.
+            self.ssn.mark_dirty(cid, None if self.scores(cid) else nodes)
+
+    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+        pod = self.snap.pods[t]
+        for group in self._matching(pod):
+            before = group.matched
+            self._count_group(group, node, step, leaving)
+            crossed = (before == 0) != (group.matched == 0)   # the self-affine first-pod rule flips
+            for counts in group.counts.values():
+                self._changed(group.users, counts, node, everywhere=crossed)
+        if pod.rules:
+            for hold in self._holds_of(pod.rules):
+                hold.counts.add(node, step, leaving)
+                self._changed(hold.matched, hold.counts, node)

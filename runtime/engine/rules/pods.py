@@ -1,0 +1,124 @@
+"""What the stateful rules share: the pods they count and a pod's label profile.
+
+A rule counts every pod on a node (Snapshot.placed_pods, whoever's) and is told of the
+cycle's placements, undos and evictions of our tasks (runtime.engine.session.StatefulRule). Two pods
+with the same namespace and the same values of the label keys the rules' selectors read
+(Snapshot.label_keys) match the same selectors: their profile, the key matches are cached by.
+The placed pods are grouped once per session by profile and rules (`placed_groups`), so that a
+rule matches a group once and counts its nodes at once: the replicas of one template are one
+group however many there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Generic, Hashable, TypeVar
+
+import numpy as np
+
+from runtime.cluster.model import LabelSelector, Pod, PodRules
+from runtime.engine.session import StatefulRule
+from runtime.engine.snapshot import Snapshot
+
+Profile = Hashable
+T = TypeVar("T")
+
+
+def profile(snap: Snapshot, pod: Pod) -> Profile:
+    labels = pod.labels
+    keys = snap.label_keys or ()
+    return pod.namespace, tuple(labels.get(k) for k in keys)
+
+
+def placed(snap: Snapshot) -> Iterator[tuple[Pod, int]]:
+    """Every pod holding room on a node, with its node row."""
+    return zip(snap.placed_pods, snap.placed_rows.tolist())
+
+
+@dataclass(frozen=True, eq=False)
+class PlacedGroup:
+    """Placed pods alike to every rule: one profile and one rules object."""
+
+    pod: Pod              # the first of them: its namespace and labels answer for all
+    rules: PodRules | None
+    live: np.ndarray      # node rows of those running, one per pod (a row may repeat)
+    leaving: np.ndarray   # node rows of those being evicted or deleted
+
+
+def placed_groups(ssn) -> list[PlacedGroup]:
+    """The snapshot's placed pods, grouped (made once per session, for every rule)."""
+    return ssn.rule_state("placed-groups", lambda: _group_placed(ssn.snap))
+
+
+def _group_placed(snap: Snapshot) -> list[PlacedGroup]:
+    keys = snap.label_keys or ()
+    rows: dict[tuple, tuple[Pod, list[int], list[int]]] = {}
+    for pod, row in placed(snap):
+        labels = pod.labels
+        # Rules objects are shared by the pods of a template (runtime.cluster.podspec), so their
+        # identity groups them without comparing terms.
+        key = (pod.namespace, tuple([labels.get(k) for k in keys]), id(pod.rules) if pod.rules else 0)
+        found = rows.get(key)
+        if found is None:
+            found = rows[key] = (pod, [], [])
+        found[2 if pod.releasing else 1].append(row)
+    return [PlacedGroup(pod, pod.rules or None, np.array(live, dtype=np.int64), np.array(leaving, dtype=np.int64))
+            for pod, live, leaving in rows.values()]
+
+
+class CountingRule(StatefulRule):
+    """A stateful rule that counts our pods where they are, those leaving apart: a placement
+    adds a live pod on its node, an undo takes it away, an eviction moves it to the leaving,
+    an undone eviction back. A subclass says what one such move does (`_move`)."""
+
+    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+        raise NotImplementedError
+
+    def placed(self, t: int, node: int) -> None:
+        self._move(t, node, 1, False)
+
+    def unplaced(self, t: int, node: int) -> None:
+        self._move(t, node, -1, False)
+
+    def evicted(self, t: int, node: int) -> None:
+        self._move(t, node, -1, False)
+        self._move(t, node, 1, True)
+
+    def unevicted(self, t: int, node: int) -> None:
+        self._move(t, node, -1, True)
+        self._move(t, node, 1, False)
+
+
+def anchor(selector: LabelSelector | None) -> tuple[str, str] | None:
+    """A label pair every pod the selector matches has: it finds the candidates for a term."""
+    if selector is None:
+        return None
+    if selector.match_labels:
+        return selector.match_labels[0]
+    for expr in selector.match_expressions:
+        if expr.operator == "In" and len(expr.values) == 1:
+            return expr.key, expr.values[0]
+    return None
+
+
+class SelectorIndex(Generic[T]):
+    """Items (terms, selections) by a label pair their selector requires, so that a pod's
+    candidates are found from its labels instead of by trying every item; items whose
+    selector requires no single pair are always candidates."""
+
+    def __init__(self) -> None:
+        self._anchored: dict[tuple[str, str], list[T]] = {}
+        self._loose: list[T] = []
+
+    def add(self, item: T, selector: LabelSelector | None) -> None:
+        pair = anchor(selector)
+        if pair is None:
+            self._loose.append(item)
+        else:
+            self._anchored.setdefault(pair, []).append(item)
+
+    def candidates(self, labels: Mapping[str, str]) -> list[T]:
+        """Each item at most once (an item is listed under one pair only)."""
+        out = [item for pair in labels.items() for item in self._anchored.get(pair, ())]
+        return out + self._loose if self._loose else out

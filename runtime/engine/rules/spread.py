@@ -1,0 +1,219 @@
+"""PodTopologySpread (kube-scheduler's plugin, which Volcano's predicates and nodeorder wrap).
+
+For a pod P and each of its constraints (key, maxSkew, selector):
+- eligible nodes: those with every key of P's DoNotSchedule constraints (of its ScheduleAnyway
+  ones, for scoring), and, by the inclusion policies, matching P's node selector and required
+  node affinity (nodeAffinityPolicy Honor, the default) and tolerating its NoSchedule and
+  NoExecute taints (nodeTaintsPolicy Honor; Ignore is the default);
+- domains: the key's values on eligible nodes; a domain counts the pods of P's namespace that
+  the selector matches on its eligible nodes (an empty or missing selector counts none;
+  leaving pods are not counted);
+- filter (DoNotSchedule): a node lacking the key fails; else with P's own match (1 or 0),
+  count(domain of n) + self − global minimum > maxSkew fails, the minimum being 0 while fewer
+  domains than minDomains exist;
+- score (ScheduleAnyway): Σ count(domain) × ln(domains + 2) + (maxSkew − 1) per node, normalized
+  so that the node with the fewest matching pods scores 100 (kube-scheduler's NormalizeScore).
+
+Counts are kept per node for each (namespace, selector) the cycle's constraints use, and per
+domain for each class's constraint (its eligible nodes). A placement changes one domain's
+count: the class is marked on that domain's nodes, or on every node when the global minimum
+moved.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime.cluster.model import LabelSelector, Pod, SpreadConstraint
+from runtime.engine.plugins.predicates import affinity_mask, untolerated_taint_checks
+from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
+from runtime.engine.session import MASK_FAIL, MASK_PASS, Check, Session
+from runtime.engine.snapshot import Domains
+
+SKEW_MESSAGE = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL_MESSAGE = "node(s) didn't match pod topology spread constraints (missing required label)"
+MAX_NODE_SCORE = 100.0
+
+
+@dataclass(eq=False)
+class _Selection:
+    """Pods of one namespace a selector matches, counted per node."""
+
+    namespace: str
+    selector: LabelSelector
+    per_node: np.ndarray
+    users: list["_Spread"] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Spread:
+    """One constraint of one class: its eligible nodes' domains and their counts."""
+
+    cid: int
+    constraint: SpreadConstraint
+    domains: Domains
+    eligible: np.ndarray              # (N,) bool
+    present: np.ndarray               # (D,) bool: the domain has an eligible node
+    count: np.ndarray                 # (D,) int64
+    self_match: int
+    low: int = 0                      # the global minimum (0 while fewer domains than minDomains)
+
+    def minimum(self) -> int:
+        domains = int(self.present.sum())
+        if not domains or (self.constraint.min_domains and domains < self.constraint.min_domains):
+            return 0
+        return int(self.count[self.present].min())
+
+
+class TopologySpreadRule(CountingRule):
+    """The session's PodTopologySpread state: predicates turns its filter on (`filter_on`),
+    nodeorder its scorer (`weight`)."""
+
+    name = "podtopologyspread"
+
+    def __init__(self, ssn: Session):
+        self.ssn = ssn
+        self.snap = snap = ssn.snap
+        self.filter_on = False
+        self.weight = 0.0
+        self._selections: dict[tuple[str, LabelSelector], _Selection] = {}
+        self._by_namespace: dict[str, SelectorIndex[_Selection]] = {}
+        self._matches: dict[Profile, list[_Selection]] = {}
+        self._classes: dict[int, list[_Spread]] = {}
+        self._score_range: dict[int, tuple[float, float]] = {}
+        for cls in snap.classes:
+            pod = snap.pods[cls.head] if cls.head >= 0 else None
+            if pod is not None and pod.rules:
+                for c in pod.rules.spread:
+                    if c.selector is not None and (c.selector.match_labels or c.selector.match_expressions):
+                        self._selection(pod.namespace, c.selector)
+        if self._selections:
+            for alike in placed_groups(ssn):
+                if len(alike.live):
+                    for selection in self._matching(alike.pod):
+                        np.add.at(selection.per_node, alike.live, 1)
+
+    def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
+        key = (namespace, selector)
+        found = self._selections.get(key)
+        if found is None:
+            found = self._selections[key] = _Selection(namespace, selector, np.zeros(self.snap.n_nodes, np.int64))
+            self._by_namespace.setdefault(namespace, SelectorIndex()).add(found, selector)
+        return found
+
+    def _matching(self, pod: Pod) -> list[_Selection]:
+        key = profile(self.snap, pod)
+        found = self._matches.get(key)
+        if found is None:
+            index = self._by_namespace.get(pod.namespace)
+            found = self._matches[key] = [s for s in index.candidates(pod.labels)
+                                          if s.selector.matches(pod.labels)] if index is not None else []
+        return found
+
+    def _class(self, cid: int) -> list[_Spread]:
+        found = self._classes.get(cid)
+        if found is None:
+            found = self._classes[cid] = []
+            snap = self.snap
+            cls = snap.classes[cid]
+            pod = snap.pods[cls.head]
+            constraints = pod.rules.spread if pod.rules else ()
+            for hard in (True, False):
+                group = [c for c in constraints if c.hard == hard]
+                if not group:
+                    continue
+                # A node counts only if it has every key of the pod's constraints (of each kind).
+                keyed = np.ones(snap.n_nodes, dtype=bool)
+                for c in group:
+                    keyed &= snap.topology.domains(c.topology_key).of >= 0
+                for c in group:
+                    eligible = keyed.copy()
+                    if c.node_affinity_policy == "Honor" and (cls.node_selector or cls.required_terms):
+                        eligible &= affinity_mask(snap, cls)
+                    if c.node_taints_policy == "Honor":
+                        for check in untolerated_taint_checks(snap, cls.tolerations):
+                            eligible &= check.passing
+                    domains = snap.topology.domains(c.topology_key)
+                    present = np.zeros(max(domains.count, 1), dtype=bool)
+                    present[domains.of[eligible]] = True
+                    present = present[:domains.count] if domains.count else present[:0]
+                    counted = c.selector is not None and bool(c.selector.match_labels or c.selector.match_expressions)
+                    count = np.zeros(domains.count, dtype=np.int64)
+                    spread = _Spread(cid, c, domains, eligible, present, count,
+                                     int(c.selector is not None and c.selector.matches(pod.labels)))
+                    if counted:
+                        selection = self._selection(pod.namespace, c.selector)
+                        np.add.at(count, domains.of[eligible], selection.per_node[eligible])
+                        selection.users.append(spread)
+                    spread.low = spread.minimum()
+                    found.append(spread)
+        return found
+
+    # --- the extension point ---------------------------------------------------------------
+    def filters(self, cid: int) -> bool:
+        return self.filter_on and any(s.constraint.hard for s in self._class(cid))
+
+    def scores(self, cid: int) -> bool:
+        return self.weight > 0 and any(not s.constraint.hard for s in self._class(cid))
+
+    def _verdicts(self, cid: int, nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes lacking a key, nodes over a skew) among `nodes` (all when None)."""
+        size = self.snap.n_nodes if nodes is None else len(nodes)
+        missing = np.zeros(size, dtype=bool)
+        skewed = np.zeros(size, dtype=bool)
+        for s in self._class(cid):
+            if not s.constraint.hard:
+                continue
+            of = s.domains.of if nodes is None else s.domains.of[nodes]
+            has = of >= 0
+            count = np.where(has, s.count[np.where(has, of, 0)] if s.domains.count else 0, 0)
+            missing |= ~has
+            skewed |= has & (count + s.self_match - s.low > s.constraint.max_skew)
+        return missing, skewed & ~missing
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        missing, skewed = self._verdicts(cid, nodes)
+        return np.where(missing | skewed, MASK_FAIL, MASK_PASS).astype(np.uint8)
+
+    def checks(self, cid: int) -> list[Check]:
+        missing, skewed = self._verdicts(cid, None)
+        return [Check(m, ~f) for m, f in ((MISSING_LABEL_MESSAGE, missing), (SKEW_MESSAGE, skewed)) if f.any()]
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        # Normalized over every node: each change marks the whole class, so `nodes` is None.
+        snap = self.snap
+        soft = [s for s in self._class(cid) if not s.constraint.hard]
+        raw = np.zeros(snap.n_nodes, dtype=np.float64)
+        valid = np.ones(snap.n_nodes, dtype=bool)
+        for s in soft:
+            has = s.domains.of >= 0
+            valid &= has
+            weight = math.log(int(s.present.sum()) + 2)
+            count = s.count[np.where(has, s.domains.of, 0)] if s.domains.count else np.zeros(snap.n_nodes)
+            raw += np.where(has, count * weight + (s.constraint.max_skew - 1), 0.0)
+        raw = np.round(raw)
+        scores = np.zeros(snap.n_nodes, dtype=np.float64)
+        if valid.any():
+            high, low = raw[valid].max(), raw[valid].min()
+            scores[valid] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - raw[valid]) / high
+        scores *= self.weight
+        return scores if nodes is None else scores[nodes]
+
+    # --- notifications ---------------------------------------------------------------------
+    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+        if leaving:
+            return      # a leaving pod no longer counts
+        for selection in self._matching(self.snap.pods[t]):
+            selection.per_node[node] += step
+            for s in selection.users:
+                if not s.eligible[node]:
+                    continue
+                d = int(s.domains.of[node])
+                s.count[d] += step
+                low = s.minimum()
+                everywhere = low != s.low or not s.constraint.hard
+                s.low = low
+                self.ssn.mark_dirty(s.cid, None if everywhere else s.domains.nodes(d))

@@ -1,0 +1,558 @@
+"""The storage a pod claims, as kube-scheduler's volume plugins (which Volcano's predicates
+wraps) decide it, in their filter order:
+
+- VolumeRestrictions: a ReadWriteOncePod claim another pod uses fails every node (a leaving
+  user frees it later: pipelined);
+- NodeVolumeLimits: the distinct volumes of each CSI driver on a node (the CSINode's
+  `allocatable.count`, else the node's `attachable-volumes-csi-<driver>`) — those of every pod
+  there, the cycle's placements included, plus the pod's new ones — stay within the limit; an
+  unbound claim counts under its class's provisioner;
+- VolumeBinding: a bound claim's PV must be reachable from the node (its `nodeAffinity`); a
+  delayed (WaitForFirstConsumer) claim needs, on the node, an unclaimed PV that fits it
+  (class, size, access modes, volume mode, selector, node affinity) or a class that provisions
+  there (`allowedTopologies`). When a pod is placed, each of its delayed claims takes the
+  smallest such PV visible from its node (claims smallest first, as kube's volume binder),
+  reserved for the rest of the cycle so that no PV goes to two claims; an undone placement (a
+  gang that did not fit) gives it back. A claim pre-bound by a PV's claimRef follows that PV; one
+  whose provisioning was already asked for a node (`volume.kubernetes.io/selected-node`) only
+  goes there;
+- VolumeZone: a bound PV's zone and region labels must match the node's (a node without any
+  such label passes).
+
+The choices a placement made (`choices`) become the cycle's `Decisions.volumes`
+(runtime.cluster.decisions.VolumeChoice): on a cluster the PV's claimRef or the claim's selected-node
+annotation is written before the pod is bound.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime.cluster.decisions import NODES, VOLUME, Reason, VolumeChoice
+from runtime.cluster.model import SelectorTerm
+from runtime.engine.plugins.predicates import label_exists, label_match, terms_mask
+from runtime.engine.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session, StatefulRule
+from runtime.cluster.storage import (
+    ATTACH_LIMIT_PREFIX, BOUND, DELAYED, GA_ZONE_LABEL, PREBOUND, READ_WRITE_ONCE_POD, SELECTED, ZONE_LABELS,
+    ClaimUse, PersistentVolume, PersistentVolumeClaim, VolumeSnapshot, attach_identity, claim_shape, volume_fits,
+)
+
+RWOP_MESSAGE = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+LIMIT_MESSAGE = "node(s) exceed max volume count"
+NODE_CONFLICT = "node(s) had volume node affinity conflict"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+PV_MISSING = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+ZONE_CONFLICT = "node(s) had no available volume zone"
+STORAGE_MESSAGES = frozenset({RWOP_MESSAGE, LIMIT_MESSAGE, NODE_CONFLICT, BIND_CONFLICT, PV_MISSING, ZONE_CONFLICT})
+
+
+def waits_on_storage(reason: Reason) -> bool:
+    """Whether a waiting reason is (partly) the pod's storage: its claims hold it from every
+    node, or some nodes failed it for its volumes."""
+    return reason.kind == VOLUME or (reason.kind == NODES and any(m in STORAGE_MESSAGES
+                                                                   for m in reason.details.get("counts", {})))
+
+
+@dataclass
+class _Shape:
+    """Delayed claims alike (runtime.cluster.storage.claim_shape): their candidate PVs, smallest first
+    (those reachable from every node, and per node those reachable from it) and, per node, how
+    many of them are still free there."""
+
+    candidates: list[int]         # PV indices
+    everywhere: list[int]
+    by_node: dict[int, list[int]]
+    provision: np.ndarray         # (N,) bool: the class provisions for the node
+    free: np.ndarray              # (N,) int64
+    classes: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Slot:
+    """One delayed claim of a class: its shape, and its name when the class is that claim's
+    own (a claim several pods share, or ReadWriteOncePod)."""
+
+    shape: int
+    request: int
+    claim: str | None
+
+
+@dataclass
+class _Class:
+    static: np.ndarray                        # (N,) bool: the bound PVs, pre-bound PVs, selected node
+    checks: list[tuple[str, np.ndarray]]      # the static part's failures, in filter order
+    slots: list[_Slot]                        # delayed claims, smallest request first
+    overlapping: bool                         # shapes sharing candidates: the greedy decides per node
+    rwop: tuple[str, ...]                     # ReadWriteOncePod claims
+    drivers: dict[str, tuple[str, ...]]       # driver -> the class's volumes of it (unique names)
+
+
+class VolumeRule(StatefulRule):
+    name = "volumes"
+
+    def __init__(self, ssn: Session, zone: bool = True, limits: bool = True):
+        self.ssn = ssn
+        self.snap = snap = ssn.snap
+        vs: VolumeSnapshot = snap.volumes
+        self.vs = vs
+        self.storage = vs.storage
+        self.zone, self.limits = zone, limits
+        n = snap.n_nodes
+        self.n = n
+        self._node_row = {name: i for i, name in enumerate(snap.node_names)}
+        self._masks: dict[tuple[SelectorTerm, ...], np.ndarray] = {}
+        # PVs that delayed claims could take: by index, each with the nodes it is reachable from.
+        self.pvs: list[PersistentVolume] = []
+        self._pv_nodes: list[np.ndarray | None] = []     # rows, None: every node
+        self._pv_shapes: list[list[int]] = []
+        self._reserved: set[int] = set()
+        self.shapes: list[_Shape] = []
+        self._shape_index: dict[tuple, int] = {}
+        self._classes: dict[int, _Class | None] = {}
+        # Session choices: claim -> (PV index or -1 for provisioning, node row, tasks holding it)
+        self._choice: dict[str, list] = {}
+        self.choices: dict[int, list[VolumeChoice]] = {}
+        self._holding: dict[int, list[str]] = {}       # task -> the delayed claims it holds a choice of
+        # ReadWriteOncePod claims in use: claim -> [live users, leaving users]
+        self._users: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self._rwop_classes: dict[str, set[int]] = defaultdict(set)
+        # Attach counts per driver: unique volume -> node -> [live users, leaving users]
+        self._attached: dict[str, dict[str, dict[int, list[int]]]] = defaultdict(lambda: defaultdict(dict))
+        self._any: dict[str, np.ndarray] = {}            # driver -> (N,) volumes attached (leaving ones too)
+        self._live: dict[str, np.ndarray] = {}           # driver -> (N,) volumes attached by live pods
+        self._limit: dict[str, np.ndarray] = {}          # driver -> (N,) limit, -1: none
+        self._driver_classes: dict[str, set[int]] = defaultdict(set)
+        self._named_classes: dict[str, set[int]] = defaultdict(set)   # claim -> classes with it as a slot
+        self._placed_by_key = {p.pod.key: p for p in vs.placed}
+        for p in vs.placed:
+            self._use(p.claims, p.attached, p.row, 1, p.leaving)
+
+    # --- node masks ------------------------------------------------------------------------
+    def _terms(self, terms: tuple[SelectorTerm, ...]) -> np.ndarray:
+        mask = self._masks.get(terms)
+        if mask is None:
+            mask = self._masks[terms] = terms_mask(self.snap, terms)
+        return mask
+
+    def _pv_mask(self, pv: PersistentVolume) -> np.ndarray:
+        return np.ones(self.n, dtype=bool) if pv.node_affinity is None else self._terms(pv.node_affinity)
+
+    def _zone_mask(self, pv: PersistentVolume) -> np.ndarray:
+        snap = self.snap
+        topologies = [(k, set(pv.labels[k].split("__"))) for k in ZONE_LABELS if pv.labels.get(k)]
+        out = np.ones(self.n, dtype=bool)
+        if not topologies:
+            return out
+        constrained = np.zeros(self.n, dtype=bool)
+        for key in ZONE_LABELS:
+            constrained |= label_exists(snap, key)
+        for key, values in topologies:
+            has = label_exists(snap, key)
+            in_key = np.zeros(self.n, dtype=bool)
+            in_ga = np.zeros(self.n, dtype=bool)
+            ga = GA_ZONE_LABEL.get(key, key)
+            for v in values:
+                in_key |= label_match(snap, key, v)
+                in_ga |= label_match(snap, ga, v)
+            out &= np.where(has, in_key, in_ga)
+        return ~constrained | out
+
+    def _provision_mask(self, claim: PersistentVolumeClaim) -> np.ndarray:
+        cls = self.storage.class_of(claim)
+        if cls is None or not cls.provisions:
+            return np.zeros(self.n, dtype=bool)
+        if not cls.allowed_topologies:
+            return np.ones(self.n, dtype=bool)
+        return self._terms(cls.allowed_topologies)
+
+    # --- shapes of delayed claims ----------------------------------------------------------
+    def _shape(self, claim: PersistentVolumeClaim) -> int:
+        key = claim_shape(claim)
+        s = self._shape_index.get(key)
+        if s is not None:
+            return s
+        known = {pv.name: i for i, pv in enumerate(self.pvs)}
+        candidates = []
+        for pv in self.storage.volumes.values():
+            if not volume_fits(pv, claim):
+                continue
+            i = known.get(pv.name)
+            if i is None:
+                i = known[pv.name] = len(self.pvs)
+                self.pvs.append(pv)
+                mask = self._pv_mask(pv)
+                self._pv_nodes.append(None if mask.all() else np.flatnonzero(mask))
+                self._pv_shapes.append([])
+            candidates.append(i)
+        candidates.sort(key=lambda i: (self.pvs[i].capacity, self.pvs[i].name))
+        free = np.zeros(self.n, dtype=np.int64)
+        everywhere: list[int] = []
+        by_node: dict[int, list[int]] = {}
+        s = self._shape_index[key] = len(self.shapes)
+        for i in candidates:
+            self._pv_shapes[i].append(s)
+            if i not in self._reserved:
+                self._add_free(free, i, 1)
+            nodes = self._pv_nodes[i]
+            if nodes is None:
+                everywhere.append(i)
+            else:
+                for node in nodes.tolist():
+                    by_node.setdefault(node, []).append(i)
+        self.shapes.append(_Shape(candidates, everywhere, by_node, self._provision_mask(claim), free))
+        return s
+
+    def _pick(self, shape: _Shape, node: int, taken: set[int] = frozenset()) -> int:  # type: ignore[assignment]
+        """The smallest candidate of `shape` reachable from `node` that is free: -1 if none."""
+        local = next((i for i in shape.by_node.get(node, ()) if i not in self._reserved and i not in taken), -1)
+        anywhere = next((i for i in shape.everywhere if i not in self._reserved and i not in taken), -1)
+        if local < 0 or anywhere < 0:
+            return max(local, anywhere)
+        pvs = self.pvs
+        return min(local, anywhere, key=lambda i: (pvs[i].capacity, pvs[i].name))
+
+    def _add_free(self, free: np.ndarray, pv: int, step: int) -> None:
+        nodes = self._pv_nodes[pv]
+        if nodes is None:
+            free += step
+        else:
+            free[nodes] += step
+
+    # --- classes ---------------------------------------------------------------------------
+    def _class(self, cid: int) -> _Class | None:
+        if cid in self._classes:
+            return self._classes[cid]
+        head = self.snap.classes[cid].head
+        uses = self.vs.uses.get(head)
+        self._classes[cid] = built = self._build_class(cid, uses) if uses else None
+        return built
+
+    def _build_class(self, cid: int, uses: tuple[ClaimUse, ...]) -> _Class:
+        n = self.n
+        static = np.ones(n, dtype=bool)
+        failures: dict[str, np.ndarray] = {}
+
+        def fail(message: str, passing: np.ndarray) -> None:
+            nonlocal static
+            failures[message] = failures.get(message, np.ones(n, dtype=bool)) & passing
+            static = static & passing
+
+        slots: list[_Slot] = []
+        drivers: dict[str, list[str]] = {}
+        key_of = self.vs.class_keys.get(self.snap.classes[cid].head, ())
+        for i, use in enumerate(uses):
+            # A delayed claim only this pod names is known to the class by its shape alone.
+            shaped = use.mode == DELAYED and not (i < len(key_of) and key_of[i][1] == use.key)
+            if use.mode == BOUND:
+                if use.volume is None:
+                    fail(PV_MISSING, np.zeros(n, dtype=bool))
+                    continue
+                fail(NODE_CONFLICT, self._pv_mask(use.volume))
+                if self.zone:
+                    fail(ZONE_CONFLICT, self._zone_mask(use.volume))
+            elif use.mode == PREBOUND:
+                fail(BIND_CONFLICT, self._pv_mask(use.volume))
+            elif use.mode == SELECTED:
+                at = np.zeros(n, dtype=bool)
+                row = self._node_row.get(use.claim.selected_node or "")
+                if row is not None:
+                    at[row] = True
+                fail(BIND_CONFLICT, at & self._provision_mask(use.claim))
+            elif use.mode == DELAYED:
+                s = self._shape(use.claim)
+                self.shapes[s].classes.add(cid)
+                slots.append(_Slot(s, use.claim.request, None if shaped else use.key))
+                if not shaped:
+                    self._named_classes[use.key].add(cid)
+            if READ_WRITE_ONCE_POD in use.claim.access_modes:
+                self._rwop_classes[use.key].add(cid)
+            ident = attach_identity(use.volume if use.mode == BOUND else None, use.claim, self.storage)
+            if ident is not None and self.limits:
+                # Such a claim is each pod's own: a volume attached nowhere yet, not the head
+                # pod's claim (which may be placed already).
+                drivers.setdefault(ident[0], []).append(f"{ident[0]}/<a new volume: claim {i}>" if shaped
+                                                        else ident[1])
+                self._limit_of(ident[0])
+                self._driver_classes[ident[0]].add(cid)
+        slots.sort(key=lambda sl: sl.request)      # kube's volume binder: smallest claims first
+        seen: set[int] = set()
+        overlapping = False
+        for shape in {sl.shape for sl in slots}:
+            cands = set(self.shapes[shape].candidates)
+            overlapping |= bool(cands & seen)
+            seen |= cands
+        order = [NODE_CONFLICT, PV_MISSING, BIND_CONFLICT, ZONE_CONFLICT]   # VolumeBinding, then VolumeZone
+        checks = [(m, failures[m]) for m in order if m in failures]
+        rwop = tuple(u.key for u in uses if READ_WRITE_ONCE_POD in u.claim.access_modes)
+        return _Class(static, checks, slots, overlapping, rwop,
+                      {d: tuple(dict.fromkeys(h)) for d, h in drivers.items()})
+
+    def _limit_of(self, driver: str) -> np.ndarray:
+        found = self._limit.get(driver)
+        if found is None:
+            found = np.full(self.n, -1, dtype=np.int64)
+            key = ATTACH_LIMIT_PREFIX + driver
+            csinodes = self.storage.csinodes
+            for row, node in enumerate(self.snap.node_objects):
+                if key in node.allocatable:
+                    found[row] = node.allocatable[key]
+                csinode = csinodes.get(node.name)
+                if csinode is not None and driver in csinode.limits:
+                    found[row] = csinode.limits[driver]
+            self._limit[driver] = found
+            self._any.setdefault(driver, np.zeros(self.n, dtype=np.int64))
+            self._live.setdefault(driver, np.zeros(self.n, dtype=np.int64))
+        return found
+
+    # --- StatefulRule ----------------------------------------------------------------------
+    def filters(self, cid: int) -> bool:
+        return self._class(cid) is not None
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        c = self._class(cid)
+        size = self.n if nodes is None else len(nodes)
+        out = np.full(size, MASK_PASS, dtype=np.uint8)
+        if c is None:
+            return out
+        at = slice(None) if nodes is None else nodes
+        out[~c.static[at]] = MASK_FAIL
+        later = np.zeros(size, dtype=bool)
+        for claim in c.rwop:
+            live, gone = self._users.get(claim, (0, 0))
+            if live > 0:
+                out[:] = MASK_FAIL
+            elif gone > 0:
+                later[:] = True
+        for driver, volumes in c.drivers.items():
+            now_ok, later_ok = self._within_limit(driver, volumes, at, size)
+            out[~later_ok] = MASK_FAIL
+            later |= ~now_ok
+        if c.slots:
+            out[~self._delayed_pass(c, nodes)] = MASK_FAIL
+        out[(out == MASK_PASS) & later] = MASK_LATER
+        return out
+
+    def _within_limit(self, driver: str, volumes: tuple[str, ...], at, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(within the limit now, within it once leaving pods are gone) on the nodes `at`."""
+        limit = self._limit_of(driver)[at]
+        need_now = np.full(size, len(volumes), dtype=np.int64)
+        need_later = need_now.copy()
+        rows = np.arange(self.n)[at]
+        attached = self._attached.get(driver, {})
+        for v in volumes:
+            on = attached.get(v)
+            if not on:
+                continue
+            for node, (live, gone) in on.items():
+                hit = rows == node
+                if live + gone > 0:
+                    need_now[hit] -= 1
+                if live > 0:
+                    need_later[hit] -= 1
+        free = limit < 0
+        now_ok = free | (self._any[driver][at] + need_now <= limit)
+        later_ok = free | (self._live[driver][at] + need_later <= limit)
+        return now_ok, later_ok
+
+    def _delayed_pass(self, c: _Class, nodes: np.ndarray | None) -> np.ndarray:
+        at = slice(None) if nodes is None else nodes
+        size = self.n if nodes is None else len(nodes)
+        ok = np.ones(size, dtype=bool)
+        counts: dict[int, int] = {}
+        for sl in c.slots:
+            chosen = self._choice.get(sl.claim) if sl.claim else None
+            if chosen is not None:        # a claim another pod of the cycle already took a volume for
+                ok &= self._choice_mask(chosen)[at]
+                continue
+            counts[sl.shape] = counts.get(sl.shape, 0) + 1
+        for s, m in counts.items():
+            shape = self.shapes[s]
+            ok &= (shape.free[at] >= m) | shape.provision[at]
+        if c.overlapping and ok.any():
+            rows = np.arange(self.n)[at]
+            for i in np.flatnonzero(ok).tolist():
+                ok[i] = self._greedy(c, int(rows[i]))
+        return ok
+
+    def _choice_mask(self, chosen: list) -> np.ndarray:
+        pv, node = chosen[0], chosen[1]
+        if pv >= 0:
+            nodes = self._pv_nodes[pv]
+            if nodes is None:
+                return np.ones(self.n, dtype=bool)
+            mask = np.zeros(self.n, dtype=bool)
+            mask[nodes] = True
+            return mask
+        mask = np.zeros(self.n, dtype=bool)
+        mask[node] = True
+        return mask
+
+    def _greedy(self, c: _Class, node: int) -> bool:
+        """kube's volume binder on one node: whether each delayed claim (smallest first) takes
+        the smallest free candidate reachable from the node, or else can be provisioned there."""
+        taken: set[int] = set()
+        for sl in c.slots:
+            if sl.claim and sl.claim in self._choice:
+                continue
+            shape = self.shapes[sl.shape]
+            pick = self._pick(shape, node, taken)
+            if pick < 0:
+                if not shape.provision[node]:
+                    return False
+            else:
+                taken.add(pick)
+        return True
+
+    def checks(self, cid: int) -> list[Check]:
+        c = self._class(cid)
+        if c is None:
+            return []
+        out = []
+        for claim in c.rwop:
+            if self._users.get(claim, (0, 0))[0] > 0:
+                out.append(Check(RWOP_MESSAGE, np.zeros(self.n, dtype=bool)))
+                break
+        for driver, volumes in c.drivers.items():
+            _, later_ok = self._within_limit(driver, volumes, slice(None), self.n)
+            if not later_ok.all():
+                out.append(Check(LIMIT_MESSAGE, later_ok))
+        static = [(m, p) for m, p in c.checks]
+        if c.slots:
+            delayed = self._delayed_pass(c, None)
+            merged = False
+            for i, (m, p) in enumerate(static):
+                if m == BIND_CONFLICT:
+                    static[i] = (m, p & delayed)
+                    merged = True
+            if not merged:
+                static.append((BIND_CONFLICT, delayed))
+            order = [NODE_CONFLICT, PV_MISSING, BIND_CONFLICT, ZONE_CONFLICT]
+            static.sort(key=lambda mp: order.index(mp[0]))
+        out.extend(Check(m, p) for m, p in static if not p.all())
+        return out
+
+    # --- placements ------------------------------------------------------------------------
+    def placed(self, t: int, node: int) -> None:
+        uses = self.vs.uses.get(t)
+        if uses is None:
+            return
+        self._choose(t, uses, node)
+        claims = tuple(u.claim for u in uses)
+        self._use(claims, self._identities(uses), node, 1, False)
+
+    def unplaced(self, t: int, node: int) -> None:
+        uses = self.vs.uses.get(t)
+        if uses is None:
+            return
+        self._release(t)
+        self._use(tuple(u.claim for u in uses), self._identities(uses), node, -1, False)
+
+    def evicted(self, t: int, node: int) -> None:
+        self._move(t, node, leaving=True)
+
+    def unevicted(self, t: int, node: int) -> None:
+        self._move(t, node, leaving=False)
+
+    def _move(self, t: int, node: int, leaving: bool) -> None:
+        """An evicted pod's volumes stay attached until it is gone (or it stays after all)."""
+        placed = self._placed_by_key.get(self.snap.task_keys[t])
+        if placed is None:
+            return
+        self._use(placed.claims, placed.attached, node, -1, not leaving)
+        self._use(placed.claims, placed.attached, node, 1, leaving)
+
+    def _identities(self, uses: tuple[ClaimUse, ...]) -> tuple[tuple[str, str], ...]:
+        out = []
+        for u in uses:
+            ident = attach_identity(u.volume if u.mode == BOUND else None, u.claim, self.storage)
+            if ident is not None:
+                out.append(ident)
+        return tuple(dict.fromkeys(out))
+
+    def _use(self, claims, attached, node: int, step: int, leaving: bool) -> None:
+        """Count a pod's claims (ReadWriteOncePod users) and attached volumes on `node`."""
+        slot = 1 if leaving else 0
+        for claim in claims:
+            if READ_WRITE_ONCE_POD in claim.access_modes:
+                self._users[claim.key][slot] += step
+                for cid in self._rwop_classes.get(claim.key, ()):
+                    self.ssn.mark_dirty(cid, None)
+        if not self.limits:
+            return
+        dirty = np.array([node], dtype=np.int64)
+        for driver, volume in attached:
+            on = self._attached[driver][volume]
+            counts = on.setdefault(node, [0, 0])
+            before_any, before_live = counts[0] + counts[1] > 0, counts[0] > 0
+            counts[slot] += step
+            after_any, after_live = counts[0] + counts[1] > 0, counts[0] > 0
+            if not after_any:
+                del on[node]
+            self._limit_of(driver)
+            self._any[driver][node] += int(after_any) - int(before_any)
+            self._live[driver][node] += int(after_live) - int(before_live)
+            for cid in self._driver_classes.get(driver, ()):
+                self.ssn.mark_dirty(cid, dirty)
+
+    def _choose(self, t: int, uses: tuple[ClaimUse, ...], node: int) -> None:
+        """Pick (and reserve) the volumes of t's claims that are not bound yet."""
+        out: list[VolumeChoice] = []
+        delayed = sorted((u for u in uses if u.mode == DELAYED), key=lambda u: u.claim.request)
+        for u in uses:
+            if u.mode == PREBOUND:
+                out.append(VolumeChoice(u.key, u.volume.name if u.volume else None))
+            elif u.mode == SELECTED:
+                out.append(VolumeChoice(u.key, None))
+        for u in delayed:
+            chosen = self._choice.get(u.key)
+            if chosen is not None:
+                chosen[2].append(t)
+                pv = chosen[0]
+            else:
+                pv = self._pick(self.shapes[self._shape(u.claim)], node)
+                self._choice[u.key] = [pv, node, [t]]
+                if pv >= 0:
+                    self._reserve(pv, 1)
+            out.append(VolumeChoice(u.key, self.pvs[pv].name if pv >= 0 else None))
+        self.choices[t] = out
+        self._holding[t] = [u.key for u in delayed]
+        for u in delayed:      # classes that share a claim with t now follow its choice
+            for cid in self._named_classes.get(u.key, ()):
+                self.ssn.mark_dirty(cid, None)
+
+    def _release(self, t: int) -> None:
+        self.choices.pop(t, None)
+        for key in self._holding.pop(t, ()):
+            chosen = self._choice[key]
+            chosen[2].remove(t)
+            if chosen[2]:
+                continue
+            del self._choice[key]
+            if chosen[0] >= 0:
+                self._reserve(chosen[0], -1)
+            for cid in self._named_classes.get(key, ()):
+                self.ssn.mark_dirty(cid, None)
+
+    def _reserve(self, pv: int, step: int) -> None:
+        """PV `pv` taken (step 1) or given back (-1): every shape it is a candidate of has one
+        fewer (more) free there, and their classes re-key those nodes."""
+        if step > 0:
+            self._reserved.add(pv)
+        else:
+            self._reserved.discard(pv)
+        nodes = self._pv_nodes[pv]
+        for s in self._pv_shapes[pv]:
+            self._add_free(self.shapes[s].free, pv, -step)
+            for cid in self.shapes[s].classes:
+                self.ssn.mark_dirty(cid, nodes)
+
+
+def volume_rule(ssn: Session) -> VolumeRule:
+    """The session's storage rule, with predicates' switches (volume_zone, node_volume_limits)
+    when the policy has the plugin."""
+    spec = ssn.plan.plugin("predicates")
+    args = dict(spec.arguments) if spec is not None else {}
+    return VolumeRule(ssn, zone=bool(args.get("volume_zone", True)), limits=bool(args.get("node_volume_limits", True)))

@@ -1,0 +1,976 @@
+"""The session: one cycle's mutable view of the snapshot, the plugins' callbacks, statements.
+
+Plugins register callbacks at named extension points (`Session.register`); the session asks
+them through the combinators below, which implement the tier rules of Volcano:
+
+| question                          | rule                                                      |
+|-----------------------------------|-----------------------------------------------------------|
+| job / queue / task order          | keys compared lexicographically in tier and plugin order  |
+|                                   | (= first non-equal answer wins), then creation, then uid  |
+| predicate                         | all must pass                                             |
+| node score                        | sum (kernel terms folded into `score_params`, plus arrays) |
+| job ready, preemptive             | all must agree (default yes)                              |
+| allocatable                       | the smallest count any plugin allows                      |
+| job pipelined, job enqueueable    | a reject anywhere says no; a permit in a tier says yes;   |
+|                                   | otherwise next tier; default yes                          |
+| job starving                      | first tier with an opinion decides (all of it); default no |
+| overused                          | any says yes                                              |
+| preemptable / reclaimable victims | per tier the intersection; first non-empty tier decides   |
+
+Every change goes through a `Statement`, committed or discarded as a unit.
+
+Filters (`predicate`) and scorers (`node_order`) are either static — a function of the task
+class, answered once per class and cached (node selector, taints, least-requested) — or
+stateful: a `StatefulRule`, whose answer depends on where pods are, those this cycle placed
+included (inter-pod affinity, topology spread, host ports, device cards). A stateful rule is
+told of every placement, undo and eviction (kube-scheduler's AddPod/RemovePod) and marks the
+nodes whose answer changed for the classes it concerns (`Session.mark_dirty`); a class's
+placement tree re-keys just those. Classes no stateful rule concerns pay nothing for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from compiler.plan import Plan
+from runtime.cluster import decisions as d
+from runtime.engine.evictions import reservation_seconds
+from runtime.engine.kernels import Kernels, ScoreParams
+from runtime.engine.snapshot import (
+    ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass,
+)
+
+ORDER_POINTS = ("job_order", "queue_order", "task_order")
+# Every extension point a plugin may answer (compiler.catalog's PluginSpec.points name them).
+POINTS = frozenset({
+    "job_order", "queue_order", "task_order", "job_ready", "job_pipelined", "job_starving", "job_valid",
+    "job_enqueued", "preemptable", "reclaimable", "preemptive", "overused", "allocatable", "predicate",
+    "node_order",
+})
+_NONE: list = []          # the callbacks of a point nobody registered at (never appended to)
+PERMIT, REJECT, ABSTAIN = True, False, None
+# Node mask codes the placement kernels read (runtime/engine/kernels/place.pyx): bit 0 the node passes
+# the class's filters; bit 1 it passes only once releasing pods have left it (a stateful rule's
+# room is held by pods that are leaving), so a placement there is pipelined, not bound.
+MASK_FAIL, MASK_PASS, MASK_RELEASING = 0, 1, 2
+MASK_LATER = MASK_PASS | MASK_RELEASING
+
+
+@dataclass(frozen=True)
+class Check:
+    """One static predicate over all nodes for a task class: `passing[n]` and the message for
+    the nodes that fail it ("node(s) didn't match Pod's node affinity/selector")."""
+
+    message: str
+    passing: np.ndarray
+
+
+class StatefulRule:
+    """A filter and/or scorer whose answer depends on where pods are (kube-scheduler's
+    PreFilter/Filter/Score with AddPod/RemovePod, Volcano's allocate/deallocate event
+    handlers). One object keeps the rule's counts for the session: the session calls
+    `placed`/`unplaced` for every placement made or undone (a statement discarded, a gang
+    rolled back) and `evicted`/`unevicted` for every victim, and the rule calls
+    `Session.mark_dirty` for the classes and nodes whose answer those changed.
+
+    A plugin registers it at `predicate` (then `filters`, `codes` and `checks` answer) and/or
+    at `node_order` (`scores` and `score`). `cid` is a task class (Snapshot.classes)."""
+
+    name = ""
+    # Whether evicting pods can make the filter pass (preempt and reclaim then consider the
+    # node); device cards are not freed by preemption (runtime/README.md).
+    preempts = True
+
+    def filters(self, cid: int) -> bool:
+        """Whether the filter concerns class cid at all (else it passes every node)."""
+        return False
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        """Mask codes (MASK_FAIL, MASK_PASS, MASK_LATER) of class cid on `nodes` (all when None)."""
+        raise NotImplementedError
+
+    def checks(self, cid: int) -> list["Check"]:
+        """Why nodes fail now, one Check per cause (kube-scheduler's words), for reasons."""
+        return []
+
+    def scores(self, cid: int) -> bool:
+        return False
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        """Weighted node scores of class cid on `nodes` (all when None)."""
+        raise NotImplementedError
+
+    def placed(self, t: int, node: int) -> None:
+        pass
+
+    def unplaced(self, t: int, node: int) -> None:
+        pass
+
+    def evicted(self, t: int, node: int) -> None:
+        pass
+
+    def unevicted(self, t: int, node: int) -> None:
+        pass
+
+
+class ClassPlacement:
+    """One task class's placement inputs for the session: the static mask and scores (cached),
+    the stateful rules that concern it with the mask and scores they make (re-computed only on
+    the nodes they marked dirty), and the class's placement tree with the ledger log position
+    it was last brought up to date at."""
+
+    def __init__(self, cid: int, req: np.ndarray, static_mask: np.ndarray, static_score: np.ndarray,
+                 filters: list[StatefulRule], scorers: list[StatefulRule]):
+        self.cid = cid
+        self.req = req
+        self.static_mask = static_mask
+        self.static_score = static_score
+        self.filters = filters
+        self.scorers = scorers
+        self.stateful = bool(filters or scorers)
+        self.mask = static_mask.copy() if filters else static_mask
+        self.score = static_score.copy() if scorers else static_score
+        self.tree = None
+        self.seen = 0
+        self.dirty_all = self.stateful
+        self.dirty: list[np.ndarray] = []
+
+    def mark(self, nodes: np.ndarray | None) -> None:
+        if nodes is None:
+            self.dirty_all = True
+            self.dirty = []
+        elif not self.dirty_all:
+            self.dirty.append(nodes)
+
+    def update(self) -> np.ndarray | None:
+        """Re-compute the stateful answers where marked; returns the nodes re-computed (None:
+        all, or nothing was marked and the result is an empty array)."""
+        if self.dirty_all:
+            nodes = None
+        elif self.dirty:
+            nodes = np.unique(np.concatenate(self.dirty)) if len(self.dirty) > 1 else self.dirty[0]
+        else:
+            return _EMPTY
+        self.dirty_all, self.dirty = False, []
+        if self.filters:
+            codes = self.static_mask.copy() if nodes is None else self.static_mask[nodes]
+            for rule in self.filters:
+                codes = combine_codes(codes, rule.codes(self.cid, nodes))
+            if nodes is None:
+                self.mask[:] = codes
+            else:
+                self.mask[nodes] = codes
+        if self.scorers:
+            extra = sum(rule.score(self.cid, nodes) for rule in self.scorers)
+            if nodes is None:
+                self.score[:] = self.static_score + extra
+            else:
+                self.score[nodes] = self.static_score[nodes] + extra
+        return nodes
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def combine_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Both filters' answers at once: a node fails if either fails, else passes later if either
+    says later."""
+    return np.where((a & b & MASK_PASS) != 0, a | b, MASK_FAIL).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class KernelScore:
+    """A plugin's terms of the score kernel (runtime.engine.kernels.ScoreParams), registered at
+    `node_order`: binpack's weight and per-resource weights, or nodeorder's least-requested,
+    most-requested and balanced-allocation weights and the resources they average over."""
+
+    binpack: float = 0.0
+    binpack_resources: Mapping[int, float] = field(default_factory=dict)
+    least_requested: float = 0.0
+    most_requested: float = 0.0
+    balanced: float = 0.0
+    requested_resources: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    vote: bool | None              # PERMIT, REJECT or ABSTAIN
+    reason: d.Reason | None = None
+
+
+@dataclass
+class Options:
+    scheduler_name: str = "volcano"
+    pure_python: bool | None = None          # None: POLICYDSL_PURE_PYTHON decides
+    fold_settled: bool | None = None         # None: runtime.engine.snapshot.folds_settled(plan) decides
+    now: float | None = None                 # the cycle's clock (seconds): reservations' time limit
+    # Job -> queues it lost pods to within the eviction audit's window (EvictionAudit.lost_to):
+    # reclaim takes nothing from those for it, so room is never traded back.
+    lost_to: Mapping[str, frozenset[str]] | None = None
+
+
+class Session:
+    def __init__(self, plan: Plan, snap: Snapshot, kernels: Kernels):
+        self.plan = plan
+        self.snap = snap
+        self.k = kernels
+        n, r = snap.allocatable.shape
+        self.used = snap.used.copy()
+        self.releasing = snap.releasing.copy()
+        self.pipelined = np.zeros_like(self.used)
+        self.status = snap.status.copy()
+        self.task_node = snap.task_node.copy()
+        self.task_devices: dict[int, dict[str, tuple[int, ...]]] = {}
+        self.total = snap.total.astype(np.int64)
+        q_n, j_n = len(snap.queues), len(snap.jobs)
+        # Allocated = what ready tasks hold (allocated, bound); a queue's includes its subtree.
+        self.job_allocated = np.zeros((j_n, r), dtype=np.int64)
+        self.job_ready = np.zeros(j_n, dtype=np.int64)
+        self.job_pipelined = np.zeros(j_n, dtype=np.int64)
+        self.job_pending = np.zeros(j_n, dtype=np.int64)
+        self.job_request = np.zeros((j_n, r), dtype=np.int64)   # all non-terminal tasks
+        self.queue_allocated = np.zeros((q_n, r), dtype=np.int64)
+        self.queue_request = np.zeros((q_n, r), dtype=np.int64)
+        self.queue_inqueue = np.zeros((q_n, r), dtype=np.int64)
+        # Elastic: what running jobs hold beyond their minResources, which admission may count
+        # as free (Volcano's proportion and capacity subtract it).
+        self.queue_elastic = np.zeros((q_n, r), dtype=np.int64)
+        self.job_phase = [job.phase for job in snap.jobs]
+        pods_col = snap.resource_index["pods"]
+        # Zero-request (best-effort) tasks: nothing requested but the pod slot.
+        self.zero = ~np.delete(snap.request, pods_col, axis=1).any(axis=1) if len(snap.request) else \
+            np.zeros(0, dtype=bool)
+        self.queue_chain = [self._chain(q) for q in range(q_n)]
+        self._init_accounting()
+        # The chains as arrays for kernels: queue q's are chains[chain_ptr[q]:chain_ptr[q + 1]].
+        self.chain_ptr = np.zeros(q_n + 1, dtype=np.int64)
+        self.chain_ptr[1:] = np.cumsum([len(c) for c in self.queue_chain]) if q_n else 0
+        self.chains = np.array([c for chain in self.queue_chain for c in chain], dtype=np.int64)
+        job_queue = self.job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
+        self.ledger = kernels.Ledger(
+            snap.request, snap.task_job, snap.task_class, self.zero.view(np.uint8), self.status, self.task_node,
+            self.used, self.pipelined, self.releasing, snap.job_first, self.job_allocated, self.job_ready,
+            self.job_pipelined, self.job_pending, job_queue, self.queue_allocated, self.chain_ptr, self.chains)
+        self._fit_columns = np.ones(r, dtype=np.int64)
+        self._custom_task_order = False
+        # Callbacks per point: a list of tiers, each a list of (plugin name, fn).
+        self.callbacks: dict[str, list[list[tuple[str, Callable]]]] = {}
+        # The score kernel's terms (least-requested, binpack, ...), set by plugins by name.
+        self.kernel_scores = ScoreParams(r)
+        self.score_params = self.kernel_scores.vector
+        # Stateful filters and scorers (StatefulRule), and every rule told of placements.
+        self.stateful_filters: list[StatefulRule] = []
+        self.stateful_scorers: list[StatefulRule] = []
+        self.listeners: list[StatefulRule] = []
+        self._rule_states: dict[str, Any] = {}
+        self.answered: set[tuple[str, str]] = set()      # (plugin, point) registered
+        self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
+        self.queue_deserved: np.ndarray | None = None   # set by proportion / capacity
+        self.plugins: dict[str, Any] = {}
+        self.storage: Any = None      # runtime.engine.rules.volumes.VolumeRule, where tasks have claims
+        self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
+        self._static_cache: dict[int, np.ndarray] = {}
+        # Each class's placement inputs and tree (ClassPlacement), made on first use.
+        self.placements: dict[int, ClassPlacement] = {}
+        # Outcome
+        self.evictions: list[d.Eviction] = []
+        self.task_reasons: dict[int, list[d.Reason]] = {}
+        self.job_reasons: dict[int, list[d.Reason]] = {}
+        self.attempted: set[int] = set()     # jobs an action tried to place
+        # Reservations of this cycle (hold_reservations): task -> node held, and those that ended.
+        self.held: dict[int, int] = {}
+        self.released: dict[int, d.Reason] = {}
+        self.now: float | None = None
+        self.lost_to: Mapping[str, frozenset[str]] = {}    # Options.lost_to
+        self.held_counted: dict[int, np.ndarray] = {}      # queue -> reservations counted in (allocated_as_if)
+        self._tier_index = 0
+        self._flat: dict[str, list[Callable]] = {}
+        # An order callback's answers for every row at once, when its plugin offers them.
+        self.order_columns: dict[Callable, Callable[[], np.ndarray]] = {}
+        self._job_tie_rank: np.ndarray | None = None
+
+    # --- accounting ----------------------------------------------------------------------
+    def _chain(self, q: int) -> list[int]:
+        """The queue and its ancestors up to (not including) root."""
+        out = []
+        while q > 0:
+            out.append(q)
+            q = self.snap.queues[q].parent
+        return out
+
+    def _init_accounting(self) -> None:
+        snap = self.snap
+        req = snap.request
+        st = self.status
+        jobs_of = snap.task_job
+        j_n = len(snap.jobs)
+        ready = (st == ALLOCATED) | (st == BOUND)
+        self.job_ready[:] = np.bincount(jobs_of[ready | (st == SUCCEEDED)], minlength=j_n)[:j_n]
+        self.job_pending[:] = np.bincount(jobs_of[st == PENDING], minlength=j_n)[:j_n]
+        live = (st != SUCCEEDED) & (st != RELEASING) & (st != HELD)
+        sized = np.diff(snap.job_first) > 0     # jobs with tasks (a PodGroup may have none yet)
+        if sized.any():
+            # Each job's tasks are one range (snap.job_first): per-job sums are range sums.
+            starts = snap.job_first[:-1][sized]
+            self.job_allocated[sized] = np.add.reduceat(req * ready[:, None], starts, axis=0)
+            self.job_request[sized] = np.add.reduceat(req * live[:, None], starts, axis=0)
+        job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
+        known = job_queue >= 0
+        direct_alloc = np.zeros_like(self.queue_allocated)
+        direct_req = np.zeros_like(self.queue_request)
+        np.add.at(direct_alloc, job_queue[known], self.job_allocated[known])
+        np.add.at(direct_req, job_queue[known], self.job_request[known])
+        if snap.settled is not None:
+            direct_alloc += snap.settled
+            direct_req += snap.settled
+        # Each queue holds its own jobs' and, through the chains, its descendants'.
+        for q, chain in enumerate(self.queue_chain):
+            if q == 0 or not (direct_alloc[q].any() or direct_req[q].any()):
+                continue
+            for c in chain:
+                self.queue_allocated[c] += direct_alloc[q]
+                self.queue_request[c] += direct_req[q]
+        pods_column = snap.resource_index["pods"]
+        for job in snap.jobs:
+            if job.queue < 0:
+                continue
+            allocated = self.job_allocated[job.index]
+            if job.min_resources is not None and job.phase != "Pending":
+                short = np.maximum(job.min_resources - allocated, 0)
+                if job.phase == "Inqueue" or short.any():
+                    for q in self.queue_chain[job.queue]:
+                        self.queue_inqueue[q] += short
+            # A lone pod's implicit group asks for what its pod requests (Volcano's podgroup
+            # controller sets minResources so): nothing elastic. A PodGroup without minResources
+            # has all its allocation elastic, as Volcano's GetElasticResources counts it.
+            if not job.implicit and allocated.any():
+                floor = job.min_resources if job.min_resources is not None else 0
+                elastic = np.maximum(allocated - floor, 0)
+                elastic[pods_column] = 0      # a count, not a resource admission weighs
+                if elastic.any():
+                    for q in self.queue_chain[job.queue]:
+                        self.queue_elastic[q] += elastic
+        if snap.settled_elastic is not None:     # settled gangs' (runtime.kube.settled)
+            for q in np.flatnonzero(snap.settled_elastic.any(axis=1)).tolist():
+                for c in self.queue_chain[q]:
+                    self.queue_elastic[c] += snap.settled_elastic[q]
+        children = self.snap.queues[0].children
+        self.queue_allocated[0] = self.queue_allocated[children].sum(axis=0) if children else 0
+        self.queue_request[0] = self.queue_request[children].sum(axis=0) if children else 0
+
+    # --- registration --------------------------------------------------------------------
+    def register(self, point: str, plugin: str, fn: Callable | StatefulRule,
+                 column: Callable[[], np.ndarray] | None = None) -> None:
+        """`column`, for an order point: fn's answers for all rows at once, an array (job_order).
+        At `predicate` and `node_order`, `fn` is either static (a function of the task class:
+        list[Check], or a score array or None) or a StatefulRule."""
+        if point not in POINTS:
+            raise ValueError(f"plugin {plugin} answers `{point}`, which is no extension point")
+        self.answered.add((plugin, point))
+        if isinstance(fn, KernelScore):
+            if point != "node_order":
+                raise ValueError(f"plugin {plugin}: kernel score terms answer node_order, not {point}")
+            if fn.binpack:
+                self.kernel_scores.binpack(fn.binpack, dict(fn.binpack_resources))
+            if fn.least_requested or fn.most_requested or fn.balanced:
+                self.kernel_scores.requested(fn.least_requested, fn.most_requested, fn.balanced,
+                                             list(fn.requested_resources))
+            return
+        if isinstance(fn, StatefulRule):
+            if point not in ("predicate", "node_order"):
+                raise ValueError(f"plugin {plugin}: a stateful rule answers predicate or node_order, not {point}")
+            (self.stateful_filters if point == "predicate" else self.stateful_scorers).append(fn)
+            self.add_listener(fn)
+            return
+        if column is not None:
+            self.order_columns[fn] = column
+        tiers = self.callbacks.setdefault(point, [])
+        while len(tiers) <= self._tier_index:
+            tiers.append([])
+        tiers[self._tier_index].append((plugin, fn))
+        self._flat.pop(point, None)
+
+    def open_plugins(self, registry: dict[str, type]) -> None:
+        for ti, tier in enumerate(self.plan.tiers):
+            self._tier_index = ti
+            for spec in tier.plugins:
+                cls = registry.get(spec.name)
+                if cls is None:
+                    continue
+                plugin = cls(spec)
+                self.plugins[spec.name] = plugin
+                plugin.on_session_open(self)
+        if self.snap.volumes is not None and self.snap.volumes.uses:
+            # Storage is checked for every plan, as resource fit is: a pod cannot run where its
+            # volumes cannot reach. First of the stateful filters: kube-scheduler runs the
+            # volume plugins before the inter-pod ones, and a node counts under its first failure.
+            from runtime.engine.rules.volumes import volume_rule
+            self.storage = volume_rule(self)
+            self.stateful_filters.insert(0, self.storage)
+            self.add_listener(self.storage)
+        for point, tiers in self.callbacks.items():
+            self.callbacks[point] = [t for t in tiers if t]
+        # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
+        # the priority plugin alone gives, so only other task orders need a sort.
+        self._custom_task_order = any(name != "priority" for tier in self.fns("task_order") for name, _ in tier)
+
+    def add_listener(self, rule: StatefulRule) -> None:
+        """Tell `rule` of every placement, undo and eviction (once, however often registered)."""
+        if all(rule is not other for other in self.listeners):
+            self.listeners.append(rule)
+
+    def hold_reservations(self, now: float | None) -> None:
+        """Hold the room of every waiting pod nominated to a node (a preemptor or reclaimer whose
+        victims are leaving, a task pipelined there before): placed there as a reservation
+        (PIPELINED) before any action runs, so that no other pod takes the room. A reservation
+        ends — `released` says why — when its node is gone, its room was taken, a rule no
+        longer lets it there, its queue may no longer allocate it, or it outlived
+        `reservation_seconds`; a gang's end together (every member's or none)."""
+        self.now = now
+        snap = self.snap
+        nominated = [(t, snap.pods[t].nominated_node) for t in np.flatnonzero(self.status == PENDING).tolist()
+                     if snap.pods[t].nominated_node]
+        if not nominated:
+            return
+        rows = {name: i for i, name in enumerate(snap.node_names)}
+        limit = reservation_seconds(self.plan)
+        keep: dict[int, list[tuple[int, int]]] = {}
+        ended: dict[int, d.Reason] = {}
+        for t, name in nominated:
+            j = int(snap.task_job[t])
+            node = rows.get(name, -1)
+            why = self._reservation_ends(t, node, name, now, limit)
+            if why is not None:
+                ended[j] = ended.get(j) or why
+            keep.setdefault(j, []).append((t, node))
+        self._end_beyond_queue(keep, ended)
+        stmt = self.new_statement()
+        for j, held in keep.items():
+            if j in ended:
+                for t, _ in held:
+                    self.released[t] = ended[j]
+                    self.add_reason(t, ended[j])
+                continue
+            for t, node in held:
+                stmt.place(t, node, PIPELINED)
+                self.held[t] = node
+        stmt.commit()
+
+    def _end_beyond_queue(self, keep: dict[int, list[tuple[int, int]]], ended: dict[int, d.Reason]) -> None:
+        """End the reservations of the jobs (in job order) that their queue may not allocate
+        together with the reservations kept before them: each was checked alone, and pipelined
+        room does not count in the queue's allocation, so two gangs pipelined by one preempt
+        would otherwise both bind above the queue's capability."""
+        snap = self.snap
+        kept: dict[int, np.ndarray] = {}
+        for j in sorted((j for j in keep if j not in ended), key=self.job_key):
+            q = snap.jobs[j].queue
+            if q < 0:
+                continue
+            tasks = [t for t, _ in keep[j]]
+            total = snap.request[tasks].sum(axis=0) + kept.get(q, 0)
+            if self.allocatable_count(q, total, 1, reserving=True)[0] < 1:
+                name = snap.node_names[keep[j][0][1]]
+                ended[j] = d.Reason(d.RESERVATION, f"reservation on {name} released: queue "
+                                    f"{snap.jobs[j].queue_name} may no longer allocate it", {"node": name})
+            else:
+                kept[q] = total
+
+    def _reservation_ends(self, t: int, node: int, name: str, now: float | None, limit: float) -> d.Reason | None:
+        snap = self.snap
+        pod = snap.pods[t]
+        def ended(text: str) -> d.Reason:
+            return d.Reason(d.RESERVATION, f"reservation on {name} released: {text}", {"node": name})
+        if node < 0:
+            return ended("the node is gone")
+        if now is not None and pod.nominated_at is not None and now - pod.nominated_at > limit:
+            return ended(f"held {now - pod.nominated_at:.0f}s, longer than {limit:g}s")
+        job = snap.jobs[snap.task_job[t]]
+        if job.queue < 0 or self.allocatable_count(job.queue, snap.request[t], 1, reserving=True)[0] < 1:
+            return ended(f"queue {job.queue_name} may no longer allocate it")
+        cid = int(snap.task_class[t])
+        if not self.stateful_codes(cid, np.array([node], dtype=np.int64))[0] & MASK_PASS:
+            return ended("the node no longer passes its predicates")
+        req = self.fit_request(t)
+        room = snap.allocatable[node] - self.used[node] + self.releasing[node] - self.pipelined[node]
+        if (room < req).any():
+            return ended("its room was taken")
+        return None
+
+    def rule_state(self, name: str, make: Callable[[], Any]) -> Any:
+        """The session's one instance of a stateful rule that several plugins register facets
+        of (predicates its filter, nodeorder its scorer): made by the first to ask."""
+        state = self._rule_states.get(name)
+        if state is None:
+            state = self._rule_states[name] = make()
+        return state
+
+    def check_columns_per_card(self, columns: np.ndarray) -> None:
+        """Resource columns the device plugin checks card by card: the node fit (and the room a
+        task holds on its node) leaves them out."""
+        if columns.any():
+            self._fit_columns = (~columns).astype(np.int64)
+            self.ledger.set_held(self._fit_columns.astype(np.uint8))
+
+    def enabled(self, plugin_spec, point: str) -> bool:
+        return plugin_spec.enabled(point)
+
+    def fns(self, point: str) -> list[list[tuple[str, Callable]]]:
+        return self.callbacks.get(point, _NONE)
+
+    def answers(self, point: str, plugin: str) -> bool:
+        """Whether `plugin` registered a callback at `point`."""
+        return any(name == plugin for tier in self.fns(point) for name, _ in tier)
+
+    # --- combinators ---------------------------------------------------------------------
+    def flat(self, point: str) -> list[Callable]:
+        """The point's callbacks in tier and plugin order (for answers that combine over all
+        plugins in order: orders, all/any)."""
+        fns = self._flat.get(point)
+        if fns is None:
+            fns = self._flat[point] = [fn for tier in self.fns(point) for _, fn in tier]
+        return fns
+
+    def job_key(self, j: int) -> tuple:
+        job = self.snap.jobs[j]
+        return (*[fn(j) for fn in self.flat("job_order")], job.creation, job.uid)
+
+    def job_order(self, js: list[int]) -> list[int]:
+        """`js` in job order: by job_key, ties by index (as a heap of (job_key, j) pops them).
+        When every job_order callback offers its column (Plugin.register), the keys are
+        compared as arrays (one lexsort) instead of as a tuple per job."""
+        fns = self.flat("job_order")
+        columns = [self.order_columns.get(fn) for fn in fns]
+        if len(js) < 2 or None in columns:
+            return sorted(js, key=lambda j: (self.job_key(j), j))
+        rows = np.array(js, dtype=np.int64)
+        # lexsort: the last key is the first compared, and equal keys keep their input order.
+        keys = [self.job_tie_rank()[rows]] + [column()[rows] for column in reversed(columns)]
+        return rows[np.lexsort(keys)].tolist()
+
+    def job_tie_rank(self) -> np.ndarray:
+        """Each job's position in (creation, uid, index) order: job_key's last terms."""
+        if self._job_tie_rank is None:
+            jobs = self.snap.jobs
+            creation = np.array([job.creation for job in jobs], dtype=np.float64)
+            uid = np.array([job.uid for job in jobs], dtype=str)
+            rank = np.empty(len(jobs), dtype=np.int64)
+            rank[np.lexsort((uid, creation))] = np.arange(len(jobs))
+            self._job_tie_rank = rank
+        return self._job_tie_rank
+
+    def queue_key(self, q: int) -> tuple:
+        return (*[fn(q) for fn in self.flat("queue_order")], self.snap.queues[q].name)
+
+    def task_key(self, t: int) -> tuple:
+        pod = self.snap.pods[t]
+        return (*[fn(t) for fn in self.flat("task_order")], pod.creation, pod.uid)
+
+    def job_ready_ok(self, j: int) -> bool:
+        for fn in self.flat("job_ready"):
+            if not fn(j):
+                return False
+        return True
+
+    def _votes(self, point: str, *args) -> Verdict:
+        for tier in self.fns(point):
+            permit = None
+            for _, fn in tier:
+                verdict: Verdict = fn(*args)
+                if verdict.vote is REJECT:
+                    return verdict
+                if verdict.vote is PERMIT:
+                    permit = verdict
+            if permit is not None:
+                return permit
+        return Verdict(PERMIT)
+
+    def job_pipelined_ok(self, j: int) -> bool:
+        return self._votes("job_pipelined", j).vote is not REJECT
+
+    def job_enqueueable(self, j: int) -> Verdict:
+        return self._votes("job_enqueued", j)
+
+    def job_starving(self, j: int) -> bool:
+        for tier in self.fns("job_starving"):
+            answers = [fn(j) for _, fn in tier]
+            answers = [a for a in answers if a is not None]
+            if answers:
+                return all(answers)
+        return False
+
+    def job_valid(self, j: int) -> d.Reason | None:
+        job = self.snap.jobs[j]
+        if job.problem:
+            return d.Reason(d.JOB, job.problem)
+        for fn in self.flat("job_valid"):
+            reason = fn(j)
+            if reason is not None:
+                return reason
+        return None
+
+    def overused(self, q: int) -> bool:
+        for fn in self.flat("overused"):
+            if fn(q):
+                return True
+        return False
+
+    def allocatable_count(self, q: int, request: np.ndarray, count: int,
+                          reserving: bool = False) -> tuple[int, d.Reason | None]:
+        """How many of `count` tasks of `request` queue q may allocate, and why not more.
+        `reserving`: for a reservation held across cycles, which the queue plugins bound by its
+        capability rather than its deserved share (runtime/engine/queueshare.py)."""
+        reason = None
+        for fn in self.flat("allocatable"):
+            allowed, why = fn(q, request, count, reserving)
+            if allowed < count:
+                count, reason = allowed, why
+        return count, reason
+
+    def preemptive(self, q: int, t: int) -> bool:
+        return all(fn(q, t) for tier in self.fns("preemptive") for _, fn in tier)
+
+    def queue_reserved(self, q: int, among: Iterable[int] | None = None, floor: int | None = None) -> np.ndarray:
+        """What queue q's reservations request (its PIPELINED tasks: held from earlier cycles,
+        or made by this cycle's preempt and reclaim; only those `among` given tasks, and of
+        priority `floor` or higher, when given). Pipelined room does not count in a queue's
+        allocation, so an action reserving more for q adds this by hand: a reservation the queue
+        could not take with these would never bind, and its evictions would buy nothing."""
+        snap = self.snap
+        tasks = np.flatnonzero(self.status == PIPELINED) if among is None else \
+            np.fromiter((t for t in among if self.status[t] == PIPELINED), dtype=np.int64)
+        keep = self.job_queue[snap.task_job[tasks]] == q
+        if floor is not None:
+            keep &= snap.task_priority[tasks] >= floor
+        return snap.request[tasks[keep]].sum(axis=0, dtype=np.int64)
+
+    def could_take_back(self, v: int, evicted: bool, taker: int) -> bool:
+        """Whether victim v's queue could reclaim v's room back from queue `taker` (taker is
+        reclaimable, v's queue not overused and `preemptive` for v), with the evictions made so
+        far — v's too, or, when not `evicted`, as if v's were made. False where no plugin says
+        which queue may reclaim (no shares to go by)."""
+        if not self.fns("preemptive") or not self.snap.queues[taker].reclaimable:
+            return False
+        q = self.snap.jobs[self.snap.task_job[v]].queue
+        if q < 0:
+            return False
+        if evicted:
+            return not self.overused(q) and self.preemptive(q, v)
+        # What-if on the queue's allocation alone (the plugins' answers read it, nothing else
+        # of the eviction).
+        with self.allocated_as_if(q, -self.snap.request[v]):
+            return not self.overused(q) and self.preemptive(q, v)
+
+    @contextmanager
+    def allocated_as_if(self, q: int, delta: np.ndarray, held: bool = False) -> Iterator[None]:
+        """Queue q's allocation (and its ancestors', the root's total too) changed by `delta`
+        while the block runs, then put back: the queue plugins' answers read nothing else.
+        `held`: the delta is reservations counted as allocated, which reasons say."""
+        chain = [*self.queue_chain[q], 0]
+        for c in chain:
+            self.queue_allocated[c] += delta
+        if held:
+            self.held_counted = {c: delta for c in chain}
+        try:
+            yield
+        finally:
+            for c in chain:
+                self.queue_allocated[c] -= delta
+            self.held_counted = {}
+
+    def victims(self, point: str, preemptor: int, candidates: list[int]) -> list[int]:
+        for tier in self.fns(point):
+            chosen: set[int] | None = None
+            for _, fn in tier:
+                picked = set(fn(preemptor, candidates))
+                chosen = picked if chosen is None else chosen & picked
+            if chosen:
+                return [c for c in candidates if c in chosen]
+        return []
+
+    # --- nodes for a task class ----------------------------------------------------------
+    def class_mask(self, cls: TaskClass) -> tuple[np.ndarray, list[Check]]:
+        """Nodes passing every static predicate (all but resources and the stateful rules), cached."""
+        cached = self._mask_cache.get(cls.index)
+        if cached is None:
+            checks = [Check("node(s) were unschedulable", self.snap.schedulable)]
+            for fn in self.flat("predicate"):
+                checks.extend(fn(cls))
+            mask = np.ones(self.snap.n_nodes, dtype=bool)
+            for check in checks:
+                mask &= check.passing
+            cached = self._mask_cache[cls.index] = (mask.view(np.uint8), checks)
+        return cached
+
+    def class_static_score(self, cls: TaskClass) -> np.ndarray:
+        cached = self._static_cache.get(cls.index)
+        if cached is None:
+            cached = np.zeros(self.snap.n_nodes, dtype=np.float64)
+            for scorer in self.flat("node_order"):
+                extra = scorer(cls)
+                if extra is not None:
+                    cached += extra
+            self._static_cache[cls.index] = cached
+        return cached
+
+    def placement(self, cid: int) -> ClassPlacement:
+        """Class cid's placement inputs (node mask codes, scores, fit request) and tree, made on
+        first use; `fresh_placement` brings them up to date."""
+        cp = self.placements.get(cid)
+        if cp is None:
+            cls = self.snap.classes[cid]
+            mask, _ = self.class_mask(cls)
+            req = np.array(cls.request, dtype=np.int64) * self._fit_columns
+            cp = self.placements[cid] = ClassPlacement(
+                cid, req, mask, self.class_static_score(cls), [f for f in self.stateful_filters if f.filters(cid)],
+                [f for f in self.stateful_scorers if f.scores(cid)])
+        return cp
+
+    def fresh_placement(self, cid: int) -> ClassPlacement:
+        """Class cid's placement with its stateful answers and its tree up to date: the tree is
+        built when new (or when many nodes changed since its last use), else re-keyed on the
+        nodes the ledger logged since and those the stateful rules marked."""
+        cp = self.placement(cid)
+        changed = cp.update() if cp.stateful else _EMPTY
+        logged = self.ledger.log_n
+        if cp.tree is None:
+            cp.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined, cp.req,
+                                           cp.mask, cp.score, self.score_params)
+            cp.tree.build()
+        elif changed is None or logged - cp.seen + len(changed) > max(64, self.snap.n_nodes // 8):
+            cp.tree.build()
+        else:
+            if logged > cp.seen:
+                cp.tree.refresh(self.ledger.log_since(cp.seen))
+            if len(changed):
+                cp.tree.refresh(changed.astype(np.int64, copy=False))
+        cp.seen = logged
+        return cp
+
+    def stateful_codes(self, cid: int, nodes: np.ndarray) -> np.ndarray:
+        """Class cid's mask codes on `nodes` as the rules answer now (not waiting for a refresh)."""
+        cp = self.placement(cid)
+        codes = cp.static_mask[nodes]
+        for rule in cp.filters:
+            codes = combine_codes(codes, rule.codes(cid, nodes))
+        return codes
+
+    def mark_dirty(self, cid: int, nodes: np.ndarray | None) -> None:
+        """A stateful rule's answer for class cid changed on `nodes` (None: on any node)."""
+        cp = self.placements.get(cid)
+        if cp is not None and cp.stateful:
+            cp.mark(nodes)
+
+    def mark_all_dirty(self, nodes: np.ndarray | None, rule: StatefulRule) -> None:
+        """`rule`'s answer changed on `nodes` for every class it concerns."""
+        for cp in self.placements.values():
+            if any(r is rule for r in cp.filters) or any(r is rule for r in cp.scorers):
+                cp.mark(nodes)
+
+    # --- placement notifications ---------------------------------------------------------
+    def notify_placed(self, tasks, nodes) -> None:
+        for rule in self.listeners:
+            for t, node in zip(tasks, nodes):
+                rule.placed(int(t), int(node))
+
+    def notify_unplaced(self, tasks, nodes) -> None:
+        for rule in self.listeners:
+            for t, node in zip(tasks, nodes):
+                rule.unplaced(int(t), int(node))
+
+    def fit_request(self, t: int) -> np.ndarray:
+        """The request the fit kernel checks: device-managed columns are the card check's."""
+        return self.snap.request[t] * self._fit_columns
+
+    def no_node_reason(self, t: int) -> d.Reason:
+        """"0/5 nodes are available: 2 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."
+        in kube-scheduler's words and order (its "<count> <reason>" parts sorted as strings):
+        each node counted under the first check it fails (static ones, resources, then the
+        stateful rules'), a node short of several resources under each."""
+        cid = int(self.snap.task_class[t])
+        cls = self.snap.classes[cid]
+        _, checks = self.class_mask(cls)
+        extra = [(c.message, c.passing) for rule in self.placement(cid).filters for c in rule.checks(cid)]
+        n = self.snap.n_nodes
+        remaining = np.ones(n, dtype=bool)
+        counts: dict[str, int] = {}
+        for check in checks:
+            failing = remaining & ~check.passing
+            if failing.any():
+                counts[check.message] = counts.get(check.message, 0) + int(failing.sum())
+            remaining &= check.passing
+        req = self.fit_request(t)
+        free = self.snap.allocatable - self.used + self.releasing - self.pipelined
+        short_any = np.zeros(n, dtype=bool)
+        for r, name in enumerate(self.snap.resources):
+            if req[r] == 0:
+                continue
+            short = remaining & (free[:, r] < req[r])
+            if short.any():
+                label = "Too many pods" if name == "pods" else f"Insufficient {name}"
+                counts[label] = counts.get(label, 0) + int(short.sum())
+                short_any |= short
+        remaining &= ~short_any
+        for message, passing in extra:
+            failing = remaining & ~passing
+            if failing.any():
+                counts[message] = counts.get(message, 0) + int(failing.sum())
+            remaining &= passing
+        parts = sorted(f"{c} {m}" for m, c in counts.items())
+        text = f"0/{n} nodes are available" + (": " + ", ".join(parts) if parts else "") + "."
+        return d.Reason(d.NODES, text, {"nodes": n, "counts": dict(counts)})
+
+    def add_reason(self, t: int, reason: d.Reason) -> None:
+        reasons = self.task_reasons.setdefault(t, [])
+        if reason not in reasons:
+            reasons.append(reason)
+
+    # --- readiness counts ----------------------------------------------------------------
+    def role_counts(self, job: JobInfo, statuses: tuple[int, ...]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in job.tasks:
+            if self.status[t] in statuses:
+                role = self.snap.pods[t].task_role
+                counts[role] = counts.get(role, 0) + 1
+        return counts
+
+    def zero_request(self, t: int) -> bool:
+        return bool(self.zero[t])
+
+    def pending_tasks(self, j: int) -> list[int]:
+        job = self.snap.jobs[j]
+        tasks = job.tasks[self.status[job.tasks] == PENDING].tolist()
+        if self._custom_task_order:
+            tasks.sort(key=self.task_key)
+        return tasks
+
+    def pending_runs(self, j: int, skip_zero: bool) -> list[list[int]]:
+        """Job j's pending tasks in task order (without zero-request ones when asked), as runs
+        of consecutive tasks of one class."""
+        if not self._custom_task_order:
+            return self.ledger.pending_runs(j, skip_zero)
+        runs: list[list[int]] = []
+        classes = self.snap.task_class
+        for t in self.pending_tasks(j):
+            if skip_zero and self.zero[t]:
+                continue
+            if runs and classes[runs[-1][0]] == classes[t]:
+                runs[-1].append(t)
+            else:
+                runs.append([t])
+        return runs
+
+    def new_statement(self) -> "Statement":
+        return Statement(self)
+
+    def close(self) -> None:
+        """Drop the plugins and their callbacks. They are closures over the session, so an open
+        session is a reference cycle: freed only by a full garbage collection, which must then
+        walk and free the whole snapshot at a random later moment. Closed, it goes with its
+        last reference. A closed session answers no plugin question; its arrays stay readable."""
+        self.callbacks = {}
+        self._flat = {}
+        self.order_columns = {}
+        self.plugins = {}
+        self.stateful_filters = []
+        self.stateful_scorers = []
+        self.listeners = []
+        self.storage = None
+        self._rule_states = {}
+        self.enqueue_listeners = []
+        self.placements = {}
+        self._mask_cache = {}
+        self._static_cache = {}
+
+
+_PLACE, _EVICT, _UNPLACE = 0, 1, 2
+
+
+class Statement:
+    """A unit of change: placements and evictions applied to the session at once (through its
+    ledger), undone by `discard()`. (Volcano's Statement.) Placements of identical tasks are
+    kept as one batch."""
+
+    def __init__(self, ssn: Session):
+        self.ssn = ssn
+        self.ops: list[tuple] = []     # (_PLACE, tasks) | (_EVICT, task, prior status, reason)
+
+    def placed(self, tasks: list[int], nodes: np.ndarray, kinds: np.ndarray, n: int) -> None:
+        """Record the first n placements a placement kernel made (its node arrays updated)."""
+        if n:
+            self.ssn.ledger.placed(tasks, nodes, kinds, n)
+            self.ops.append((_PLACE, tasks[:n]))
+            if self.ssn.listeners:
+                self.ssn.notify_placed(tasks[:n], nodes[:n])
+
+    def place(self, t: int, node: int, status: int) -> None:
+        """Place t on node as ALLOCATED or PIPELINED without a kernel (node arrays included)."""
+        self.ssn.ledger.occupy(t, node, status)
+        self.ops.append((_PLACE, [t]))
+        if self.ssn.listeners:
+            self.ssn.notify_placed((t,), (node,))
+
+    def unplace(self, t: int) -> None:
+        """Take back t's placement of an earlier statement (pending again; the room is back)."""
+        ssn = self.ssn
+        node, status = int(ssn.task_node[t]), int(ssn.status[t])
+        if ssn.listeners:
+            ssn.notify_unplaced((t,), (node,))
+        ssn.ledger.unplace([t])
+        self.ops.append((_UNPLACE, t, node, status))
+
+    def evict(self, t: int, reason: d.Reason) -> None:
+        prior = self.ssn.ledger.evict(t)
+        self.ops.append((_EVICT, t, prior, reason))
+        node = int(self.ssn.task_node[t])
+        for rule in self.ssn.listeners:
+            rule.evicted(t, node)
+
+    def commit(self) -> None:
+        keys = self.ssn.snap.task_keys
+        for op in self.ops:
+            if op[0] == _EVICT:
+                self.ssn.evictions.append(d.Eviction(keys[op[1]], op[3]))
+        self.ops = []
+
+    def discard(self) -> None:
+        self.rollback(0)
+
+    def mark(self) -> int:
+        """A point to roll back to (`rollback`)."""
+        return len(self.ops)
+
+    def evicted_since(self, mark: int) -> list[int]:
+        """The tasks evicted since `mark`, in order."""
+        return [op[1] for op in self.ops[mark:] if op[0] == _EVICT]
+
+    def rollback(self, mark: int) -> None:
+        """Undo the changes made since `mark`, latest first; the earlier ones stay."""
+        ssn = self.ssn
+        for op in reversed(self.ops[mark:]):
+            if op[0] == _PLACE:
+                if ssn.listeners:
+                    ssn.notify_unplaced(op[1], ssn.task_node[op[1]].tolist())
+                ssn.ledger.unplace(op[1])
+            elif op[0] == _UNPLACE:
+                _, t, node, status = op
+                ssn.ledger.occupy(t, node, status)
+                if ssn.listeners:
+                    ssn.notify_placed((t,), (node,))
+            else:
+                ssn.ledger.unevict(op[1], op[2])
+                node = int(ssn.task_node[op[1]])
+                for rule in ssn.listeners:
+                    rule.unevicted(op[1], node)
+        del self.ops[mark:]
+
+    def to_pipelined(self) -> None:
+        """Keep the placements as reservations only: allocated become pipelined (no binding)."""
+        for op in self.ops:
+            if op[0] == _PLACE:
+                self.ssn.ledger.pipeline(op[1])

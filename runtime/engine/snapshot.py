@@ -1,0 +1,825 @@
+"""The struct-of-arrays snapshot one cycle schedules on.
+
+Built from a ClusterState and the Plan: nodes × resources int64 matrices (allocatable, used,
+releasing), label and taint bitsets, per-task request vectors and status, job and queue
+arrays. The kernels read these arrays; plugins and actions index them. The node part is
+cached across cycles (`SnapshotCache`) while the state's `node_generation` is unchanged, so a
+steady cluster rebuilds only the pod-dependent arrays.
+
+Queues come from the policy and from Queue objects: a queue the policy declares is taken from
+the policy (the object's spec is ignored); Queue objects add the queues the policy does not
+name; the policy's implicit `default` queue yields to a `default` Queue object. Every queue
+without a parent hangs under `root` (index 0), whose capability is the whole cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from compiler import catalog as cat
+from compiler.plan import DevicePlan, Plan, QueuePlan
+from runtime.engine.kernels import Kernels
+from runtime.engine.kernels import load as load_kernels
+from runtime.engine.kernels.records import JobInfo, PodScan
+from runtime.cluster.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
+from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
+
+INT64_MAX = np.iinfo(np.int64).max
+UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow
+
+# Task status codes (int8 array `Snapshot.status`).
+PENDING = 0
+ALLOCATED = 1       # placed this cycle, will bind
+PIPELINED = 2       # placed on room that releasing pods will free
+BOUND = 3           # running or bound
+RELEASING = 4       # being evicted / terminating, still holds its node's resources
+SUCCEEDED = 5       # finished: holds nothing, still counts for its gang
+HELD = 6            # waiting, but never to be placed as it is: scheduling gates, a field not evaluated, a refused bind
+READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
+
+BASE_RESOURCES = ("cpu", "memory", "pods")
+NVLINK_LABEL = "policydsl.io/nvlink-islands"
+NUMA_LABEL = "policydsl.io/gpu-numa"
+TOPOLOGY_LABELS = {"nvlink": NVLINK_LABEL, "numa": NUMA_LABEL}
+VICTIM_ACTIONS = frozenset({"preempt", "reclaim"})   # actions that may evict a running pod
+
+
+@dataclass
+class QueueInfo:
+    index: int
+    name: str
+    parent: int                      # -1 for root
+    weight: int
+    priority: int
+    reclaimable: bool
+    borrow: bool
+    open: bool
+    declared_in_policy: bool
+    children: list[int] = field(default_factory=list)
+    # Its place in drf's hierarchy (Volcano's hdrf): (name, weight) from the top down, from the
+    # Queue's volcano.sh/hierarchy and volcano.sh/hierarchy-weights annotations, else its parents.
+    hierarchy: tuple[tuple[str, float], ...] = ()
+    # Why its jobs cannot run (an invalid Queue object, a parent that does not exist, a parent
+    # cycle): they wait with this reason. Such a queue hangs under root and takes no part in
+    # the hierarchy of others.
+    problem: str | None = None
+
+    @property
+    def leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass(frozen=True)
+class TaskClass:
+    """Tasks that the predicates and scorers cannot tell apart (same request and constraints)."""
+
+    index: int
+    request: tuple[int, ...]
+    node_selector: tuple[tuple[str, str], ...]
+    required_terms: tuple
+    preferred_terms: tuple
+    tolerations: tuple
+    device_request: tuple[tuple[str, int], ...]
+    head: int = -1                   # its first task (namespace, labels and rules are the head pod's)
+
+
+@dataclass
+class DeviceInventory:
+    """The cards of one DevicePlan across all nodes (flat arrays, `card_node` says whose)."""
+
+    plan: DevicePlan
+    memory_resource: str | None
+    memory_unit: int                 # bytes per unit of the memory resource (MiB for Volcano's)
+    card_node: np.ndarray            # (C,) node index
+    card_local: np.ndarray           # (C,) card index on its node
+    card_island: np.ndarray          # (C,) topology group on its node (0 when none)
+    card_memory: np.ndarray          # (C,) bytes
+    used_memory: np.ndarray          # (C,)
+    used_compute: np.ndarray         # (C,) percent
+    tasks: np.ndarray                # (C,) tasks sharing the card
+    whole: np.ndarray                # (C,) bool: taken whole
+    model_ok: np.ndarray             # (N,) bool: node's card model is accepted
+
+
+@dataclass
+class Snapshot:
+    plan: Plan
+    resources: tuple[str, ...]
+    resource_index: dict[str, int]
+    device_managed: np.ndarray       # (R,) bool: columns the device plugin checks per card
+    # nodes
+    node_names: list[str]
+    node_objects: list[Node]
+    allocatable: np.ndarray          # (N,R) int64
+    used: np.ndarray                 # (N,R) int64: every pod on the node, releasing included
+    releasing: np.ndarray            # (N,R) int64
+    schedulable: np.ndarray          # (N,) bool (not cordoned)
+    label_bits: np.ndarray           # (N,W) uint64
+    label_index: dict[tuple[str, str], int]
+    label_key_index: dict[str, int]
+    taint_bits: np.ndarray           # (N,Wt) uint64: NoSchedule / NoExecute taints
+    prefer_taint_bits: np.ndarray    # (N,Wp) uint64: PreferNoSchedule taints
+    taints: list[Taint]
+    prefer_taints: list[Taint]
+    # tasks
+    pods: list[Pod]
+    task_keys: list[str]
+    request: np.ndarray              # (T,R) int64 (pods column = 1)
+    status: np.ndarray               # (T,) int8
+    task_node: np.ndarray            # (T,) int64, -1 when not placed
+    task_job: np.ndarray             # (T,) int64
+    task_priority: np.ndarray        # (T,) int64
+    task_class: np.ndarray           # (T,) int64 (pending tasks; 0 for the others)
+    classes: list[TaskClass]
+    # jobs and queues
+    jobs: list[JobInfo]
+    job_first: np.ndarray            # (J+1,) int64: job j's tasks are job_first[j]:job_first[j+1]
+    queues: list[QueueInfo]
+    queue_index: dict[str, int]
+    capability: np.ndarray           # (Q,R) int64, UNLIMITED where uncapped
+    guarantee: np.ndarray            # (Q,R)
+    deserved: np.ndarray | None      # (Q,R) explicit deserved (capacity), UNLIMITED where unset
+    borrow_limit: np.ndarray         # (Q,R), UNLIMITED where unset
+    total: np.ndarray                # (R,) allocatable of schedulable nodes
+    devices: list[DeviceInventory]
+    foreign_pods: int = 0            # pods of other schedulers counted in `used`
+    # Our settled lone pods, folded out of the tasks (see folds_settled): their requests per
+    # queue (Q,R), None when nothing was folded; and how many there are.
+    settled: np.ndarray | None = None
+    settled_pods: int = 0
+    # What settled gangs hold beyond their minResources, per queue (Q,R); None when none does.
+    settled_elastic: np.ndarray | None = None
+    # Where inter-pod rules are in play (some pod carries affinity terms, spread constraints
+    # or host ports): every pod on a node, whoever's, settled ones included, with its node row;
+    # the label keys the rules' selectors read; Namespace labels. Empty otherwise.
+    placed_pods: list[Pod] = field(default_factory=list)
+    placed_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rule_pods: list[Pod] = field(default_factory=list)
+    label_keys: tuple[str, ...] | None = None
+    namespace_labels: Callable[[str], dict[str, str]] = lambda name: {}
+    topology: "Topology | None" = None
+    # Where some pod in play has PersistentVolumeClaims: their claims resolved (runtime.cluster.storage).
+    volumes: VolumeSnapshot | None = None
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_names)
+
+    @property
+    def n_resources(self) -> int:
+        return len(self.resources)
+
+    def vector(self, amounts: dict[str, int] | None, fill: int = 0) -> np.ndarray:
+        out = np.full(self.n_resources, fill, dtype=np.int64)
+        for name, value in (amounts or {}).items():
+            if name in self.resource_index:
+                out[self.resource_index[name]] = value
+        return out
+
+    def describe(self, vector: np.ndarray) -> dict[str, int]:
+        return {r: int(v) for r, v in zip(self.resources, vector) if v and v < UNLIMITED}
+
+    def nbytes(self) -> int:
+        """Memory held by the arrays (the Python object lists are shared with the state)."""
+        total = 0
+        for value in self.__dict__.values():
+            if isinstance(value, np.ndarray):
+                total += value.nbytes
+        for inv in self.devices:
+            total += sum(v.nbytes for v in inv.__dict__.values() if isinstance(v, np.ndarray))
+        return total
+
+
+# --- building --------------------------------------------------------------------------------
+
+@dataclass
+class _NodeArrays:
+    generation: int
+    resources: tuple[str, ...]
+    names: list[str]
+    objects: list[Node]
+    allocatable: np.ndarray
+    schedulable: np.ndarray
+    label_bits: np.ndarray
+    label_index: dict
+    label_key_index: dict
+    taint_bits: np.ndarray
+    prefer_taint_bits: np.ndarray
+    taints: list[Taint]
+    prefer_taints: list[Taint]
+    topology: Topology
+
+
+class SnapshotCache:
+    """Keeps the node arrays between cycles while the node set and resource list are unchanged."""
+
+    def __init__(self) -> None:
+        self._nodes: _NodeArrays | None = None
+        self._node_resources: tuple[int, set[str]] | None = None
+        self._positions: tuple[int, dict[str, int]] | None = None
+        self.node_rebuilds = 0
+
+    def node_resources(self, state: ClusterState) -> set[str]:
+        """The resource names the nodes offer."""
+        cached = self._node_resources
+        if cached is None or cached[0] != state.node_generation:
+            names: set[str] = set()
+            for node in state.nodes.values():
+                names.update(node.allocatable)
+            cached = self._node_resources = (state.node_generation, names)
+        return cached[1]
+
+    def node_positions(self, state: ClusterState) -> dict[str, int]:
+        """Node name -> row (nodes by name)."""
+        cached = self._positions
+        if cached is None or cached[0] != state.node_generation:
+            cached = self._positions = (state.node_generation, {name: i for i, name in enumerate(sorted(state.nodes))})
+        return cached[1]
+
+    def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
+        cached = self._nodes
+        if cached is not None and cached.generation == state.node_generation and cached.resources == resources:
+            return cached
+        self._nodes = _build_nodes(state, resources)
+        self.node_rebuilds += 1
+        return self._nodes
+
+
+def device_plans(plan: Plan) -> list[DevicePlan]:
+    """The policy's device plans plus the ones deviceshare's Volcano switches imply."""
+    plans = list(plan.devices)
+    share = plan.plugin("deviceshare")
+    known = {d.resource for d in plans}
+    if share is not None and "volcano.sh/gpu-number" not in known:
+        if share.arguments.get("gpu_sharing"):
+            plans.append(DevicePlan("volcano.sh/gpu-number", sharing="memory", memory_resource="volcano.sh/gpu-memory",
+                                    policy=share.arguments.get("schedule_policy", "binpack")))
+        elif share.arguments.get("gpu_number"):
+            plans.append(DevicePlan("volcano.sh/gpu-number", sharing="whole"))
+    return plans
+
+
+def memory_resource_of(device: DevicePlan) -> str | None:
+    if device.sharing != "memory":
+        return None
+    return device.memory_resource or "volcano.sh/gpu-memory"
+
+
+def memory_unit_of(resource: str | None) -> int:
+    # Volcano's volcano.sh/gpu-memory (and vgpu-memory) count MiB; other resources count bytes.
+    return 2**20 if resource in ("volcano.sh/gpu-memory", "volcano.sh/vgpu-memory") else 1
+
+
+def folds_settled(plan: Plan, asked: bool | None = None) -> bool:
+    """Whether the snapshot folds settled lone pods out of its tasks: `asked` when given
+    (Options.fold_settled), else whether the plan lets it.
+
+    A pod of ours without a PodGroup that is bound and not releasing (or has succeeded) can
+    change nothing in a cycle but its queue's allocated and requested totals, unless an
+    action may choose it as a victim. Folded, it costs the cycle no task and no job: with a
+    cluster full of such pods, a cycle's cost follows the pods still waiting, not the cluster.
+    """
+    if asked is not None:
+        return asked
+    return not set(plan.actions) & VICTIM_ACTIONS
+
+
+def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volcano",
+                   cache: SnapshotCache | None = None, kernels: Kernels | None = None,
+                   fold_settled: bool | None = None) -> Snapshot:
+    """The cycle's snapshot. The passes over the pods run in `kernels` (compiled unless the
+    pure-Python reference is asked for: runtime.engine.kernels.load). `fold_settled`: None follows
+    folds_settled(plan); the decisions are the same either way."""
+    k = kernels or load_kernels()
+    fold = folds_settled(plan, fold_settled)
+    devices = device_plans(plan)
+    # A sharing plan's memory and cores are checked card by card, not by the node fit. Its card
+    # count (`volcano.sh/gpu-number`, ...) stays in the node fit as well: the kubelet admits a
+    # pod by the sum of every pod's request for it against the node's allocatable, whatever
+    # cards the pods share.
+    managed = set()
+    for d in devices:
+        if d.sharing == "memory":
+            managed.update(r for r in (memory_resource_of(d), d.cores_resource) if r)
+    cache = cache or SnapshotCache()
+    scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
+                       cache.node_positions(state), fold)
+    counted_room = np.zeros((0, 4), dtype=np.int64)
+    if state.settled is not None:
+        if not fold or state.settled.scheduler_name != scheduler_name:
+            raise ValueError(f"this state counts settled pods of {state.settled.scheduler_name} instead of listing "
+                             f"them: only a plan that folds them can schedule {scheduler_name}'s pods on it")
+        counted_room = _merge_counted(scan, state.settled, cache.node_positions(state))
+    resources = _resource_list(state, plan, managed, scan.shapes, cache)
+    index = {r: i for i, r in enumerate(resources)}
+    nodes = cache.node_arrays(state, resources)
+    n, r = len(nodes.names), len(resources)
+    pods_col = index["pods"]
+
+    # One row per distinct request map: pods share a few shapes, so rows are built once each.
+    shapes = np.zeros((len(scan.shapes), r), dtype=np.int64)
+    for sid, requests in enumerate(scan.shapes):
+        for res, amount in requests.items():
+            shapes[sid, index[res]] = amount
+    shapes[:, pods_col] = 1
+    # Shapes with equal rows (request maps that differ only in key order) are one request.
+    rows = [tuple(row) for row in shapes.tolist()]
+    row_ids: dict[tuple, int] = {}
+    row_of_shape = np.array([row_ids.setdefault(row, sid) for sid, row in enumerate(rows)], dtype=np.int64)
+
+    # Node usage: every non-terminal pod on a known node, whoever's it is.
+    used = np.zeros((n, r), dtype=np.int64)
+    releasing = np.zeros((n, r), dtype=np.int64)
+    foreign = k.node_usage(scan.placed_node, scan.placed_shape, scan.placed_gone, scan.placed_mine, shapes, used,
+                           releasing)
+    counted_room = counted_room[counted_room[:, 0] >= 0]
+    if len(counted_room):
+        np.add.at(used, counted_room[:, 0], shapes[counted_room[:, 1]] * counted_room[:, 3, None])
+        foreign += int(counted_room[counted_room[:, 2] == 0, 3].sum())
+
+    # Tasks: pods of our scheduler grouped by job (by name), each job's tasks by priority
+    # (descending), creation, uid, so that each job's tasks are one contiguous range.
+    tasks = k.group_tasks(scan)
+    task_shape = scan.shape[tasks.order]
+    request = shapes[task_shape]
+    task_priority = scan.priority[tasks.order]
+    status = scan.status[tasks.order]
+    label_keys = rule_label_keys(scan.rule_pods) if scan.rule_pods else None
+    volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state)) if scan.volume_pods else None
+    columns = k.task_columns(tasks.pods, status, scan.plain[tasks.order], task_shape, row_of_shape, label_keys,
+                             volumes.class_keys if volumes is not None else None)
+    device_names = managed | {d.resource for d in devices}
+    classes = []
+    for cid, head in enumerate(columns.class_heads):
+        pod = tasks.pods[head]
+        selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
+        device_request = tuple(sorted((res, v) for res, v in pod.requests.items() if res in device_names)) \
+            if device_names else ()
+        classes.append(TaskClass(cid, rows[int(row_of_shape[task_shape[head]])], selector, pod.required_terms,
+                                 pod.preferred_terms, pod.tolerations, device_request, head))
+    device_managed = np.zeros(r, dtype=bool)
+    device_managed[[index[m] for m in managed if m in index]] = True
+
+    queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
+    task_job = np.repeat(np.arange(len(tasks.job_names), dtype=np.int64), np.diff(tasks.job_first))
+    jobs = k.build_jobs(state.podgroups, state.priority_classes, state.default_priority, tasks.job_names, tasks.pods,
+                        tasks.job_first, task_priority, queue_index, [q.leaf for q in queues], index, r,
+                        cat.DEFAULT_QUEUE)
+
+    job_first = _add_podless_jobs(jobs, tasks.job_first, state, queue_index, [q.leaf for q in queues], index, r)
+    if any(q.problem for q in queues):
+        for job in jobs:
+            if job.queue >= 0 and queues[job.queue].problem and not job.problem:
+                job.problem = queues[job.queue].problem
+    settled, settled_pods = _fold_settled(scan.settled, shapes, queue_index, len(queues), r)
+    total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
+    capability[0] = np.minimum(capability[0], total)
+    snapshot = Snapshot(
+        plan=plan, resources=resources, resource_index=index, device_managed=device_managed,
+        node_names=nodes.names, node_objects=nodes.objects, allocatable=nodes.allocatable, used=used,
+        releasing=releasing, schedulable=nodes.schedulable, label_bits=nodes.label_bits,
+        label_index=nodes.label_index, label_key_index=nodes.label_key_index, taint_bits=nodes.taint_bits,
+        prefer_taint_bits=nodes.prefer_taint_bits, taints=nodes.taints, prefer_taints=nodes.prefer_taints,
+        pods=tasks.pods, task_keys=tasks.keys, request=request, status=status, task_node=scan.node[tasks.order],
+        task_job=task_job, task_priority=task_priority, task_class=columns.task_class, classes=classes,
+        jobs=jobs, job_first=job_first, queues=queues, queue_index=queue_index, capability=capability,
+        guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
+        foreign_pods=foreign, settled=settled, settled_pods=settled_pods, topology=nodes.topology,
+        volumes=volumes,
+    )
+    if scan.rule_pods:
+        placed = state.placed_pods()
+        positions = cache.node_positions(state)
+        rows_of = np.array([positions.get(p.node_name, -1) for p in placed], dtype=np.int64)
+        known = rows_of >= 0
+        snapshot.placed_pods = [p for p, ok in zip(placed, known.tolist()) if ok]
+        snapshot.placed_rows = rows_of[known]
+        snapshot.rule_pods = scan.rule_pods
+        snapshot.label_keys = label_keys
+        snapshot.namespace_labels = state.namespace_labels
+    if state.settled is not None and state.settled.elastic:
+        snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
+    snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
+    return snapshot
+
+
+def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarray,
+                     positions: dict[str, int]) -> VolumeSnapshot:
+    """The claims of the pods in play resolved; tasks whose claims keep them from any node are
+    HELD (status changed in place), the reason in `held`."""
+    inverse = np.empty(len(tasks.order), dtype=np.int64)
+    inverse[tasks.order] = np.arange(len(tasks.order), dtype=np.int64)
+    waiting = [t for t in inverse[scan.volume_tasks].tolist() if status[t] == PENDING] if scan.volume_tasks else []
+    placed = [(p, positions[p.node_name]) for p in scan.volume_pods if p.node_name and p.node_name in positions]
+    volumes = volume_snapshot(state.storage, tasks.pods, waiting, placed)
+    for t in volumes.held:
+        status[t] = HELD
+    return volumes
+
+
+def _settled_elastic(elastic: dict[str, dict[str, int]], queue_index: dict[str, int], index: dict[str, int],
+                     q_n: int, r: int) -> np.ndarray:
+    out = np.zeros((q_n, r), dtype=np.int64)
+    for queue, held in elastic.items():
+        q = queue_index.get(queue, -1)
+        if q >= 0:
+            for res, amount in held.items():
+                if res in index:
+                    out[q, index[res]] += amount
+    return out
+
+
+def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: ClusterState, queue_index: dict[str, int],
+                      leaf: list[bool], index: dict[str, int], r: int) -> np.ndarray:
+    """PodGroups waiting for admission or for their pods (Pending, Inqueue) that no pod names
+    yet become jobs without tasks, appended to `jobs`: Volcano's job controller creates a
+    vcjob's pods only once enqueue has admitted its PodGroup. Returns job_first with their
+    (empty) ranges."""
+    waiting = [(key, group) for key, group in state.podgroups.items() if group.phase in (PG_PENDING, PG_INQUEUE)]
+    if not waiting:   # most PodGroups of a busy cluster run: the phase is looked at first
+        return job_first
+    named = {job.key for job in jobs}
+    added = 0
+    none = np.zeros(0, dtype=np.int64)
+    for key, group in waiting:
+        if key in named:
+            continue
+        q = queue_index.get(group.queue, -1)
+        problem = (f"queue {group.queue} does not exist" if q < 0 else
+                   f"queue {group.queue} is not a leaf queue" if not leaf[q] else None)
+        min_res = None
+        if group.min_resources:
+            min_res = np.zeros(r, dtype=np.int64)
+            for res, amount in group.min_resources.items():
+                if res in index:
+                    min_res[index[res]] = amount
+        priority = (state.priority_classes.get(group.priority_class, state.default_priority)
+                    if group.priority_class else state.default_priority)
+        jobs.append(JobInfo(len(jobs), key, group, False, q, group.queue, group.min_member,
+                            dict(group.min_task_member), min_res, priority, group.creation, group.uid, group.phase,
+                            none, problem))
+        added += 1
+    if not added:
+        return job_first
+    return np.concatenate([job_first, np.full(added, job_first[-1], dtype=np.int64)])
+
+
+def rule_label_keys(rule_pods: list[Pod]) -> tuple[str, ...]:
+    """The label keys any inter-pod selector of these pods reads (sorted): pods that agree on
+    them (and on namespace and rules) are alike to every rule, whatever their other labels."""
+    keys: set[str] = set()
+    for rules in {pod.rules for pod in rule_pods}:
+        terms = [*rules.affinity, *rules.anti_affinity, *(w.term for w in rules.preferred_affinity),
+                 *(w.term for w in rules.preferred_anti_affinity)]
+        for term in terms:
+            if term.selector is not None:
+                keys |= term.selector.keys()
+        for c in rules.spread:
+            if c.selector is not None:
+                keys |= c.selector.keys()
+    return tuple(sorted(keys))
+
+
+class Topology:
+    """Each node's domain under a topology key: the nodes' distinct values of that label,
+    numbered; computed on first use per key, kept with the node arrays across cycles."""
+
+    def __init__(self, objects: list[Node]):
+        self._objects = objects
+        self._keys: dict[str, "Domains"] = {}
+
+    def domains(self, key: str) -> "Domains":
+        found = self._keys.get(key)
+        if found is None:
+            values: dict[str, int] = {}
+            of = np.array([values.setdefault(node.labels[key], len(values)) if key in node.labels else -1
+                           for node in self._objects], dtype=np.int64)
+            order = np.argsort(of, kind="stable")
+            starts = np.searchsorted(of[order], np.arange(len(values) + 1))
+            found = self._keys[key] = Domains(key, of, len(values), order, starts, list(values))
+        return found
+
+
+@dataclass(frozen=True)
+class Domains:
+    key: str
+    of: np.ndarray                   # (N,) int64: each node's domain, -1 where the node lacks the label
+    count: int
+    _order: np.ndarray               # nodes sorted by domain (those without the label first)
+    _starts: np.ndarray              # domain d's nodes are _order[_starts[d]:_starts[d + 1]]
+    values: list[str]
+
+    def nodes(self, d: int) -> np.ndarray:
+        return self._order[self._starts[d]:self._starts[d + 1]]
+
+
+def _resource_list(state: ClusterState, plan: Plan, managed: set[str], shapes: list[dict[str, int]],
+                   cache: SnapshotCache) -> tuple[str, ...]:
+    seen: set[str] = set(managed)
+    seen.update(cache.node_resources(state))
+    for requests in shapes:
+        seen.update(requests)
+    for q in plan.queues:
+        for m in (q.capability, q.guarantee, q.deserved, q.borrow_limit):
+            seen.update(m or {})
+    for q in state.queues.values():
+        for m in (q.capability, q.guarantee, q.deserved):
+            seen.update(m or {})
+    for d in plan.devices:
+        seen.add(d.resource)
+    return BASE_RESOURCES + tuple(sorted(seen - set(BASE_RESOURCES)))
+
+
+def _merge_counted(scan: PodScan, counted: SettledPods, node_pos: dict[str, int]) -> np.ndarray:
+    """Adds pods the state only counts to the scan: their request maps to its shapes, ours to
+    its settled counts. Returns the room they hold as rows of (node row or -1, shape, ours, pods)."""
+    sid_of = {tuple(shape.items()): sid for sid, shape in enumerate(scan.shapes)}
+
+    def shape_id(items: tuple) -> int:
+        sid = sid_of.get(items)
+        if sid is None:
+            sid = sid_of[items] = len(scan.shapes)
+            scan.shapes.append(dict(items))
+        return sid
+
+    for (queue, items), count in counted.by_queue.items():
+        key = (queue, shape_id(items))
+        scan.settled[key] = scan.settled.get(key, 0) + count
+    rows = [(node_pos.get(node, -1), shape_id(items), ours, count)
+            for (node, items, ours), count in counted.by_node.items()]
+    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def _fold_settled(counts: dict[tuple[str | None, int], int], shapes: np.ndarray, queue_index: dict[str, int],
+                  q_n: int, r: int) -> tuple[np.ndarray | None, int]:
+    """Settled lone pods' requests per queue. A pod naming an unknown queue counts nowhere, as
+    its job would not (build_jobs gives it queue -1)."""
+    if not counts:
+        return None, 0
+    settled = np.zeros((q_n, r), dtype=np.int64)
+    for (queue, sid), count in counts.items():
+        q = queue_index.get(queue or cat.DEFAULT_QUEUE, -1)
+        if q >= 0:
+            settled[q] += shapes[sid] * count
+    return settled, sum(counts.values())
+
+
+def _bitset(rows: list[Iterable[int]], width: int) -> np.ndarray:
+    words = max(1, (width + 63) // 64)
+    out = np.zeros((len(rows), words), dtype=np.uint64)
+    for i, bits in enumerate(rows):
+        for b in bits:
+            out[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return out
+
+
+def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
+    names = sorted(state.nodes)
+    objects = [state.nodes[n] for n in names]
+    index = {r: i for i, r in enumerate(resources)}
+    allocatable = np.zeros((len(names), len(resources)), dtype=np.int64)
+    label_index: dict[tuple[str, str], int] = {}
+    label_key_index: dict[str, int] = {}
+    taint_index: dict[Taint, int] = {}
+    prefer_index: dict[Taint, int] = {}
+    label_rows, taint_rows, prefer_rows = [], [], []
+    for i, node in enumerate(objects):
+        for res, amount in node.allocatable.items():
+            allocatable[i, index[res]] = amount
+        bits = []
+        for k, v in node.labels.items():
+            bits.append(label_key_index.setdefault(k, len(label_index) + len(label_key_index)))
+            bits.append(label_index.setdefault((k, v), len(label_index) + len(label_key_index)))
+        label_rows.append(bits)
+        taint_rows.append([taint_index.setdefault(t, len(taint_index)) for t in node.taints
+                           if t.effect in ("NoSchedule", "NoExecute")])
+        prefer_rows.append([prefer_index.setdefault(t, len(prefer_index)) for t in node.taints
+                            if t.effect == "PreferNoSchedule"])
+    return _NodeArrays(
+        generation=state.node_generation, resources=resources, names=names,
+        objects=objects,
+        allocatable=allocatable, schedulable=np.array([not n.unschedulable for n in objects], dtype=bool),
+        label_bits=_bitset(label_rows, len(label_index) + len(label_key_index)), label_index=label_index,
+        label_key_index=label_key_index, taint_bits=_bitset(taint_rows, len(taint_index)),
+        prefer_taint_bits=_bitset(prefer_rows, len(prefer_index)), taints=list(taint_index),
+        prefer_taints=list(prefer_index), topology=Topology(objects),
+    )
+
+
+HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
+HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
+
+
+def _hierarchy(queues: list[QueueInfo], info: QueueInfo, annotations: dict[str, str]) -> tuple[tuple[str, float], ...]:
+    """The queue's path below root for hierarchical drf: Volcano's annotations ("root/eng/prod",
+    weights "1/2/8"; a weight below 1 or missing counts 1), else its parent chain and weights."""
+    path = annotations.get(HIERARCHY_ANNOTATION)
+    if path:
+        names = path.split("/")[1:]
+        weights = annotations.get(HIERARCHY_WEIGHTS_ANNOTATION, "").split("/")[1:]
+        out = []
+        for i, name in enumerate(names):
+            try:
+                weight = float(weights[i])
+            except (IndexError, ValueError):
+                weight = 1.0
+            out.append((name, max(weight, 1.0)))
+        return tuple(out)
+    chain, q = [], info.index
+    while q > 0:
+        chain.append((queues[q].name, float(max(queues[q].weight, 1))))
+        q = queues[q].parent
+    return tuple(reversed(chain))
+
+
+def _ancestry_problem(name: str, specs: dict[str, QueuePlan]) -> str | None:
+    """Why queue `name` has no place in the hierarchy: an ancestor that does not exist, or a
+    parent cycle (Volcano's webhook refuses both when a Queue is made; objects made without it,
+    or a parent deleted later, still arrive)."""
+    chain = [name]
+    parent = specs[name].parent or cat.ROOT_QUEUE
+    while parent != cat.ROOT_QUEUE:
+        if parent not in specs:
+            whose = "its parent" if len(chain) == 1 else f"its ancestor {chain[-1]}'s parent"
+            return f"queue {name} cannot be used: {whose} {parent} does not exist"
+        if parent in chain:
+            loop = chain[chain.index(parent):] + [parent]
+            return f"queue {name} cannot be used: its parents form a cycle ({' → '.join(loop)})"
+        chain.append(parent)
+        parent = specs[parent].parent or cat.ROOT_QUEUE
+    return None
+
+
+def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int):
+    specs: dict[str, QueuePlan] = {}
+    for q in plan.queues:
+        specs[q.name] = q
+    for obj in state.queues.values():
+        existing = specs.get(obj.name)
+        if existing is not None and existing.declared:
+            continue   # the policy wins
+        specs[obj.name] = QueuePlan(
+            name=obj.name, parent=obj.parent or cat.ROOT_QUEUE, weight=obj.weight, capability=obj.capability,
+            guarantee=obj.guarantee, deserved=obj.deserved, priority=obj.priority, reclaimable=obj.reclaimable,
+            state=obj.state, declared=False)
+    queues = [QueueInfo(0, cat.ROOT_QUEUE, -1, 1, 0, False, True, True, True)]
+    queue_index = {cat.ROOT_QUEUE: 0}
+    ordered = sorted(s for s in specs if s != cat.ROOT_QUEUE)
+    for name in ordered:
+        q = specs[name]
+        queue_index[name] = len(queues)
+        queues.append(QueueInfo(len(queues), name, 0, q.weight, q.priority, q.reclaimable, q.borrow,
+                                q.state == "open", q.name in {p.name for p in plan.queues if p.declared}))
+    for name in ordered:
+        q = specs[name]
+        info = queues[queue_index[name]]
+        obj = state.queues.get(name)
+        info.problem = (f"queue {name} is invalid: {obj.problem}" if obj is not None and obj.problem
+                        and not info.declared_in_policy else _ancestry_problem(name, specs))
+        # A queue whose ancestry is broken hangs under root: walking it would never end or
+        # reach nothing. (Only Queue objects can be so: the compiler checks the policy's.)
+        info.parent = 0 if info.problem else queue_index[q.parent or cat.ROOT_QUEUE]
+    for info in queues[1:]:
+        queues[info.parent].children.append(info.index)
+    for info in queues[1:]:
+        obj = state.queues.get(info.name)
+        info.hierarchy = _hierarchy(queues, info, obj.annotations if obj is not None else {})
+    q_n = len(queues)
+    capability = np.full((q_n, r), UNLIMITED, dtype=np.int64)
+    guarantee = np.zeros((q_n, r), dtype=np.int64)
+    deserved = np.full((q_n, r), UNLIMITED, dtype=np.int64)
+    borrow_limit = np.full((q_n, r), UNLIMITED, dtype=np.int64)
+    for name, qi in queue_index.items():
+        q = specs.get(name)
+        if q is None:
+            continue
+        # A queue that cannot run its jobs holds no room for them either.
+        promises = ((guarantee, q.guarantee), (deserved, q.deserved)) if not queues[qi].problem else ()
+        for arr, values in ((capability, q.capability), *promises, (borrow_limit, q.borrow_limit)):
+            for res, amount in (values or {}).items():
+                if res in index:
+                    arr[qi, index[res]] = amount
+    return queues, queue_index, capability, guarantee, deserved, borrow_limit
+
+
+# --- devices ---------------------------------------------------------------------------------
+
+def parse_card_groups(value: str) -> list[list[int]]:
+    """`0-3_4-7` or `0.1_2.3` -> [[0,1,2,3],[4,5,6,7]] (label values allow only [-_.A-Za-z0-9])."""
+    groups = []
+    for part in value.split("_"):
+        cards: list[int] = []
+        for item in part.split("."):
+            if "-" in item:
+                lo, _, hi = item.partition("-")
+                cards.extend(range(int(lo), int(hi) + 1))
+            elif item:
+                cards.append(int(item))
+        if cards:
+            groups.append(cards)
+    return groups
+
+
+def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) -> DeviceInventory:
+    mem_res = memory_resource_of(device)
+    unit = memory_unit_of(mem_res)
+    card_node, card_local, card_island, card_memory = [], [], [], []
+    first_card: dict[int, int] = {}
+    model_ok = np.ones(snap.n_nodes, dtype=bool)
+    topo_label = TOPOLOGY_LABELS.get(device.topology)
+    for ni, node in enumerate(snap.node_objects):
+        count = int(node.allocatable.get(device.resource, 0))
+        if device.models:
+            model_ok[ni] = node.labels.get(device.model_label) in device.models
+        if count <= 0:
+            continue
+        if device.card_memory:
+            per_card = device.card_memory
+        elif mem_res and node.allocatable.get(mem_res):
+            per_card = node.allocatable[mem_res] * unit // count
+        else:
+            per_card = 0
+        islands: dict[int, int] = {}
+        if topo_label and node.labels.get(topo_label):
+            try:
+                for g, cards in enumerate(parse_card_groups(node.labels[topo_label])):
+                    for c in cards:
+                        islands[c] = g
+            except ValueError:
+                islands = {}
+        first_card[ni] = len(card_node)
+        for c in range(count):
+            card_node.append(ni)
+            card_local.append(c)
+            card_island.append(islands.get(c, 0))
+            card_memory.append(per_card)
+    c_n = len(card_node)
+    inv = DeviceInventory(
+        plan=device, memory_resource=mem_res, memory_unit=unit,
+        card_node=np.array(card_node, dtype=np.int64), card_local=np.array(card_local, dtype=np.int64),
+        card_island=np.array(card_island, dtype=np.int64), card_memory=np.array(card_memory, dtype=np.int64),
+        used_memory=np.zeros(c_n, dtype=np.int64), used_compute=np.zeros(c_n, dtype=np.int64),
+        tasks=np.zeros(c_n, dtype=np.int64), whole=np.zeros(c_n, dtype=bool), model_ok=model_ok,
+    )
+    node_pos = {name: i for i, name in enumerate(snap.node_names)}
+    for pod in state.pods.values():
+        if not pod.node_name or pod.terminal or pod.node_name not in node_pos:
+            continue
+        ni = node_pos[pod.node_name]
+        if ni not in first_card:
+            continue
+        cards = pod.devices.get(device.resource)
+        if cards is None and "volcano.sh/gpu-index" in pod.annotations and _requests_device(pod, device, mem_res):
+            try:
+                cards = tuple(int(c) for c in pod.annotations["volcano.sh/gpu-index"].split(",") if c != "")
+            except ValueError:
+                cards = ()
+        if not cards:
+            continue
+        need = device_need(device, mem_res, unit, pod.requests)
+        for c in cards:
+            ci = first_card[ni] + c
+            if ci >= c_n or inv.card_node[ci] != ni:
+                continue
+            if device.sharing == "whole":
+                inv.whole[ci] = True
+            else:
+                inv.used_memory[ci] += need.memory
+                inv.used_compute[ci] += need.compute
+            inv.tasks[ci] += 1
+    return inv
+
+
+def _requests_device(pod: Pod, device: DevicePlan, mem_res: str | None) -> bool:
+    return bool(pod.requests.get(device.resource) or (mem_res and pod.requests.get(mem_res)))
+
+
+@dataclass(frozen=True)
+class DeviceNeed:
+    cards: int
+    memory: int          # bytes per card (shared), 0 for whole cards
+    compute: int         # percent per card (shared)
+
+
+def device_need(device: DevicePlan, mem_res: str | None, unit: int, requests: dict[str, int]) -> DeviceNeed:
+    """What a pod asks of one device plan: how many cards, and per card memory and compute."""
+    if device.sharing == "whole":
+        return DeviceNeed(int(requests.get(device.resource, 0)), 0, 0)
+    memory = int(requests.get(mem_res, 0)) * unit if mem_res else 0
+    cards = int(requests.get(device.resource, 0)) or (1 if memory else 0)
+    if cards == 0:
+        return DeviceNeed(0, 0, 0)
+    if memory == 0 and device.card_memory:
+        memory = device.card_memory      # a shared-plan card request without memory takes a card
+    if device.slice and memory:
+        memory = -(-memory // device.slice) * device.slice
+    if device.cores_resource and requests.get(device.cores_resource):
+        compute = int(requests[device.cores_resource])
+    elif device.compute_percent and device.slice and memory:
+        compute = int(round(memory // device.slice * device.compute_percent))
+    else:
+        compute = 0
+    return DeviceNeed(cards, memory, min(compute, 100))

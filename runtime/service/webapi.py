@@ -1,0 +1,86 @@
+"""The read-only views the scheduler serves on its metrics port (runtime.service.metrics.MetricsServer
+routes), all from the last cycle (runtime/service/views.py LiveView):
+
+    GET /api/v1/explain/NS/NAME          why a pod or PodGroup waits: the text `policydsl explain` prints
+    GET /api/v1/queues                   every queue with its figures
+    GET /api/v1/queues/NAME              one queue
+    GET /api/v1/queues/NAME/pending      its pending jobs in the order the next cycle considers them
+    GET /ui                              the dashboard (runtime/service/dashboard.py), server-rendered HTML
+
+JSON answers carry the cycle they describe (`cycle`, `revision`, `at`). 503 before the first
+cycle (a standby that does not lead runs none: ask the leader), 404 for an unknown object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from urllib.parse import unquote
+
+from runtime.service.metrics import Route
+from runtime.service.views import LiveView, explain_document, pending_document, queues_document
+
+JSON = "application/json"
+HTML = "text/html; charset=utf-8"
+API = "/api/v1"
+
+
+ERROR_PREFIX = "policydsl: "   # `message` of our errors: told apart from the API server's own through its proxy
+
+
+def _json(status: int, document: dict) -> tuple[int, bytes, str]:
+    if "error" in document:
+        hint = f"; did you mean {document['suggestion']}?" if document.get("suggestion") else ""
+        document = {**document, "message": ERROR_PREFIX + document["error"] + hint}
+    return status, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), JSON
+
+
+def _no_cycle(view: LiveView) -> tuple[int, bytes, str]:
+    return _json(503, {"error": "no cycle yet: the scheduler has not run one (still syncing its cache, or a "
+                                "standby that does not lead)"})
+
+
+def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[str, Route]:
+    def explain(path: str, query: str) -> tuple[int, bytes, str]:
+        target = unquote(path[len(f"{API}/explain/"):]).strip("/")
+        if not target or target.count("/") > 1:
+            return _json(400, {"error": f"expected {API}/explain/NAMESPACE/NAME, got {path}"})
+        last = view.last
+        if last is None:
+            return _no_cycle(view)
+        from runtime.engine.explanation import UnknownTarget
+
+        try:
+            return _json(200, explain_document(last, target))
+        except UnknownTarget as err:
+            return _json(404, {"error": f"no pod or PodGroup `{err.target}` in the last cycle's snapshot (a pod "
+                                        "bound and settled is counted, not listed, when the policy neither "
+                                        "preempts nor reclaims)", "suggestion": err.suggestion})
+
+    def queues(path: str, query: str) -> tuple[int, bytes, str]:
+        last = view.last
+        if last is None:
+            return _no_cycle(view)
+        rest = unquote(path[len(f"{API}/queues"):]).strip("/")
+        if not rest:
+            return _json(200, queues_document(last))
+        name, _, sub = rest.partition("/")
+        row = last.queue(name)
+        if row is None:
+            known = ", ".join(q.name for q in last.queues) or "none"
+            return _json(404, {"error": f"no queue `{name}` (queues: {known})"})
+        if sub == "pending":
+            return _json(200, pending_document(last, name))
+        if sub:
+            return _json(404, {"error": f"unknown view `{sub}` of queue {name}: try {API}/queues/{name}/pending"})
+        document = queues_document(last)
+        document["queues"] = [q for q in document["queues"] if q["name"] == name]
+        return _json(200, document)
+
+    def dashboard(path: str, query: str) -> tuple[int, bytes, str]:
+        from runtime.service.dashboard import render
+
+        return 200, render(view, policy() if policy is not None else None), HTML
+
+    return {f"{API}/explain/": explain, f"{API}/queues": queues, f"{API}/queues/": queues, "/ui": dashboard,
+            "/ui/": dashboard}
