@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from compiler.quantities import to_base_units
-from runtime.cluster.model import MatchExpression
+from runtime.cluster.selectors import LabelSelector, MatchExpression
 
 
 class FieldError(Exception):
@@ -97,16 +97,51 @@ def strings(values: Any, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in values.items()}
 
 
-def node_terms(raw: Any, where: str) -> tuple[tuple[MatchExpression, ...], ...]:
+# --- selectors (node affinity terms, label selectors) ---------------------------------------
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+NODE_NAME_FIELD = "metadata.name"
+
+
+def expression(raw: Any, where: str, operators: tuple[str, ...], field: bool = False) -> MatchExpression:
+    if not isinstance(raw, dict):
+        raise FieldError(f"`{where}` must be a mapping, found {type(raw).__name__}")
+    op, key = raw.get("operator"), raw.get("key")
+    if not key or not isinstance(key, str):
+        raise FieldError(f"`{where}.key` is missing")
+    if op not in operators:
+        raise FieldError(f"`{where}.operator` must be one of {', '.join(operators)}, found `{op}`")
+    values = tuple(str(v) for v in listing(raw, "values"))
+    if op in ("In", "NotIn") and not values:
+        raise FieldError(f"`{where}.values` must not be empty for operator {op}")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise FieldError(f"`{where}.values` must be empty for operator {op}")
+    if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        raise FieldError(f"`{where}.values` must be one integer for operator {op}")
+    if field and key != NODE_NAME_FIELD:
+        raise FieldError(f"`{where}.key` must be {NODE_NAME_FIELD} (the only node field), found `{key}`")
+    return MatchExpression(key, op, values, field)
+
+
+def node_selector_terms(raw: list, where: str) -> tuple[tuple[MatchExpression, ...], ...]:
     terms = []
-    for i, term in enumerate(raw or []):
+    for i, term in enumerate(raw):
         if not isinstance(term, dict):
             raise FieldError(f"`{where}[{i}]` must be a mapping")
-        exprs = []
-        for expr in listing(term, "matchExpressions"):
-            op = expr.get("operator") if isinstance(expr, dict) else None
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt") or not expr.get("key"):
-                raise FieldError(f"`{where}[{i}].matchExpressions`: bad expression {expr!r}")
-            exprs.append(MatchExpression(str(expr["key"]), op, tuple(str(v) for v in expr.get("values") or ())))
+        exprs = [expression(e, f"{where}[{i}].matchExpressions[{k}]", SELECTOR_OPERATORS + ("Gt", "Lt"))
+                 for k, e in enumerate(listing(term, "matchExpressions"))]
+        exprs += [expression(e, f"{where}[{i}].matchFields[{k}]", ("In", "NotIn"), field=True)
+                  for k, e in enumerate(listing(term, "matchFields"))]
         terms.append(tuple(exprs))
     return tuple(terms)
+
+
+def label_selector(raw: Any, where: str) -> LabelSelector | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise FieldError(f"`{where}` must be a mapping, found {type(raw).__name__}")
+    labels = strings(raw.get("matchLabels"), f"{where}.matchLabels")
+    exprs = tuple(expression(e, f"{where}.matchExpressions[{k}]", SELECTOR_OPERATORS)
+                  for k, e in enumerate(listing(raw, "matchExpressions")))
+    return LabelSelector(tuple(sorted(labels.items())), exprs)

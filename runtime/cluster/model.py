@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from compiler.catalog import DEFAULT_QUEUE
+from runtime.cluster.selectors import LabelSelector, SelectorTerm
+from runtime.cluster.storage import Storage, bind_claims
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.cluster.decisions import Decisions, Reason
-    from runtime.cluster.storage import PodClaim, Storage
+    from runtime.cluster.storage import PodClaim
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 # A pod without a PodGroup runs in this queue, as Volcano's PodGroup controller puts the group it makes.
@@ -80,56 +82,6 @@ class Toleration:
         if self.key != taint.key:
             return False
         return self.operator == "Exists" or self.value == taint.value
-
-
-@dataclass(frozen=True)
-class MatchExpression:
-    key: str
-    operator: str          # In | NotIn | Exists | DoesNotExist | Gt | Lt
-    values: tuple[str, ...] = ()
-    # A node selector term's matchFields entry: `key` names a field of the Node object (only
-    # metadata.name exists), not a label.
-    field: bool = False
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """Whether a label map satisfies the expression (label selectors' semantics)."""
-        value = labels.get(self.key)
-        if self.operator == "In":
-            return value is not None and value in self.values
-        if self.operator == "NotIn":
-            return value is None or value not in self.values
-        if self.operator == "Exists":
-            return value is not None
-        if self.operator == "DoesNotExist":
-            return value is None
-        try:  # Gt / Lt (node selectors only): integers
-            return value is not None and (int(value) > int(self.values[0]) if self.operator == "Gt"
-                                          else int(value) < int(self.values[0]))
-        except (IndexError, ValueError):
-            return False
-
-
-# A node selector term is a conjunction of expressions; a required affinity is a disjunction
-# of terms (Kubernetes' nodeSelectorTerms).
-SelectorTerm = tuple[MatchExpression, ...]
-
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """A metav1.LabelSelector: every matchLabels pair and every expression must hold. The empty
-    selector matches every object (a missing one, None where it is allowed, matches none)."""
-
-    match_labels: tuple[tuple[str, str], ...] = ()
-    match_expressions: tuple[MatchExpression, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        for key, value in self.match_labels:
-            if labels.get(key) != value:
-                return False
-        return all(expr.matches(labels) for expr in self.match_expressions)
-
-    def keys(self) -> set[str]:
-        return {k for k, _ in self.match_labels} | {e.key for e in self.match_expressions}
 
 
 @dataclass(frozen=True)
@@ -402,7 +354,7 @@ class ClusterState:
     # rules needs every placed pod's labels, not only its room).
     settled_pods: Callable[[], Iterable[Pod]] | None = None
     # PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes (runtime.cluster.storage).
-    storage: "Storage" = field(default_factory=lambda: _new_storage())
+    storage: Storage = field(default_factory=Storage)
 
     def namespace_labels(self, name: str) -> dict[str, str]:
         labels = self.namespaces.get(name)
@@ -480,7 +432,6 @@ class ClusterState:
             if pod is None or pod.node_name is not None:
                 continue
             if binding.pod in decisions.volumes:
-                from runtime.cluster.storage import bind_claims   # runtime.cluster.storage reads this module's types
                 bind_claims(self, decisions.volumes[binding.pod], binding.node)
             pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
@@ -522,11 +473,6 @@ class ClusterState:
             storage=self.storage.merged_with(other.storage),
         )
         return merged
-
-
-def _new_storage() -> Any:
-    from runtime.cluster.storage import Storage   # runtime.cluster.storage reads this module's types
-    return Storage()
 
 
 def group_key_of(pod: Pod) -> str:

@@ -28,14 +28,24 @@ from typing import Any
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import (
-    PENDING, PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, RUNNING, WILDCARD_IP, GROUP_ANNOTATIONS, HostPort, LabelSelector,
-    MatchExpression, Pod, PodAffinityTerm, PodRules, SpreadConstraint, Toleration, WeightedTerm,
+    PENDING,
+    PREEMPT_LOWER_PRIORITY,
+    PREEMPT_NEVER,
+    RUNNING,
+    WILDCARD_IP,
+    GROUP_ANNOTATIONS,
+    HostPort,
+    Pod,
+    PodAffinityTerm,
+    PodRules,
+    SpreadConstraint,
+    Toleration,
+    WeightedTerm,
 )
+from runtime.cluster.selectors import LabelSelector, MatchExpression
 from runtime.cluster.storagespec import pod_volumes
 
 CRITICAL_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-NODE_NAME_FIELD = "metadata.name"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -55,7 +65,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
     required = kf.mapping(node_affinity, REQUIRED)
     preferred = []
     for i, p in enumerate(kf.listing(node_affinity, PREFERRED)):
-        term = node_selector_terms([kf.mapping(p, "preference")], f"{where}.{PREFERRED}[{i}].preference")[0]
+        term = kf.node_selector_terms([kf.mapping(p, "preference")], f"{where}.{PREFERRED}[{i}].preference")[0]
         preferred.append((_weight(p, f"{where}.{PREFERRED}[{i}]"), term))
     priority_class = spec.get("priorityClassName")
     priority = spec.get("priority")
@@ -85,7 +95,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
         group=next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), None),
         priority_class=priority_class, priority=None if priority is None else kf.integer(priority, "spec.priority", 0),
         node_selector=kf.strings(spec.get("nodeSelector"), "spec.nodeSelector"),
-        required_terms=node_selector_terms(kf.listing(required, "nodeSelectorTerms"), f"{where}.{REQUIRED}.nodeSelectorTerms"),
+        required_terms=kf.node_selector_terms(kf.listing(required, "nodeSelectorTerms"), f"{where}.{REQUIRED}.nodeSelectorTerms"),
         preferred_terms=tuple(preferred), tolerations=_tolerations(spec), annotations=annotations, labels=labels,
         creation=kf.timestamp(meta), releasing=bool(meta.get("deletionTimestamp")),
         rules=rules if rules else None, scheduling_gates=tuple(gates), preemption_policy=policy,
@@ -163,39 +173,6 @@ def pod_requests(spec: dict) -> dict[str, int]:
 
 # --- node affinity and tolerations ----------------------------------------------------------
 
-def _expression(raw: Any, where: str, operators: tuple[str, ...], field: bool = False) -> MatchExpression:
-    if not isinstance(raw, dict):
-        raise FieldError(f"`{where}` must be a mapping, found {type(raw).__name__}")
-    op, key = raw.get("operator"), raw.get("key")
-    if not key or not isinstance(key, str):
-        raise FieldError(f"`{where}.key` is missing")
-    if op not in operators:
-        raise FieldError(f"`{where}.operator` must be one of {', '.join(operators)}, found `{op}`")
-    values = tuple(str(v) for v in kf.listing(raw, "values"))
-    if op in ("In", "NotIn") and not values:
-        raise FieldError(f"`{where}.values` must not be empty for operator {op}")
-    if op in ("Exists", "DoesNotExist") and values:
-        raise FieldError(f"`{where}.values` must be empty for operator {op}")
-    if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-        raise FieldError(f"`{where}.values` must be one integer for operator {op}")
-    if field and key != NODE_NAME_FIELD:
-        raise FieldError(f"`{where}.key` must be {NODE_NAME_FIELD} (the only node field), found `{key}`")
-    return MatchExpression(key, op, values, field)
-
-
-def node_selector_terms(raw: list, where: str) -> tuple[tuple[MatchExpression, ...], ...]:
-    terms = []
-    for i, term in enumerate(raw):
-        if not isinstance(term, dict):
-            raise FieldError(f"`{where}[{i}]` must be a mapping")
-        exprs = [_expression(e, f"{where}[{i}].matchExpressions[{k}]", SELECTOR_OPERATORS + ("Gt", "Lt"))
-                 for k, e in enumerate(kf.listing(term, "matchExpressions"))]
-        exprs += [_expression(e, f"{where}[{i}].matchFields[{k}]", ("In", "NotIn"), field=True)
-                  for k, e in enumerate(kf.listing(term, "matchFields"))]
-        terms.append(tuple(exprs))
-    return tuple(terms)
-
-
 def _weight(raw: Any, where: str) -> int:
     weight = kf.integer(raw.get("weight") if isinstance(raw, dict) else None, f"{where}.weight", 1)
     if not 1 <= weight <= 100:
@@ -214,17 +191,6 @@ def _tolerations(spec: dict) -> tuple[Toleration, ...]:
 
 
 # --- inter-pod rules ------------------------------------------------------------------------
-
-def label_selector(raw: Any, where: str) -> LabelSelector | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise FieldError(f"`{where}` must be a mapping, found {type(raw).__name__}")
-    labels = kf.strings(raw.get("matchLabels"), f"{where}.matchLabels")
-    exprs = tuple(_expression(e, f"{where}.matchExpressions[{k}]", SELECTOR_OPERATORS)
-                  for k, e in enumerate(kf.listing(raw, "matchExpressions")))
-    return LabelSelector(tuple(sorted(labels.items())), exprs)
-
 
 def _merge_label_keys(selector: LabelSelector | None, raw: dict, where: str, labels: Mapping[str, str],
                       mismatch: bool = True) -> LabelSelector | None:
@@ -247,10 +213,10 @@ def _affinity_term(raw: Any, where: str, namespace: str, labels: Mapping[str, st
     key = raw.get("topologyKey")
     if not key or not isinstance(key, str):
         raise FieldError(f"`{where}.topologyKey` is missing")
-    selector = _merge_label_keys(label_selector(raw.get("labelSelector"), f"{where}.labelSelector"), raw, where,
+    selector = _merge_label_keys(kf.label_selector(raw.get("labelSelector"), f"{where}.labelSelector"), raw, where,
                                  labels)
     names = frozenset(str(n) for n in kf.listing(raw, "namespaces"))
-    ns_selector = label_selector(raw.get("namespaceSelector"), f"{where}.namespaceSelector")
+    ns_selector = kf.label_selector(raw.get("namespaceSelector"), f"{where}.namespaceSelector")
     if not names and ns_selector is None:
         names = frozenset({namespace})
     return PodAffinityTerm(key, selector, names, ns_selector)
@@ -297,7 +263,7 @@ def _spread(spec: dict, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ..
             if value not in ("Honor", "Ignore"):
                 raise FieldError(f"`{where}.{name}` must be Honor or Ignore, found `{value}`")
             policies.append(value)
-        selector = label_selector(raw.get("labelSelector"), f"{where}.labelSelector")
+        selector = kf.label_selector(raw.get("labelSelector"), f"{where}.labelSelector")
         keys = [str(k) for k in kf.listing(raw, "matchLabelKeys")]
         if keys and selector is None:
             raise FieldError(f"`{where}.matchLabelKeys` needs a `labelSelector`")

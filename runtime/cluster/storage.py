@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from runtime.cluster.model import LabelSelector, MatchExpression, Pod, SelectorTerm
+from runtime.cluster.selectors import LabelSelector, MatchExpression, SelectorTerm
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.cluster.decisions import VolumeChoice
-    from runtime.cluster.model import ClusterState
+    from runtime.cluster.model import ClusterState, Pod
 
 # Annotations and names of the PV controller and the scheduler's volume binder.
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"

@@ -15,7 +15,7 @@ from typing import Any
 
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
-from runtime.cluster.model import MatchExpression, SelectorTerm
+from runtime.cluster.selectors import MatchExpression, SelectorTerm
 from runtime.cluster.storage import (
     ACCESS_MODES, BETA_CLASS_ANNOTATION, CLAIM_BOUND, DEFAULT_CLASS_ANNOTATIONS, IMMEDIATE, MIGRATED_DRIVERS,
     PV_AVAILABLE, VOLUME_MODES, WAIT_FOR_FIRST_CONSUMER, ClaimRef, CSINode, PersistentVolume, PersistentVolumeClaim,
@@ -85,7 +85,6 @@ def _storage_bytes(values: Any, where: str, required: bool) -> int:
 
 
 def read_volume(obj: dict) -> PersistentVolume:
-    from runtime.cluster.podspec import node_selector_terms   # podspec imports this module
 
     _, name = kf.name_of(obj)
     meta = obj["metadata"]
@@ -96,7 +95,7 @@ def read_volume(obj: dict) -> PersistentVolume:
     required = kf.mapping(kf.mapping(spec, "nodeAffinity"), "required")
     if required:
         where = "spec.nodeAffinity.required.nodeSelectorTerms"
-        affinity = node_selector_terms(kf.listing(required, "nodeSelectorTerms"), where)
+        affinity = kf.node_selector_terms(kf.listing(required, "nodeSelectorTerms"), where)
         if not affinity:
             raise FieldError(f"`{where}` must not be empty")
     ref = kf.mapping(spec, "claimRef")
@@ -132,7 +131,6 @@ def read_volume(obj: dict) -> PersistentVolume:
 def read_claim(obj: dict, default_class: str | None = None) -> PersistentVolumeClaim:
     """A claim; one that names no class (`storageClassName` absent, not "") gets `default_class`,
     as the API server's DefaultStorageClass admission gives it."""
-    from runtime.cluster.podspec import label_selector
 
     namespace, name = kf.name_of(obj)
     meta = obj["metadata"]
@@ -153,7 +151,7 @@ def read_claim(obj: dict, default_class: str | None = None) -> PersistentVolumeC
         volume_name=str(spec.get("volumeName") or ""), phase=str(status.get("phase") or "Pending"),
         access_modes=_access_modes(spec, "spec"),
         request=_storage_bytes(resources.get("requests"), "spec.resources.requests", required=False),
-        volume_mode=_volume_mode(spec, "spec"), selector=label_selector(spec.get("selector"), "spec.selector"),
+        volume_mode=_volume_mode(spec, "spec"), selector=kf.label_selector(spec.get("selector"), "spec.selector"),
         annotations=annotations, deleting=bool(meta.get("deletionTimestamp")),
         owner_uid=str(owner.get("uid") or "") if owner else "",
         resource_version=str(meta.get("resourceVersion") or ""),

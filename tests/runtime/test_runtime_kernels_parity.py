@@ -249,7 +249,8 @@ def test_ledger_matches_reference(compiled, seed):
 def random_pods(rng, n_pods=60):
     """Pods of two schedulers in every phase, on known and unknown nodes, in gangs and alone,
     with ties in priority and creation (uids decide), some with node constraints."""
-    from runtime.cluster.model import MatchExpression, Pod, Toleration
+    from runtime.cluster.model import Pod, Toleration
+    from runtime.cluster.selectors import MatchExpression
     pods = {}
     for i in range(n_pods):
         group = f"g{rng.integers(0, 6)}" if rng.random() < 0.7 else None

@@ -74,7 +74,8 @@ def test_node_reason_counts_causes(pure):
 
 
 def test_selector_affinity_and_tolerations(pure):
-    from runtime.cluster.model import MatchExpression, Toleration
+    from runtime.cluster.model import Toleration
+    from runtime.cluster.selectors import MatchExpression
     state = ClusterState()
     node(state, "a", labels={"zone": "z1", "disk": "ssd"})
     node(state, "b", labels={"zone": "z2"})

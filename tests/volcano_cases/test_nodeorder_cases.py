@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cluster.model import (
-    LabelSelector, MatchExpression, PodAffinityTerm, PodRules, SpreadConstraint, WeightedTerm,
-)
+from runtime.cluster.model import PodAffinityTerm, PodRules, SpreadConstraint, WeightedTerm
+from runtime.cluster.selectors import LabelSelector, MatchExpression
 from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check
 
 SCORERS = ("leastrequested", "mostrequested", "balancedresource", "nodeaffinity", "tainttoleration", "podaffinity",

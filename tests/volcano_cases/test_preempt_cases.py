@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cluster.model import PREEMPT_NEVER, LabelSelector, PodAffinityTerm, PodRules
+from runtime.cluster.model import PREEMPT_NEVER, PodAffinityTerm, PodRules
+from runtime.cluster.selectors import LabelSelector
 from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check
 
 PREEMPTABLE = "volcano.sh/preemptable"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cluster.model import LabelSelector, MatchExpression, PodAffinityTerm, PodRules
+from runtime.cluster.model import PodAffinityTerm, PodRules
+from runtime.cluster.selectors import LabelSelector, MatchExpression
 from vcase import Case, Expect, node, params, plugin, pod, podgroup, queue, res, run_and_check
 
 # --- TestProportion / pod-deallocate ---------------------------------------------------------

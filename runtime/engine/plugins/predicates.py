@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from runtime.cluster.model import MatchExpression, Toleration
+from runtime.cluster.model import Toleration
+from runtime.cluster.selectors import MatchExpression
 from runtime.engine.plugins import Plugin
 from runtime.engine.session import Check
 from runtime.engine.snapshot import Snapshot, TaskClass

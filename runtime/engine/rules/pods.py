@@ -17,7 +17,8 @@ from typing import Generic, Hashable, TypeVar
 
 import numpy as np
 
-from runtime.cluster.model import LabelSelector, Pod, PodRules
+from runtime.cluster.model import Pod, PodRules
+from runtime.cluster.selectors import LabelSelector
 from runtime.engine.session import StatefulRule
 from runtime.engine.snapshot import Snapshot
 

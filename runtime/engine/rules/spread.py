@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runtime.cluster.model import LabelSelector, Pod, SpreadConstraint
+from runtime.cluster.model import Pod, SpreadConstraint
+from runtime.cluster.selectors import LabelSelector
 from runtime.engine.plugins.predicates import affinity_mask, untolerated_taint_checks
 from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
 from runtime.engine.session import MASK_FAIL, MASK_PASS, Check, Session

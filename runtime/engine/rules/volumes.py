@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.cluster.decisions import NODES, VOLUME, Reason, VolumeChoice
-from runtime.cluster.model import SelectorTerm
+from runtime.cluster.selectors import SelectorTerm
 from runtime.engine.plugins.predicates import label_exists, label_match, terms_mask
 from runtime.engine.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session, StatefulRule
 from runtime.cluster.storage import (
