@@ -62,18 +62,10 @@ from compiler.pipeline import compile_text  # noqa: E402
 from runtime.engine.cycle import Options, collect, open_session  # noqa: E402
 from runtime.engine.actions import registry as actions  # noqa: E402
 from runtime.kube.settled import SettledLedger  # noqa: E402
-from runtime.cluster.model import (
-    # noqa: E402     QUEUE_ANNOTATION,
-    ClusterState,
-    Node,
-    Pod,
-    PodAffinityTerm,
-    PodGroup,
-    PodRules,
-    SpreadConstraint,
-    settles,
+from runtime.cluster.model import (  # noqa: E402
+    QUEUE_ANNOTATION, ClusterState, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint, settles,
 )
-from runtime.cluster.selectors import LabelSelector, MatchExpression
+from runtime.cluster.selectors import LabelSelector, MatchExpression  # noqa: E402
 from runtime.engine.snapshot import SnapshotCache, build_snapshot  # noqa: E402
 from runtime.cluster.storage import (  # noqa: E402
     WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim, PodClaim, StorageClass,
