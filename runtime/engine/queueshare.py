@@ -11,7 +11,8 @@ import numpy as np
 
 from compiler.quantities import readable_base_units
 from runtime.cluster import decisions as d
-from runtime.engine.session import PERMIT, REJECT, Verdict
+from runtime.engine.session import Verdict
+from runtime.engine.extension import PERMIT, REJECT
 from runtime.engine.snapshot import UNLIMITED
 
 

@@ -10,7 +10,7 @@ from runtime.engine.cycle import open_session
 from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, SpreadConstraint, HostPort
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.plugins import CatalogMismatch, Plugin, catalog_mismatches, registry
-from runtime.engine.session import POINTS
+from runtime.engine.extension import POINTS
 from runtime_helpers import GiB, gang, node, pod, policy
 
 

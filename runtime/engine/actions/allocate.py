@@ -17,7 +17,8 @@ import numpy as np
 
 from runtime.engine.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
 from runtime.engine.queueshare import overused_reason
-from runtime.engine.session import MASK_PASS, Session
+from runtime.engine.session import Session
+from runtime.engine.extension import MASK_PASS
 from runtime.engine.snapshot import ALLOCATED, PENDING, PIPELINED, READY_STATUSES
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import heapq
 
 from runtime.cluster import decisions as d
-from runtime.engine.session import REJECT, Session
+from runtime.engine.session import Session
+from runtime.engine.extension import REJECT
 
 
 def run(ssn: Session) -> None:

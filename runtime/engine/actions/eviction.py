@@ -22,7 +22,8 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.cluster.model import PREEMPT_NEVER
-from runtime.engine.session import MASK_PASS, Session
+from runtime.engine.session import Session
+from runtime.engine.extension import MASK_PASS
 from runtime.engine.snapshot import BOUND, PIPELINED
 
 

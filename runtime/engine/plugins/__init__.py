@@ -27,7 +27,7 @@ class CatalogMismatch(RuntimeError):
 class Plugin:
     name = ""
     # The extension points this implementation registers answers at (the catalog's points that
-    # are extension points, runtime.engine.session.POINTS; the rest of them are Volcano switches).
+    # are extension points, runtime.engine.extension.POINTS; the rest of them are Volcano switches).
     answers: frozenset[str] = frozenset()
 
     def __init__(self, spec: PluginPlan):
@@ -49,7 +49,7 @@ class Plugin:
 def catalog_mismatches(plugins: dict[str, type[Plugin]]) -> list[str]:
     """Where the catalog and these plugin classes disagree (empty when they agree)."""
     from compiler import catalog as cat
-    from runtime.engine.session import POINTS
+    from runtime.engine.extension import POINTS
     problems = [f"the catalog lists plugin {name}, which the runtime does not implement"
                 for name in sorted(set(cat.PLUGINS) - set(plugins))]
     problems += [f"the runtime implements plugin {name}, which the catalog does not list"

@@ -22,7 +22,7 @@ import numpy as np
 from compiler import catalog as cat
 from compiler.quantities import format_base_units
 from runtime.engine.plugins import Plugin
-from runtime.engine.session import Check, StatefulRule
+from runtime.engine.extension import Check, StatefulRule
 from runtime.engine.snapshot import DeviceInventory, DeviceNeed, Snapshot, device_need
 
 TOPOLOGY_BONUS = 100.0

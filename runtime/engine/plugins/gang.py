@@ -12,7 +12,8 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.plugins import Plugin
-from runtime.engine.session import PERMIT, REJECT, Verdict
+from runtime.engine.session import Verdict
+from runtime.engine.extension import PERMIT, REJECT
 from runtime.engine.snapshot import ALLOCATED, BOUND, PENDING, PIPELINED, SUCCEEDED
 
 

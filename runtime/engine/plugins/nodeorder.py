@@ -11,7 +11,8 @@ import numpy as np
 
 from runtime.engine.plugins import Plugin
 from runtime.engine.session import KernelScore
-from runtime.engine.plugins.predicates import bit_column, pod_affinity_state, spread_state, terms_mask
+from runtime.engine.plugins.predicates import pod_affinity_state, spread_state
+from runtime.engine.nodemasks import bit_column, terms_mask
 from runtime.engine.snapshot import TaskClass
 
 NODEORDER_RESOURCES = ("cpu", "memory")

@@ -11,7 +11,8 @@ import numpy as np
 from runtime.cluster import decisions as d
 from runtime.engine import queueshare as qs
 from runtime.engine.plugins import Plugin
-from runtime.engine.session import PERMIT, REJECT, Verdict
+from runtime.engine.session import Verdict
+from runtime.engine.extension import PERMIT, REJECT
 
 DEFAULT_FACTOR = 1.2
 

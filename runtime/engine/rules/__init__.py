@@ -1,4 +1,4 @@
-"""Stateful placement rules (runtime.engine.session.StatefulRule): filters and scorers whose answer
+"""Stateful placement rules (runtime.engine.extension.StatefulRule): filters and scorers whose answer
 depends on where other pods are, kept exact as the cycle places, undoes and evicts.
 
 | module | rule (kube-scheduler plugin) | registered by |

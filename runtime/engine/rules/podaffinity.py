@@ -20,14 +20,19 @@ terms it touches are marked, on that domain's nodes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
-from runtime.engine.session import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check, Session
+from runtime.engine.extension import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.engine.session import Session
 
 AFFINITY_MESSAGE = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_MESSAGE = "node(s) didn't match pod anti-affinity rules"

@@ -1,7 +1,7 @@
 """What the stateful rules share: the pods they count and a pod's label profile.
 
 A rule counts every pod on a node (Snapshot.placed_pods, whoever's) and is told of the
-cycle's placements, undos and evictions of our tasks (runtime.engine.session.StatefulRule). Two pods
+cycle's placements, undos and evictions of our tasks (runtime.engine.extension.StatefulRule). Two pods
 with the same namespace and the same values of the label keys the rules' selectors read
 (Snapshot.label_keys) match the same selectors: their profile, the key matches are cached by.
 The placed pods are grouped once per session by profile and rules (`placed_groups`), so that a
@@ -19,7 +19,7 @@ import numpy as np
 
 from runtime.cluster.model import Pod, PodRules
 from runtime.cluster.selectors import LabelSelector
-from runtime.engine.session import StatefulRule
+from runtime.engine.extension import StatefulRule
 from runtime.engine.snapshot import Snapshot
 
 Profile = Hashable

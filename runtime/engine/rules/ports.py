@@ -5,13 +5,18 @@ is leaving still holds its ports: a node they would free is a future fit (pipeli
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import Counter
 
 import numpy as np
 
 from runtime.cluster.model import HostPort
 from runtime.engine.rules.pods import CountingRule, placed_groups
-from runtime.engine.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session
+from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, Check
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.engine.session import Session
 
 PORTS_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
 

@@ -22,6 +22,8 @@ moved.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from dataclasses import dataclass, field
 
@@ -29,10 +31,13 @@ import numpy as np
 
 from runtime.cluster.model import Pod, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
-from runtime.engine.plugins.predicates import affinity_mask, untolerated_taint_checks
+from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
 from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
-from runtime.engine.session import MASK_FAIL, MASK_PASS, Check, Session
+from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.engine.session import Session
 
 SKEW_MESSAGE = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL_MESSAGE = "node(s) didn't match pod topology spread constraints (missing required label)"

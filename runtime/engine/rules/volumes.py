@@ -26,6 +26,8 @@ annotation is written before the pod is bound.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -33,12 +35,15 @@ import numpy as np
 
 from runtime.cluster.decisions import NODES, VOLUME, Reason, VolumeChoice
 from runtime.cluster.selectors import SelectorTerm
-from runtime.engine.plugins.predicates import label_exists, label_match, terms_mask
-from runtime.engine.session import MASK_FAIL, MASK_LATER, MASK_PASS, Check, Session, StatefulRule
+from runtime.engine.nodemasks import label_exists, label_match, terms_mask
+from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, Check, StatefulRule
 from runtime.cluster.storage import (
     ATTACH_LIMIT_PREFIX, BOUND, DELAYED, GA_ZONE_LABEL, PREBOUND, READ_WRITE_ONCE_POD, SELECTED, ZONE_LABELS,
     ClaimUse, PersistentVolume, PersistentVolumeClaim, VolumeSnapshot, attach_identity, claim_shape, volume_fits,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.engine.session import Session
 
 RWOP_MESSAGE = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
 LIMIT_MESSAGE = "node(s) exceed max volume count"

@@ -1,0 +1,83 @@
+"""The extension points' vocabulary: the points a plugin may answer, the votes, the node mask
+codes the placement kernels read, a static predicate's `Check`, and `StatefulRule`, the base of
+the filters and scorers whose answer depends on where pods are (runtime.engine.rules).
+
+The session (runtime.engine.session) asks the plugins through these; plugins and rules import
+them from here, not from the session, so the rules and the session do not import each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+ORDER_POINTS = ("job_order", "queue_order", "task_order")
+# Every extension point a plugin may answer (compiler.catalog's PluginSpec.points name them).
+POINTS = frozenset({
+    "job_order", "queue_order", "task_order", "job_ready", "job_pipelined", "job_starving", "job_valid",
+    "job_enqueued", "preemptable", "reclaimable", "preemptive", "overused", "allocatable", "predicate",
+    "node_order",
+})
+PERMIT, REJECT, ABSTAIN = True, False, None
+# Node mask codes the placement kernels read (runtime/engine/kernels/place.pyx): bit 0 the node passes
+# the class's filters; bit 1 it passes only once releasing pods have left it (a stateful rule's
+# room is held by pods that are leaving), so a placement there is pipelined, not bound.
+MASK_FAIL, MASK_PASS, MASK_RELEASING = 0, 1, 2
+MASK_LATER = MASK_PASS | MASK_RELEASING
+
+
+@dataclass(frozen=True)
+class Check:
+    """One static predicate over all nodes for a task class: `passing[n]` and the message for
+    the nodes that fail it ("node(s) didn't match Pod's node affinity/selector")."""
+
+    message: str
+    passing: np.ndarray
+
+
+class StatefulRule:
+    """A filter and/or scorer whose answer depends on where pods are (kube-scheduler's
+    PreFilter/Filter/Score with AddPod/RemovePod, Volcano's allocate/deallocate event
+    handlers). One object keeps the rule's counts for the session: the session calls
+    `placed`/`unplaced` for every placement made or undone (a statement discarded, a gang
+    rolled back) and `evicted`/`unevicted` for every victim, and the rule calls
+    `Session.mark_dirty` for the classes and nodes whose answer those changed.
+
+    A plugin registers it at `predicate` (then `filters`, `codes` and `checks` answer) and/or
+    at `node_order` (`scores` and `score`). `cid` is a task class (Snapshot.classes)."""
+
+    name = ""
+    # Whether evicting pods can make the filter pass (preempt and reclaim then consider the
+    # node); device cards are not freed by preemption (runtime/README.md).
+    preempts = True
+
+    def filters(self, cid: int) -> bool:
+        """Whether the filter concerns class cid at all (else it passes every node)."""
+        return False
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        """Mask codes (MASK_FAIL, MASK_PASS, MASK_LATER) of class cid on `nodes` (all when None)."""
+        raise NotImplementedError
+
+    def checks(self, cid: int) -> list["Check"]:
+        """Why nodes fail now, one Check per cause (kube-scheduler's words), for reasons."""
+        return []
+
+    def scores(self, cid: int) -> bool:
+        return False
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        """Weighted node scores of class cid on `nodes` (all when None)."""
+        raise NotImplementedError
+
+    def placed(self, t: int, node: int) -> None:
+        pass
+
+    def unplaced(self, t: int, node: int) -> None:
+        pass
+
+    def evicted(self, t: int, node: int) -> None:
+        pass
+
+    def unevicted(self, t: int, node: int) -> None:
+        pass
