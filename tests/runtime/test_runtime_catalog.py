@@ -9,7 +9,8 @@ from compiler import catalog as cat
 from runtime.engine.cycle import open_session
 from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, SpreadConstraint, HostPort
 from runtime.cluster.selectors import LabelSelector
-from runtime.engine.plugins import CatalogMismatch, Plugin, catalog_mismatches, registry
+from runtime.engine.plugins import catalog_mismatches, registry
+from runtime.engine.plugins.base import CatalogMismatch, Plugin
 from runtime.engine.extension import POINTS
 from runtime_helpers import GiB, gang, node, pod, policy
 

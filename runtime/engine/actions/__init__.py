@@ -1,11 +1,14 @@
-"""Actions: each a module with `run(ssn)`; `REGISTRY` maps the Plan's action names to them."""
+"""Actions: each a module with `run(ssn)`; `registry()` maps the Plan's action names to them.
+Helpers that several actions share live beside them (common, eviction, reservations), as
+Volcano's actions/utils."""
 
 from __future__ import annotations
 
 from typing import Callable
 
+from runtime.engine.actions import allocate, backfill, enqueue, preempt, reclaim
+
 
 def registry() -> dict[str, Callable]:
-    from runtime.engine.actions import allocate, backfill, enqueue, preempt, reclaim
     return {"enqueue": enqueue.run, "allocate": allocate.run, "backfill": backfill.run,
             "preempt": preempt.run, "reclaim": reclaim.run}

@@ -6,7 +6,7 @@ the node scores 0; else s_r = (used_r + request_r) × w_r / allocatable_r. Score
 
 from __future__ import annotations
 
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 from runtime.engine.session import KernelScore
 
 

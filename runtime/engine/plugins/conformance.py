@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 
 CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 SYSTEM_NAMESPACE = "kube-system"

@@ -21,7 +21,7 @@ import numpy as np
 
 from compiler import catalog as cat
 from compiler.quantities import format_base_units
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 from runtime.engine.extension import Check, StatefulRule
 from runtime.engine.snapshot import DeviceInventory, DeviceNeed, Snapshot, device_need
 

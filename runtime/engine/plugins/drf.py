@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 
 SHARE_DELTA = 1e-6
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.cluster import decisions as d
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 from runtime.engine.session import Verdict
 from runtime.engine.extension import PERMIT, REJECT
 from runtime.engine.snapshot import ALLOCATED, BOUND, PENDING, PIPELINED, SUCCEEDED

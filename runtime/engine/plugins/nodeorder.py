@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 from runtime.engine.session import KernelScore
 from runtime.engine.plugins.predicates import pod_affinity_state, spread_state
 from runtime.engine.nodemasks import bit_column, terms_mask

@@ -10,7 +10,7 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine import queueshare as qs
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 from runtime.engine.session import Verdict
 from runtime.engine.extension import PERMIT, REJECT
 

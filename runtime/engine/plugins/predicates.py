@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 from runtime.engine.nodemasks import AFFINITY_MESSAGE, affinity_mask, untolerated_taint_checks
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 from runtime.engine.rules.podaffinity import PodAffinityRule
 from runtime.engine.rules.ports import NodePortsRule
 from runtime.engine.rules.spread import TopologySpreadRule

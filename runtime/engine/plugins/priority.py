@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.engine.plugins import Plugin
+from runtime.engine.plugins.base import Plugin
 from runtime.engine.snapshot import HELD, SUCCEEDED
 
 
