@@ -52,8 +52,10 @@ sys.path.insert(0, str(REPO))
 from policydsl.cli.flags import duration  # noqa: E402
 from runtime.cluster.decisions import Decisions  # noqa: E402
 from runtime.service.embedded import EmbeddedCluster  # noqa: E402
-from runtime.service.loop import ApplyReport, Scheduler  # noqa: E402
-from runtime.service.metrics import Metrics, QueueUsage  # noqa: E402
+from runtime.service.loop import Scheduler  # noqa: E402
+from runtime.cluster.connection import ApplyReport
+from runtime.cluster.connection import QueueUsage  # noqa: E402
+from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, Node, Pod, PodGroup  # noqa: E402
 from runtime.service.reload import PolicyReloader, ReloadOutcome, compile_policy  # noqa: E402
 

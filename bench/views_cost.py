@@ -24,7 +24,7 @@ from compiler.pipeline import compile_text  # noqa: E402
 from runtime.service import dashboard  # noqa: E402
 from runtime.service.embedded import EmbeddedCluster  # noqa: E402
 from runtime.service.loop import Scheduler  # noqa: E402
-from runtime.service.metrics import Metrics  # noqa: E402
+from runtime.kube.metrics import Metrics  # noqa: E402
 from runtime.cluster.model import ClusterState, Node, Pod, PodGroup  # noqa: E402
 from runtime.service.views import LiveView  # noqa: E402
 

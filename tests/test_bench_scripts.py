@@ -84,7 +84,8 @@ def test_the_dashboard_load_keeps_fetching_the_dashboard_and_reports() -> None:
     """bench/dashboard_load.py (python -m bench.e2e --dashboard-load N): against a scheduler's
     metrics server on loopback, every fetch answered; never aimed elsewhere."""
     from bench.dashboard_load import DashboardLoad, main
-    from runtime.service.metrics import Metrics, MetricsServer
+    from runtime.service.server import MetricsServer
+    from runtime.kube.metrics import Metrics
     from runtime.service.views import LiveView
     from runtime.service.webapi import routes
 

@@ -1,4 +1,7 @@
-"""The scheduler connected to a Kubernetes cluster (design and guarantees: README.md here).
+"""The connector: the scheduler connected to a Kubernetes cluster (design and guarantees:
+README.md here). It implements runtime.cluster.connection.ClusterConnection for the service
+loop (runtime.service), and may import the engine and the cluster model, never the service or
+the simulator.
 
 | module | what |
 |---|---|
@@ -13,6 +16,6 @@
 | `leader.py` | leader election on a Lease |
 | `ratelimit.py` | token bucket: client QPS limit, Events rate |
 | `cluster.py` | `KubeCluster`: all of the above as the scheduler's ClusterConnection |
-| `embedded.py` | `EmbeddedCluster`: a ClusterState in memory as the ClusterConnection |
-| `scheduler.py` | `Scheduler`: the loop, `run_once`, `set_plan` |
+| `queuesync.py`, `podconditions.py`, `volumes.py`, `settled.py`, `outages.py`, `statusfacts.py` | Queue objects kept in step with the policy; PodScheduled conditions; volume binding writes; settled pods counted; API outages; what status says |
+| `metrics.py`, `volcano_metrics.py` | the scheduler's Prometheus metrics (ours and Volcano's names) |
 """

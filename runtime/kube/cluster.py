@@ -39,12 +39,13 @@ from runtime.kube.cache import ClusterCache
 from runtime.kube.events import EventRecorder, InvolvedObject
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
-from runtime.service.loop import FOREIGN_SCHEDULER, ApplyReport
+from runtime.cluster.connection import FOREIGN_SCHEDULER, ApplyReport
 from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
 from runtime.kube.podconditions import PodCondition, PodConditionWriter
 from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
 from runtime.kube.statusfacts import same_phase_and_counts
-from runtime.service.metrics import Metrics, QueueUsage
+from runtime.cluster.connection import QueueUsage
+from runtime.kube.metrics import Metrics
 from runtime.cluster.model import PG_INQUEUE, PG_PENDING, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
 from runtime.cluster.objects import ObjectProblem
 from runtime.engine.queueshare import UnmetPromise

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable, Mapping
 
 from runtime.cluster.decisions import Decisions
-from runtime.service.loop import ApplyReport
-from runtime.service.metrics import QueueUsage
+from runtime.cluster.connection import ApplyReport
+from runtime.cluster.connection import QueueUsage
 from runtime.cluster.model import ClusterState
 from runtime.cluster.objects import ObjectProblem
 

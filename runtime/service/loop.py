@@ -23,7 +23,6 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -34,9 +33,10 @@ from runtime.engine import queueshare
 from runtime.engine.cycle import Options, VictimsNeeded, run_cycle
 from runtime.cluster.decisions import JOB, Decisions, Reason
 from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues, reservation_seconds
-from runtime.service.metrics import Metrics, QueueUsage
+from runtime.cluster.connection import FOREIGN_SCHEDULER, ApplyReport, ClusterConnection, QueueUsage
+from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, group_key_of
-from runtime.cluster.objects import ObjectProblem, check_queues
+from runtime.cluster.objects import check_queues
 from runtime.service.views import CycleView, LiveView, SessionFacts, session_facts, with_podgroup_phases
 from runtime.engine.session import Session
 from runtime.engine.snapshot import UNLIMITED, VICTIM_ACTIONS, SnapshotCache, folds_settled
@@ -59,48 +59,6 @@ LIST_VICTIMS_CYCLES = 10
 # readers that refresh every few seconds. The reasons (explain, conditions, Events) are each
 # cycle's own.
 FACTS_EVERY_S = 1.0
-FOREIGN_SCHEDULER = "<left out: unknown queue>"  # no pod's schedulerName: such pods take room, join no job
-
-
-@dataclass
-class ApplyReport:
-    """What applying one cycle's decisions did by the time `apply` returned. A connection
-    that binds asynchronously reports `binding` (dispatched) and counts outcomes itself."""
-
-    binding: int = 0
-    bound: int = 0
-    dropped: int = 0
-    bind_failed: int = 0
-    evicted: int = 0
-    eviction_blocked: int = 0
-    eviction_failed: int = 0
-    status_writes: int = 0
-    events: int = 0
-
-
-class ClusterConnection(Protocol):
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    @property
-    def synced(self) -> bool: ...
-
-    def wait_synced(self, timeout: float | None = None) -> bool: ...
-
-    def drain(self, timeout: float | None = None) -> object:
-        """Wait until writes still in flight (asynchronous binds) have answered."""
-
-    def snapshot(self, fold_settled: bool = False) -> ClusterState:
-        """The cluster now; with `fold_settled` it may count settled pods (ClusterState.settled)
-        instead of listing them."""
-
-    def apply(self, decisions: Decisions, state: ClusterState, usage: Mapping[str, QueueUsage]) -> ApplyReport: ...
-
-    def report_invalid(self, problems: list[ObjectProblem], state: ClusterState) -> None: ...
-
-    def on_work(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from any thread, quickly) when something arrives that a cycle may act on."""
 
 
 class Elector(Protocol):

@@ -48,7 +48,7 @@ from compiler.plan import Plan
 from policydsl import nodes as n
 from policydsl.diagnostics import Diagnostic, Severity
 from policydsl.loader import read_limited, resolve_policy_path
-from runtime.service.metrics import Metrics
+from runtime.kube.metrics import Metrics
 
 if TYPE_CHECKING:
     from runtime.kube.api import KubeApi

@@ -1,4 +1,4 @@
-"""The read-only views the scheduler serves on its metrics port (runtime.service.metrics.MetricsServer
+"""The read-only views the scheduler serves on its metrics port (runtime.service.server.MetricsServer
 routes), all from the last cycle (runtime/service/views.py LiveView):
 
     GET /api/v1/explain/NS/NAME          why a pod or PodGroup waits: the text `policydsl explain` prints
@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from runtime.service.metrics import Route
+from runtime.service.server import Route
 from runtime.service.views import LiveView, explain_document, pending_document, queues_document
 
 JSON = "application/json"

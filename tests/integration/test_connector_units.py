@@ -26,7 +26,9 @@ from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.leader import LeaseElector
 from runtime.kube.ratelimit import TokenBucket
 from runtime.service.loop import PAUSE_PER_CYCLE, Scheduler
-from runtime.service.metrics import Metrics, MetricsServer, QueueUsage
+from runtime.cluster.connection import QueueUsage
+from runtime.service.server import MetricsServer
+from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, Condition, Node, Pod, PodGroup
 
 from .connector_helpers import GANG_POLICY

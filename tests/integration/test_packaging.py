@@ -75,7 +75,7 @@ def test_the_grafana_dashboard_queries_only_metrics_the_scheduler_exports(tmp_pa
     from compiler.pipeline import compile_text
     from runtime.service.embedded import EmbeddedCluster
     from runtime.service.loop import Scheduler
-    from runtime.service.metrics import Metrics
+    from runtime.kube.metrics import Metrics
     from runtime.cluster.model import ClusterState, Node, Pod
 
     metrics = Metrics(volcano=True)

@@ -14,8 +14,10 @@ from polling import wait_for
 
 from runtime.cluster.decisions import Decisions
 from runtime.service.embedded import EmbeddedCluster
-from runtime.service.loop import ApplyReport, Scheduler
-from runtime.service.metrics import Metrics, QueueUsage
+from runtime.service.loop import Scheduler
+from runtime.cluster.connection import ApplyReport
+from runtime.cluster.connection import QueueUsage
+from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, Node, Pod, PodGroup
 from runtime.service.reload import PolicyReloader, ReloadOutcome, compile_policy
 

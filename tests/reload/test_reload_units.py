@@ -15,7 +15,8 @@ import pytest
 from compiler.plan import Plan
 from runtime.service.embedded import EmbeddedCluster
 from runtime.service.loop import Scheduler
-from runtime.service.metrics import Metrics, MetricsServer
+from runtime.service.server import MetricsServer
+from runtime.kube.metrics import Metrics
 from runtime.service.reload import (
     LeaseEvents, PolicyReloader, compile_policy, fingerprint_of, fingerprint_of_known, watch_folders,
 )

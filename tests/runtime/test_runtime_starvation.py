@@ -17,7 +17,7 @@ from runtime.engine.cycle import Options, open_session, run_cycle
 from runtime.kube.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from runtime.service.embedded import EmbeddedCluster
 from runtime.service.loop import Scheduler
-from runtime.service.metrics import Metrics
+from runtime.kube.metrics import Metrics
 from runtime.cluster.model import QUEUE_ANNOTATION, ClusterState, Pod, QueueObject
 from runtime.engine.queueshare import overused_reason, unmet_promises
 from tests.runtime.runtime_helpers import STANDARD_TIERS, gang, node, pod, policy

@@ -17,7 +17,7 @@ from compiler.pipeline import compile_text
 from runtime.service import views as observe
 from runtime.service.embedded import EmbeddedCluster
 from runtime.service.loop import Scheduler
-from runtime.service.metrics import Metrics
+from runtime.kube.metrics import Metrics
 from runtime.cluster.objects import load_path
 from runtime.service.views import LiveView, queues_document
 from runtime.engine.session import Options
@@ -173,7 +173,7 @@ def test_http_views_answer_from_the_last_cycle(state) -> None:
 def test_the_metrics_server_serves_the_routes(state) -> None:
     import urllib.request
 
-    from runtime.service.metrics import MetricsServer
+    from runtime.service.server import MetricsServer
 
     view, _ = run_live(state)
     server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"),
@@ -340,7 +340,7 @@ def test_a_job_that_stops_waiting_takes_its_series_with_it(tmp_path: Path) -> No
 # --- the commands ---------------------------------------------------------------------------------------------
 
 def test_the_commands_ask_a_running_scheduler(state, capsys) -> None:
-    from runtime.service.metrics import MetricsServer
+    from runtime.service.server import MetricsServer
 
     view, _ = run_live(state)
     server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"),
@@ -402,7 +402,7 @@ def test_the_dashboard_shows_card_use_and_fragmentation(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", [0.0, 5.0, 5.000001, 80.0, 1e9])
 def test_one_observation_counts_in_the_bucket_many_would(value) -> None:
-    from runtime.service.volcano_metrics import LATENCY_MS_BUCKETS, _Histogram
+    from runtime.kube.volcano_metrics import LATENCY_MS_BUCKETS, _Histogram
 
     one, many = _Histogram(LATENCY_MS_BUCKETS), _Histogram(LATENCY_MS_BUCKETS)
     one.observe_one(value)

@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGHUP, on_hangup)  # before the reloader exists: the policy just compiled is current
 
     from runtime.service.loop import Scheduler
-    from runtime.service.metrics import Metrics, MetricsServer
+    from runtime.service.server import MetricsServer
+    from runtime.kube.metrics import Metrics
     from runtime.service.views import LiveView
     from runtime.service.reload import LeaseEvents, PolicyReloader
     from runtime.service.webapi import routes

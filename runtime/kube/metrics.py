@@ -1,54 +1,35 @@
-"""Prometheus metrics of the scheduler, and the HTTP endpoint serving them with health checks.
+"""The scheduler's Prometheus metrics: one `Metrics` object per scheduler, which the connector
+records binds, evictions, status writes and watch restarts into, and the service loop its
+cycles, queues, leadership and policy reloads (runtime/service/server.py serves them).
 
 Every metric is prefixed `policydsl_` and lives in the scheduler's own CollectorRegistry (not
 the process-global one), so two schedulers in one process — tests do that — never collide.
-
-    metrics = Metrics()
-    server = MetricsServer("127.0.0.1:8080", metrics, ready=lambda: cache.synced, healthy=loop.alive)
-    server.start(); ...; server.stop()
-
-`/metrics` is the Prometheus text format, `/healthz` answers 200 while the scheduling loop
-ticks, `/readyz` 200 once the cache has listed everything (503 with the reason otherwise),
-`/policy` the active policy as JSON (runtime/service/reload.py) when the server is given one.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
+
+from runtime.cluster.connection import QueueUsage
+from runtime.kube.volcano_metrics import VolcanoMetrics
 
 PREFIX = "policydsl"
 # Cycles are tens of microseconds on an idle cluster and seconds with 10k pending pods.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # A reload reads and compiles a few small files: milliseconds, up to a second on a cold start.
-# A read-only view served next to /metrics: (path, query) -> (status, body, content type).
-Route = Callable[[str, str], tuple[int, bytes, str]]
 RELOAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-
-
-@dataclass(frozen=True)
-class QueueUsage:
-    """One queue after a cycle: base units per resource, share = max allocated/deserved."""
-
-    allocated: Mapping[str, int]
-    deserved: Mapping[str, float] | None
-    share: float | None
 
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None, *, volcano: bool = False) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        # Volcano's own metric names, alongside ours (runtime/service/volcano_metrics.py).
+        # Volcano's own metric names, alongside ours (runtime/kube/volcano_metrics.py).
         if volcano:
-            from runtime.service.volcano_metrics import VolcanoMetrics
-
             self.volcano: VolcanoMetrics | None = VolcanoMetrics(r)
         else:
             self.volcano = None
@@ -236,78 +217,3 @@ class _QueueGauges:
         for gauge, labels in self._series - seen:
             _remove(gauge, labels)
         self._series = seen
-
-
-class MetricsServer:
-    """/metrics, /healthz and /readyz on one address ("host:port"; port 0 picks a free one), and
-    /policy when `policy` is given (a JSON-able description, None while there is none)."""
-
-    def __init__(self, address: str, metrics: Metrics, *, ready: Callable[[], tuple[bool, str]],
-                 healthy: Callable[[], tuple[bool, str]], policy: Callable[[], object] | None = None,
-                 routes: Mapping[str, Route] | None = None) -> None:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"metrics address must be HOST:PORT, got `{address}`")
-        handler = _handler(metrics, ready, healthy, policy, dict(routes or {}))
-        self._server = ThreadingHTTPServer((host.strip("[]"), int(port)), handler)
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def address(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: Callable[[], tuple[bool, str]],
-             policy: Callable[[], object] | None = None,
-             routes: Mapping[str, Route] | None = None) -> type[BaseHTTPRequestHandler]:
-    # Longest prefix first: "/api/v1/queues/" before "/api/v1/queues".
-    prefixes = sorted(routes or {}, key=len, reverse=True)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
-            path, _, query = self.path.partition("?")
-            for prefix in prefixes:
-                if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
-                    try:
-                        status, body, content_type = routes[prefix](path, query)
-                    except Exception as err:  # noqa: BLE001 - a view's bug must not kill the server thread
-                        status, body, content_type = 500, f"internal error: {type(err).__name__}: {err}\n".encode(), \
-                            "text/plain"
-                    self._answer(status, body, content_type)
-                    return
-            if path == "/metrics":
-                self._answer(200, metrics.render(), CONTENT_TYPE_LATEST)
-            elif path in ("/healthz", "/readyz"):
-                ok, why = (healthy if path == "/healthz" else ready)()
-                self._answer(200 if ok else 503, (why or ("ok" if ok else "not ok")).encode(), "text/plain")
-            elif path == "/policy" and policy is not None:
-                described = policy()
-                if described is None:
-                    self._answer(503, b"no policy active\n", "text/plain")
-                else:
-                    self._answer(200, (json.dumps(described, indent=2) + "\n").encode(), "application/json")
-            else:
-                extra = "".join(f", {p}" for p in sorted(routes or {}))
-                self._answer(404, f"not found: try /metrics, /healthz or /readyz{extra}\n".encode(), "text/plain")
-
-        def _answer(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - scrapes are not news
-            return
-
-    return Handler
