@@ -12,7 +12,7 @@ from compiler import lint
 from compiler.lower import Lowered, lower
 from compiler.plan import Plan, build_plan
 from compiler.schema import validate
-from policydsl.diagnostics import Diagnostic, Severity, SourceCache
+from policydsl.diagnostics import Diagnostic, Severity, SourceCache, render
 from policydsl.loader import LoadedPolicy, load, load_text
 
 
@@ -31,6 +31,18 @@ class Compilation:
     @property
     def ok(self) -> bool:
         return self.plan is not None and not self.errors
+
+    @property
+    def unreadable(self) -> bool:
+        """Nothing was compiled: the policy file could not be read (only PD001 errors)."""
+        loaded = self.loaded
+        return loaded is not None and loaded.main is None and all(d.code == "PD001" for d in self.errors)
+
+    def error_text(self, path: str | Path) -> str:
+        """Every error rendered with its source line (or, with none to show, that `path` does
+        not compile): what a command prints for a policy it cannot use."""
+        shown = [render(d, self.sources) for d in self.errors]
+        return "\n".join(shown) or f"{path}: the policy does not compile"
 
 
 def compile_loaded(loaded: LoadedPolicy, *, run_lint: bool = True, config: "lint.LintConfig | None" = None) -> Compilation:

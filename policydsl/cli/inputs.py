@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from compiler.pipeline import compile_file
 from compiler.plan import Plan
-from runtime.cluster.objects import ObjectError
+from runtime.cluster.objects import ObjectError, problems_text
 from runtime.simulation.engine import Limits
-from runtime.simulation.workload import Scenario
+from runtime.simulation.scenarios import load_scenario
+from runtime.simulation.workload import Scenario, parse_duration
 
 EXIT_FINDINGS, EXIT_USAGE = 1, 2
 
@@ -26,27 +28,13 @@ class InputError(Exception):
 
 def compile_policy(path: str | Path) -> Plan:
     """The Plan of a policy file; InputError with the rendered diagnostics when it has errors."""
-    from compiler.pipeline import compile_file
-    from policydsl.diagnostics import Severity, render
-
     result = compile_file(path)
     if result.plan is not None:
         return result.plan
-    shown = [render(d, result.sources) for d in result.diagnostics if d.severity >= Severity.ERROR]
-    loaded = result.loaded
-    io_only = loaded is not None and loaded.main is None and all(d.code == "PD001" for d in result.errors)
-    return _raise("\n".join(shown) or f"{path}: the policy does not compile",
-                  EXIT_USAGE if io_only else EXIT_FINDINGS)
-
-
-def problems_text(err: ObjectError) -> str:
-    """One line per problem: `file: Kind ns/name: message`, or `file: message` for the file."""
-    return "\n".join(str(p) if p.kind or p.name else f"{p.source}: {p.message}" for p in err.problems)
+    return _raise(result.error_text(path), EXIT_USAGE if result.unreadable else EXIT_FINDINGS)
 
 
 def load_inputs(plan: Plan, snapshot: str | Path | None, workload: str | Path | None) -> Scenario:
-    from runtime.simulation.scenarios import load_scenario
-
     try:
         return load_scenario(plan, snapshot, workload)
     except ObjectError as err:
@@ -70,8 +58,6 @@ def run_limits(cycles: int | None, until: str | None, period: str) -> Limits:
 
 def parse_time(text: str, what: str) -> float:
     """A command-line duration (`2h`, `90s`); InputError naming the option when malformed."""
-    from runtime.simulation.workload import parse_duration
-
     try:
         value = parse_duration(text)
     except ValueError as err:

@@ -54,6 +54,9 @@ class ObjectError(Exception):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+def problems_text(err: ObjectError) -> str:
+    """One line per problem: `file: Kind ns/name: message`, or `file: message` for the file."""
+    return "\n".join(str(p) if p.kind or p.name else f"{p.source}: {p.message}" for p in err.problems)
 
 
 # --- entry points ------------------------------------------------------------------------

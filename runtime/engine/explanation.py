@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.plan import Plan
+from policydsl.diagnostics import closest
 from runtime.cluster import decisions as d
 from runtime.engine.actions import registry as action_registry
 from runtime.engine.cycle import collect, open_session
@@ -103,7 +104,6 @@ def resolve_target(state: ClusterState, target: str) -> tuple[str, str]:
         return "pod", key
     if key in state.podgroups:
         return "podgroup", key
-    from policydsl.diagnostics import closest
 
     raise UnknownTarget(target, closest(key, list(state.pods) + list(state.podgroups)))
 
@@ -125,8 +125,8 @@ def explain(plan: Plan, state: ClusterState, target: str, options: Options | Non
     kind, key = resolve_target(state, target)
     decisions = run_one_cycle(plan, state, options)
     if kind == "pod":
-        return _explain_pod(state, key, decisions, options)
-    return _explain_group(state, key, decisions, options)
+        return explain_pod(state, key, decisions, options)
+    return explain_group(state, key, decisions, options)
 
 
 def _queue_and_phase(state: ClusterState, group_key: str, decisions: d.Decisions) -> tuple[str, str | None, str | None]:
@@ -163,7 +163,7 @@ def _causes(reason_lists: list[tuple[d.Reason, ...]]) -> tuple[Cause, ...]:
     return tuple(Cause(kind, message, count, details) for (kind, message), (count, details) in merged.items())
 
 
-def _explain_pod(state: ClusterState, key: str, decisions: d.Decisions, options: Options) -> Explanation:
+def explain_pod(state: ClusterState, key: str, decisions: d.Decisions, options: Options) -> Explanation:
     pod = state.pods[key]
     group_key = group_key_of(pod)
     queue, phase, condition = _queue_and_phase(state, group_key, decisions)
@@ -199,7 +199,7 @@ def _explain_pod(state: ClusterState, key: str, decisions: d.Decisions, options:
                        causes=causes, condition=condition, **common)
 
 
-def _explain_group(state: ClusterState, key: str, decisions: d.Decisions, options: Options) -> Explanation:
+def explain_group(state: ClusterState, key: str, decisions: d.Decisions, options: Options) -> Explanation:
     group = state.podgroups[key]
     queue, phase, condition = _queue_and_phase(state, key, decisions)
     # By name: the causes are listed in the order their first pod shows them, the same whatever

@@ -49,6 +49,7 @@ from policydsl import nodes as n
 from policydsl.diagnostics import Diagnostic, Severity
 from policydsl.loader import read_limited, resolve_policy_path
 from runtime.kube.metrics import Metrics
+from runtime.kube.events import InvolvedObject
 
 if TYPE_CHECKING:
     from runtime.kube.api import KubeApi
@@ -255,8 +256,6 @@ class LeaseEvents:
         self._record("Warning", "PolicyReloadFailed", message)
 
     def _record(self, type_: str, reason: str, message: str) -> None:
-        from runtime.kube.events import InvolvedObject
-
         ref = InvolvedObject("Lease", "coordination.k8s.io/v1", self.namespace, self.name, self._lease_uid())
         # Each reload is news: the recorder's "same message within 5 minutes" dedup must not hide
         # a failure that comes back after a success.

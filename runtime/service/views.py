@@ -35,8 +35,11 @@ import numpy as np
 from compiler.quantities import format_base_units, readable_base_units
 from runtime.cluster import decisions as d
 from runtime.cluster.model import PG_PENDING, ClusterState, group_key_of
+from runtime.engine.explanation import explain_group, explain_pod, resolve_target
+from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
 from runtime.engine.queueshare import real_capability
 from runtime.engine.queueshare import share as queue_share
+from runtime.engine.session import Options
 from runtime.engine.snapshot import PENDING, UNLIMITED
 
 MAX_EXPLAINED_PODS = 50_000        # waiting pods whose reasons are indexed for explain
@@ -351,15 +354,12 @@ class CycleView:
     def explain(self, target: str):
         """The Explanation `policydsl explain` prints offline, from this cycle's decisions.
         Raises runtime.engine.explanation.UnknownTarget."""
-        from runtime.engine.session import Options
-        from runtime.engine.explanation import _explain_group, _explain_pod, resolve_target
-
         kind, key = resolve_target(self.state, target)
         decisions = _IndexedDecisions(self.decisions, self.reasons())
         options = Options(scheduler_name=self.scheduler_name)
         if kind == "pod":
-            return _explain_pod(self.state, key, decisions, options)
-        return _explain_group(self.state, key, decisions, options)
+            return explain_pod(self.state, key, decisions, options)
+        return explain_group(self.state, key, decisions, options)
 
     # --- queues ------------------------------------------------------------------------------
     @property
@@ -386,11 +386,9 @@ class CycleView:
         return tuple(out)
 
     def fragmentation(self) -> dict[str, float]:
-        """The simulator's fragmentation (runtime/simulation/metrics.py) of the state this cycle
+        """The simulator's fragmentation (runtime/engine/fragmentation.py) of the state this cycle
         saw: of the free capacity on nodes (cards) that could hold a waiting pod, the part where
         none fits now."""
-        from runtime.simulation.metrics import Recorder, _card_fragmentation
-
         if self.facts is None:
             return {}
         waiting = [p.requests for key in self.reasons() if (p := self.state.pods.get(key)) is not None]
@@ -399,12 +397,8 @@ class CycleView:
         resources = list(self.facts.resources)
         used_by_node = {n.name: dict(n.used) for n in self.facts.nodes}
         shapes = {tuple(r.get(x, 0) for x in resources) for r in waiting}
-        out = Recorder._fragmentation(self.state, used_by_node, resources, shapes)
-
-        class _Inventories:   # _card_fragmentation reads `devices` off a snapshot
-            devices = self.facts.card_inventories
-
-        out.update(_card_fragmentation(_Inventories, waiting))
+        out = node_fragmentation(self.state, used_by_node, resources, shapes)
+        out.update(card_fragmentation(self.facts.card_inventories, waiting))
         return out
 
 

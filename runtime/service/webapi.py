@@ -17,6 +17,8 @@ import json
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from runtime.engine.explanation import UnknownTarget
+from runtime.service.dashboard import render
 from runtime.service.server import Route
 from runtime.service.views import LiveView, explain_document, pending_document, queues_document
 
@@ -48,8 +50,6 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
         last = view.last
         if last is None:
             return _no_cycle(view)
-        from runtime.engine.explanation import UnknownTarget
-
         try:
             return _json(200, explain_document(last, target))
         except UnknownTarget as err:
@@ -78,8 +78,6 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
         return _json(200, document)
 
     def dashboard(path: str, query: str) -> tuple[int, bytes, str]:
-        from runtime.service.dashboard import render
-
         return 200, render(view, policy() if policy is not None else None), HTML
 
     return {f"{API}/explain/": explain, f"{API}/queues": queues, f"{API}/queues/": queues, "/ui": dashboard,

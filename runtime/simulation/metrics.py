@@ -26,10 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-import numpy as np
-
 from runtime.cluster.model import ClusterState, Pod, group_key_of
-from runtime.engine.snapshot import device_need
+from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:
@@ -220,38 +218,11 @@ class Recorder:
                                         for r in resources), default=0.0)
         ratios = [shares[name] / deserved[name] for name in waiting if deserved.get(name)]
         fairness = jain_index(ratios) if ratios else None
-        fragmentation = self._fragmentation(state, used_by_node, resources, shapes) if shapes else {}
+        fragmentation = node_fragmentation(state, used_by_node, resources, shapes) if shapes else {}
         if waiting_requests:
-            fragmentation.update(_card_fragmentation(snap, waiting_requests))
+            fragmentation.update(card_fragmentation(snap.devices, waiting_requests))
         self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
                                    self.evictions))
-
-    @staticmethod
-    def _fragmentation(state: ClusterState, used_by_node, resources: list[str],
-                       shapes: set[tuple[int, ...]]) -> dict[str, float]:
-        names = [n for n, node in state.nodes.items() if not node.unschedulable]
-        if not names:
-            return {}
-        allocatable = np.array([[state.nodes[n].allocatable.get(r, 0) for r in resources] for n in names],
-                               dtype=np.int64)
-        used = np.array([[used_by_node.get(n, {}).get(r, 0) for r in resources] for n in names], dtype=np.int64)
-        free = np.maximum(allocatable - used, 0)
-        requests = np.array(sorted(shapes), dtype=np.int64)
-        fits_now = (requests[None, :, :] <= free[:, None, :]).all(axis=2)          # (nodes, shapes)
-        fits_empty = (requests[None, :, :] <= allocatable[:, None, :]).all(axis=2)
-        out = {}
-        for i, r in enumerate(resources):
-            # Only the waiting pods that ask for r, on nodes that could hold one of them empty:
-            # free r there that none of them fits now is stranded.
-            asking = requests[:, i] > 0
-            if not asking.any():
-                continue
-            candidate = fits_empty[:, asking].any(axis=1)
-            stranded = candidate & ~fits_now[:, asking].any(axis=1)
-            total_free = int(free[candidate, i].sum())
-            if total_free > 0:
-                out[r] = float(free[stranded, i].sum()) / total_free
-        return out
 
     def finish(self, end: float, cycles: int, still_waiting: Iterable[tuple[str, float]]) -> Metrics:
         waiting_now: dict[str, list[float]] = {}
@@ -284,29 +255,6 @@ class Recorder:
         fairness = _weighted((f for f, _ in fair), [w for _, w in fair]) if fair else None
         return Metrics(end, cycles, queues, utilization, fragmentation, fairness, self.evictions,
                        tuple(self.violations), tuple(self.samples))
-
-
-def _card_fragmentation(snap, waiting: list[dict[str, int]]) -> dict[str, float]:
-    """Per card for devices shared by memory (the session's inventories hold the cycle's
-    placements): of the idle memory on cards that could hold a waiting task's slice were
-    they empty, the part on cards where no waiting task's slice fits now."""
-    out = {}
-    for inv in snap.devices:
-        if inv.plan.sharing != "memory" or not len(inv.card_node) or inv.memory_resource is None:
-            continue
-        needs = {device_need(inv.plan, inv.memory_resource, inv.memory_unit, requests).memory for requests in waiting}
-        needs.discard(0)
-        if not needs:
-            continue
-        sizes = np.array(sorted(needs), dtype=np.int64)
-        free = np.where(inv.whole, 0, np.maximum(inv.card_memory - inv.used_memory, 0))
-        hosts = inv.model_ok[inv.card_node] & ~inv.whole
-        candidate = hosts & (inv.card_memory[:, None] >= sizes[None, :]).any(axis=1)
-        stranded = candidate & ~(free[:, None] >= sizes[None, :]).any(axis=1)
-        total_free = int(free[candidate].sum())
-        if total_free > 0:
-            out[inv.memory_resource] = float(free[stranded].sum()) / total_free
-    return out
 
 
 def queue_of(state: ClusterState, pod: Pod) -> str:

@@ -26,6 +26,12 @@ from typing import Any, Callable
 
 import yaml
 
+from compiler.pipeline import compile_file
+from policydsl.diagnostics import closest, did_you_mean
+from runtime.cluster.model import group_key_of
+from runtime.cluster.objects import ObjectError, problems_text, read_documents
+from runtime.simulation.engine import Limits, simulate
+from runtime.simulation.scenarios import scenario_from_documents
 from runtime.simulation.workload import Document, format_duration, parse_duration
 
 TEST_SUFFIX = ".policytest.yaml"
@@ -200,8 +206,6 @@ def load_test_file(path: Path) -> list[TestCase]:
 
 
 def _known_keys(path: Path, mapping: Located, known: tuple[str, ...], what: str) -> None:
-    from policydsl.diagnostics import did_you_mean
-
     for key in mapping:
         if key not in known:
             hint = did_you_mean(str(key), known)
@@ -328,8 +332,6 @@ def _shown(value: float | None, kind: str) -> str:
 
 
 def _suggest(word: str, candidates) -> str:
-    from policydsl.diagnostics import closest
-
     guess = closest(word, list(candidates))
     return f" (did you mean {guess}?)" if guess else ""
 
@@ -434,8 +436,6 @@ def _volumes_check(pod: str, value: Any, line: int, known: Callable[[Any], str |
 
 
 def _podgroup_check(group: str, key: str, value: Any, line: int) -> Assertion:
-    from runtime.cluster.model import group_key_of
-
     def unknown(result) -> str | None:
         if group in result.podgroup_phases:
             return None
@@ -556,8 +556,6 @@ def _cluster_check(key: str, value: Any, line: int) -> Assertion:
 # --- running ---------------------------------------------------------------------------------------
 
 def _documents(value: Path | Inline | None) -> list[Document] | None:
-    from runtime.cluster.objects import read_documents
-
     if value is None:
         return None
     if isinstance(value, Inline):
@@ -565,21 +563,25 @@ def _documents(value: Path | Inline | None) -> list[Document] | None:
     return read_documents(value)
 
 
-def run_inputs(inputs: Inputs):
-    """Simulate one set of inputs. Raises InputError (policy or I/O) and ObjectError."""
-    from runtime.simulation.engine import Limits, simulate
-    from policydsl.cli.inputs import compile_policy
-    from runtime.simulation.scenarios import scenario_from_documents
+class PolicyUnusable(Exception):
+    """A test's policy does not compile (`unreadable`: it could not even be read)."""
 
-    plan = compile_policy(inputs.policy)
+    def __init__(self, text: str, unreadable: bool):
+        super().__init__(text)
+        self.unreadable = unreadable
+
+
+def run_inputs(inputs: Inputs):
+    """Simulate one set of inputs. Raises PolicyUnusable and ObjectError."""
+    compilation = compile_file(inputs.policy)
+    plan = compilation.plan
+    if plan is None:
+        raise PolicyUnusable(compilation.error_text(inputs.policy), compilation.unreadable)
     scenario = scenario_from_documents(plan, _documents(inputs.snapshot), _documents(inputs.workload))
     return simulate(plan, scenario, Limits(cycles=inputs.cycles, until=inputs.until, period=inputs.period))
 
 
 def run_cases(cases: list[TestCase]) -> list[Outcome]:
-    from runtime.cluster.objects import ObjectError
-    from policydsl.cli.inputs import EXIT_FINDINGS, InputError, problems_text
-
     runs: dict[Inputs, Any] = {}
     outcomes = []
     for case in cases:
@@ -590,10 +592,10 @@ def run_cases(cases: list[TestCase]) -> list[Outcome]:
                 result = runs[case.inputs] = run_inputs(case.inputs)
             if isinstance(result, Exception):
                 raise result
-        except InputError as err:
+        except PolicyUnusable as err:
             runs[case.inputs] = err
             # A policy that does not compile fails its tests; a missing file is an error.
-            if err.exit_code == EXIT_FINDINGS:
+            if not err.unreadable:
                 outcomes.append(Outcome(case, "failed", [f"the policy does not compile:\n{err}"],
                                         seconds=time.perf_counter() - started))
             else:

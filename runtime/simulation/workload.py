@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from compiler.quantities import format_base_units, to_base_units
+from policydsl.diagnostics import did_you_mean
 from runtime.cluster.model import ClusterState, Pod, PodGroup, group_key_of
 from runtime.cluster.objects import ObjectError, ObjectProblem, load_objects
 
@@ -304,8 +306,6 @@ def expand_workload(source: str, doc: dict, problems: list[ObjectProblem]) -> li
 
 
 def _expand_template(t: dict, seed: str) -> list[dict]:
-    from policydsl.diagnostics import did_you_mean
-
     for key in t:
         if key not in TEMPLATE_KEYS:
             hint = did_you_mean(str(key), TEMPLATE_KEYS)
@@ -412,8 +412,6 @@ def _duration_sampler(spec: Any):
 
 
 def _scaled_quantity(resource: str, quantity: Any, times: int) -> str:
-    from compiler.quantities import format_base_units, to_base_units
-
     try:
         units = to_base_units(str(resource), quantity if isinstance(quantity, (int, float)) else str(quantity))
     except ValueError as err:

@@ -85,7 +85,8 @@ def _offline_snapshot(args: argparse.Namespace) -> int:
     from runtime.cluster.objects import ObjectError, load_path
     from runtime.engine.session import Options
     from runtime.engine.explanation import UnknownTarget, explain
-    from policydsl.cli.inputs import InputError, compile_policy, problems_text
+    from policydsl.cli.inputs import InputError, compile_policy
+    from runtime.cluster.objects import problems_text
     from runtime.simulation.scenarios import DEFAULT_POLICY
 
     try:
