@@ -45,6 +45,7 @@ def _command_modules():
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl import __version__
 
     parser = argparse.ArgumentParser(

@@ -193,6 +193,7 @@ def simulated_time(*, period: bool = False) -> Callable[[str], str]:
     and they run the simulator anyway)."""
 
     def parse(text: str) -> str:
+        # imported when first used: start-up time of the CLI
         from policydsl.cli.inputs import MIN_PERIOD_S
         from runtime.simulation.workload import parse_duration
 

@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.cli.output import emit
     from compiler.pipeline import compile_file
     from policydsl.diagnostics import Severity, render

@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.cli import devcluster
 
     try:

@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _value(value: float | None, unit: str) -> str:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.simulation.summary import percent, wait_text
 
     if value is None:
@@ -48,6 +49,7 @@ def _value(value: float | None, unit: str) -> str:
 
 
 def _delta(value: float | None, unit: str) -> str:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.simulation.workload import format_duration
 
     if value is None:
@@ -65,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from rich import box
     from rich.table import Table
 
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.engine.session import Options
     from runtime.simulation.comparison import compare
     from runtime.simulation.engine import simulate

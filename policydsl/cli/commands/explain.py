@@ -65,6 +65,7 @@ def _print(result, output: str) -> None:
 
 
 def _offline_cluster(args: argparse.Namespace, api, target: str, why: str) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.engine.explanation import UnknownTarget
 
     try:
@@ -82,6 +83,7 @@ def _offline_cluster(args: argparse.Namespace, api, target: str, why: str) -> in
 
 
 def _offline_snapshot(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.cluster.objects import ObjectError, load_path
     from runtime.engine.session import Options
     from runtime.engine.explanation import UnknownTarget, explain

@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.cli.output import emit
     from compiler.volcano.exporter import export_volcano
     from policydsl.diagnostics import Severity, render

@@ -75,6 +75,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.diagnostics import IO_ERROR, SourceCache, Span, make, render
     from policydsl.formatter import format_text
     from policydsl.loader import decode_source, read_limited, read_source

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.cli.output import emit
     from compiler.volcano.importer import import_volcano
     from policydsl.diagnostics import render

@@ -49,6 +49,7 @@ def _error(message: str) -> int:
 
 def _codes(values: list[str]) -> frozenset[str]:
     """Comma-separated codes or names -> codes; raises ValueError naming a bad one."""
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from compiler.lint.config import check_code
 
     codes = set()
@@ -70,6 +71,7 @@ def _list_rules() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from compiler.lint.docs import all_codes
     from compiler.lint.registry import is_configurable
 
@@ -83,6 +85,7 @@ def _list_rules() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from compiler.lint import docs
     from compiler.lint.config import ConfigError
     from compiler.lint.registry import resolve_code

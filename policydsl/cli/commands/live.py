@@ -105,6 +105,7 @@ def _get_url(url: str) -> dict:
 
 
 def _get_proxy(api: Any, service: str, path: str) -> dict:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.kube.api import ApiError
     from runtime.service.webapi import ERROR_PREFIX
 
@@ -135,6 +136,7 @@ def _message(body: bytes, fallback: str) -> str:
         document = json.loads(body)
     except ValueError:
         return fallback
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.service.webapi import ERROR_PREFIX
 
     return str(document.get("message") or fallback).removeprefix(ERROR_PREFIX)
@@ -144,6 +146,7 @@ def source_of(args: argparse.Namespace, command: str) -> tuple[Source | None, An
     """(the scheduler to ask, the KubeApi for an offline list); exit-2 errors print and raise SystemExit."""
     if args.scheduler:
         return Source(url=args.scheduler), None
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.kube.api import ConnectError, connect
 
     try:
@@ -158,6 +161,7 @@ def offline_view(args: argparse.Namespace, api: Any, command: str, why: str):
     """One cycle of --policy on a fresh list of the cluster, as a runtime.service.views.CycleView."""
     import time
 
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.kube.cache import ClusterCache
     from runtime.service.loop import CycleRecord
     from runtime.service.views import CycleView, with_podgroup_phases
@@ -184,6 +188,7 @@ def offline_view(args: argparse.Namespace, api: Any, command: str, why: str):
         state = cache.snapshot()
     finally:
         cache.stop()
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.cluster.objects import check_queues
 
     bad = {p.name for p in check_queues(state, [q.name for q in plan.queues])}

@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.cli.commands.queues import fetch
     from runtime.service.views import pending_document
 

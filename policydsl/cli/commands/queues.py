@@ -43,6 +43,7 @@ def fetch(args: argparse.Namespace, path: str, command: str, offline):
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.service.views import queues_document
 
     try:

@@ -88,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.service.logformat import configure
 
     configure(args.log_level, args.log_format)
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, on_hangup)  # before the reloader exists: the policy just compiled is current
 
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.service.loop import Scheduler
     from runtime.service.server import MetricsServer
     from runtime.kube.metrics import Metrics
@@ -135,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         where = args.cluster
     else:
+        # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
         from policydsl import __version__
         from runtime.kube.api import ConnectError, connect
         from runtime.kube.cluster import KubeCluster
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"policydsl run: {err}", file=sys.stderr)
             return 2
         if args.leader_elect:
+            # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
             from runtime.kube.leader import LeaseElector
 
             try:
@@ -213,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compile(path: str):  # -> runtime.service.reload.Attempt | None
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.diagnostics import Severity, render
     from runtime.service.reload import compile_policy
 
@@ -228,6 +233,7 @@ def _compile(path: str):  # -> runtime.service.reload.Attempt | None
 
 
 def _embedded(spec: str, plan):  # -> EmbeddedCluster | None
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.service.embedded import EmbeddedCluster
     from runtime.cluster.objects import ObjectError, load_path
 

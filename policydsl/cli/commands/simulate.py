@@ -51,6 +51,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.simulation.engine import simulate
     from policydsl.cli.inputs import InputError, compile_policy, load_inputs, run_limits
     from runtime.simulation.progress import progress_bar
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             out.print()
         print_summary(out, result, plan.name, scenario.description)
     if args.report:
+        # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
         from runtime.simulation.report import write_report
 
         try:

@@ -96,6 +96,7 @@ FORMATS = {"text": _text, "json": _json, "junit": _junit}
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.simulation.policytest import TEST_SUFFIX, TestFileError, discover, load_test_file, run_cases
 
     started = time.perf_counter()
