@@ -57,7 +57,7 @@ from runtime.cluster.connection import ApplyReport
 from runtime.cluster.connection import QueueUsage  # noqa: E402
 from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, Node, Pod, PodGroup  # noqa: E402
-from runtime.service.reload import PolicyReloader, ReloadOutcome, compile_policy  # noqa: E402
+from runtime.service.reload import PolicyReloader, ReloadOutcome, attempt_compile  # noqa: E402
 
 BASE_POLICY = REPO / "policies" / "volcano-default.policy"
 TARGET_P99_MS = 200.0
@@ -167,7 +167,7 @@ def policy_variants(count: int, scratch: Path) -> list[tuple[str, str]]:
         text = base.replace("plugin binpack\n", f"plugin binpack weight {weight}\n")
         path = scratch / f"v{weight}.policy"
         path.write_text(text)
-        attempt = compile_policy(path)
+        attempt = attempt_compile(path)
         assert attempt.plan is not None, attempt.errors
         out.append((text, attempt.plan.revision))
     return out
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> Result:
         writer.write(variants[0][0])
 
         cluster = SteadyLoad(args.nodes, args.gangs, args.gang_size, args.lifetime)
-        first = compile_policy(writer.policy_path)
+        first = attempt_compile(writer.policy_path)
         assert first.plan is not None and first.plan.revision == variants[0][1]
         metrics = Metrics()
         scheduler = Scheduler(first.plan, cluster, period=args.period, metrics=metrics)

@@ -114,11 +114,11 @@ def test_the_commands_print_the_located_diagnostic_and_no_traceback(tmp_path: Pa
 
 def test_a_reload_to_a_too_deep_policy_is_refused_with_the_diagnostic(tmp_path: Path) -> None:
     # What the running scheduler's reloader compiles on every edit: it must get diagnostics back.
-    from runtime.service.reload import compile_policy
+    from runtime.service.reload import attempt_compile
 
     policy = tmp_path / "main.policy"
     policy.write_text(nested_map(MAX_NESTING + 1))
-    attempt = compile_policy(policy)
+    attempt = attempt_compile(policy)
     assert not attempt.ok and attempt.plan is None
     assert [d.code for d in attempt.errors] == ["PD005"]
 

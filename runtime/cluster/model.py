@@ -44,10 +44,10 @@ PREEMPT_NEVER = "Never"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 # Pod phases as Kubernetes names them.
-PENDING = "Pending"
-RUNNING = "Running"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
+POD_PENDING = "Pending"
+POD_RUNNING = "Running"
+POD_SUCCEEDED = "Succeeded"
+POD_FAILED = "Failed"
 
 # PodGroup phases.
 PG_PENDING = "Pending"
@@ -187,7 +187,7 @@ class Pod:
     requests: dict[str, int] = field(default_factory=dict)
     uid: str = ""
     node_name: str | None = None
-    phase: str = PENDING
+    phase: str = POD_PENDING
     scheduler_name: str = DEFAULT_SCHEDULER
     group: str | None = None                   # PodGroup name (same namespace), None = implicit
     priority_class: str | None = None
@@ -238,7 +238,7 @@ class Pod:
 
     @property
     def terminal(self) -> bool:
-        return self.phase in (SUCCEEDED, FAILED)
+        return self.phase in (POD_SUCCEEDED, POD_FAILED)
 
 
 @dataclass(slots=True)      # slots: built field by field in kernels/collect.pyx
@@ -312,20 +312,20 @@ def member_settles(pod: Pod) -> bool:
     """Whether a pod of ours, once its job needs nothing more, is only room and a queue's total:
     bound and not releasing, or succeeded; holding no device cards (the card inventory reads
     them)."""
-    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == FAILED:
+    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == POD_FAILED:
         return False
     if pod.rules:  # its affinity terms and ports bind other pods' placements: it stays listed
         return False
     if pod.volumes is not None:  # its volumes count toward attach limits and ReadWriteOncePod
         return False
-    return pod.phase == SUCCEEDED or (bool(pod.node_name) and not pod.releasing)
+    return pod.phase == POD_SUCCEEDED or (bool(pod.node_name) and not pod.releasing)
 
 
 def settles(pod: Pod, scheduler_name: str) -> bool:
     """Whether a pod belongs in SettledPods on its own (its key also must not be in an eviction
     overlay); a pod of ours in a PodGroup settles only with its whole gang."""
     if pod.scheduler_name != scheduler_name:  # bound: it holds room (a finished one holds none)
-        return pod.phase != SUCCEEDED and member_settles(pod)
+        return pod.phase != POD_SUCCEEDED and member_settles(pod)
     return not pod.group and member_settles(pod)
 
 
@@ -435,7 +435,7 @@ class ClusterState:
                 bind_claims(self, decisions.volumes[binding.pod], binding.node)
             pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
-            pod.phase = RUNNING
+            pod.phase = POD_RUNNING
             pod.devices = {res: tuple(cards) for res, cards in binding.devices.items()}
             if binding.devices:
                 pod.annotations[GPU_INDEX_ANNOTATION] = ",".join(
@@ -458,7 +458,7 @@ class ClusterState:
             del self.pods[key]
         return gone
 
-    def complete_pod(self, key: str, phase: str = SUCCEEDED) -> None:
+    def complete_pod(self, key: str, phase: str = POD_SUCCEEDED) -> None:
         pod = self.pods[key]
         pod.phase = phase
 

@@ -28,10 +28,10 @@ from typing import Any
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import (
-    PENDING,
+    POD_PENDING,
     PREEMPT_LOWER_PRIORITY,
     PREEMPT_NEVER,
-    RUNNING,
+    POD_RUNNING,
     WILDCARD_IP,
     GROUP_ANNOTATIONS,
     HostPort,
@@ -90,7 +90,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
     return Pod(
         namespace=namespace, name=name, requests=pod_requests(spec), uid=kf.uid_of(meta, namespace, name),
         node_name=spec.get("nodeName") or None,
-        phase=str(status.get("phase") or (RUNNING if spec.get("nodeName") else PENDING)),
+        phase=str(status.get("phase") or (POD_RUNNING if spec.get("nodeName") else POD_PENDING)),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         group=next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), None),
         priority_class=priority_class, priority=None if priority is None else kf.integer(priority, "spec.priority", 0),

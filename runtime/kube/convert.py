@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.cluster.model import FAILED, SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
+from runtime.cluster.model import POD_FAILED, POD_SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
 from runtime.cluster.objects import ObjectError, read_object
 from runtime.cluster.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 
@@ -100,8 +100,8 @@ def pod_matters(pod: Pod, scheduler_name: str) -> bool:
     """Pods the scheduler must know: its own (to place, or counting for their gang), and every
     other pod that holds room on a node."""
     if pod.scheduler_name == scheduler_name:
-        return pod.phase != FAILED
-    return pod.node_name is not None and pod.phase not in (SUCCEEDED, FAILED)
+        return pod.phase != POD_FAILED
+    return pod.node_name is not None and pod.phase not in (POD_SUCCEEDED, POD_FAILED)
 
 
 def object_key(obj: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.kube.statusfacts import podgroup_says
-from runtime.cluster.model import PG_RUNNING, RUNNING, SUCCEEDED, Pod, PodGroup, SettledPods, scheduled_condition, total
+from runtime.cluster.model import PG_RUNNING, POD_RUNNING, POD_SUCCEEDED, Pod, PodGroup, SettledPods, scheduled_condition, total
 
 
 class SettledLedger:
@@ -62,7 +62,7 @@ class SettledLedger:
 
     def _count(self, pod: Pod, queue: str | None, step: int) -> None:
         ours = pod.scheduler_name == self.scheduler_name
-        if ours and pod.phase == SUCCEEDED:
+        if ours and pod.phase == POD_SUCCEEDED:
             return  # holds nothing, counts nowhere
         items = tuple(pod.requests.items())
         _bump(self._by_node, (pod.node_name, items, ours), step)
@@ -102,9 +102,9 @@ class Gang:
     def _tally(self, pod: Pod, can_settle: bool, step: int) -> None:
         if not can_settle:
             self.blocked += step
-        if pod.phase == RUNNING:
+        if pod.phase == POD_RUNNING:
             self.running += step
-        elif pod.phase == SUCCEEDED:
+        elif pod.phase == POD_SUCCEEDED:
             self.succeeded += step
 
 
@@ -121,7 +121,7 @@ def gang_settles(group: PodGroup | None, status: Mapping[str, Any] | None, gang:
     if not podgroup_says(status, PG_RUNNING, (scheduled_condition(size, size),), counts):
         return False
     if group.min_resources:
-        held = total(pod.requests for pod, _ in gang.members.values() if pod.phase != SUCCEEDED)
+        held = total(pod.requests for pod, _ in gang.members.values() if pod.phase != POD_SUCCEEDED)
         return all(amount <= held.get(res, 0) for res, amount in group.min_resources.items())
     return True
 
@@ -129,6 +129,6 @@ def gang_settles(group: PodGroup | None, status: Mapping[str, Any] | None, gang:
 def gang_elastic(group: PodGroup, gang: Gang) -> dict[str, int]:
     """What the gang's members hold beyond its minResources (all of it without minResources),
     as Volcano's JobInfo.GetElasticResources counts it."""
-    held = total(pod.requests for pod, _ in gang.members.values() if pod.phase != SUCCEEDED)
+    held = total(pod.requests for pod, _ in gang.members.values() if pod.phase != POD_SUCCEEDED)
     minimum = group.min_resources or {}
     return {res: amount - minimum.get(res, 0) for res, amount in held.items() if amount > minimum.get(res, 0)}

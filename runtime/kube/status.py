@@ -28,7 +28,7 @@ from runtime.kube.binder import REFUSED, BindOutcome, Refusal
 from runtime.kube.cache import PODGROUPS, QUEUES, ClusterCache
 from runtime.kube.statusfacts import podgroup_says
 from runtime.cluster.model import (
-    PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, RUNNING, SUCCEEDED, ClusterState, Condition, Pod,
+    PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, POD_RUNNING, POD_SUCCEEDED, ClusterState, Condition, Pod,
 )
 
 log = logging.getLogger("policydsl.kube.status")
@@ -100,10 +100,10 @@ def pod_counts(state: ClusterState, scheduler_name: str) -> dict[str, dict[str, 
     for pod in state.pods.values():
         # Phase first: this runs over every pod each cycle, most of them neither (or group-less).
         phase = pod.phase
-        if (phase != RUNNING and phase != SUCCEEDED) or pod.group is None or pod.scheduler_name != scheduler_name:
+        if (phase != POD_RUNNING and phase != POD_SUCCEEDED) or pod.group is None or pod.scheduler_name != scheduler_name:
             continue
         c = counts.setdefault(f"{pod.namespace}/{pod.group}", {"running": 0, "succeeded": 0})
-        c["running" if phase == RUNNING else "succeeded"] += 1
+        c["running" if phase == POD_RUNNING else "succeeded"] += 1
     return counts
 
 

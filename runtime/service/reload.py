@@ -1,6 +1,6 @@
 """Hot reload: policy edits go live without a restart, and a bad edit never takes the scheduler down.
 
-    first = compile_policy(args.policy)                  # exit 2 on errors: nothing half-runs
+    first = attempt_compile(args.policy)                  # exit 2 on errors: nothing half-runs
     scheduler = Scheduler(first.plan, cluster, ...)
     reloader = PolicyReloader(args.policy, first, scheduler, metrics=metrics)
     reloader.start()                                      # watch the folders; reloader.request("SIGHUP") on SIGHUP
@@ -111,7 +111,7 @@ class Attempt:
         return PolicyVersion(self.compilation.plan, self.main, self.files, loaded_at)
 
 
-def compile_policy(policy: str | Path, known_files: Iterable[str] = ()) -> Attempt:
+def attempt_compile(policy: str | Path, known_files: Iterable[str] = ()) -> Attempt:
     """Compile the policy `--policy` names (a file, or a folder with main.policy). `known_files`:
     the sources of the previous attempt, fingerprinted before compiling, so that a write landing
     during the compile is always seen as a change by the next check."""
@@ -418,7 +418,7 @@ class PolicyReloader:
             if not force and self._fingerprint is not None and fingerprint_of(self._files) == self._fingerprint:
                 log.debug("policy check (%s): no source changed", trigger)
                 return None
-            attempt = compile_policy(self.policy, self._files)
+            attempt = attempt_compile(self.policy, self._files)
             previous_folders = watch_folders(self._files)
             if attempt.ok:
                 self._files = attempt.files

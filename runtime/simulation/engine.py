@@ -30,11 +30,11 @@ from runtime.engine.cycle import collect, open_session
 from runtime.cluster.decisions import Decisions, Reason
 from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues
 from runtime.engine.queueshare import UnmetPromise, unmet_promises
-from runtime.cluster.model import PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
+from runtime.cluster.model import POD_PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
 from runtime.engine.rules.volumes import waits_on_storage
 from runtime.engine.session import Options
 from runtime.engine.snapshot import SnapshotCache, device_plans
-from runtime.simulation.metrics import GangViolation, Metrics, Recorder, queue_of
+from runtime.simulation.metrics import GangViolation, Recorder, RunMetrics, queue_of
 from runtime.simulation.workload import Arrival, Scenario, copy_podgroup, copy_pod
 
 DEFAULT_PERIOD = 1.0
@@ -67,7 +67,7 @@ class CycleOutcome:
 
 @dataclass
 class SimulationResult:
-    metrics: Metrics
+    metrics: RunMetrics
     placements: dict[str, str]                     # pod -> node of its first binding
     bind_times: dict[str, float]                   # pod -> time of its first binding
     job_starts: dict[str, float]                   # job -> first time minMember of its pods ran
@@ -217,7 +217,7 @@ class Simulation:
                 continue
             count = self.evicted.get(pod.key, 0)
             again = copy_pod(pod, uid_suffix=f"-r{count}")
-            again.node_name, again.phase, again.releasing, again.creation = None, PENDING, False, now
+            again.node_name, again.phase, again.releasing, again.creation = None, POD_PENDING, False, now
             again.annotations.pop("volcano.sh/gpu-index", None)
             self.state.add_pod(again)
         return bool(releasing)

@@ -94,7 +94,7 @@ class GangViolation:
 
 
 @dataclass(frozen=True)
-class Metrics:
+class RunMetrics:
     duration: float
     cycles: int
     queues: dict[str, QueueMetrics]
@@ -143,7 +143,7 @@ class _QueueTally:
 
 
 class Recorder:
-    """Collects events and per-cycle samples during a run; `finish` makes the Metrics."""
+    """Collects events and per-cycle samples during a run; `finish` makes the RunMetrics."""
 
     def __init__(self) -> None:
         self.tallies: dict[str, _QueueTally] = {}
@@ -224,7 +224,7 @@ class Recorder:
         self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
                                    self.evictions))
 
-    def finish(self, end: float, cycles: int, still_waiting: Iterable[tuple[str, float]]) -> Metrics:
+    def finish(self, end: float, cycles: int, still_waiting: Iterable[tuple[str, float]]) -> RunMetrics:
         waiting_now: dict[str, list[float]] = {}
         for queue, wait in still_waiting:
             waiting_now.setdefault(queue, []).append(wait)
@@ -253,7 +253,7 @@ class Recorder:
             fragmentation[r] = _weighted((s.fragmentation.get(r, 0.0) for s, _ in contended), [w for _, w in contended])
         fair = [(s.fairness, w) for s, w in zip(self.samples, weights) if s.fairness is not None]
         fairness = _weighted((f for f, _ in fair), [w for _, w in fair]) if fair else None
-        return Metrics(end, cycles, queues, utilization, fragmentation, fairness, self.evictions,
+        return RunMetrics(end, cycles, queues, utilization, fragmentation, fairness, self.evictions,
                        tuple(self.violations), tuple(self.samples))
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runtime.simulation.engine import CycleOutcome, SimulationResult
-from runtime.simulation.metrics import Metrics
+from runtime.simulation.metrics import RunMetrics
 from runtime.simulation.workload import format_duration
 
 STOP_REASONS = {
@@ -57,7 +57,7 @@ def cycle_lines(outcome: CycleOutcome) -> list[str]:
     return lines
 
 
-def queue_table(metrics: Metrics) -> Table:
+def queue_table(metrics: RunMetrics) -> Table:
     table = Table(box=box.SIMPLE, show_edge=False, title="queues", title_justify="left")
     for column in ("queue", "jobs", "started", "done", "waiting", "wait p50", "p95", "p99", "share", "deserved",
                    "fairness", "evictions"):
@@ -69,7 +69,7 @@ def queue_table(metrics: Metrics) -> Table:
     return table
 
 
-def cluster_table(metrics: Metrics) -> Table:
+def cluster_table(metrics: RunMetrics) -> Table:
     table = Table(box=box.SIMPLE, show_edge=False, title="cluster", title_justify="left")
     table.add_column("metric")
     table.add_column("value")
@@ -91,7 +91,7 @@ def cluster_table(metrics: Metrics) -> Table:
     return table
 
 
-def eviction_text(metrics: Metrics) -> str:
+def eviction_text(metrics: RunMetrics) -> str:
     """"4 (3 bought, 1 wasted, 0 repeated, 0 traded back)" — evictions as runtime.engine.evictions counts them."""
     a = metrics.eviction_audit
     if not metrics.evictions or not a:

@@ -19,7 +19,7 @@ from runtime.cluster.connection import ApplyReport
 from runtime.cluster.connection import QueueUsage
 from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, Node, Pod, PodGroup
-from runtime.service.reload import PolicyReloader, ReloadOutcome, compile_policy
+from runtime.service.reload import PolicyReloader, ReloadOutcome, attempt_compile
 
 GIB = 2**30
 
@@ -42,7 +42,7 @@ def write(path: Path, text: str) -> None:
 
 
 def revision_of(policy: Path | str) -> str:
-    attempt = compile_policy(policy)
+    attempt = attempt_compile(policy)
     assert attempt.plan is not None, [str(d.message) for d in attempt.errors]
     return attempt.plan.revision
 
@@ -130,7 +130,7 @@ def loop() -> Iterator[Callable[..., Loop]]:
 
     def make(policy: Path | str, state: ClusterState | None = None, *, debounce: float = 0.05,
              period: float = 0.05, watch: bool = True) -> Loop:
-        first = compile_policy(policy)
+        first = attempt_compile(policy)
         assert first.plan is not None
         metrics = Metrics()
         cluster = RecordingCluster(state if state is not None else small_cluster())

@@ -18,7 +18,7 @@ from runtime.service.loop import Scheduler
 from runtime.service.server import MetricsServer
 from runtime.kube.metrics import Metrics
 from runtime.service.reload import (
-    LeaseEvents, PolicyReloader, compile_policy, fingerprint_of, fingerprint_of_known, watch_folders,
+    LeaseEvents, PolicyReloader, attempt_compile, fingerprint_of, fingerprint_of_known, watch_folders,
 )
 
 from polling import wait_for
@@ -41,7 +41,7 @@ class HeldTarget:
 
 
 def reloader_for(policy: Path, **options) -> tuple[PolicyReloader, HeldTarget, Metrics]:
-    first = compile_policy(policy)
+    first = attempt_compile(policy)
     assert first.plan is not None
     target, metrics = HeldTarget(first.plan), Metrics()
     return PolicyReloader(policy, first, target, metrics=metrics, **options), target, metrics
@@ -52,7 +52,7 @@ def reloader_for(policy: Path, **options) -> tuple[PolicyReloader, HeldTarget, M
 def test_sources_are_the_main_file_its_includes_and_includes_that_failed(tmp_path: Path) -> None:
     write(tmp_path / "a.policy", 'policy "a" version 1\n')
     write(tmp_path / "main.policy", policy_text(includes=("a.policy", "sub/missing.policy")))
-    attempt = compile_policy(tmp_path)  # a folder stands for its main.policy
+    attempt = attempt_compile(tmp_path)  # a folder stands for its main.policy
     assert not attempt.ok
     assert attempt.main == str(tmp_path / "main.policy")
     assert attempt.files == (str(tmp_path / "a.policy"), str(tmp_path / "sub" / "missing.policy"),
@@ -73,7 +73,7 @@ def test_configmap_timestamped_folders_are_not_watched(tmp_path: Path) -> None:
     write(stamped / "main.policy", policy_text())
     os.symlink(stamped.name, tmp_path / "..data")
     os.symlink("..data/main.policy", tmp_path / "main.policy")
-    attempt = compile_policy(tmp_path)
+    attempt = attempt_compile(tmp_path)
     assert attempt.ok and attempt.files == (str(tmp_path / "main.policy"),)  # the path kept, not resolved
     assert watch_folders(attempt.files) == (str(tmp_path),)
 
@@ -133,7 +133,7 @@ def test_errors_leave_the_last_good_policy_and_do_not_touch_the_success_timestam
 def test_the_first_policy_must_be_valid(tmp_path: Path) -> None:
     policy = tmp_path / "main.policy"
     write(policy, policy_text(gang="gnag"))
-    bad = compile_policy(policy)
+    bad = attempt_compile(policy)
     with pytest.raises(ValueError):
         PolicyReloader(policy, bad, HeldTarget(None), metrics=Metrics())  # type: ignore[arg-type]
 
@@ -255,9 +255,9 @@ def test_an_event_without_a_lease_still_names_it(tmp_path: Path) -> None:
 def test_a_new_plan_starts_the_next_cycle_without_waiting_out_the_period(tmp_path: Path) -> None:
     policy = tmp_path / "main.policy"
     write(policy, policy_text(binpack_weight=1))
-    first = compile_policy(policy).plan
+    first = attempt_compile(policy).plan
     write(policy, policy_text(binpack_weight=2))
-    second = compile_policy(policy).plan
+    second = attempt_compile(policy).plan
     scheduler = Scheduler(first, EmbeddedCluster(small_cluster(2)), period=3600.0)
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
@@ -299,9 +299,9 @@ class Standby:
 def test_a_standby_takes_a_new_plan_without_running_cycles(tmp_path: Path) -> None:
     policy = tmp_path / "main.policy"
     write(policy, policy_text(binpack_weight=1))
-    first = compile_policy(policy).plan
+    first = attempt_compile(policy).plan
     write(policy, policy_text(binpack_weight=2))
-    second = compile_policy(policy).plan
+    second = attempt_compile(policy).plan
     scheduler = Scheduler(first, EmbeddedCluster(small_cluster(1)), period=0.01, elector=Standby())
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)

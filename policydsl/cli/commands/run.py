@@ -219,9 +219,9 @@ def run(args: argparse.Namespace) -> int:
 def _compile(path: str):  # -> runtime.service.reload.Attempt | None
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from policydsl.diagnostics import Severity, render
-    from runtime.service.reload import compile_policy
+    from runtime.service.reload import attempt_compile
 
-    attempt = compile_policy(path)
+    attempt = attempt_compile(path)
     result = attempt.compilation
     for diag in result.diagnostics:
         if diag.severity >= Severity.WARNING:
