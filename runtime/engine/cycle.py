@@ -14,6 +14,7 @@ import numpy as np
 from compiler.plan import Plan
 from runtime.cluster import decisions as d
 from runtime.engine.actions import registry as action_registry
+from runtime.engine.actions.reservations import hold_reservations
 from runtime.engine.kernels import load as load_kernels
 from runtime.cluster.model import PG_PENDING, ClusterState, Condition, Pod
 from runtime.engine.plugins import registry as plugin_registry
@@ -46,7 +47,7 @@ def open_session(plan: Plan, state: ClusterState, options: Options | None = None
     snap = build_snapshot(state, plan, options.scheduler_name, cache, kernels, options.fold_settled)
     ssn = Session(plan, snap, kernels)
     ssn.open_plugins(plugin_registry())
-    ssn.hold_reservations(options.now)
+    hold_reservations(ssn, options.now)
     ssn.lost_to = options.lost_to or {}
     return ssn
 

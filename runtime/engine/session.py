@@ -39,7 +39,6 @@ import numpy as np
 
 from compiler.plan import Plan
 from runtime.cluster import decisions as d
-from runtime.engine.evictions import reservation_seconds
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, PERMIT, POINTS, REJECT, Check, StatefulRule
 from runtime.engine.kernels import Kernels, ScoreParams
 from runtime.engine.rules.volumes import volume_rule
@@ -355,84 +354,6 @@ class Session:
         if all(rule is not other for other in self.listeners):
             self.listeners.append(rule)
 
-    def hold_reservations(self, now: float | None) -> None:
-        """Hold the room of every waiting pod nominated to a node (a preemptor or reclaimer whose
-        victims are leaving, a task pipelined there before): placed there as a reservation
-        (PIPELINED) before any action runs, so that no other pod takes the room. A reservation
-        ends — `released` says why — when its node is gone, its room was taken, a rule no
-        longer lets it there, its queue may no longer allocate it, or it outlived
-        `reservation_seconds`; a gang's end together (every member's or none)."""
-        self.now = now
-        snap = self.snap
-        nominated = [(t, snap.pods[t].nominated_node) for t in np.flatnonzero(self.status == PENDING).tolist()
-                     if snap.pods[t].nominated_node]
-        if not nominated:
-            return
-        rows = {name: i for i, name in enumerate(snap.node_names)}
-        limit = reservation_seconds(self.plan)
-        keep: dict[int, list[tuple[int, int]]] = {}
-        ended: dict[int, d.Reason] = {}
-        for t, name in nominated:
-            j = int(snap.task_job[t])
-            node = rows.get(name, -1)
-            why = self._reservation_ends(t, node, name, now, limit)
-            if why is not None:
-                ended[j] = ended.get(j) or why
-            keep.setdefault(j, []).append((t, node))
-        self._end_beyond_queue(keep, ended)
-        stmt = self.new_statement()
-        for j, held in keep.items():
-            if j in ended:
-                for t, _ in held:
-                    self.released[t] = ended[j]
-                    self.add_reason(t, ended[j])
-                continue
-            for t, node in held:
-                stmt.place(t, node, PIPELINED)
-                self.held[t] = node
-        stmt.commit()
-
-    def _end_beyond_queue(self, keep: dict[int, list[tuple[int, int]]], ended: dict[int, d.Reason]) -> None:
-        """End the reservations of the jobs (in job order) that their queue may not allocate
-        together with the reservations kept before them: each was checked alone, and pipelined
-        room does not count in the queue's allocation, so two gangs pipelined by one preempt
-        would otherwise both bind above the queue's capability."""
-        snap = self.snap
-        kept: dict[int, np.ndarray] = {}
-        for j in sorted((j for j in keep if j not in ended), key=self.job_key):
-            q = snap.jobs[j].queue
-            if q < 0:
-                continue
-            tasks = [t for t, _ in keep[j]]
-            total = snap.request[tasks].sum(axis=0) + kept.get(q, 0)
-            if self.allocatable_count(q, total, 1, reserving=True)[0] < 1:
-                name = snap.node_names[keep[j][0][1]]
-                ended[j] = d.Reason(d.RESERVATION, f"reservation on {name} released: queue "
-                                    f"{snap.jobs[j].queue_name} may no longer allocate it", {"node": name})
-            else:
-                kept[q] = total
-
-    def _reservation_ends(self, t: int, node: int, name: str, now: float | None, limit: float) -> d.Reason | None:
-        snap = self.snap
-        pod = snap.pods[t]
-        def ended(text: str) -> d.Reason:
-            return d.Reason(d.RESERVATION, f"reservation on {name} released: {text}", {"node": name})
-        if node < 0:
-            return ended("the node is gone")
-        if now is not None and pod.nominated_at is not None and now - pod.nominated_at > limit:
-            return ended(f"held {now - pod.nominated_at:.0f}s, longer than {limit:g}s")
-        job = snap.jobs[snap.task_job[t]]
-        if job.queue < 0 or self.allocatable_count(job.queue, snap.request[t], 1, reserving=True)[0] < 1:
-            return ended(f"queue {job.queue_name} may no longer allocate it")
-        cid = int(snap.task_class[t])
-        if not self.stateful_codes(cid, np.array([node], dtype=np.int64))[0] & MASK_PASS:
-            return ended("the node no longer passes its predicates")
-        req = self.fit_request(t)
-        room = snap.allocatable[node] - self.used[node] + self.releasing[node] - self.pipelined[node]
-        if (room < req).any():
-            return ended("its room was taken")
-        return None
-
     def rule_state(self, name: str, make: Callable[[], Any]) -> Any:
         """The session's one instance of a stateful rule that several plugins register facets
         of (predicates its filter, nodeorder its scorer): made by the first to ask."""
@@ -579,23 +500,6 @@ class Session:
         if floor is not None:
             keep &= snap.task_priority[tasks] >= floor
         return snap.request[tasks[keep]].sum(axis=0, dtype=np.int64)
-
-    def could_take_back(self, v: int, evicted: bool, taker: int) -> bool:
-        """Whether victim v's queue could reclaim v's room back from queue `taker` (taker is
-        reclaimable, v's queue not overused and `preemptive` for v), with the evictions made so
-        far — v's too, or, when not `evicted`, as if v's were made. False where no plugin says
-        which queue may reclaim (no shares to go by)."""
-        if not self.fns("preemptive") or not self.snap.queues[taker].reclaimable:
-            return False
-        q = self.snap.jobs[self.snap.task_job[v]].queue
-        if q < 0:
-            return False
-        if evicted:
-            return not self.overused(q) and self.preemptive(q, v)
-        # What-if on the queue's allocation alone (the plugins' answers read it, nothing else
-        # of the eviction).
-        with self.allocated_as_if(q, -self.snap.request[v]):
-            return not self.overused(q) and self.preemptive(q, v)
 
     @contextmanager
     def allocated_as_if(self, q: int, delta: np.ndarray, held: bool = False) -> Iterator[None]:

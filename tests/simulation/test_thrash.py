@@ -15,7 +15,7 @@ import yaml
 
 from compiler.pipeline import compile_text
 from runtime.engine.cycle import Options
-from runtime.engine.session import Session
+from runtime.engine import cycle
 from runtime.simulation.engine import Limits, simulate
 from runtime.simulation.scenarios import scenario_from_documents
 from sim_helpers import run_cli
@@ -61,7 +61,7 @@ def test_without_reservations_the_reclaim_livelock_returns_and_is_flagged(monkey
     # Reservations off: what the scheduler did before them. The victims' replacements, first in
     # queue order, retake the room; the gang never binds, and the audit says so. (Within one
     # queue the preemptor comes before its lower-priority victims in job order: no retake.)
-    monkeypatch.setattr(Session, "hold_reservations", lambda ssn, now: None)
+    monkeypatch.setattr(cycle, "hold_reservations", lambda ssn, now: None)
     result = _run("reclaim", pure=False)
     audit = result.metrics.eviction_audit
     assert not any(key.startswith("data/") for key in result.placements)
@@ -71,7 +71,7 @@ def test_without_reservations_the_reclaim_livelock_returns_and_is_flagged(monkey
 
 
 def test_policy_test_fails_a_thrashing_run_unless_it_asserts_the_thrash(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(Session, "hold_reservations", lambda ssn, now: None)
+    monkeypatch.setattr(cycle, "hold_reservations", lambda ssn, now: None)
     code, out, _ = run_cli(capsys, "test", THRASH / "reclaim.policytest.yaml")
     assert code == 1
     assert "thrashing:" in out and "assert wasted_evictions, repeated_evictions or traded_evictions" in out

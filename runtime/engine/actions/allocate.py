@@ -23,7 +23,7 @@ from runtime.engine.snapshot import ALLOCATED, PENDING, PIPELINED, READY_STATUSE
 
 
 def run(ssn: Session) -> None:
-    # Jobs holding reservations (Session.hold_reservations) take their turn to bind them.
+    # Jobs holding reservations (actions/reservations.py) take their turn to bind them.
     heaps = eligible_jobs(ssn, also=frozenset(int(ssn.snap.task_job[t]) for t in ssn.held))
     # Each queue's jobs in job order, as a list whose next job is its last item; and the jobs
     # that took a turn and still have tasks, back in a heap by their job key at that moment.
@@ -120,7 +120,7 @@ def held_beside(ssn: Session, q: int, t: int) -> np.ndarray | None:
 
 
 def bind_reservations(ssn: Session, stmt, j: int) -> int:
-    """Job j's held reservations (Session.hold_reservations) become placements to bind where
+    """Job j's held reservations (actions/reservations.py) become placements to bind where
     their room is idle now and their queue may allocate them (jobs placed earlier in this cycle
     may have taken what the reservation counted on), and stay reservations otherwise. Returns how
     many the job holds."""

@@ -66,13 +66,13 @@ def run(ssn: Session) -> None:
                     return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
                             and snap.queues[vq].name not in lost_to
                             and (not best_effort or bool(ssn.zero[v]))
-                            and not ssn.could_take_back(v, evicted=False, taker=q))
+                            and not could_take_back(ssn, v, evicted=False, taker=q))
 
                 def allowed_by_queue(t=t, start=stmt.mark()) -> bool:
                     # Evicting buys nothing unless the queue may then allocate the task and the
                     # job's earlier reservations, and no victim's queue may take it back.
                     return (ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
-                            and not any(ssn.could_take_back(v, evicted=True, taker=q)
+                            and not any(could_take_back(ssn, v, evicted=True, taker=q)
                                         for v in stmt.evicted_since(start)))
 
                 if evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
@@ -82,3 +82,21 @@ def run(ssn: Session) -> None:
                         failed.add(int(snap.task_class[t]))
             if settle(ssn, stmt, j):
                 committed += reserved
+
+
+def could_take_back(ssn: Session, v: int, evicted: bool, taker: int) -> bool:
+    """Whether victim v's queue could reclaim v's room back from queue `taker` (taker is
+    reclaimable, v's queue not overused and `preemptive` for v), with the evictions made so
+    far — v's too, or, when not `evicted`, as if v's were made. False where no plugin says
+    which queue may reclaim (no shares to go by)."""
+    if not ssn.fns("preemptive") or not ssn.snap.queues[taker].reclaimable:
+        return False
+    q = ssn.snap.jobs[ssn.snap.task_job[v]].queue
+    if q < 0:
+        return False
+    if evicted:
+        return not ssn.overused(q) and ssn.preemptive(q, v)
+    # What-if on the queue's allocation alone (the plugins' answers read it, nothing else
+    # of the eviction).
+    with ssn.allocated_as_if(q, -ssn.snap.request[v]):
+        return not ssn.overused(q) and ssn.preemptive(q, v)
