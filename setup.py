@@ -1,22 +1,28 @@
-"""Builds the Cython kernels of runtime/engine/kernels (the rest of the packaging is pyproject.toml)."""
+"""Builds the kernels of runtime/engine/kernels (the rest of the packaging is pyproject.toml).
 
+Each kernel module is one Python source in Cython's pure-Python mode (runtime/engine/kernels/
+__init__.py): compiled here to an extension beside it, which Python imports in its place; unbuilt,
+the same source runs interpreted."""
+
+import sys
 from pathlib import Path
 
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-KERNELS = sorted(Path("runtime/engine/kernels").glob("*.pyx"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from runtime.engine.kernels import MODULES  # noqa: E402  (the kernel modules, named once)
 
 extensions = [
     Extension(
-        "runtime.engine.kernels." + path.stem,
-        [str(path)],
+        "runtime.engine.kernels." + name,
+        [f"runtime/engine/kernels/{name}.py"],
         include_dirs=[numpy.get_include()],
         extra_compile_args=["-O3"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
-    for path in KERNELS
+    for name in MODULES
 ]
 
 setup(

@@ -4,10 +4,11 @@
    proportion and binpack, collect) for 5,000 nodes and 20,000 pods in 2,000 gang jobs over 20
    queues, with the compiled kernels and the node cache warm (a running scheduler's steady
    state): placements per second of the best of --repeat cycles; median and worst shown too.
-2. The same cycle on the same cluster with the pure-Python kernels (runtime/engine/kernels/reference.py:
-   the same algorithms — the snapshot's passes over the pods and its jobs, the placement segment
-   tree and its refresh policy, the ledger, the share helpers, collect's decisions — as plain Python), best
-   of as many cycles. Both paths must make identical decisions (checked). `speedup_vs_python` =
+2. The same cycle on the same cluster with the kernels interpreted (the same sources, Cython's
+   pure-Python mode run by the interpreter: runtime.engine.kernels.load(pure=True) — the snapshot's
+   passes over the pods and its jobs, the placement segment tree and its refresh policy, the
+   ledger, the share helpers, collect's decisions), best of as many cycles. Both paths must make
+   identical decisions (checked). `speedup_vs_python` =
    python cycle seconds ÷ compiled cycle seconds (`speedup_vs_python_cpu`: the same from the
    least processor time of the runs). The plugins' and actions' Python code between kernel calls (and a few numpy
    calls) is the same in both, so the ratio is bounded by that shared part (`phases` shows it);
@@ -370,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         speedup_vs_python_cpu=round(py_cpu / max(cpu, 1e-9), 1),
         speedup_note=("whole cycle, same cluster, same run, identical decisions; the kernels (the snapshot's "
                       "passes over the pods and its jobs, placement trees, ledger, shares, collect's decisions) are "
-                      "compiled in one path and their pure-Python twins (reference.py: the same algorithms) "
+                      "compiled in one path and the same sources interpreted (Cython's pure-Python mode) "
                       "in the other; the plugins' and actions' Python code between kernel calls is shared "
                       "and bounds the ratio (phases); speedup_vs_python_cpu: the same from the least "
                       "processor time of the runs (less disturbed by other processes); "

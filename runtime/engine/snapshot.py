@@ -23,6 +23,8 @@ from compiler import catalog as cat
 from compiler.plan import DevicePlan, Plan, QueuePlan
 from runtime.engine.kernels import Kernels
 from runtime.engine.kernels import load as load_kernels
+# Task status codes (int8 array `Snapshot.status`): declared with the kernels, exported from here.
+from runtime.engine.kernels.codes import ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED
 from runtime.engine.kernels.records import JobInfo, PodScan
 from runtime.cluster.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
@@ -30,14 +32,6 @@ from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 INT64_MAX = np.iinfo(np.int64).max
 UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow
 
-# Task status codes (int8 array `Snapshot.status`).
-PENDING = 0
-ALLOCATED = 1       # placed this cycle, will bind
-PIPELINED = 2       # placed on room that releasing pods will free
-BOUND = 3           # running or bound
-RELEASING = 4       # being evicted / terminating, still holds its node's resources
-SUCCEEDED = 5       # finished: holds nothing, still counts for its gang
-HELD = 6            # waiting, but never to be placed as it is: scheduling gates, a field not evaluated, a refused bind
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
 
 BASE_RESOURCES = ("cpu", "memory", "pods")

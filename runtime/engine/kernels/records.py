@@ -1,5 +1,5 @@
-"""What the snapshot kernels return (runtime/engine/kernels/scan.pyx and its twins in reference.py):
-plain records of lists and arrays, so both kernels hand runtime.engine.snapshot the same shapes."""
+"""What the snapshot kernels return (runtime/engine/kernels/passes.py, compiled or interpreted):
+plain records of lists and arrays, so both paths hand runtime.engine.snapshot the same shapes."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class TaskColumns:
     class_heads: list[int]           # per class: its first task
 
 
-@dataclass(slots=True)      # slots: built field by field in kernels/scan.pyx
+@dataclass(slots=True)      # slots: built field by field in kernels/passes.py
 class JobInfo:
     """A job of the snapshot (`build_jobs`): a PodGroup, or a lone pod's implicit group."""
 

@@ -1,48 +1,52 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The session's ledger: every placement, undo and eviction of a cycle, applied to the node
 arrays (used, pipelined, releasing), the task arrays (status, node) and the job and queue
 accounting (allocated, ready, pipelined, pending) in one call, and the log of changed nodes
-that placement trees re-key from. Same semantics as reference.Ledger (the parity tests).
+that placement trees re-key from.
 
 A task's request counts in full for its job and queues; on its node only the columns `held`
 says (the device plugin checks card columns itself). A queue's allocated includes its
 descendants' (each job updates its queue's chain of ancestors, and root).
+
+One source, compiled or interpreted (Cython's pure-Python mode: runtime/engine/kernels/__init__.py).
 """
 
+import cython
 import numpy as np
 
-# Task status codes (runtime.engine.snapshot), and the placement kernel's kind for an idle fit.
-cdef enum:
-    PENDING = 0
-    ALLOCATED = 1
-    PIPELINED = 2
-    RELEASING = 4
-    IDLE = 2
+from runtime.engine.kernels import codes
+
+# Typed copies (C globals when compiled) of the task statuses and the idle placement kind.
+PENDING = cython.declare(cython.schar, codes.PENDING)
+ALLOCATED = cython.declare(cython.schar, codes.ALLOCATED)
+PIPELINED = cython.declare(cython.schar, codes.PIPELINED)
+RELEASING = cython.declare(cython.schar, codes.RELEASING)
+IDLE = cython.declare(cython.schar, codes.IDLE)
 
 
-cdef class Ledger:
-    cdef const long long[:, ::1] request
-    cdef const long long[::1] task_job
-    cdef const long long[::1] task_class
-    cdef const unsigned char[::1] zero
-    cdef signed char[::1] status
-    cdef long long[::1] task_node
-    cdef long long[:, ::1] used
-    cdef long long[:, ::1] pipelined
-    cdef long long[:, ::1] releasing
-    cdef const long long[::1] job_first
-    cdef long long[:, ::1] job_allocated
-    cdef long long[::1] job_ready
-    cdef long long[::1] job_pipelined
-    cdef long long[::1] job_pending
-    cdef const long long[::1] job_queue
-    cdef long long[:, ::1] queue_allocated
-    cdef const long long[::1] chain_ptr
-    cdef const long long[::1] chains
-    cdef long long[::1] held
-    cdef object log_arr
-    cdef long long[::1] log
-    cdef readonly Py_ssize_t log_n
+@cython.cclass
+class Ledger:
+    request: cython.const[cython.longlong][:, ::1]
+    task_job: cython.const[cython.longlong][::1]
+    task_class: cython.const[cython.longlong][::1]
+    zero: cython.const[cython.uchar][::1]
+    status: cython.schar[::1]
+    task_node: cython.longlong[::1]
+    used: cython.longlong[:, ::1]
+    pipelined: cython.longlong[:, ::1]
+    releasing: cython.longlong[:, ::1]
+    job_first: cython.const[cython.longlong][::1]
+    job_allocated: cython.longlong[:, ::1]
+    job_ready: cython.longlong[::1]
+    job_pipelined: cython.longlong[::1]
+    job_pending: cython.longlong[::1]
+    job_queue: cython.const[cython.longlong][::1]
+    queue_allocated: cython.longlong[:, ::1]
+    chain_ptr: cython.const[cython.longlong][::1]
+    chains: cython.const[cython.longlong][::1]
+    held: cython.longlong[::1]
+    log_arr: object
+    log: cython.longlong[::1]
+    log_n = cython.declare(cython.Py_ssize_t, visibility="readonly")
 
     def __init__(self, request, task_job, task_class, zero, status, task_node, used, pipelined, releasing,
                  job_first, job_allocated, job_ready, job_pipelined, job_pending, job_queue, queue_allocated,
@@ -70,14 +74,16 @@ cdef class Ledger:
         self.log = self.log_arr
         self.log_n = 0
 
-    def set_held(self, const unsigned char[::1] held):
+    def set_held(self, held: cython.const[cython.uchar][::1]) -> None:
         """Columns a task holds on its node (1) or not (0: the device plugin's)."""
-        cdef Py_ssize_t r
+        r: cython.Py_ssize_t
         for r in range(self.held.shape[0]):
             self.held[r] = held[r]
 
-    cdef void _log(self, long long node) noexcept:
-        cdef Py_ssize_t n = self.log.shape[0]
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def _log(self, node: cython.longlong) -> cython.void:
+        n: cython.Py_ssize_t = self.log.shape[0]
         if self.log_n == n:
             grown = np.empty(2 * n, dtype=np.int64)
             grown[:n] = self.log_arr
@@ -86,12 +92,19 @@ cdef class Ledger:
         self.log[self.log_n] = node
         self.log_n += 1
 
-    def log_since(self, Py_ssize_t seen):
+    def log_since(self, seen: cython.Py_ssize_t):
         """Nodes changed since the log had `seen` entries (a view; may repeat nodes)."""
         return self.log_arr[seen:self.log_n]
 
-    cdef void _account(self, Py_ssize_t t, long long sign, bint ready) noexcept:
-        cdef Py_ssize_t j = self.task_job[t], q, k, c, r, r_n = self.request.shape[1]
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def _account(self, t: cython.Py_ssize_t, sign: cython.longlong, ready: cython.bint) -> cython.void:
+        j: cython.Py_ssize_t = self.task_job[t]
+        q: cython.Py_ssize_t
+        k: cython.Py_ssize_t
+        c: cython.Py_ssize_t
+        r: cython.Py_ssize_t
+        r_n: cython.Py_ssize_t = self.request.shape[1]
         if not ready:
             self.job_pipelined[j] += sign
             return
@@ -108,16 +121,21 @@ cdef class Ledger:
         for r in range(r_n):
             self.queue_allocated[0, r] += sign * self.request[t, r]
 
-    cdef void _hold(self, long long[:, ::1] arr, Py_ssize_t node, Py_ssize_t t, long long sign) noexcept:
-        cdef Py_ssize_t r
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def _hold(self, arr: cython.longlong[:, ::1], node: cython.Py_ssize_t, t: cython.Py_ssize_t,
+              sign: cython.longlong) -> cython.void:
+        r: cython.Py_ssize_t
         for r in range(self.request.shape[1]):
             arr[node, r] += sign * self.request[t, r] * self.held[r]
 
-    def placed(self, list tasks, const long long[::1] nodes, const signed char[::1] kinds, Py_ssize_t n):
+    def placed(self, tasks: list, nodes: cython.const[cython.longlong][::1], kinds: cython.const[cython.schar][::1],
+               n: cython.Py_ssize_t) -> None:
         """Record the first n placements of a placement kernel (which already added them to used
         or pipelined): an idle fit is ALLOCATED, a future fit PIPELINED."""
-        cdef Py_ssize_t i, t
-        cdef bint idle
+        i: cython.Py_ssize_t
+        t: cython.Py_ssize_t
+        idle: cython.bint
         if n > len(tasks) or n > nodes.shape[0] or n > kinds.shape[0]:
             raise ValueError(f"{n} placements recorded for {len(tasks)} tasks")
         for i in range(n):
@@ -129,7 +147,7 @@ cdef class Ledger:
             self._account(t, 1, idle)
             self._log(nodes[i])
 
-    def occupy(self, Py_ssize_t t, Py_ssize_t node, int status):
+    def occupy(self, t: cython.Py_ssize_t, node: cython.Py_ssize_t, status: cython.int) -> None:
         """Place t on node as `status` (ALLOCATED or PIPELINED), node arrays included."""
         self._hold(self.used if status == ALLOCATED else self.pipelined, node, t, 1)
         self.status[t] = status
@@ -138,10 +156,12 @@ cdef class Ledger:
         self._account(t, 1, status == ALLOCATED)
         self._log(node)
 
-    def unplace(self, list tasks):
+    def unplace(self, tasks: list) -> None:
         """Undo placements: the tasks are pending again and their nodes' room is back."""
-        cdef Py_ssize_t i, t, node
-        cdef bint ready
+        i: cython.Py_ssize_t
+        t: cython.Py_ssize_t
+        node: cython.Py_ssize_t
+        ready: cython.bint
         for i in range(len(tasks)):
             t = tasks[i]
             node = self.task_node[t]
@@ -153,10 +173,13 @@ cdef class Ledger:
             self.job_pending[self.task_job[t]] += 1
             self._log(node)
 
-    def pipeline(self, list tasks):
+    def pipeline(self, tasks: list) -> cython.Py_ssize_t:
         """Turn the tasks' ALLOCATED placements into PIPELINED ones (reservations, no
         binding). Returns how many changed."""
-        cdef Py_ssize_t i, t, node, changed = 0
+        i: cython.Py_ssize_t
+        t: cython.Py_ssize_t
+        node: cython.Py_ssize_t
+        changed: cython.Py_ssize_t = 0
         for i in range(len(tasks)):
             t = tasks[i]
             if self.status[t] != ALLOCATED:
@@ -171,30 +194,31 @@ cdef class Ledger:
             changed += 1
         return changed
 
-    def evict(self, Py_ssize_t t):
+    def evict(self, t: cython.Py_ssize_t) -> int:
         """t (running) starts releasing: its room counts as releasing, its job loses a ready
         task. Returns its prior status."""
-        cdef int prior = self.status[t]
-        cdef Py_ssize_t node = self.task_node[t]
+        prior: cython.int = self.status[t]
+        node: cython.Py_ssize_t = self.task_node[t]
         self._hold(self.releasing, node, t, 1)
         self.status[t] = RELEASING
         self._account(t, -1, True)
         self._log(node)
-        return prior
+        return int(prior)
 
-    def unevict(self, Py_ssize_t t, int prior):
-        cdef Py_ssize_t node = self.task_node[t]
+    def unevict(self, t: cython.Py_ssize_t, prior: cython.int) -> None:
+        node: cython.Py_ssize_t = self.task_node[t]
         self._hold(self.releasing, node, t, -1)
         self.status[t] = prior
         self._account(t, 1, True)
         self._log(node)
 
-    def pending_runs(self, Py_ssize_t j, bint skip_zero):
+    def pending_runs(self, j: cython.Py_ssize_t, skip_zero: cython.bint) -> list:
         """Job j's pending tasks in snapshot order (zero-request ones left out when asked), as
         runs of consecutive tasks of one class: [[t, ...], ...]."""
-        cdef Py_ssize_t t, last = -1
-        cdef list out = []
-        cdef list run = None
+        t: cython.Py_ssize_t
+        last: cython.Py_ssize_t = -1
+        out: list = []
+        run: list = None
         for t in range(self.job_first[j], self.job_first[j + 1]):
             if self.status[t] != PENDING or (skip_zero and self.zero[t]):
                 continue

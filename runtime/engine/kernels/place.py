@@ -1,0 +1,344 @@
+"""Fit, score and placement kernels over the session's node arrays.
+
+- `fit_states`: per node, whether a request fits idle room (IDLE), only once releasing pods
+  leave (FUTURE), or not at all (NO_FIT);
+- `score_nodes`: every node's score for a request (the terms of `params`, below) plus its
+  static score;
+- `place_batch`: scores every node once for a run of identical tasks, keeps the keys in a max
+  segment tree (idle fit above future fit, then score, then lowest index), and after each
+  placement re-keys only the node it changed: a gang of k tasks costs one scan plus k·log N;
+- `PlacementTree`: place_batch's tree kept between uses by one task class.
+
+Score parameters (`params`, float64, runtime.engine.kernels.ScoreParams):
+    [0] binpack weight   [1] least-requested weight   [2] most-requested weight
+    [3] balanced-allocation weight
+    [4 : 4+R]     binpack per-resource weights
+    [4+R : 4+2R]  nodeorder per-resource weights (cpu and memory by default)
+
+One source, compiled or interpreted (Cython's pure-Python mode: runtime/engine/kernels/__init__.py).
+"""
+
+import array
+import math
+
+import cython
+import numpy as np
+from cython.cimports.libc.math import sqrt
+
+from runtime.engine import extension
+from runtime.engine.kernels import codes
+
+# Typed copies (C globals when compiled) of the node mask codes (bit 0: the node passes the
+# class's filters; bit 1: only once releasing pods have left) and the placement kinds.
+MASK_PASS = cython.declare(cython.uchar, extension.MASK_PASS)
+MASK_RELEASING = cython.declare(cython.uchar, extension.MASK_RELEASING)
+NO_FIT = cython.declare(cython.schar, codes.NO_FIT)
+FUTURE = cython.declare(cython.schar, codes.FUTURE)
+IDLE = cython.declare(cython.schar, codes.IDLE)
+# Placement keys: idle-fitting nodes rank above future-fitting ones whatever their score.
+IDLE_BONUS = cython.declare(cython.double, 2e12)
+FUTURE_BONUS = cython.declare(cython.double, 1e12)
+NEG_INF = cython.declare(cython.double, -math.inf)
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def fit_state(alloc: cython.const[cython.longlong][:, ::1], used: cython.const[cython.longlong][:, ::1],
+              releasing: cython.const[cython.longlong][:, ::1], pipelined: cython.const[cython.longlong][:, ::1],
+              req: cython.const[cython.longlong][::1], n: cython.Py_ssize_t) -> cython.int:
+    r: cython.Py_ssize_t
+    q: cython.longlong
+    free: cython.longlong
+    held: cython.longlong
+    idle: cython.bint = True
+    for r in range(req.shape[0]):
+        q = req[r]
+        if q == 0:
+            continue
+        free = alloc[n, r] - used[n, r]
+        # Reservations (pipelined) beyond what releasing pods will free hold idle room too.
+        held = pipelined[n, r] - releasing[n, r]
+        if q > (free - held if held > 0 else free):
+            idle = False
+            if q > free + releasing[n, r] - pipelined[n, r]:
+                return NO_FIT
+    return IDLE if idle else FUTURE
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def score_node(alloc: cython.const[cython.longlong][:, ::1], used: cython.const[cython.longlong][:, ::1],
+               req: cython.const[cython.longlong][::1], params: cython.const[cython.double][::1],
+               n: cython.Py_ssize_t) -> cython.double:
+    r: cython.Py_ssize_t
+    r_n: cython.Py_ssize_t = req.shape[0]
+    total: cython.double = 0.0
+    s: cython.double = 0.0
+    ws: cython.double = 0.0
+    w: cython.double
+    after: cython.double
+    cap: cython.double
+    least: cython.double = 0.0
+    most: cython.double = 0.0
+    fr_sum: cython.double = 0.0
+    fr_sq: cython.double = 0.0
+    f: cython.double
+    mean: cython.double
+    var: cython.double
+    count: cython.int = 0
+    over: cython.bint = False
+    if params[0] > 0:
+        for r in range(r_n):
+            w = params[4 + r]
+            if w <= 0 or req[r] == 0:
+                continue
+            if alloc[n, r] == 0:
+                ws += w        # a resource the node does not offer scores 0, its weight still counts (Volcano)
+                continue
+            after = used[n, r] + req[r]
+            if after > alloc[n, r]:
+                over = True
+                break
+            s += after * w / alloc[n, r]
+            ws += w
+        if not over and ws > 0:
+            total += s / ws * 100.0 * params[0]
+    if params[1] > 0 or params[2] > 0 or params[3] > 0:
+        ws = 0.0
+        for r in range(r_n):
+            w = params[4 + r_n + r]
+            if w <= 0 or alloc[n, r] == 0:
+                continue
+            after = used[n, r] + req[r]
+            cap = alloc[n, r]
+            if after <= cap:
+                least += (cap - after) * 100.0 / cap * w
+                most += after * 100.0 / cap * w
+            f = after / cap
+            if f > 1.0:
+                f = 1.0
+            fr_sum += f
+            fr_sq += f * f
+            count += 1
+            ws += w
+        if ws > 0:
+            total += params[1] * least / ws + params[2] * most / ws
+        if count > 0:
+            mean = fr_sum / count
+            var = fr_sq / count - mean * mean
+            if var < 0.0:
+                var = 0.0
+            total += params[3] * (1.0 - sqrt(var)) * 100.0
+    return total
+
+
+def fit_states(alloc: cython.const[cython.longlong][:, ::1], used: cython.const[cython.longlong][:, ::1],
+               releasing: cython.const[cython.longlong][:, ::1], pipelined: cython.const[cython.longlong][:, ::1],
+               req: cython.const[cython.longlong][::1], mask: cython.const[cython.uchar][::1],
+               out: cython.schar[::1]) -> None:
+    n: cython.Py_ssize_t
+    with cython.nogil:
+        for n in range(alloc.shape[0]):
+            out[n] = fit_state(alloc, used, releasing, pipelined, req, n) if mask[n] else NO_FIT
+
+
+def score_nodes(alloc: cython.const[cython.longlong][:, ::1], used: cython.const[cython.longlong][:, ::1],
+                req: cython.const[cython.longlong][::1], params: cython.const[cython.double][::1],
+                static: cython.const[cython.double][::1], out: cython.double[::1]) -> None:
+    n: cython.Py_ssize_t
+    with cython.nogil:
+        for n in range(alloc.shape[0]):
+            out[n] = score_node(alloc, used, req, params, n) + static[n]
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def node_key(alloc: cython.const[cython.longlong][:, ::1], used: cython.const[cython.longlong][:, ::1],
+             releasing: cython.const[cython.longlong][:, ::1], pipelined: cython.const[cython.longlong][:, ::1],
+             req: cython.const[cython.longlong][::1], mask: cython.const[cython.uchar][::1],
+             static: cython.const[cython.double][::1], params: cython.const[cython.double][::1],
+             n: cython.Py_ssize_t) -> cython.double:
+    """Node n's placement key: -inf where the request does not fit (or the node fails the
+    class's filters), else its score plus the bonus of its fit."""
+    state: cython.int
+    if not (mask[n] & MASK_PASS):
+        return NEG_INF
+    state = fit_state(alloc, used, releasing, pipelined, req, n)
+    if state == NO_FIT:
+        return NEG_INF
+    if state == IDLE and (mask[n] & MASK_RELEASING):
+        state = FUTURE      # what the rule needs is held by pods that are leaving: a future fit
+    return score_node(alloc, used, req, params, n) + static[n] + (IDLE_BONUS if state == IDLE else FUTURE_BONUS)
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def pull(key: cython.double[::1], idx: cython.longlong[::1], i: cython.Py_ssize_t) -> cython.void:
+    """Segment-tree node i takes the better of its children (ties go to the lower node index:
+    the left child holds lower indexes)."""
+    a: cython.Py_ssize_t = 2 * i
+    b: cython.Py_ssize_t = 2 * i + 1
+    if key[b] > key[a]:
+        key[i] = key[b]
+        idx[i] = idx[b]
+    else:
+        key[i] = key[a]
+        idx[i] = idx[a]
+
+
+def place_batch(alloc: cython.const[cython.longlong][:, ::1], used: cython.longlong[:, ::1],
+                releasing: cython.const[cython.longlong][:, ::1], pipelined: cython.longlong[:, ::1],
+                req: cython.const[cython.longlong][::1], mask: cython.const[cython.uchar][::1],
+                static: cython.const[cython.double][::1], params: cython.const[cython.double][::1],
+                k: cython.Py_ssize_t, out_nodes: cython.longlong[::1], out_kind: cython.schar[::1]) -> cython.Py_ssize_t:
+    """Place up to k identical tasks one by one on the best node (idle before future fit, then
+    score, then lowest index). Updates used (allocated) or pipelined in place. Stops at the
+    first task that fits nowhere; returns how many were placed."""
+    tree: PlacementTree = PlacementTree(alloc, used, releasing, pipelined, req, mask, static, params)
+    tree.build()
+    placed: cython.Py_ssize_t = tree.place(k)
+    nodes: cython.longlong[::1] = tree.out_nodes
+    kinds: cython.schar[::1] = tree.out_kinds
+    out_nodes[:placed] = nodes[:placed]
+    out_kind[:placed] = kinds[:placed]
+    return placed
+
+
+@cython.cclass
+class PlacementTree:
+    """place_batch's segment tree kept between uses by one task class, bound at construction to
+    the session's node arrays and the class's request, mask and static scores (a call passes
+    no arrays: acquiring a typed view of each argument costs more than a placement). `build`
+    scores every node, `refresh` re-keys only the nodes changed since (by other classes'
+    placements, evictions, discards; each node once however often it is listed), `place`
+    places like place_batch, into `out_nodes` / `out_kinds`."""
+
+    size: cython.Py_ssize_t
+    n_nodes: cython.Py_ssize_t
+    epoch: cython.longlong
+    key: cython.double[::1]
+    idx: cython.longlong[::1]
+    mark: cython.longlong[::1]
+    out_nodes = cython.declare(object, visibility="readonly")
+    out_kinds = cython.declare(object, visibility="readonly")
+    alloc: cython.const[cython.longlong][:, ::1]
+    used: cython.longlong[:, ::1]
+    releasing: cython.const[cython.longlong][:, ::1]
+    pipelined: cython.longlong[:, ::1]
+    req: cython.const[cython.longlong][::1]
+    mask: cython.const[cython.uchar][::1]
+    static: cython.const[cython.double][::1]
+    params: cython.const[cython.double][::1]
+
+    def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params):
+        if not cython.compiled:
+            # Interpreted, the tree indexes Python memoryviews of the arrays: a third of the cost
+            # of indexing numpy arrays, and Python numbers (its own arrays are array.array for the
+            # same reason). Compiled, the typed views below take the arrays' buffers.
+            alloc, used, releasing, pipelined, req, mask, static, params = map(
+                memoryview, (alloc, used, releasing, pipelined, req, mask, static, params))
+        self.alloc = alloc
+        self.used = used
+        self.releasing = releasing
+        self.pipelined = pipelined
+        self.req = req
+        self.mask = mask
+        self.static = static
+        self.params = params
+        self.n_nodes = alloc.shape[0]
+        self.size = 1
+        while self.size < self.n_nodes:
+            self.size *= 2
+        self.key = array.array("d", [NEG_INF]) * (2 * self.size)
+        self.idx = array.array("q", [-1]) * (2 * self.size)
+        # mark[n] == epoch: n was re-keyed in this refresh already (the change log repeats nodes).
+        self.mark = array.array("q", [0]) * max(self.n_nodes, 1)
+        self.epoch = 0
+        self.out_nodes = np.empty(16, dtype=np.int64)
+        self.out_kinds = np.empty(16, dtype=np.int8)
+
+    @cython.cfunc
+    @cython.inline
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _key(self, n: cython.Py_ssize_t) -> cython.double:
+        return node_key(self.alloc, self.used, self.releasing, self.pipelined, self.req, self.mask, self.static,
+                        self.params, n)
+
+    @cython.cfunc
+    @cython.inline
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _rekey(self, n: cython.Py_ssize_t) -> cython.void:
+        """Node n's key afresh, and its ancestors'."""
+        i: cython.Py_ssize_t = self.size + n
+        self.key[i] = self._key(n)
+        i //= 2
+        while i >= 1:
+            pull(self.key, self.idx, i)
+            i //= 2
+
+    def build(self) -> None:
+        n: cython.Py_ssize_t
+        i: cython.Py_ssize_t
+        size: cython.Py_ssize_t = self.size
+        with cython.nogil:
+            for n in range(self.n_nodes):
+                self.key[size + n] = self._key(n)
+                self.idx[size + n] = n
+            i = size - 1
+            while i >= 1:
+                pull(self.key, self.idx, i)
+                i -= 1
+
+    def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
+        j: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        self.epoch += 1
+        epoch: cython.longlong = self.epoch
+        with cython.nogil:
+            for j in range(nodes.shape[0]):
+                n = nodes[j]
+                if self.mark[n] == epoch:
+                    continue
+                self.mark[n] = epoch
+                self._rekey(n)
+
+    def place(self, k: cython.Py_ssize_t) -> cython.Py_ssize_t:
+        """Place up to k tasks; the first `placed` entries of out_nodes / out_kinds say where."""
+        if self.out_nodes.shape[0] < k:
+            self.out_nodes = np.empty(2 * k, dtype=np.int64)
+            self.out_kinds = np.empty(2 * k, dtype=np.int8)
+        out_nodes: cython.longlong[::1] = self.out_nodes
+        out_kind: cython.schar[::1] = self.out_kinds
+        r_n: cython.Py_ssize_t = self.req.shape[0]
+        placed: cython.Py_ssize_t = 0
+        best: cython.Py_ssize_t
+        r: cython.Py_ssize_t
+        best_key: cython.double
+        idle: cython.bint
+        with cython.nogil:
+            while placed < k:
+                best_key = self.key[1]
+                if best_key == NEG_INF:
+                    break
+                best = self.idx[1]
+                idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+                for r in range(r_n):
+                    if idle:
+                        self.used[best, r] += self.req[r]
+                    else:
+                        self.pipelined[best, r] += self.req[r]
+                out_nodes[placed] = best
+                out_kind[placed] = IDLE if idle else FUTURE
+                placed += 1
+                self._rekey(best)
+        return placed
