@@ -44,7 +44,7 @@ class Reason:
         return self.message
 
 
-@dataclass(slots=True)                   # slots: built field by field in kernels/collect.pyx
+@dataclass(slots=True)                   # slots: built field by field in kernels/passes.py
 class Binding:
     pod: str
     node: str
@@ -78,7 +78,7 @@ class Eviction:
         return {"pod": self.pod, "reason": self.reason.message}
 
 
-@dataclass(frozen=True, slots=True)      # slots: built field by field in kernels/collect.pyx
+@dataclass(frozen=True, slots=True)      # slots: built field by field in kernels/passes.py
 class PodGroupStatus:
     name: str
     phase: str

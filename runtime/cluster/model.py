@@ -179,7 +179,7 @@ class Node:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
-# Slots: the snapshot's kernels read a pod's fields by member offset (runtime/engine/kernels/_slots.pxi).
+# Slots: the snapshot's kernels read a pod's fields by member offset (runtime/engine/kernels/passes.py).
 @dataclass(slots=True)
 class Pod:
     namespace: str
@@ -241,7 +241,7 @@ class Pod:
         return self.phase in (POD_SUCCEEDED, POD_FAILED)
 
 
-@dataclass(slots=True)      # slots: built field by field in kernels/collect.pyx
+@dataclass(slots=True)      # slots: built field by field in kernels/passes.py
 class Condition:
     type: str              # Unschedulable | Scheduled
     status: str            # "True" | "False"

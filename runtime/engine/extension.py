@@ -19,7 +19,7 @@ POINTS = frozenset({
     "node_order",
 })
 PERMIT, REJECT, ABSTAIN = True, False, None
-# Node mask codes the placement kernels read (runtime/engine/kernels/place.pyx): bit 0 the node passes
+# Node mask codes the placement kernels read (runtime/engine/kernels/place.py): bit 0 the node passes
 # the class's filters; bit 1 it passes only once releasing pods have left it (a stateful rule's
 # room is held by pods that are leaving), so a placement there is pipelined, not bound.
 MASK_FAIL, MASK_PASS, MASK_RELEASING = 0, 1, 2

@@ -24,13 +24,13 @@ from compiler.plan import DevicePlan, Plan, QueuePlan
 from runtime.engine.kernels import Kernels
 from runtime.engine.kernels import load as load_kernels
 # Task status codes (int8 array `Snapshot.status`): declared with the kernels, exported from here.
-from runtime.engine.kernels.codes import ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED
+from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports the codes from here
+    ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED,
+)
 from runtime.engine.kernels.records import JobInfo, PodScan
 from runtime.cluster.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 
-INT64_MAX = np.iinfo(np.int64).max
-UNLIMITED = INT64_MAX // 4          # "no cap": large, yet sums of a few never overflow
 
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
 

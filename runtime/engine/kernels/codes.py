@@ -17,3 +17,6 @@ HELD = 6            # waiting, but never to be placed as it is: scheduling gates
 NO_FIT = 0          # the request fits nowhere on the node
 FUTURE = 1          # it fits once releasing pods leave: the placement is pipelined
 IDLE = 2            # it fits the node's idle room: the placement is allocated
+
+# "No cap" on a queue's resource: large, yet sums of a few never overflow int64.
+UNLIMITED = (2**63 - 1) // 4

@@ -6,8 +6,9 @@ One source, compiled or interpreted (Cython's pure-Python mode: runtime/engine/k
 
 import cython
 
-# "No cap" (runtime.engine.snapshot.UNLIMITED): large, yet sums of a few never overflow.
-UNLIMITED = cython.declare(cython.longlong, 9223372036854775807 // 4)
+from runtime.engine.kernels import codes
+
+UNLIMITED = cython.declare(cython.longlong, codes.UNLIMITED)
 
 
 def dominant_shares(allocated: cython.const[cython.longlong][:, ::1], total: cython.const[cython.double][::1],
