@@ -228,13 +228,19 @@ class Pod:
         return self.annotations.get(TASK_SPEC_ANNOTATION) or self.labels.get(TASK_SPEC_ANNOTATION, "")
 
     @property
-    def preemptable(self) -> bool:
-        """volcano.sh/preemptable: the annotation, else the label; unset means yes, a value that
-        is not a boolean means no (as Volcano parses it, with Go's strconv.ParseBool)."""
+    def preemptable_setting(self) -> bool | None:
+        """volcano.sh/preemptable: the annotation, else the label; None when neither is set, and a
+        value that is not a boolean means no (as Volcano parses it, with Go's strconv.ParseBool)."""
         value = self.annotations.get(PREEMPTABLE_ANNOTATION)
         if value is None:
             value = self.labels.get(PREEMPTABLE_ANNOTATION)
-        return value is None or value in GO_TRUE
+        return None if value is None else value in GO_TRUE
+
+    @property
+    def preemptable(self) -> bool:
+        """The pod's own say on whether it may be a victim (unset means yes); its PodGroup's
+        spec.preemptable decides where the pod says nothing (runtime.engine.actions.eviction)."""
+        return self.preemptable_setting is not False
 
     @property
     def terminal(self) -> bool:
@@ -262,10 +268,24 @@ class PodGroup:
     conditions: list[Condition] = field(default_factory=list)
     uid: str = ""
     creation: float = 0.0
+    # spec.preemptable: whether its pods may be victims where a pod does not say itself
+    # (volcano.sh/preemptable); None: not set (they may).
+    preemptable: bool | None = None
+    # A field of the spec the scheduler does not evaluate yet (e.g. "spec.networkTopology"):
+    # the group's pods wait, saying so, rather than be placed as if it were not there.
+    unsupported: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def problem(self) -> str | None:
+        """Why the group cannot run as it is (a field not evaluated), or None."""
+        if self.unsupported is None:
+            return None
+        return (f"PodGroup {self.key} sets `{self.unsupported}`, which this scheduler does not evaluate yet: "
+                f"its pods wait rather than be placed without it")
 
 
 @dataclass

@@ -442,8 +442,8 @@ def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: Cluster
         if key in named:
             continue
         q = queue_index.get(group.queue, -1)
-        problem = (f"queue {group.queue} does not exist" if q < 0 else
-                   f"queue {group.queue} is not a leaf queue" if not leaf[q] else None)
+        problem = group.problem or (f"queue {group.queue} does not exist" if q < 0 else
+                                    f"queue {group.queue} is not a leaf queue" if not leaf[q] else None)
         min_res = None
         if group.min_resources:
             min_res = np.zeros(r, dtype=np.int64)

@@ -24,7 +24,7 @@ from runtime.cluster import decisions as d
 from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.session import Session
 from runtime.engine.extension import MASK_PASS
-from runtime.engine.snapshot import BOUND, PIPELINED
+from runtime.engine.snapshot import BOUND, PIPELINED, Snapshot
 
 
 def pods_by_node(ssn: Session) -> dict[int, list[int]]:
@@ -233,3 +233,13 @@ def _victims_on(ssn: Session, stmt, cid: int, node: int, allowed: list[int], rea
     if not found:
         return None
     return _reprieve(ssn, chosen, lambda rest: len(rest) >= least and evicting(rest))
+
+
+def preemptable(snap: Snapshot, v: int) -> bool:
+    """Whether task v may be a victim: its pod's volcano.sh/preemptable (annotation, else label)
+    says, else its PodGroup's spec.preemptable, else yes."""
+    own = snap.pods[v].preemptable_setting
+    if own is not None:
+        return own
+    group = snap.jobs[snap.task_job[v]].podgroup
+    return group is None or group.preemptable is not False

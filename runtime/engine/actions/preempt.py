@@ -14,7 +14,7 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.actions.common import eligible_jobs, pending_of
-from runtime.engine.actions.eviction import evict_for, pods_by_node, settle
+from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle
 from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.session import Session
 
@@ -55,7 +55,7 @@ def run(ssn: Session) -> None:
                 def may_evict(v: int, best_effort=best_effort) -> bool:
                     victim = snap.jobs[snap.task_job[v]]
                     # A best-effort preemptor (a pod slot, nothing more) evicts only best-effort pods.
-                    return (victim.queue == q and victim.index != j and snap.pods[v].preemptable
+                    return (victim.queue == q and victim.index != j and preemptable(snap, v)
                             and (not best_effort or bool(ssn.zero[v]))
                             and (not by_priority or victim.priority < snap.jobs[j].priority))
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.actions.common import eligible_jobs, pending_of
-from runtime.engine.actions.eviction import evict_for, pods_by_node, settle
+from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle
 from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.session import Session
 
@@ -63,7 +63,7 @@ def run(ssn: Session) -> None:
 
                 def may_evict(v: int, best_effort=best_effort, lost_to=lost_to) -> bool:
                     vq = snap.jobs[snap.task_job[v]].queue
-                    return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and snap.pods[v].preemptable
+                    return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and preemptable(snap, v)
                             and snap.queues[vq].name not in lost_to
                             and (not best_effort or bool(ssn.zero[v]))
                             and not could_take_back(ssn, v, evicted=False, taker=q))

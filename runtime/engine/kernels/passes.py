@@ -544,6 +544,7 @@ def build_jobs(podgroups: dict, priority_classes: dict, default_priority, job_na
         if head_group and group is None:
             problem = f"PodGroup {key} does not exist"
         if group is not None:
+            problem = group.problem
             queue_name = group.queue
             min_member = group.min_member
             pclass = group.priority_class
