@@ -36,7 +36,7 @@ from runtime.kube import status as st
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.binder import BOUND, FAILED, REFUSED, Binder, BindOutcome, Refusal, RefusedPods, device_annotations
 from runtime.kube.cache import ClusterCache
-from runtime.kube.events import EventRecorder, InvolvedObject
+from runtime.kube.events import EventRecorder, InvolvedObject, victim_message
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
 from runtime.cluster.connection import FOREIGN_SCHEDULER, ApplyReport
@@ -336,7 +336,7 @@ class KubeCluster:
                 report.evicted += 1
                 self.cache.assume_releasing(eviction.pod)
                 reason = EVICTION_REASONS.get(eviction.reason.kind, "Evicted")
-                self.events.record(pod_ref(pod), "Normal", reason, eviction.reason.message)
+                self.events.record(pod_ref(pod), "Normal", reason, victim_message(eviction.reason, pod, pods))
             elif outcome.result == BLOCKED:
                 report.eviction_blocked += 1
                 log.info("eviction of %s refused, will retry: %s", eviction.pod, outcome.detail,

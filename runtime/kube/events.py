@@ -5,6 +5,11 @@ the message for that pod changes or the last one is older than `refresh_s`. Send
 asynchronous (a bounded queue and one sender thread) behind a token bucket, so a thousand
 waiting pods never slow a cycle down nor flood the API server; what does not fit the queue
 is dropped and counted.
+
+What an Event on a pod says is readable by anyone who may read Events in the pod's namespace,
+so it names nothing of another namespace: a victim's `Preempted`/`Reclaimed` Event names its
+preemptor by UID, as kube-scheduler's does (`victim_message`); the engine's reason, which names
+it by namespace/name, stays in the operator's views (`explain`, the log).
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from runtime.cluster import decisions as d
+from runtime.cluster.model import Pod
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.ratelimit import TokenBucket
 
@@ -45,6 +52,23 @@ class EventItem:
     type: str  # Normal | Warning
     reason: str
     message: str
+
+
+def victim_message(reason: d.Reason, victim: Pod, pods: Mapping[str, Pod]) -> str:
+    """The message of the Event on an evicted pod: kube-scheduler's "Preempted by pod <uid> on
+    node <node>" (its preemptor by UID, always, in its namespace or another), "Reclaimed by queue
+    <queue> for pod <uid> on node <node>" (Queues are cluster-scoped); another kind, its kind."""
+    where = f" on node {victim.node_name}" if victim.node_name else ""
+    if reason.kind == d.PREEMPTION:
+        return f"Preempted by {_pod_by_uid(reason.details.get('preemptor'), pods)}{where}"
+    if reason.kind == d.RECLAIM:
+        return f"Reclaimed by queue {reason.details.get('queue', '')} for {_pod_by_uid(reason.details.get('for'), pods)}{where}"
+    return f"Evicted ({reason.kind})"
+
+
+def _pod_by_uid(key: object, pods: Mapping[str, Pod]) -> str:
+    pod = pods.get(key) if isinstance(key, str) else None
+    return f"pod {pod.uid}" if pod is not None and pod.uid else "a pod"
 
 
 class EventRecorder:

@@ -53,7 +53,7 @@ def test_higher_priority_job_preempts_through_evictions(
             SchedulerProcess(tmp_path, PREEMPT_POLICY, kube_cluster.kubeconfig, name) as scheduler:
         wait_for(lambda: len(objects.bound()) == 2, "the low-priority pods to run", 30)
         objects.podgroup("high", 1, priority_class=high)
-        objects.pod("high-0", name, cpu="2", group="high", priority_class=high)
+        preemptor = objects.pod("high-0", name, cpu="2", group="high", priority_class=high)
 
         wait_for(lambda: objects.bound().get("high-0") == node, "the high-priority pod to be bound", 30)
 
@@ -65,7 +65,8 @@ def test_higher_priority_job_preempts_through_evictions(
         assert scheduler.metric("policydsl_pods_scheduled_total") == 3
         assert scheduler.terminate() == 0
     preempted = [e for e in objects.events_for(victim) if e["reason"] == "Preempted"]
-    assert preempted and preempted[0]["message"] == f"preempted by {objects.namespace}/high-0 (priority 1000)"
+    # kube-scheduler's wording: the preemptor by UID, never its namespace/name (runtime/kube/events.py)
+    assert preempted and preempted[0]["message"] == f"Preempted by pod {preemptor['metadata']['uid']} on node {node}"
 
 
 def test_disruption_budget_blocks_the_eviction(objects: Objects, in_process) -> None:
