@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 from compiler.catalog import DEFAULT_QUEUE
 from runtime.cluster.selectors import LabelSelector, SelectorTerm
 from runtime.cluster.storage import Storage, bind_claims
+from runtime.cluster.topology import HyperNode, Topology, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.cluster.decisions import Decisions, Reason
@@ -375,6 +376,12 @@ class ClusterState:
     settled_pods: Callable[[], Iterable[Pod]] | None = None
     # PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes (runtime.cluster.storage).
     storage: Storage = field(default_factory=Storage)
+    # Volcano's HyperNodes by name (runtime.cluster.topology); `topology()` resolves them.
+    hypernodes: dict[str, HyperNode] = field(default_factory=dict)
+    # Bumped whenever a HyperNode is added or removed (with node_generation: when to re-resolve).
+    hypernode_generation: int = 0
+    _topology: tuple[tuple[int, int, int, int], Topology] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def namespace_labels(self, name: str) -> dict[str, str]:
         labels = self.namespaces.get(name)
@@ -425,6 +432,23 @@ class ClusterState:
 
     def remove_queue(self, name: str) -> None:
         self.queues.pop(name, None)
+
+    def add_hypernode(self, hypernode: HyperNode) -> None:
+        self.hypernodes[hypernode.name] = hypernode
+        self.hypernode_generation += 1
+
+    def remove_hypernode(self, name: str) -> None:
+        if self.hypernodes.pop(name, None) is not None:
+            self.hypernode_generation += 1
+
+    def topology(self) -> Topology:
+        """The HyperNodes resolved against the nodes, kept while neither generation changes
+        (a node's labels changing bumps node_generation, as any change of its description)."""
+        key = (self.node_generation, self.hypernode_generation, len(self.nodes), len(self.hypernodes))
+        cached = self._topology
+        if cached is None or cached[0] != key:
+            cached = self._topology = (key, resolve(self.hypernodes, self.nodes))
+        return cached[1]
 
     def pod_priority(self, pod: Pod) -> int:
         if pod.priority is not None:
@@ -491,6 +515,7 @@ class ClusterState:
             default_priority=other.default_priority or self.default_priority,
             namespaces={**self.namespaces, **other.namespaces},
             storage=self.storage.merged_with(other.storage),
+            hypernodes={**self.hypernodes, **other.hypernodes},
         )
         return merged
 

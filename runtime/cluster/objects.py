@@ -24,6 +24,7 @@ from runtime.cluster.model import (
 )
 from runtime.cluster.podspec import read_pod
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
+from runtime.cluster.topology import read_hypernode
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "PersistentVolume",
@@ -316,6 +317,11 @@ _READERS: dict[str, Callable[[dict, ClusterState], None]] = {
     "PriorityClass": _read_priority_class, "Namespace": _read_namespace, "PersistentVolume": _read_volume,
     "PersistentVolumeClaim": _read_claim, "StorageClass": _read_storage_class, "CSINode": _read_csinode,
 }
+
+# Volcano's HyperNodes (topology.volcano.sh/v1alpha1), read by runtime.cluster.topology; placement
+# by them is not evaluated yet (PODGROUP_NOT_EVALUATED).
+KINDS += ("HyperNode",)
+_READERS["HyperNode"] = lambda obj, state: state.add_hypernode(read_hypernode(obj))
 
 
 def _check_references(state: ClusterState, sources: dict[tuple[str, str], str]) -> list[ObjectProblem]:

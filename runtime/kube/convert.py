@@ -14,6 +14,7 @@ from typing import Any
 from runtime.cluster.model import POD_FAILED, POD_SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
 from runtime.cluster.objects import ObjectError, read_object
 from runtime.cluster.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+from runtime.cluster.topology import TOPOLOGY_API, HyperNode
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 
@@ -48,6 +49,13 @@ def podgroup_from(obj: dict[str, Any]) -> PodGroup:
     scratch = ClusterState()
     read_object(_with_kind(obj, "PodGroup", VOLCANO_API), scratch)
     return next(iter(scratch.podgroups.values()))
+
+
+def hypernode_from(obj: dict[str, Any]) -> HyperNode:
+    """A HyperNode (topology.volcano.sh/v1alpha1); not watched yet (placement by it comes later)."""
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "HyperNode", TOPOLOGY_API), scratch)
+    return next(iter(scratch.hypernodes.values()))
 
 
 def queue_from(obj: dict[str, Any]) -> QueueObject:
