@@ -7,6 +7,7 @@ The code registry is the one list of diagnostic codes. The language registers it
 
 from __future__ import annotations
 
+import bisect
 import enum
 from dataclasses import dataclass, field
 
@@ -168,19 +169,99 @@ def render(diag: Diagnostic, sources: SourceCache | None = None) -> str:
     return "\n".join(out)
 
 
-def closest(word: str, candidates: "list[str] | tuple[str, ...] | set[str]") -> str | None:
-    """The candidate a typo most likely meant, for "did you mean" hints."""
-    import difflib
+MAX_COMPARED = 64               # candidates one "did you mean" lookup compares at most
+SUGGESTION_BUDGET = 2048        # comparisons one Suggester makes over all its lookups (one compile)
+MAX_SUGGESTED_LENGTH = 128      # a longer word is no typo: no suggestion (a comparison is O(len²))
+SUGGESTION_CUTOFF = 0.6         # difflib.get_close_matches' default
 
-    found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
-    if not found:
-        lowered = {c.lower(): c for c in candidates}
-        return lowered.get(word.lower())
-    return found[0]
+
+class ComparisonBudget:
+    """Comparisons that Suggesters sharing it make together: one compile's "did you mean"s."""
+
+    def __init__(self, comparisons: int = SUGGESTION_BUDGET):
+        self.left = comparisons
+
+
+class Suggester:
+    """"Did you mean" over a set of candidates, at a cost bounded whatever the set's size.
+
+    The candidates are indexed once by length and first character. A lookup compares only
+    candidates whose length can reach the cutoff (|len difference| small enough for difflib's
+    ratio), nearest length first and those sharing the word's first character before the
+    others, and at most MAX_COMPARED of them. Over its life it compares at most what `budget`
+    allows (its own SUGGESTION_BUDGET, or one shared by a compile's Suggesters); after that it
+    suggests nothing new (`exhausted`). It answers a word again from memory. With at most MAX_COMPARED candidates in reach, the answer is difflib's
+    get_close_matches(word, candidates, n=1): the best ratio, ties to the greater string."""
+
+    def __init__(self, candidates, *, cutoff: float = SUGGESTION_CUTOFF, budget: ComparisonBudget | None = None):
+        self.cutoff = cutoff
+        self.budget = budget if budget is not None else ComparisonBudget()
+        self.exhausted = False
+        self._by_length: dict[int, dict[str, list[str]]] = {}
+        self._lowered: dict[str, str] = {}
+        self._answers: dict[str, str | None] = {}
+        for candidate in candidates:
+            self._by_length.setdefault(len(candidate), {}).setdefault(candidate[:1], []).append(candidate)
+            self._lowered[candidate.lower()] = candidate
+        self._lengths = sorted(self._by_length)
+
+    def closest(self, word: str) -> str | None:
+        """The candidate a typo most likely meant, or the one that differs only in case."""
+        if word in self._answers:
+            return self._answers[word]
+        found = self._search(word) if len(word) <= MAX_SUGGESTED_LENGTH else None
+        if found is None:
+            found = self._lowered.get(word.lower())
+        if len(self._answers) < MAX_COMPARED * 16:
+            self._answers[word] = found
+        return found
+
+    def _reachable(self, word: str):
+        """Candidates in the order they are compared: by |length difference|, the word's first
+        character first; only lengths whose best ratio, 2·min/sum, reaches the cutoff (the word
+        is at most MAX_SUGGESTED_LENGTH long, so these are a few hundred lengths at most)."""
+        n, c = len(word), self.cutoff
+        lo = bisect.bisect_left(self._lengths, n * c / (2 - c) - 1e-9)
+        hi = bisect.bisect_right(self._lengths, n * (2 - c) / c + 1e-9) if c > 0 else len(self._lengths)
+        nearest = sorted(self._lengths[lo:hi], key=lambda length: (abs(length - n), length))[:MAX_COMPARED]
+        order = [self._by_length[length] for length in nearest]   # each holds one candidate at least
+        first = word[:1]
+        for buckets in order:
+            yield from buckets.get(first, ())
+        for buckets in order:
+            for start, names in buckets.items():
+                if start != first:
+                    yield from names
+
+    def _search(self, word: str) -> str | None:
+        import difflib      # lazy: only when a name is unknown (start-up time)
+
+        allowed = min(MAX_COMPARED, self.budget.left)
+        if allowed <= 0:
+            self.exhausted = True
+            return None
+        matcher = difflib.SequenceMatcher()
+        matcher.set_seq2(word)
+        best: tuple[float, str] | None = None
+        for count, candidate in enumerate(self._reachable(word)):
+            if count >= allowed:
+                break
+            self.budget.left -= 1
+            matcher.set_seq1(candidate)
+            if (matcher.real_quick_ratio() >= self.cutoff and matcher.quick_ratio() >= self.cutoff
+                    and (score := matcher.ratio()) >= self.cutoff and (best is None or (score, candidate) > best)):
+                best = (score, candidate)
+        return best[1] if best is not None else None
+
+
+def closest(word: str, candidates: "list[str] | tuple[str, ...] | set[str]") -> str | None:
+    """The candidate a typo most likely meant, for "did you mean" hints: at most MAX_COMPARED
+    comparisons (Suggester); a caller that looks up many words builds one Suggester instead."""
+    return Suggester(candidates).closest(word)
 
 
 def did_you_mean(word: str, candidates) -> str | None:
-    match = closest(word, candidates)
+    match = (candidates if isinstance(candidates, Suggester) else Suggester(candidates)).closest(word)
     return f"did you mean `{match}`?" if match else None
 
 

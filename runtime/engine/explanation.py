@@ -9,6 +9,8 @@ admitted by enqueue. A pod that would be bound is told where.
 from __future__ import annotations
 
 import copy
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,15 +99,38 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def resolve_target(state: ClusterState, target: str) -> tuple[str, str]:
-    """("pod" | "podgroup", key) for `ns/name` (a bare name means namespace default)."""
+def names_by_namespace(state: ClusterState) -> dict[str, list[str]]:
+    """The names of the snapshot's pods and PodGroups by namespace, one pass over it: what a
+    miss of resolve_target may suggest (a served view builds it once per cycle)."""
+    names: dict[str, dict[str, None]] = {}
+    for key in itertools.chain(state.pods, state.podgroups):
+        namespace, _, name = key.partition("/")
+        names.setdefault(namespace, {})[name] = None
+    return {namespace: list(found) for namespace, found in names.items()}
+
+
+def resolve_target(state: ClusterState, target: str,
+                   names: Callable[[], Mapping[str, Sequence[str]]] | None = None) -> tuple[str, str]:
+    """("pod" | "podgroup", key) for `ns/name` (a bare name means namespace default).
+
+    A miss suggests a name of the same namespace only (the asker may see no other), compared
+    with a bounded number of them (policydsl.diagnostics.Suggester): what it costs does not
+    grow with the cluster. `names` gives names_by_namespace(state), built once by a caller that
+    resolves often, asked only on a miss; without it the namespace's names are picked out of
+    the snapshot."""
     key = target if "/" in target else f"default/{target}"
     if key in state.pods:
         return "pod", key
     if key in state.podgroups:
         return "podgroup", key
-
-    raise UnknownTarget(target, closest(key, list(state.pods) + list(state.podgroups)))
+    namespace, _, name = key.partition("/")
+    if names is not None:
+        candidates: Sequence[str] = names().get(namespace, ())
+    else:
+        prefix = namespace + "/"
+        candidates = [k[len(prefix):] for k in itertools.chain(state.pods, state.podgroups) if k.startswith(prefix)]
+    match = closest(name, candidates)
+    raise UnknownTarget(target, f"{namespace}/{match}" if match is not None else None)
 
 
 def run_one_cycle(plan: Plan, state: ClusterState, options: Options) -> d.Decisions:

@@ -35,7 +35,7 @@ import numpy as np
 from compiler.quantities import format_base_units, readable_base_units
 from runtime.cluster import decisions as d
 from runtime.cluster.model import PG_PENDING, ClusterState, group_key_of
-from runtime.engine.explanation import explain_group, explain_pod, resolve_target
+from runtime.engine.explanation import explain_group, explain_pod, names_by_namespace, resolve_target
 from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
 from runtime.engine.queueshare import real_capability
 from runtime.engine.queueshare import share as queue_share
@@ -331,6 +331,7 @@ class CycleView:
     _reasons: dict[str, tuple[d.Reason, ...]] | None = field(default=None, repr=False)
     _reasons_left_out: int = 0
     _conditions: dict[str, str] | None = field(default=None, repr=False)
+    _names: dict[str, list[str]] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # --- per pod, on demand ----------------------------------------------------------------
@@ -351,10 +352,18 @@ class CycleView:
                                     and s.conditions[0].type == "Unschedulable"}
             return self._conditions
 
+    def names(self) -> dict[str, list[str]]:
+        """Pod and PodGroup names by namespace, built once per cycle on the first miss of
+        explain: a miss then costs one namespace's names, never the cluster's."""
+        with self._lock:
+            if self._names is None:
+                self._names = names_by_namespace(self.state)
+            return self._names
+
     def explain(self, target: str):
         """The Explanation `policydsl explain` prints offline, from this cycle's decisions.
         Raises runtime.engine.explanation.UnknownTarget."""
-        kind, key = resolve_target(self.state, target)
+        kind, key = resolve_target(self.state, target, self.names)
         decisions = _IndexedDecisions(self.decisions, self.reasons())
         options = Options(scheduler_name=self.scheduler_name)
         if kind == "pod":
