@@ -14,7 +14,7 @@ from compiler import catalog as cat
 from compiler import codes
 from compiler.quantities import to_base_units
 from policydsl import nodes as n
-from policydsl.diagnostics import Diagnostic, Span, did_you_mean, make
+from policydsl.diagnostics import ComparisonBudget, Diagnostic, Span, Suggester, make
 from policydsl.loader import LoadedPolicy
 
 IRPath = tuple
@@ -63,6 +63,20 @@ class _Lowering:
         self.out = Lowered(ir=None)
         for const in (item for item in loaded.items() if isinstance(item, n.Const)):
             self.out.constants[const.name.value] = const
+        # "Did you mean": bounded per lookup and, all lookups together, per compile (a policy
+        # of thousands of undefined names compiles in time linear in its size); the constants
+        # are indexed once.
+        self._comparisons = ComparisonBudget()
+        self._constant_names: Suggester | None = None
+
+    def did_you_mean(self, word: str, candidates) -> str | None:
+        if candidates is self.out.constants:
+            if self._constant_names is None:
+                self._constant_names = Suggester(self.out.constants, budget=self._comparisons)
+            match = self._constant_names.closest(word)
+        else:
+            match = Suggester(candidates, budget=self._comparisons).closest(word)
+        return f"did you mean `{match}`?" if match else None
 
     # --- values ---------------------------------------------------------------------------
     def deref(self, value: n.Value, kind: str, chain: tuple[str, ...] = ()) -> n.Value:
@@ -74,7 +88,7 @@ class _Lowering:
             if kind == cat.SYMBOL:
                 return value
             raise _ValueError(codes.UNKNOWN_CONSTANT, f"`{value.name}` is not a defined constant", value.span,
-                              did_you_mean(value.name, self.out.constants) or
+                              self.did_you_mean(value.name, self.out.constants) or
                               "define it with `const`, or quote it to make a string")
         if value.name in chain:
             raise _ValueError(codes.UNKNOWN_CONSTANT, f"constant `{value.name}` refers to itself", value.span)
@@ -188,7 +202,7 @@ class _Lowering:
             self.out.spans[("actions", i)] = name.span
             if name.value not in cat.ACTIONS:
                 self.out.diagnostics.append(make(codes.UNKNOWN_ACTION, f"unknown action `{name.value}`", name.span,
-                                                 did_you_mean(name.value, cat.ACTIONS)))
+                                                 self.did_you_mean(name.value, cat.ACTIONS)))
                 continue
             names.append(name.value)
         return names
@@ -217,7 +231,7 @@ class _Lowering:
             if spec is None:
                 candidates = list(by_name) + own_flags
                 self.out.diagnostics.append(make(unknown_info, f"{owner} has no setting `{key}`", setting.key.span,
-                                                 did_you_mean(key, candidates) or _listing(list(by_name))))
+                                                 self.did_you_mean(key, candidates) or _listing(list(by_name))))
                 continue
             self.out.spans[(*path, key)] = setting.key.span
             converted = self.try_convert(setting.value, spec.kind, (*path, key), spec.resource)
@@ -230,7 +244,7 @@ class _Lowering:
         spec = cat.ACTIONS.get(name)
         if spec is None:
             self.out.diagnostics.append(make(codes.UNKNOWN_ACTION, f"unknown action `{name}`", node.name.span,
-                                             did_you_mean(name, cat.ACTIONS)))
+                                             self.did_you_mean(name, cat.ACTIONS)))
             return
         args = self.arguments(node.settings, spec.arguments, ("action_arguments", name), f"action `{name}`")
         ir["action_arguments"].setdefault(name, {}).update(args)
@@ -249,7 +263,7 @@ class _Lowering:
         self.out.spans[path] = node.name.span
         if spec is None:
             self.out.diagnostics.append(make(codes.UNKNOWN_PLUGIN, f"unknown plugin `{name}`", node.name.span,
-                                             did_you_mean(name, cat.PLUGINS)))
+                                             self.did_you_mean(name, cat.PLUGINS)))
             return None
         weight = None
         if node.weight is not None:
