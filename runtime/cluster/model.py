@@ -16,7 +16,7 @@ State transitions a simulator needs:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
@@ -505,6 +505,19 @@ class ClusterState:
     def complete_pod(self, key: str, phase: str = POD_SUCCEEDED) -> None:
         pod = self.pods[key]
         pod.phase = phase
+
+    def shallow_copy(self) -> "ClusterState":
+        """A state whose maps are new and whose objects are shared: what a connection hands each
+        cycle, so the scheduler may leave objects out of a cycle without losing them. Every kind
+        of object is carried, whatever is added to this class later."""
+        values = {}
+        for f in fields(self):
+            if not f.init:
+                continue
+            value = getattr(self, f.name)
+            values[f.name] = (dict(value) if isinstance(value, dict) else
+                              value.copy() if isinstance(value, Storage) else value)
+        return ClusterState(**values)
 
     def merged_with(self, other: "ClusterState") -> "ClusterState":
         """A new state holding the objects of both (other wins on equal names)."""

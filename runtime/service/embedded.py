@@ -43,10 +43,7 @@ class EmbeddedCluster:
     def snapshot(self, fold_settled: bool = False) -> ClusterState:
         """A shallow copy: the scheduler may leave objects out of a cycle without losing them.
         Every pod is listed (the snapshot folds settled ones itself when the plan lets it)."""
-        s = self.state
-        return ClusterState(nodes=dict(s.nodes), pods=dict(s.pods), podgroups=dict(s.podgroups),
-                            queues=dict(s.queues), priority_classes=dict(s.priority_classes),
-                            default_priority=s.default_priority, node_generation=s.node_generation)
+        return self.state.shallow_copy()
 
     def report_invalid(self, problems: list[ObjectProblem], state: ClusterState) -> None:
         pass  # the scheduler already logged them
