@@ -100,7 +100,7 @@ UNSUPPORTED_VERSION = register_code(
 )
 INCLUDE_ERROR = register_code(
     CodeInfo("PD013", "include-error", Severity.ERROR,
-             "an included file is missing, unreadable, included in a cycle or too many includes deep")
+             "an included file is missing, unreadable, outside the policy's folder, included in a cycle or too many includes deep")
 )
 BAD_SUPPRESSION = register_code(
     CodeInfo("PD014", "bad-suppression", Severity.WARNING, "a suppression comment names no known code")

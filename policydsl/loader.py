@@ -37,6 +37,13 @@ class LoadedPolicy:
     files: list[n.Policy] = field(default_factory=list)  # included files first, main last
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sources: SourceCache = field(default_factory=SourceCache)
+    # The main file's folder: its includes are confined to it and below it (a policy names files
+    # of its own, never /etc/passwd or a ServiceAccount token, which a diagnostic would quote).
+    root: Path = field(default_factory=lambda: Path.cwd().resolve())
+
+    def confines(self, path: str | Path) -> bool:
+        """Whether `path` (symlinks followed) lies in the policy's folder or below it."""
+        return Path(path).resolve().is_relative_to(self.root)
 
     @property
     def ok(self) -> bool:
@@ -119,6 +126,7 @@ class _Loader:
 
     def load_main(self, path: Path, text: str | None = None) -> LoadedPolicy:
         path = resolve_policy_path(path)
+        self.result.root = path.parent.resolve()
         policy = self._load_file(path, text, stack=(), include_span=None)
         self.result.main = policy
         self.result.diagnostics.sort(key=Diagnostic.sort_key)
@@ -156,6 +164,11 @@ class _Loader:
         for include in parsed.policy.of_type(n.Include):
             target = (path.parent / include.path.value)
             resolved = target.resolve()
+            if not self.result.confines(resolved):
+                self.result.diagnostics.append(make(
+                    INCLUDE_ERROR, f"include \"{include.path.value}\" is outside the policy's folder {self.result.root}",
+                    include.path.span, "keep the policy's files in its folder or below it"))
+                continue
             if resolved in stack or resolved == key:
                 chain = " -> ".join(str(p) for p in (*stack, key, resolved))
                 self.result.diagnostics.append(make(INCLUDE_ERROR, f"include cycle: {chain}", include.path.span))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from policydsl import nodes as n
-from policydsl.diagnostics import CODES, Severity, Span
+from policydsl.diagnostics import CODES, Severity, Span, render
 from policydsl.formatter import format_text
 from policydsl.loader import load, load_text
 from policydsl.parser import parse_text
@@ -488,3 +488,29 @@ def test_parse_format_parse_keeps_the_ast(name, text):
     again = parse_ok(formatted.text)
     assert n.strip_spans(again) == n.strip_spans(original)
     assert [c.text.rstrip() for c in again.comments] == [c.text.rstrip() for c in original.comments]
+
+
+SECRET = "eyJhbGciOiJSUzI1NiJ9.secret-token"
+
+
+@pytest.mark.parametrize("include", ["../outside/token.policy", "{outside}/token.policy", "lib/escape.policy"])
+def test_includes_stay_in_the_policys_folder_and_nothing_outside_is_read(tmp_path, include):
+    outside = tmp_path / "outside"
+    write(outside, "token.policy", SECRET + "\n")            # one line, as a ServiceAccount token is
+    policy_dir = tmp_path / "policy"
+    (policy_dir / "lib").mkdir(parents=True)
+    (policy_dir / "lib" / "escape.policy").symlink_to(outside / "token.policy")
+    write(policy_dir, "main.policy", HEAD + f'include "{include.format(outside=outside)}"\n')
+    loaded = load(policy_dir / "main.policy")
+    (diag,) = loaded.diagnostics
+    assert diag.code == "PD013" and "outside the policy's folder" in diag.message
+    assert (diag.span.line, diag.span.column) == (2, 9)
+    assert SECRET not in render(diag, loaded.sources)
+    assert [Path(p).name for p in loaded.paths] == ["main.policy"]      # nothing else was read
+
+
+def test_includes_below_the_policys_folder_and_back_within_it_are_read(tmp_path):
+    write(tmp_path, "main.policy", HEAD + 'include "teams/a.policy"\n')
+    write(tmp_path, "teams/a.policy", 'policy "a" version 1\ninclude "../common.policy"\n')
+    write(tmp_path, "common.policy", 'policy "c" version 1\nconst C = 1\n')
+    assert load(tmp_path / "main.policy").ok

@@ -133,14 +133,16 @@ def absolute(path: str | Path) -> str:
 
 
 def source_files(compilation: Compilation, main: str) -> tuple[str, ...]:
-    """The main file, every file loaded, every include named (loaded or not: creating a missing
-    include is a change), and any file a diagnostic points into."""
+    """The main file, every file loaded, every include named within the policy's folder (loaded
+    or not: creating a missing include is a change), and any file a diagnostic points into."""
     files: dict[str, None] = {}
     loaded = compilation.loaded
     if loaded is not None:
         for policy in loaded.files:
             for include in policy.of_type(n.Include):
-                files[absolute(Path(policy.path).parent / include.path.value)] = None
+                target = Path(policy.path).parent / include.path.value
+                if loaded.confines(target):     # one outside the folder is refused, never read nor watched
+                    files[absolute(target)] = None
             files[absolute(policy.path)] = None
     for diag in compilation.diagnostics:
         if diag.span is not None and not diag.span.path.startswith("<"):

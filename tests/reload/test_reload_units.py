@@ -61,6 +61,15 @@ def test_sources_are_the_main_file_its_includes_and_includes_that_failed(tmp_pat
     assert watch_folders(attempt.files) == (str(tmp_path), str(tmp_path / "sub"))
 
 
+def test_an_include_outside_the_policys_folder_is_neither_read_nor_watched(tmp_path: Path) -> None:
+    write(tmp_path / "secrets" / "token", "eyJhbGciOiJSUzI1NiJ9.secret\n")
+    write(tmp_path / "policy" / "main.policy", policy_text(includes=("../secrets/token",)))
+    attempt = attempt_compile(tmp_path / "policy")
+    assert not attempt.ok and attempt.files == (str(tmp_path / "policy" / "main.policy"),)
+    assert watch_folders(attempt.files) == (str(tmp_path / "policy"),)
+    assert all("secret" not in path for path, _ in attempt.fingerprint)
+
+
 def test_a_symlinked_source_outside_the_folder_is_watched_where_it_lives(tmp_path: Path) -> None:
     write(tmp_path / "real" / "main.policy", policy_text())
     (tmp_path / "conf").mkdir()
