@@ -256,6 +256,22 @@ class Condition:
     message: str
 
 
+@dataclass(frozen=True)
+class NetworkTopology:
+    """A PodGroup's `spec.networkTopology` (Volcano's HyperNode placement): `hard` keeps the
+    whole gang within one HyperNode of tier at most `highest_tier` (or of the tier named
+    `highest_tier_name`, matched to HyperNodes' `spec.tierName`); `soft` prefers the tightest
+    tier that fits and falls back to the whole cluster."""
+
+    mode: str = "hard"                     # hard | soft
+    highest_tier: int | None = None        # spec.networkTopology.highestTierAllowed
+    highest_tier_name: str | None = None   # spec.networkTopology.highestTierName
+
+    @property
+    def hard(self) -> bool:
+        return self.mode == "hard"
+
+
 @dataclass
 class PodGroup:
     namespace: str
@@ -275,6 +291,8 @@ class PodGroup:
     # A field of the spec the scheduler does not evaluate yet (e.g. "spec.networkTopology"):
     # the group's pods wait, saying so, rather than be placed as if it were not there.
     unsupported: str | None = None
+    # spec.networkTopology when it asks something (None: no request, or an empty one).
+    network_topology: NetworkTopology | None = None
 
     @property
     def key(self) -> str:

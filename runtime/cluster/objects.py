@@ -20,7 +20,8 @@ import yaml
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import (
-    DEFAULT_MAX_PODS, NAMESPACE_NAME_LABEL, ClusterState, Condition, Node, PodGroup, QueueObject, Taint,
+    DEFAULT_MAX_PODS, NAMESPACE_NAME_LABEL, ClusterState, Condition, NetworkTopology, Node, PodGroup, QueueObject,
+    Taint,
 )
 from runtime.cluster.podspec import read_pod
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
@@ -212,7 +213,33 @@ def _read_pod(obj: dict, state: ClusterState) -> None:
 
 
 # PodGroup spec fields the scheduler reads but does not evaluate yet (runtime/README.md).
-PODGROUP_NOT_EVALUATED = ("networkTopology", "subGroupPolicy")
+PODGROUP_NOT_EVALUATED = ("subGroupPolicy",)
+
+
+def read_network_topology(value: Any) -> NetworkTopology | None:
+    """`spec.networkTopology`: None when absent or empty (an empty request asks nothing)."""
+    if not value:
+        return None
+    if not isinstance(value, dict):
+        raise FieldError(f"`spec.networkTopology` must be a mapping, found {value!r}")
+    unknown = sorted(set(value) - {"mode", "highestTierAllowed", "highestTierName"})
+    if unknown:
+        raise FieldError(f"`spec.networkTopology.{unknown[0]}` is not a field of networkTopology "
+                         "(mode, highestTierAllowed, highestTierName)")
+    mode = value.get("mode") or "hard"
+    if mode not in ("hard", "soft"):
+        raise FieldError(f"`spec.networkTopology.mode` must be hard or soft, found {mode!r}")
+    tier = value.get("highestTierAllowed")
+    if tier is not None:
+        tier = kf.integer(tier, "spec.networkTopology.highestTierAllowed", 1)
+        if tier < 0:
+            raise FieldError(f"`spec.networkTopology.highestTierAllowed` must not be negative, found {tier}")
+    name = value.get("highestTierName")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise FieldError(f"`spec.networkTopology.highestTierName` must be a non-empty string, found {name!r}")
+    if tier is not None and name is not None:
+        raise FieldError("`spec.networkTopology` sets both highestTierAllowed and highestTierName: set one")
+    return NetworkTopology(mode=mode, highest_tier=tier, highest_tier_name=name)
 
 
 def _read_podgroup(obj: dict, state: ClusterState) -> None:
@@ -232,8 +259,8 @@ def _read_podgroup(obj: dict, state: ClusterState) -> None:
     preemptable = spec.get("preemptable")
     if preemptable is not None and not isinstance(preemptable, bool):
         raise FieldError(f"`spec.preemptable` must be true or false, found {preemptable!r}")
-    # Network topology (Volcano's HyperNodes) and sub-group gangs are not evaluated yet: a
-    # group asking for them waits, naming the field, rather than be spread as if it asked nothing.
+    # Sub-group gangs are not evaluated yet: a group asking for them waits, naming the field,
+    # rather than be spread as if it asked nothing. Network topology is (actions/topology.py).
     unsupported = next((f"spec.{name}" for name in PODGROUP_NOT_EVALUATED if spec.get(name)), None)
     state.add_podgroup(PodGroup(
         namespace=namespace, name=name, min_member=min_member,
@@ -242,6 +269,7 @@ def _read_podgroup(obj: dict, state: ClusterState) -> None:
         queue=str(spec.get("queue") or "default"), priority_class=spec.get("priorityClassName"),
         phase=str(status.get("phase") or "Pending"), conditions=conditions, uid=kf.uid_of(meta, namespace, name),
         creation=kf.timestamp(meta), preemptable=preemptable, unsupported=unsupported,
+        network_topology=read_network_topology(spec.get("networkTopology")),
     ))
 
 
@@ -318,8 +346,8 @@ _READERS: dict[str, Callable[[dict, ClusterState], None]] = {
     "PersistentVolumeClaim": _read_claim, "StorageClass": _read_storage_class, "CSINode": _read_csinode,
 }
 
-# Volcano's HyperNodes (topology.volcano.sh/v1alpha1), read by runtime.cluster.topology; placement
-# by them is not evaluated yet (PODGROUP_NOT_EVALUATED).
+# Volcano's HyperNodes (topology.volcano.sh/v1alpha1), read by runtime.cluster.topology; gangs asking
+# for network topology are placed within them (runtime/engine/actions/topology.py).
 KINDS += ("HyperNode",)
 _READERS["HyperNode"] = lambda obj, state: state.add_hypernode(read_hypernode(obj))
 

@@ -41,6 +41,7 @@ from compiler.plan import Plan
 from runtime.cluster import decisions as d
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, PERMIT, POINTS, REJECT, Check, StatefulRule
 from runtime.engine.kernels import Kernels, ScoreParams
+from runtime.engine.rules.hypernodes import HyperNodeRule
 from runtime.engine.rules.volumes import volume_rule
 from runtime.engine.snapshot import (
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass,
@@ -204,6 +205,7 @@ class Session:
         self.queue_deserved: np.ndarray | None = None   # set by proportion / capacity
         self.plugins: dict[str, Any] = {}
         self.storage: Any = None      # runtime.engine.rules.volumes.VolumeRule, where tasks have claims
+        self.hypernode_rule: HyperNodeRule | None = None   # where some job asks for network topology
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
         # Each class's placement inputs and tree (ClassPlacement), made on first use.
@@ -343,6 +345,11 @@ class Session:
             self.storage = volume_rule(self)
             self.stateful_filters.insert(0, self.storage)
             self.add_listener(self.storage)
+        if self.snap.hypernodes is not None:
+            # Some job asks for network topology: allocate tries it HyperNode by HyperNode
+            # (actions/topology.py). Nobody asking, nothing registered and nothing paid.
+            self.hypernode_rule = HyperNodeRule(self)
+            self.stateful_filters.append(self.hypernode_rule)
         for point, tiers in self.callbacks.items():
             self.callbacks[point] = [t for t in tiers if t]
         # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
@@ -716,6 +723,7 @@ class Session:
         self.stateful_scorers = []
         self.listeners = []
         self.storage = None
+        self.hypernode_rule = None
         self._rule_states = {}
         self.enqueue_listeners = []
         self.placements = {}

@@ -30,6 +30,7 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
 from runtime.engine.kernels.records import JobInfo, PodScan
 from runtime.cluster.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
+from runtime.cluster.topology import Topology as NetworkTree
 
 
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
@@ -155,6 +156,9 @@ class Snapshot:
     label_keys: tuple[str, ...] | None = None
     namespace_labels: Callable[[str], dict[str, str]] = lambda name: {}
     topology: "Topology | None" = None
+    # Volcano's HyperNodes resolved (runtime.cluster.topology), when some job asks for network
+    # topology; None otherwise (nobody pays for it).
+    hypernodes: NetworkTree | None = None
     # Where some pod in play has PersistentVolumeClaims: their claims resolved (runtime.cluster.storage).
     volumes: VolumeSnapshot | None = None
 
@@ -383,6 +387,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         guarantee=guarantee, deserved=deserved, borrow_limit=borrow_limit, total=total, devices=[],
         foreign_pods=foreign, settled=settled, settled_pods=settled_pods, topology=nodes.topology,
         volumes=volumes,
+        hypernodes=state.topology() if any(
+            job.podgroup is not None and job.podgroup.network_topology is not None for job in jobs) else None,
     )
     if scan.rule_pods:
         placed = state.placed_pods()

@@ -1,6 +1,7 @@
 """Every field of a PodGroup's spec is either evaluated or makes the group wait, naming it:
-`networkTopology` and `subGroupPolicy` (Volcano's HyperNode placement, not evaluated yet) hold
-the group back; `preemptable` decides whether its pods may be victims where a pod says nothing."""
+`subGroupPolicy` (sub-group gangs, not evaluated yet) holds the group back; `networkTopology` is
+placed (tests/runtime/test_runtime_network_topology.py): here, that its request is read and bad
+values refused; `preemptable` decides whether its pods may be victims where a pod says nothing."""
 
 from __future__ import annotations
 
@@ -42,8 +43,6 @@ def pod_object(name: str, group: str) -> dict:
 
 
 @pytest.mark.parametrize("field, value", [
-    ("networkTopology", {"mode": "hard", "highestTierAllowed": 1}),
-    ("networkTopology", {"mode": "soft"}),
     ("subGroupPolicy", [{"name": "workers", "subGroupSize": 2}]),
 ])
 def test_a_group_asking_for_a_field_not_evaluated_waits_naming_it(field, value, pure):
@@ -55,12 +54,36 @@ def test_a_group_asking_for_a_field_not_evaluated_waits_naming_it(field, value, 
         assert any(f"spec.{field}" in r.message for r in decisions.reasons_for(key))
 
 
-def test_a_group_without_its_pods_yet_is_not_admitted_when_it_asks_for_topology(pure):
+def test_a_group_without_its_pods_yet_is_admitted_when_it_asks_for_topology(pure):
     plan = policy(STANDARD_TIERS, actions="enqueue, allocate")
     state = load(node_object("n1"), podgroup_object("asks", {"networkTopology": {"mode": "hard"}}, phase="Pending"),
                  podgroup_object("plain", {}, phase="Pending"))
     phases = {s.name: s.phase for s in cycle(plan, state, pure).podgroups}
-    assert phases == {"ns/asks": "Pending", "ns/plain": "Inqueue"}
+    assert phases == {"ns/asks": "Inqueue", "ns/plain": "Inqueue"}
+
+
+def test_a_topology_request_is_read():
+    state = load(podgroup_object("a", {"networkTopology": {"mode": "soft", "highestTierAllowed": 2}}),
+                 podgroup_object("b", {"networkTopology": {"highestTierName": "spine"}}),
+                 podgroup_object("c", {"networkTopology": {}}))
+    a, b, c = (state.podgroups[f"ns/{n}"].network_topology for n in "abc")
+    assert (a.mode, a.highest_tier, a.hard) == ("soft", 2, False)
+    assert (b.mode, b.highest_tier, b.highest_tier_name, b.hard) == ("hard", None, "spine", True)
+    assert c is None
+
+
+@pytest.mark.parametrize("value, field", [
+    ({"mode": "strict"}, "spec.networkTopology.mode"),
+    ({"highestTierAllowed": -1}, "spec.networkTopology.highestTierAllowed"),
+    ({"highestTierAllowed": "two"}, "spec.networkTopology.highestTierAllowed"),
+    ({"highestTierName": ""}, "spec.networkTopology.highestTierName"),
+    ({"tier": 1}, "spec.networkTopology.tier"),
+    ("hard", "spec.networkTopology"),
+])
+def test_bad_topology_requests_are_refused_naming_the_field(value, field):
+    with pytest.raises(ObjectError) as err:
+        load(podgroup_object("g", {"networkTopology": value}))
+    assert field in str(err.value)
 
 
 def test_an_empty_topology_request_is_no_request(pure):

@@ -278,14 +278,16 @@ def test_connector_converts_hypernodes():
     assert got == HyperNode("s", 1, members=(exact("n"),))
 
 
-def test_podgroup_with_network_topology_still_waits_unevaluated():
+def test_podgroup_with_network_topology_is_read_and_evaluated():
     state = load_text(textwrap.dedent("""
     apiVersion: scheduling.volcano.sh/v1beta1
     kind: PodGroup
     metadata: {name: g, namespace: ns}
     spec: {minMember: 1, networkTopology: {mode: hard, highestTierAllowed: 1}}
     """))
-    assert "networkTopology" in (state.podgroups["ns/g"].problem or "")
+    group = state.podgroups["ns/g"]
+    assert group.problem is None          # placed by allocate now (test_runtime_network_topology.py)
+    assert (group.network_topology.mode, group.network_topology.highest_tier) == ("hard", 1)
 
 
 # --- invariants ---------------------------------------------------------------------------------

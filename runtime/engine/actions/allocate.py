@@ -15,10 +15,12 @@ import itertools
 
 import numpy as np
 
+from runtime.engine.actions import topology
 from runtime.engine.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
 from runtime.engine.queueshare import overused_reason
 from runtime.engine.session import Session
 from runtime.engine.extension import MASK_PASS
+from runtime.engine.rules.hypernodes import asks_topology
 from runtime.engine.snapshot import ALLOCATED, PENDING, PIPELINED, READY_STATUSES
 
 
@@ -53,14 +55,25 @@ def run(ssn: Session) -> None:
 
 def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
     """One turn of job j: its tasks until it is ready (`one_task`: it is, and takes one more).
-    Returns whether it is ready with tasks still pending, for another turn."""
+    Returns whether it is ready with tasks still pending, for another turn. A job that asks for
+    network topology is placed within one HyperNode (actions/topology.py)."""
+    if ssn.hypernode_rule is not None and asks_topology(ssn.snap.jobs[j]):
+        return topology.allocate_within(ssn, j, one_task, attempt_job, finish_job)
+    tried = attempt_job(ssn, j, one_task)
+    return finish_job(ssn, j, tried) if tried is not None else False
+
+
+def attempt_job(ssn: Session, j: int, one_task: bool = False):
+    """Job j's placements for one turn, in a statement not yet committed or discarded:
+    (statement, runs, placed_any), or None when the job has nothing to place."""
     snap = ssn.snap
     job = snap.jobs[j]
     stmt = ssn.new_statement()
     holds = bind_reservations(ssn, stmt, j)
     runs = ssn.pending_runs(j, skip_zero=True)
     if not runs and not holds:
-        return False
+        stmt.discard()
+        return None
     ssn.attempted.add(j)
     failed_roles: set[str] = set()
     placed_any = False
@@ -93,6 +106,14 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
             ready = ssn.job_ready_ok(j)
         if ready or (at < len(run_tasks) and not keeps_trying(ssn, j, failed_roles)):
             break
+    return stmt, runs, placed_any
+
+
+def finish_job(ssn: Session, j: int, tried) -> bool:
+    """Commit a turn's statement when the job is ready, keep it pipelined when it is pipelined,
+    discard it otherwise (the gang's reason on its tasks)."""
+    stmt, runs, placed_any = tried
+    job = ssn.snap.jobs[j]
     if ssn.job_ready_ok(j):
         stmt.commit()
         return placed_any and bool(ssn.pending_runs(j, skip_zero=True))

@@ -13,7 +13,7 @@ from runtime.engine.snapshot import PENDING, PIPELINED
 
 def run(ssn: Session) -> None:
     held_jobs = frozenset(np.unique(ssn.snap.task_job[(ssn.status == PIPELINED) & ssn.zero]).tolist())
-    for heap in eligible_jobs(ssn, also=held_jobs).values():
+    for heap in eligible_jobs(ssn, also=held_jobs, hard_topology=False).values():
         for _, j in sorted(heap):
             tasks = ssn.snap.jobs[j].tasks
             held = [int(t) for t in tasks[(ssn.status[tasks] == PIPELINED) & ssn.zero[tasks]]]

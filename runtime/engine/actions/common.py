@@ -13,9 +13,11 @@ def admitted(ssn: Session, j: int) -> bool:
     return not ("enqueue" in ssn.plan.actions and ssn.job_phase[j] == "Pending")
 
 
-def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] = frozenset()) -> dict[int, list]:
+def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] = frozenset(),
+                  hard_topology: bool = True) -> dict[int, list]:
     """Admitted, valid jobs with pending tasks (and those in `also`), per queue as (rank in job
-    order, job) lists sorted in job order (so heaps too)."""
+    order, job) lists sorted in job order (so heaps too). `hard_topology=False` leaves out jobs
+    whose network topology is hard (only allocate places them, within one HyperNode)."""
     pending = [p or (j in also) for j, p in enumerate(ssn.job_pending.tolist())] if also else \
         ssn.job_pending.tolist()
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
@@ -24,6 +26,9 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
     for job in ssn.snap.jobs:
         j = job.index
         if want_pending and pending[j] == 0:
+            continue
+        if not hard_topology and job.podgroup is not None and job.podgroup.network_topology is not None \
+                and job.podgroup.network_topology.hard:
             continue
         if gated and phases[j] == "Pending":
             continue

@@ -21,7 +21,7 @@ from runtime.engine.session import Session
 
 def run(ssn: Session) -> None:
     snap = ssn.snap
-    heaps = eligible_jobs(ssn)
+    heaps = eligible_jobs(ssn, hard_topology=False)
     on_node = pods_by_node(ssn)
     # With the priority plugin voting on victims, its refusal is final: a victim's job has a
     # lower priority than the preemptor's. (Volcano lets a later tier, e.g. drf, evict pods of

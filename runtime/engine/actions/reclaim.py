@@ -31,7 +31,7 @@ from runtime.engine.session import Session
 
 def run(ssn: Session) -> None:
     snap = ssn.snap
-    heaps = eligible_jobs(ssn)
+    heaps = eligible_jobs(ssn, hard_topology=False)
     on_node = pods_by_node(ssn)
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         if ssn.overused(q):
