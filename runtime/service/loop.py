@@ -44,6 +44,7 @@ from runtime.engine.snapshot import UNLIMITED, VICTIM_ACTIONS, SnapshotCache, fo
 log = logging.getLogger("policydsl.scheduler")
 
 ERROR_LOG_EVERY_S = 30.0
+UNHEALTHY_AFTER_FAILED_CYCLES = 3   # /healthz answers 500 once this many cycles in a row failed
 PAUSE_SLICE_S = 0.05  # how often the pause between cycles looks at `stop`
 # An early cycle waits this many times the last cycle's duration after it: under a stream of
 # arrivals the loop takes at most a third of a core, leaving the rest to binds, watches and the
@@ -158,6 +159,7 @@ class Scheduler:
         self._last_error: str | None = None
         self._last_error_logged = 0.0
         self._failing_since: float | None = None  # cycles have raised since then (monotonic)
+        self.failed_cycles = 0                      # in a row, up to the last cycle
         self.metrics.set_active_policy(plan.name, plan.revision)
         cluster.on_work(self._on_work)
 
@@ -199,6 +201,9 @@ class Scheduler:
         limit = max(30.0, 10 * self.period)
         if quiet > limit:
             return False, f"scheduling loop silent for {quiet:.0f}s"
+        failed, error = self.failed_cycles, self._last_error
+        if failed >= UNHEALTHY_AFTER_FAILED_CYCLES:
+            return False, f"the last {failed} scheduling cycles failed: {error}"
         return True, "ok"
 
     def readiness(self) -> tuple[bool, str]:
@@ -225,7 +230,9 @@ class Scheduler:
                         log.info("scheduling cycles succeed again after %.0f s of failures (last: %s)",
                                  time.monotonic() - self._failing_since, self._last_error)
                     self._last_error = self._failing_since = None
+                    self.failed_cycles = 0
                 except Exception as err:  # a bad cycle must not end the scheduler: log, count, go on
+                    self.failed_cycles += 1
                     self.metrics.cycle_errors.inc()
                     if self.metrics.volcano is not None:
                         self.metrics.volcano.cycle_failed()

@@ -67,8 +67,8 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
         name, _, sub = rest.partition("/")
         row = last.queue(name)
         if row is None:
-            known = ", ".join(q.name for q in last.queues) or "none"
-            return _json(404, {"error": f"no queue `{name}` (queues: {known})"})
+            # Not the list of every queue: that is what GET /api/v1/queues is for.
+            return _json(404, {"error": f"no queue `{name}` in the last cycle (GET {API}/queues lists them)"})
         if sub == "pending":
             return _json(200, pending_document(last, name))
         if sub:

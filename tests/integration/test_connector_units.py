@@ -257,7 +257,7 @@ def test_metrics_server_endpoints() -> None:
         assert get("/healthz") == (200, "ok")
         assert get("/readyz") == (503, "cache not synced yet")
         healthy[0] = False
-        assert get("/healthz") == (503, "loop silent")
+        assert get("/healthz") == (500, "loop silent")   # as kube-scheduler's healthz
         status, text = get("/metrics")
         assert status == 200 and "policydsl_e2e_scheduling_duration_seconds_bucket" in text
         assert get("/other")[0] == 404

@@ -162,6 +162,7 @@ def test_http_views_answer_from_the_last_cycle(state) -> None:
     assert status == 200 and [q["name"] for q in document["queues"]] == ["team_b"]
     status, document = get(table, "/api/v1/queues/nope/pending")
     assert status == 404 and document["message"].startswith("policydsl: no queue `nope`")
+    assert "team_a" not in document["message"]   # a miss does not list every queue (issue 30)
     status, document = get(table, "/api/v1/explain/ns/big")
     assert status == 200 and document["text"] == view.last.explain("ns/big").lines()
     status, document = get(table, "/api/v1/explain/ns/bigg")
