@@ -123,7 +123,8 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._local = threading.local()
         self._sleep = sleep
-        self._out_of_descriptors = False
+        self._out_of_descriptors = False     # said so, and not yet that it is over
+        self._out_logged = float("-inf")
         self._refused_logged = float("-inf")
         super().__init__(address, handler)
 
@@ -134,8 +135,9 @@ class _Server(ThreadingHTTPServer):
         except OSError as err:
             if err.errno in OUT_OF_DESCRIPTORS:
                 # The listening socket stays readable: returning at once would spin the accept loop.
-                if not self._out_of_descriptors:
-                    self._out_of_descriptors = True
+                now = time.monotonic()
+                if now - self._out_logged >= REFUSAL_LOG_EVERY_S:   # once, not once per flap
+                    self._out_logged, self._out_of_descriptors = now, True
                     log.error("cannot accept HTTP connections: %s; retrying every %.1f s", os.strerror(err.errno),
                               ACCEPT_BACKOFF_S)
                 self._sleep(ACCEPT_BACKOFF_S)
