@@ -86,7 +86,7 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                 leaves = everything if name == CLUSTER else tree.leaves.get(name, frozenset())
                 if not placed_names <= leaves:
                     continue
-                rows = np.array(sorted(rule.node_pos[n] for n in leaves if n in rule.node_pos), dtype=np.int64)
+                rows = rule.rows(name, leaves)
                 room = free_room(ssn, rows)
                 rooms.append((name, room))
                 if len(rows) == 0 or (room[columns] < need_req[columns]).any():

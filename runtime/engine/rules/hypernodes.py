@@ -35,14 +35,29 @@ class HyperNodeRule(StatefulRule):
             if asks_topology(job):
                 self.concerned.update(int(c) for c in snap.task_class[job.tasks].tolist())
         self.node_pos = {name: i for i, name in enumerate(snap.node_names)}
+        self._rows: dict[str, np.ndarray] = {}
         self.allowed: np.ndarray | None = None     # bool per node row, while a HyperNode is tried
         self.hypernode = ""
         self.classes: frozenset[int] = frozenset()
 
+    def rows(self, name: str, leaves) -> np.ndarray:
+        """The node rows of a HyperNode's leaves (those that are nodes of the snapshot), cached."""
+        found = self._rows.get(name)
+        if found is None:
+            found = self._rows[name] = np.array(sorted(self.node_pos[n] for n in leaves if n in self.node_pos),
+                                                dtype=np.int64)
+        return found
+
     def restrict(self, classes: frozenset[int], hypernode: str, allowed: np.ndarray | None) -> None:
         """Restrict `classes` to the nodes `allowed` (None: lift the restriction)."""
-        for cid in self.classes | classes:
-            self.ssn.mark_dirty(cid, None)
+        if self.allowed is not None and allowed is not None and classes == self.classes:
+            # From one HyperNode to another: only the nodes of either changed their answer.
+            changed = np.flatnonzero(self.allowed ^ allowed)
+            for cid in classes:
+                self.ssn.mark_dirty(cid, changed)
+        else:
+            for cid in self.classes | classes:
+                self.ssn.mark_dirty(cid, None)
         self.classes = classes if allowed is not None else frozenset()
         self.allowed = allowed
         self.hypernode = hypernode
