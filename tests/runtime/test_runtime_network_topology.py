@@ -140,6 +140,51 @@ def test_volcano_hard_with_affinity_goes_to_the_hypernode_whose_node_matches(pur
     assert placements(cycle(PLAN, state, pure)) == {"ns/pg1-0": "s1-n2"}
 
 
+def three_tiers(state: ClusterState) -> None:
+    """Volcano's three-tier table tree: s0 (tier 3) over s1, s2 (tier 2), over s3..s6 (tier 1) of two nodes each."""
+    for leaf in ("s3", "s4", "s5", "s6"):
+        for i in (1, 2):
+            node(state, f"{leaf}-n{i}", cpu=2000, memory=4 * GiB)
+        state.add_hypernode(hypernode(leaf, 1, f"{leaf}-n1", f"{leaf}-n2"))
+    state.add_hypernode(hypernode("s1", 2, "s3", "s4", kind="HyperNode"))
+    state.add_hypernode(hypernode("s2", 2, "s5", "s6", kind="HyperNode"))
+    state.add_hypernode(hypernode("s0", 3, "s1", "s2", kind="HyperNode"))
+
+
+@pytest.mark.parametrize("case, mode, tier, binds, within", [
+    ("soft network topology constrain and tasks in job rescheduled, can allocate job when cross "
+     "highestTierAllowed tier and hyperNodesInfo has three tier", "soft", None, 1, "s4"),
+    ("hard network topology constrain and tasks in job rescheduled, can allocate job when highestTierAllowed "
+     "not reached and hyperNodesInfo has three tier", "hard", 2, 1, "s4"),
+    ("hard network topology constrain and tasks in job rescheduled, can not allocate job when cross "
+     "highestTierAllowed tier and hyperNodesInfo has three tier", "hard", 1, 0, None),
+])
+def test_volcano_three_tiers_rescheduled(case, mode, tier, binds, within, pure):
+    state = ClusterState()
+    three_tiers(state)
+    topo_gang(state, "pg1", 3, 2, mode, tier, nodes=("s3-n1", "s3-n2"))
+    bound = placements(cycle(PLAN, state, pure))
+    assert len(bound) == binds, case
+    if within:                     # the tightest HyperNode holding its siblings with room: s1, so s4
+        assert all(n.startswith(within) for n in bound.values())
+
+
+def test_volcano_hard_allocates_under_the_lca_hypernode(pure):
+    """"hard network topology constrain, allocate task to node under LCAHyperNode": 4 pods of a
+    whole node each, 3 leaf switches of 2 nodes under s3 (tier 2), highestTierAllowed 2."""
+    state = ClusterState()
+    for leaf, names in (("s0", ("s0-n1", "s0-n2")), ("s1", ("s1-n3", "s1-n4")), ("s2", ("s2-n5", "s2-n6"))):
+        for n in names:
+            node(state, n, cpu=4000, memory=8 * GiB)
+        state.add_hypernode(hypernode(leaf, 1, *names))
+    state.add_hypernode(hypernode("s3", 2, "s0", "s1", "s2", kind="HyperNode"))
+    topo_gang(state, "pg1", 4, 4, "hard", 2, cpu=4000, memory=8 * GiB)
+    bound = placements(cycle(PLAN, state, pure))
+    assert len(bound) == 4 and hard_ok(state, bound, "pg1", 2)
+    per_leaf = sorted(sum(1 for n in bound.values() if n.startswith(leaf)) for leaf in ("s0", "s1", "s2"))
+    assert per_leaf == [0, 2, 2]        # Volcano's ExpectBindNumsInHyperNode {2, 2}
+
+
 # --- our rules --------------------------------------------------------------------------------
 
 def test_the_best_hypernode_is_the_tightest_fit_then_the_name(pure):
