@@ -27,7 +27,7 @@ from runtime.engine.kernels import load as load_kernels
 from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports the codes from here
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED,
 )
-from runtime.engine.kernels.records import JobInfo, PodScan
+from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
 from runtime.cluster.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.topology import Topology as NetworkTree
@@ -450,12 +450,7 @@ def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: Cluster
         q = queue_index.get(group.queue, -1)
         problem = group.problem or (f"queue {group.queue} does not exist" if q < 0 else
                                     f"queue {group.queue} is not a leaf queue" if not leaf[q] else None)
-        min_res = None
-        if group.min_resources:
-            min_res = np.zeros(r, dtype=np.int64)
-            for res, amount in group.min_resources.items():
-                if res in index:
-                    min_res[index[res]] = amount
+        min_res = min_resource_vector(group, index, r)
         priority = (state.priority_classes.get(group.priority_class, state.default_priority)
                     if group.priority_class else state.default_priority)
         jobs.append(JobInfo(len(jobs), key, group, False, q, group.queue, group.min_member,

@@ -42,7 +42,7 @@ from runtime.cluster.model import (
     PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, QUEUE_ANNOTATION, Condition, Pod,
 )
 from runtime.engine.kernels import codes
-from runtime.engine.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder
+from runtime.engine.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder, min_resource_vector
 
 # Typed copies (C globals when compiled) of the task statuses.
 PENDING = cython.declare(cython.schar, codes.PENDING)
@@ -549,12 +549,7 @@ def build_jobs(podgroups: dict, priority_classes: dict, default_priority, job_na
             min_member = group.min_member
             pclass = group.priority_class
             priority = priority_classes.get(pclass, default_priority) if pclass else int(task_priority[lo])
-            min_res = None
-            if group.min_resources:
-                min_res = np.zeros(r, dtype=np.int64)
-                for res, amount in group.min_resources.items():
-                    if res in index:
-                        min_res[index[res]] = amount
+            min_res = min_resource_vector(group, index, r)
             phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
         else:
             queue_name = get_slot(head, M_ANNOTATIONS).get(QUEUE_ANNOTATION) or default_queue

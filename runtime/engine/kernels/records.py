@@ -83,3 +83,15 @@ class JobInfo:
     phase: str
     tasks: np.ndarray                # task indices, in task order
     problem: str | None = None       # why the job cannot run at all (missing PodGroup, ...)
+
+
+def min_resource_vector(group: PodGroup, index: dict[str, int], r: int) -> np.ndarray | None:
+    """A PodGroup's minResources as a vector over the snapshot's resource columns (resources the
+    snapshot has no column for are left out), or None when it sets none."""
+    if not group.min_resources:
+        return None
+    vector = np.zeros(r, dtype=np.int64)
+    for resource, amount in group.min_resources.items():
+        if resource in index:
+            vector[index[resource]] = amount
+    return vector
