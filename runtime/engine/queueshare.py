@@ -41,12 +41,37 @@ def shared_columns(ssn) -> np.ndarray:
 def real_capability(ssn, q: int) -> np.ndarray:
     """min(capability, parent's real capability − Σ guarantees of the siblings)."""
     snap = ssn.snap
-    if q == 0:
-        return snap.capability[0]
-    parent = snap.queues[q].parent
-    siblings = [s for s in snap.queues[parent].children if s != q]
-    others = snap.guarantee[siblings].sum(axis=0) if siblings else 0
-    parent_cap = real_capability(ssn, parent)
+    chain = []
+    while q > 0:   # up to root (at most MAX_QUEUE_DEPTH levels), then down
+        chain.append(q)
+        q = snap.queues[q].parent
+    cap = snap.capability[0]
+    for c in reversed(chain):
+        cap = _within(snap, c, cap)
+    return cap
+
+
+def real_capabilities(ssn) -> np.ndarray:
+    """real_capability of every queue, top down, each from its parent's."""
+    snap = ssn.snap
+    caps = np.array(snap.capability, dtype=np.int64, copy=True)
+    order = [0]
+    for parent in order:
+        children = snap.queues[parent].children
+        order.extend(children)
+        if children:
+            promised = snap.guarantee[children].sum(axis=0, dtype=object)   # exact: no int64 wrap
+            for c in children:
+                caps[c] = _within(snap, c, caps[parent], promised - snap.guarantee[c])
+    return caps
+
+
+def _within(snap, q: int, parent_cap: np.ndarray, others=None) -> np.ndarray:
+    """Queue q's real capability given its parent's; `others` its siblings' guarantees."""
+    if others is None:
+        siblings = [s for s in snap.queues[snap.queues[q].parent].children if s != q]
+        others = snap.guarantee[siblings].sum(axis=0, dtype=object) if siblings else 0
+    others = np.minimum(others, UNLIMITED).astype(np.int64)   # summed exactly, then bounded
     room = np.maximum(np.where(parent_cap >= UNLIMITED, UNLIMITED, parent_cap - others), 0)
     return np.minimum(snap.capability[q], room)
 

@@ -608,44 +608,103 @@ HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
 HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
 
 
-def _hierarchy(queues: list[QueueInfo], info: QueueInfo, annotations: dict[str, str]) -> tuple[tuple[str, float], ...]:
-    """The queue's path below root for hierarchical drf: Volcano's annotations ("root/eng/prod",
-    weights "1/2/8"; a weight below 1 or missing counts 1), else its parent chain and weights."""
+MAX_QUEUE_DEPTH = 64   # levels below root; Volcano sets none. A queue deeper is invalid (its jobs wait).
+
+
+def _annotated_hierarchy(annotations: dict[str, str]) -> tuple[tuple[str, float], ...] | None:
+    """The queue's path below root from Volcano's annotations ("root/eng/prod", weights
+    "1/2/8"; a weight below 1 or missing counts 1), or None without them."""
     path = annotations.get(HIERARCHY_ANNOTATION)
-    if path:
-        names = path.split("/")[1:]
-        weights = annotations.get(HIERARCHY_WEIGHTS_ANNOTATION, "").split("/")[1:]
-        out = []
-        for i, name in enumerate(names):
-            try:
-                weight = float(weights[i])
-            except (IndexError, ValueError):
-                weight = 1.0
-            out.append((name, max(weight, 1.0)))
-        return tuple(out)
-    chain, q = [], info.index
-    while q > 0:
-        chain.append((queues[q].name, float(max(queues[q].weight, 1))))
-        q = queues[q].parent
-    return tuple(reversed(chain))
+    if not path:
+        return None
+    names = path.split("/")[1:]
+    weights = annotations.get(HIERARCHY_WEIGHTS_ANNOTATION, "").split("/")[1:]
+    out = []
+    for i, name in enumerate(names):
+        try:
+            weight = float(weights[i])
+        except (IndexError, ValueError):
+            weight = 1.0
+        out.append((name, max(weight, 1.0)))
+    return tuple(out)
 
 
-def _ancestry_problem(name: str, specs: dict[str, QueuePlan]) -> str | None:
-    """Why queue `name` has no place in the hierarchy: an ancestor that does not exist, or a
-    parent cycle (Volcano's webhook refuses both when a Queue is made; objects made without it,
-    or a parent deleted later, still arrive)."""
-    chain = [name]
-    parent = specs[name].parent or cat.ROOT_QUEUE
-    while parent != cat.ROOT_QUEUE:
-        if parent not in specs:
-            whose = "its parent" if len(chain) == 1 else f"its ancestor {chain[-1]}'s parent"
-            return f"queue {name} cannot be used: {whose} {parent} does not exist"
-        if parent in chain:
-            loop = chain[chain.index(parent):] + [parent]
-            return f"queue {name} cannot be used: its parents form a cycle ({' → '.join(loop)})"
-        chain.append(parent)
-        parent = specs[parent].parent or cat.ROOT_QUEUE
-    return None
+def _hierarchies(queues: list[QueueInfo], annotated: dict[int, tuple[tuple[str, float], ...]]) -> None:
+    """Each queue's path below root for hierarchical drf: its annotations' path, else its parent
+    chain and weights, each chain built once from its parent's (top down)."""
+    chains: dict[int, tuple[tuple[str, float], ...]] = {0: ()}
+    order = [0]
+    for q in order:
+        order.extend(queues[q].children)
+        if q:
+            info = queues[q]
+            chains[q] = chains[info.parent] + ((info.name, float(max(info.weight, 1))),)
+            info.hierarchy = annotated.get(q, chains[q])
+
+
+def parent_of(specs: dict[str, QueuePlan], name: str) -> str:
+    """The parent queue `name` names (root when none): one step of a chain."""
+    return specs[name].parent or cat.ROOT_QUEUE
+
+
+def _loop_text(loop: list[str], start: int) -> str:
+    """The parent cycle from loop[start] round to it again; a long one by its ends."""
+    n = len(loop)
+    names = [loop[(start + i) % n] for i in range(min(n, 8))]
+    if n > 8:
+        names.append(f"… ({n} queues)")
+    return " → ".join(names + [loop[start]])
+
+
+def _ancestry_problems(specs: dict[str, QueuePlan], names: Iterable[str]) -> dict[str, str | None]:
+    """Why each queue has no place in the hierarchy: an ancestor that does not exist, a parent
+    cycle (Volcano's webhook refuses both when a Queue is made; objects made without it, or a
+    parent deleted later, still arrive), or more than MAX_QUEUE_DEPTH levels below root. Each
+    queue's chain is walked once: a walk stops at the first queue already known."""
+    # Per queue: ("ok", depth) | ("missing", last queue of the chain, the parent it names)
+    # | ("cycle", the loop, where this queue's walk enters it).
+    known: dict[str, tuple] = {}
+    for name in names:
+        path: list[str] = []
+        at: dict[str, int] = {}
+        cur = name
+        while True:
+            if cur == cat.ROOT_QUEUE:
+                base: tuple = ("ok", 0)
+                break
+            if cur in known:
+                base = known[cur]
+                break
+            if cur not in specs:
+                base = ("missing", path[-1], cur)
+                break
+            if cur in at:   # a cycle: each queue on it enters it at itself
+                first = at[cur]
+                loop = path[first:]
+                for k, member in enumerate(loop):
+                    known[member] = ("cycle", loop, k)
+                del path[first:]
+                base = known[cur]
+                break
+            at[cur] = len(path)
+            path.append(cur)
+            cur = parent_of(specs, cur)
+        for member in reversed(path):
+            base = ("ok", base[1] + 1) if base[0] == "ok" else base
+            known[member] = base
+    out: dict[str, str | None] = {}
+    for name in names:
+        kind, *rest = known[name]
+        if kind == "ok":
+            deep = rest[0] > MAX_QUEUE_DEPTH
+            out[name] = f"queue {name} is nested deeper than {MAX_QUEUE_DEPTH} levels" if deep else None
+        elif kind == "missing":
+            last, parent = rest
+            whose = "its parent" if last == name else f"its ancestor {last}'s parent"
+            out[name] = f"queue {name} cannot be used: {whose} {parent} does not exist"
+        else:
+            out[name] = f"queue {name} cannot be used: its parents form a cycle ({_loop_text(*rest)})"
+    return out
 
 
 def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int):
@@ -668,20 +727,25 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
         queue_index[name] = len(queues)
         queues.append(QueueInfo(len(queues), name, 0, q.weight, q.priority, q.reclaimable, q.borrow,
                                 q.state == "open", q.name in {p.name for p in plan.queues if p.declared}))
+    ancestry = _ancestry_problems(specs, ordered)
+    annotated: dict[int, tuple[tuple[str, float], ...]] = {}
     for name in ordered:
         q = specs[name]
         info = queues[queue_index[name]]
         obj = state.queues.get(name)
+        path = _annotated_hierarchy(obj.annotations) if obj is not None else None
+        if path is not None and len(path) > MAX_QUEUE_DEPTH:
+            ancestry[name] = ancestry[name] or f"queue {name} is nested deeper than {MAX_QUEUE_DEPTH} levels"
+        elif path is not None:
+            annotated[info.index] = path
         info.problem = (f"queue {name} is invalid: {obj.problem}" if obj is not None and obj.problem
-                        and not info.declared_in_policy else _ancestry_problem(name, specs))
+                        and not info.declared_in_policy else ancestry[name])
         # A queue whose ancestry is broken hangs under root: walking it would never end or
         # reach nothing. (Only Queue objects can be so: the compiler checks the policy's.)
         info.parent = 0 if info.problem else queue_index[q.parent or cat.ROOT_QUEUE]
     for info in queues[1:]:
         queues[info.parent].children.append(info.index)
-    for info in queues[1:]:
-        obj = state.queues.get(info.name)
-        info.hierarchy = _hierarchy(queues, info, obj.annotations if obj is not None else {})
+    _hierarchies(queues, annotated)
     q_n = len(queues)
     capability = np.full((q_n, r), UNLIMITED, dtype=np.int64)
     guarantee = np.zeros((q_n, r), dtype=np.int64)

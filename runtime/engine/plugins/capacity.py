@@ -34,7 +34,7 @@ class CapacityPlugin(Plugin):
         # Shared: resources the cluster has (a device-managed resource without node capacity,
         # like a card-memory request, is the device plugin's business), the pod count aside.
         self.columns = qs.shared_columns(ssn)
-        self.caps = np.array([qs.real_capability(ssn, q) for q in range(len(snap.queues))], dtype=np.int64)
+        self.caps = qs.real_capabilities(ssn)
         deserved = np.where(snap.deserved >= UNLIMITED, snap.guarantee, snap.deserved)
         deserved = np.minimum(deserved, self.caps)
         deserved[:, snap.resource_index["pods"]] = UNLIMITED

@@ -118,10 +118,18 @@ class HierarchicalShares:
         self._fill(root, allocated, demanding)
         return {q: tuple((n.saturated, n.share / n.weight) for n in path[1:]) for q, path in queue_node.items()}
 
-    def _fill(self, node: _Node, allocated: np.ndarray, demanding: np.ndarray) -> None:
+    def _fill(self, root: _Node, allocated: np.ndarray, demanding: np.ndarray) -> None:
+        """Fill every node of the tree, children before their parent (no recursion: however
+        deep a tree, snapshot bounds it at MAX_QUEUE_DEPTH, but a walk must not depend on it)."""
+        order = [root]
+        for node in order:
+            order.extend(node.children.values())
+        for node in reversed(order):
+            self._fill_one(node, allocated, demanding)
+
+    def _fill_one(self, node: _Node, allocated: np.ndarray, demanding: np.ndarray) -> None:
         parts = []          # (allocation, share, saturated) of each child and job
         for child in node.children.values():
-            self._fill(child, allocated, demanding)
             parts.append((child.allocated, child.share, child.saturated))
         request = self.ssn.job_request
         for j in node.jobs:

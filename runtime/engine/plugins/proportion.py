@@ -24,7 +24,7 @@ class ProportionPlugin(Plugin):
     answers = frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive"})
 
     def deserved(self, ssn) -> np.ndarray:
-        self.caps = np.array([qs.real_capability(ssn, q) for q in range(len(ssn.snap.queues))], dtype=np.int64)
+        self.caps = qs.real_capabilities(ssn)
         return qs.hierarchical_deserved(ssn, self.caps)
 
     def on_session_open(self, ssn) -> None:
