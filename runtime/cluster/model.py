@@ -38,6 +38,10 @@ GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})       # what Go's s
 GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
 DEFAULT_SCHEDULER = "volcano"
 DEFAULT_MAX_PODS = 110
+# The most of any one resource a node may offer, in base units (2^50: 1 PiB of memory, 10^12
+# CPUs): a Node above it is invalid, and the snapshot bounds any node given in memory to it, so
+# no sum over nodes (8,192 of them at the bound) can pass int64.
+MAX_NODE_QUANTITY = 2**50
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
 # Namespace objects carry this label with their own name (the API server sets it), so a

@@ -20,8 +20,8 @@ import yaml
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import (
-    DEFAULT_MAX_PODS, NAMESPACE_NAME_LABEL, ClusterState, Condition, NetworkTopology, Node, PodGroup, QueueObject,
-    Taint,
+    DEFAULT_MAX_PODS, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition, NetworkTopology, Node, PodGroup,
+    QueueObject, Taint,
 )
 from runtime.cluster.podspec import read_pod
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
@@ -196,6 +196,10 @@ def _read_node(obj: dict, state: ClusterState) -> None:
     if not allocatable:
         raise FieldError("missing `status.allocatable` (or `status.capacity`)")
     allocatable.setdefault("pods", DEFAULT_MAX_PODS)
+    for res, amount in allocatable.items():
+        if amount > MAX_NODE_QUANTITY:
+            raise FieldError(f"`status.allocatable.{res}`: {amount} is more than a node can offer "
+                             f"(at most {MAX_NODE_QUANTITY} base units, 2^50)")
     taints = []
     for t in kf.listing(spec, "taints"):
         if not isinstance(t, dict) or not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):

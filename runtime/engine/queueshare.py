@@ -225,8 +225,9 @@ def unmet_promises(snap) -> list[UnmetPromise]:
                 if promised > room[parent][r]:
                     out.append(UnmetPromise(kind, snap.queues[parent].name, snap.resources[r], promised,
                                             int(room[parent][r]), tuple(sorted(given, key=lambda g: (-g[1], g[0])))))
+        promised = snap.guarantee[children].sum(axis=0, dtype=object) if children else 0   # exact
         for c in children:
-            siblings = snap.guarantee[children].sum(axis=0) - snap.guarantee[c]
+            siblings = np.minimum(promised - snap.guarantee[c], UNLIMITED).astype(np.int64)
             room[c] = np.maximum(np.minimum(snap.capability[c], room[parent] - siblings), 0)
     return out
 

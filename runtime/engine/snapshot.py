@@ -28,7 +28,7 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED,
 )
 from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
-from runtime.cluster.model import PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
+from runtime.cluster.model import MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.topology import Topology as NetworkTree
 
@@ -373,7 +373,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
             if job.queue >= 0 and queues[job.queue].problem and not job.problem:
                 job.problem = queues[job.queue].problem
     settled, settled_pods = _fold_settled(scan.settled, shapes, queue_index, len(queues), r)
-    total = (nodes.allocatable * nodes.schedulable[:, None]).sum(axis=0)
+    total = cluster_total(nodes.allocatable, nodes.schedulable)
     capability[0] = np.minimum(capability[0], total)
     snapshot = Snapshot(
         plan=plan, resources=resources, resource_index=index, device_managed=device_managed,
@@ -571,6 +571,15 @@ def _bitset(rows: list[Iterable[int]], width: int) -> np.ndarray:
     return out
 
 
+def cluster_total(allocatable: np.ndarray, schedulable: np.ndarray) -> np.ndarray:
+    """Σ allocatable of the schedulable nodes per resource, below UNLIMITED (each node's at most
+    MAX_NODE_QUANTITY: int64 holds the sum of 2,048 of them; beyond, it is summed exactly)."""
+    rows = allocatable[schedulable]
+    if len(rows) * MAX_NODE_QUANTITY < UNLIMITED:
+        return rows.sum(axis=0, dtype=np.int64)
+    return np.minimum(rows.sum(axis=0, dtype=object), UNLIMITED - 1).astype(np.int64)
+
+
 def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
     names = sorted(state.nodes)
     objects = [state.nodes[n] for n in names]
@@ -582,8 +591,8 @@ def _build_nodes(state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays
     prefer_index: dict[Taint, int] = {}
     label_rows, taint_rows, prefer_rows = [], [], []
     for i, node in enumerate(objects):
-        for res, amount in node.allocatable.items():
-            allocatable[i, index[res]] = amount
+        for res, amount in node.allocatable.items():   # bounded, as objects.py reads a Node
+            allocatable[i, index[res]] = min(amount, MAX_NODE_QUANTITY)
         bits = []
         for k, v in node.labels.items():
             bits.append(label_key_index.setdefault(k, len(label_index) + len(label_key_index)))
