@@ -1,12 +1,15 @@
 """The scheduler's view of the cluster, kept current by list+watch.
 
-One thread per resource (Nodes, Pods, PodGroups, Queues, PriorityClasses, Namespaces, and the
+One thread per resource (Nodes, Pods, PodGroups, Queues, PriorityClasses, Namespaces, Volcano's
+HyperNodes, and the
 storage pods claim: PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) lists, then watches
 from the list's resourceVersion. A watch that ends (server timeout, dropped connection, API
 server restart) resumes from the last resourceVersion it saw (bookmarks keep it fresh); only
 when the server answers 410 Gone — that version is no longer in its window — does the thread
 list again and replace everything it holds for that resource. Connection errors back off
-exponentially (capped) and never end the thread.
+exponentially (capped) and never end the thread. A resource whose CRD may be missing (HyperNodes:
+Volcano's topology CRD) counts as synced and empty while its list answers 404 (or 403: a role
+older than the resource), said once, and is looked for again every ABSENT_RETRY_S.
 
 `snapshot()` copies the maps (objects are replaced on every change, never mutated, so a
 shallow copy is a consistent picture) and lays the scheduler's own recent writes over it:
@@ -37,6 +40,7 @@ from runtime.cluster.model import (
     QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, QueueObject, member_settles, settles,
 )
 from runtime.cluster.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
+from runtime.cluster.topology import TOPOLOGY_API
 
 log = logging.getLogger("policydsl.kube.cache")
 
@@ -44,6 +48,7 @@ PAGE_SIZE = 500
 WATCH_SECONDS = (240, 480)  # the server ends each watch after a random time in this range
 BACKOFF_S = (0.2, 5.0)  # first and longest wait between failed attempts
 ERROR_LOG_EVERY_S = 30.0
+ABSENT_RETRY_S = 60.0  # an optional resource whose list answered 404 (its CRD missing) is listed again after this
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Resource:
     kind: str
     path: str  # list and watch, all namespaces
     api_version: str
+    optional: bool = False  # a CRD that may be missing: 404 on the list means none of them, not an error
 
 
 NODES = Resource("Node", "/api/v1/nodes", "v1")
@@ -65,7 +71,9 @@ CLAIMS = Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", "v1
 STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", "storage.k8s.io/v1")
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/v1")
 STORAGE_RESOURCES = (STORAGE_CLASSES, CSINODES, PERSISTENT_VOLUMES, CLAIMS)
-RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, QUEUES, PODGROUPS, *STORAGE_RESOURCES, PODS)
+# Volcano's network topology (runtime.cluster.topology), cluster-scoped; its CRD is often not installed.
+HYPERNODES = Resource("HyperNode", f"/apis/{TOPOLOGY_API}/hypernodes", TOPOLOGY_API, optional=True)
+RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, HYPERNODES, QUEUES, PODGROUPS, *STORAGE_RESOURCES, PODS)
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,7 @@ class ClusterCache:
                 default_priority=src.default_priority, node_generation=src.node_generation,
                 settled=self._ledger.view() if fold_settled else None, namespaces=dict(src.namespaces),
                 settled_pods=self.settled_pods if fold_settled else None, storage=src.storage.copy(),
+                hypernodes=dict(src.hypernodes), hypernode_generation=src.hypernode_generation,
             )
             assumed = list(self._assumed.items())
             releasing = list(self._releasing)
@@ -351,10 +360,31 @@ class ClusterCache:
         delay = BACKOFF_S[0]
         failing_since: float | None = None
         last_logged = 0.0
+        absent_said = False
         while not self._stop.is_set():
             try:
                 if version is None:
-                    version = self._list(resource)
+                    try:
+                        version = self._list(resource)
+                    except ApiError as err:
+                        if not (resource.optional and err.status in (404, 403)):
+                            raise
+                        # The CRD is not installed (404), or our role predates it (403): none of
+                        # them, synced (scheduling goes on without them); looked for again later.
+                        if not absent_said:
+                            why = ("its CRD is not installed" if err.status == 404 else
+                                   "the scheduler's ClusterRole may not list it (deploy/rbac.yaml)")
+                            log.warning("%s: %s %s (%s): taken as none, looked for again every %.0fs",
+                                        resource.kind, err.status, resource.path, why, ABSENT_RETRY_S)
+                            absent_said = True
+                        self._replace(resource, [])
+                        self._synced[resource.kind].set()
+                        failing_since, delay = None, BACKOFF_S[0]
+                        self._stop.wait(ABSENT_RETRY_S)
+                        continue
+                    if absent_said:
+                        log.info("%s: served by the API server now; watching", resource.kind)
+                        absent_said = False
                     self._synced[resource.kind].set()
                     if failing_since is not None:
                         log.info("%s: listed again after %.1fs of errors", resource.kind, time.monotonic() - failing_since)
@@ -371,8 +401,8 @@ class ClusterCache:
             except ApiError as err:
                 if self._stop.is_set():
                     return
-                if err.status == 410:
-                    self._on_restart(resource.kind, "expired")
+                if err.status == 410 or (resource.optional and err.status == 404):  # 404: its CRD went away
+                    self._on_restart(resource.kind, "expired" if err.status == 410 else "error")
                     version = None
                     continue
                 self._on_restart(resource.kind, "error")
@@ -460,6 +490,10 @@ class ClusterCache:
                 st.storage.classes = {}
             elif resource is CSINODES:
                 st.storage.csinodes = {}
+            elif resource is HYPERNODES:
+                if st.hypernodes:
+                    st.hypernodes = {}
+                    st.hypernode_generation += 1
             self._invalid = {k: v for k, v in self._invalid.items() if k[0] != resource.kind}
             for item in items:
                 self._upsert(resource, item)
@@ -543,13 +577,18 @@ class ClusterCache:
             elif resource is CSINODES:
                 csinode = convert.csinode_from(obj)
                 st.storage.csinodes[csinode.name] = csinode
+            elif resource is HYPERNODES:
+                hypernode = convert.hypernode_from(obj)
+                if st.hypernodes.get(hypernode.name) != hypernode:   # a status update changes nothing here
+                    st.add_hypernode(hypernode)
         except convert.ObjectError as err:
             meta = obj.get("metadata") or {}
             version = str(meta.get("resourceVersion", ""))
             message = "; ".join(p.message for p in err.problems)
             seen = self._invalid.get((resource.kind, key))
             if seen is None or seen.version != version:
-                what = {"PodGroup": "its pods wait until it is fixed", "Queue": "its jobs wait until it is fixed"}
+                what = {"PodGroup": "its pods wait until it is fixed", "Queue": "its jobs wait until it is fixed",
+                        "HyperNode": "left out of the topology until it is fixed"}
                 log.warning("%s %s is invalid (%s): %s", resource.kind, key, what.get(resource.kind, "ignored"),
                             message, extra={resource.kind.lower(): key})
             self._delete(resource, obj)
@@ -594,6 +633,8 @@ class ClusterCache:
             st.storage.classes.pop(key, None)
         elif resource is CSINODES:
             st.storage.csinodes.pop(key, None)
+        elif resource is HYPERNODES:
+            st.remove_hypernode(key)
 
     def _forget_pod(self, key: str) -> None:
         self._state.pods.pop(key, None)
