@@ -52,7 +52,7 @@ def podgroup_from(obj: dict[str, Any]) -> PodGroup:
 
 
 def hypernode_from(obj: dict[str, Any]) -> HyperNode:
-    """A HyperNode (topology.volcano.sh/v1alpha1); not watched yet (placement by it comes later)."""
+    """A HyperNode (topology.volcano.sh/v1alpha1), as the cache watches them."""
     scratch = ClusterState()
     read_object(_with_kind(obj, "HyperNode", TOPOLOGY_API), scratch)
     return next(iter(scratch.hypernodes.values()))
