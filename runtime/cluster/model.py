@@ -42,6 +42,9 @@ DEFAULT_MAX_PODS = 110
 # CPUs): a Node above it is invalid, and the snapshot bounds any node given in memory to it, so
 # no sum over nodes (8,192 of them at the bound) can pass int64.
 MAX_NODE_QUANTITY = 2**50
+# A pod's request of a resource is read as at most one more than that: a pod asking more fits no
+# node either way (it waits, "fits no node"), and no sum of requests wraps int64 below 8,192 such pods.
+MAX_POD_REQUEST = MAX_NODE_QUANTITY + 1
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
 # Namespace objects carry this label with their own name (the API server sets it), so a

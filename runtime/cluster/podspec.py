@@ -28,6 +28,7 @@ from typing import Any
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import (
+    MAX_POD_REQUEST,
     POD_PENDING,
     PREEMPT_LOWER_PRIORITY,
     PREEMPT_NEVER,
@@ -168,7 +169,7 @@ def pod_requests(spec: dict) -> dict[str, int]:
         level.update(kf.resources(pod_level.get("requests"), "spec.resources.requests"))
         running.update(level)
     _add(running, kf.resources(spec.get("overhead"), "spec.overhead"))
-    return {k: v for k, v in running.items() if v}
+    return {k: min(v, MAX_POD_REQUEST) for k, v in running.items() if v}   # more fits no node either
 
 
 # --- node affinity and tolerations ----------------------------------------------------------

@@ -82,3 +82,22 @@ def test_huge_sibling_guarantees_are_summed_without_wrap() -> None:
     cpu = ssn.snap.resource_index["cpu"]
     assert real_capability(ssn, d)[cpu] == 0 and real_capabilities(ssn)[d][cpu] == 0
     unmet_promises(ssn.snap)     # sums them too, without an overflow warning or error
+
+
+def pod_dict(name: str, *memory: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"schedulerName": "volcano",
+                     "containers": [{"name": f"c{i}", "resources": {"requests": {"cpu": "1", "memory": m}}}
+                                    for i, m in enumerate(memory)]}}
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_pods_asking_9e18_wait_alone_and_their_queue_schedules(pure: bool) -> None:
+    # Two containers of 9·10^18 each pass int64 within one pod; two such pods wrap the queue's request.
+    docs = [("a.yaml", node_dict("n0")), ("a.yaml", pod_dict("big-0", str(HUGE), str(HUGE))),
+            ("a.yaml", pod_dict("big-1", str(HUGE)))] + [("a.yaml", pod_dict(f"p{i}", "1Gi")) for i in range(3)]
+    state = load_objects(docs)
+    assert state.pods["ns/big-0"].requests["memory"] == MAX_NODE_QUANTITY + 1
+    decisions = run_cycle(PLAN, state, Options(pure_python=pure))
+    assert sorted(b.pod for b in decisions.bindings) == ["ns/p0", "ns/p1", "ns/p2"]
+    assert sorted(u.pod for u in decisions.unschedulable) == ["ns/big-0", "ns/big-1"]
