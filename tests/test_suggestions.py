@@ -7,27 +7,12 @@ from __future__ import annotations
 import difflib
 import random
 
-import pytest
-
 from compiler.pipeline import compile_text
 from policydsl.diagnostics import MAX_COMPARED, SUGGESTION_BUDGET, Suggester, closest
 
 HEAD = 'policy "t" version 1\nactions [enqueue, allocate]\n'
 
 
-@pytest.fixture
-def compared(monkeypatch) -> list[str]:
-    """Every candidate a fuzzy match compares a word with."""
-    seen: list[str] = []
-    original = difflib.SequenceMatcher.set_seq1
-
-    def counting(self, a):
-        if a:
-            seen.append(a)
-        return original(self, a)
-
-    monkeypatch.setattr(difflib.SequenceMatcher, "set_seq1", counting)
-    return seen
 
 
 def test_a_compile_with_thousands_of_undefined_constants_compares_a_bounded_number(compared):

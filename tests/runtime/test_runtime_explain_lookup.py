@@ -4,7 +4,6 @@ the asked namespace, after a bounded number of comparisons whatever the cluster'
 
 from __future__ import annotations
 
-import difflib
 
 import pytest
 
@@ -15,19 +14,6 @@ from runtime.engine.explanation import UnknownTarget, names_by_namespace, resolv
 from runtime.service.views import CycleView
 
 
-@pytest.fixture
-def compared(monkeypatch) -> list[str]:
-    """Every candidate a fuzzy match compares the word with."""
-    seen: list[str] = []
-    original = difflib.SequenceMatcher.set_seq1
-
-    def counting(self, a):
-        if a:
-            seen.append(a)
-        return original(self, a)
-
-    monkeypatch.setattr(difflib.SequenceMatcher, "set_seq1", counting)
-    return seen
 
 
 def crowded(others: int, mine: int = 3) -> ClusterState:
