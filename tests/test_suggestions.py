@@ -13,8 +13,6 @@ from policydsl.diagnostics import MAX_COMPARED, SUGGESTION_BUDGET, Suggester, cl
 HEAD = 'policy "t" version 1\nactions [enqueue, allocate]\n'
 
 
-
-
 def test_a_compile_with_thousands_of_undefined_constants_compares_a_bounded_number(compared):
     text = HEAD + "".join(f"const LIMIT_{i} = {i + 1}\n" for i in range(1000)) + "".join(
         f"queue q{i} {{ weight = LIMT_{i} }}\n" for i in range(3000))

@@ -14,8 +14,6 @@ from runtime.engine.explanation import UnknownTarget, names_by_namespace, resolv
 from runtime.service.views import CycleView
 
 
-
-
 def crowded(others: int, mine: int = 3) -> ClusterState:
     state = ClusterState()
     for i in range(others):
