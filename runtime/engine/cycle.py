@@ -125,7 +125,7 @@ def collect(ssn: Session) -> d.Decisions:
             elif ssn.zero_request(t) and "backfill" not in ssn.plan.actions:
                 reasons.append(d.Reason(d.JOB, "zero-request pod waits for backfill, which the policy does not run"))
             else:
-                reasons.append(d.Reason(d.JOB, "not reached this cycle"))
+                reasons.append(d.Reason(d.JOB, "not reached this cycle", {"unreached": True}))
         out.unschedulable.append(d.Unschedulable(keys[t], tuple(reasons)))
 
     def waiting_conditions(j: int, pending: int, size: int) -> tuple[Condition, ...]:

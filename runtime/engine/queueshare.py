@@ -100,7 +100,8 @@ def enqueue_check(ssn, j: int, caps: np.ndarray, columns: np.ndarray):
             text = (f"job needs {res} {figure(ssn, r, req[r])} (minResources); queue {name} may admit "
                     f"{figure(ssn, r, room)} more ({', '.join(queue_figures(ssn, q, r, caps) + figures)})")
             return d.Reason(d.QUEUE, text, {"queue": name, "resources": [ssn.snap.resources[x] for x in over],
-                                            "need": int(req[r]), "limit": int(caps[q][r])})
+                                            "need": int(req[r]), "limit": int(caps[q][r]),
+                                            "fixed": fixed_limit(ssn, q, r, caps[q][r], req[r] + taken[r])})
     return None
 
 
@@ -142,6 +143,7 @@ def overused_reason(ssn, q: int) -> d.Reason:
     name = ssn.snap.queues[q].name
     text = f"queue {name} is overused (at its deserved share)"
     deserved = ssn.queue_deserved
+    fixed = True
     if deserved is not None:
         columns = shared_columns(ssn)
         for c in ssn.queue_chain[q]:
@@ -152,8 +154,20 @@ def overused_reason(ssn, q: int) -> d.Reason:
                 # nothing allocated is one whose deserved share those guarantees took.
                 caps = {c: real_capability(ssn, c)}
                 text += f": {who}{ssn.snap.resources[at[0]]}: {', '.join(queue_figures(ssn, c, at[0], caps))}"
+                fixed = all(fixed_limit(ssn, c, r, deserved[c][r]) for r in at)
                 break
-    return d.Reason(d.QUEUE, text, {"queue": name})
+    return d.Reason(d.QUEUE, text, {"queue": name, "fixed": fixed})
+
+
+def fixed_limit(ssn, q: int, r: int, limit: float, total: float | None = None) -> bool:
+    """Whether queue q would still refuse on resource r however many nodes were added: its
+    binding limit is its capability (a figure of its spec), or what it would hold with the
+    request (`total`) passes that capability. A limit below the capability was derived from the
+    cluster (proportion's deserved share, a real capability bounded by the cluster total less
+    other queues' guarantees), and a new node raises it: such a wait is room a node would give,
+    which is what the autoscaler contract tells apart (runtime/kube/podconditions.py)."""
+    capability = ssn.snap.capability[q][r]
+    return bool(limit >= capability or (total is not None and total > capability))
 
 
 def guarantees_against(snap, q: int, r: int) -> list[tuple[str, int]]:
@@ -244,7 +258,8 @@ def limit_reason(ssn, q: int, r: int, request: np.ndarray, count: int, limit: fl
     text = (f"{needs}; queue {name} may allocate {figure(ssn, r, room)} more "
             f"({', '.join(queue_figures(ssn, q, r, caps))})")
     return d.Reason(d.QUEUE, text, {"queue": name, "resource": res, "need": int(request[r] * count),
-                                    "limit": int(min(limit, UNLIMITED))})
+                                    "limit": int(min(limit, UNLIMITED)), "fixed": fixed_limit(ssn, q, r, limit,
+                                                                        ssn.queue_allocated[q][r] + request[r] * count)})
 
 
 def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarray, caps: np.ndarray,

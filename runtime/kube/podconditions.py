@@ -1,5 +1,6 @@
 """The autoscaler contract: a pod of ours that waits says so in its `PodScheduled` condition, as
-kube-scheduler writes it, so that Cluster Autoscaler (and Karpenter) add a node for it.
+kube-scheduler writes it, so that Cluster Autoscaler (and Karpenter) add a node for it when a node
+would help, and only then.
 
 kube-scheduler, when a pod cannot be placed, patches the pod's status with the condition
 `PodScheduled` `False`, reason `Unschedulable` and the fit error as message ("0/3 nodes are
@@ -17,6 +18,19 @@ kubelet's other conditions stay), with the engine's reason as message:
 - a preemptor whose room is being freed (nominated) says where, and that it waits for victims;
 - a pod held by scheduling gates is left alone: the API server already marks it
   `SchedulingGated`, which the autoscaler ignores, as it should.
+
+The reason (`scheduled_reason`) is `Unschedulable` only when a new node could let the pod run:
+no node fits (NODES, DEVICE, VOLUME), a gang no current node set holds (GANG), a queue limit that
+grows with the cluster (a QUEUE reason whose details say `fixed` False: proportion's deserved
+share, a real capability bounded by the cluster) — and nothing else holds it. A pod that the
+queue or admission would not let run anyway (a QUEUE limit that is the queue's capability, a
+closed queue, ENQUEUE, JOB; a pod the cycle did not reach, alone) gets `WaitingForQueue`, which Cluster Autoscaler and Karpenter do
+not act on (they list `PodScheduled` False with reason `Unschedulable` only; CA's
+`--bypassed-schedulers` takes a pod with an empty reason, never this one): nodes bought for it
+would stay empty (volcano#4710). A pod a node cannot help either way (BIND: its Binding refused
+for good; UNSUPPORTED: a field not evaluated) gets kube-scheduler's `SchedulerError`. A gang's
+waiting pods share one reason, from the kinds of all of them: a gang one of whose pods the queue
+refuses does not start on new nodes.
 
 Cheap: written only when the message changes (never the same text twice; a pod bound or gone
 is forgotten), only once the pod has waited POD_CONDITION_DELAY_S (a pod placed within a second
@@ -41,7 +55,13 @@ from runtime.cluster.model import ClusterState, Pod, group_key_of
 log = logging.getLogger("policydsl.kube.podconditions")
 
 POD_SCHEDULED = "PodScheduled"
-UNSCHEDULABLE = "Unschedulable"          # kube-scheduler's v1.PodReasonUnschedulable
+UNSCHEDULABLE = "Unschedulable"          # kube-scheduler's v1.PodReasonUnschedulable: autoscalers add nodes
+WAITING_FOR_QUEUE = "WaitingForQueue"    # ours: the queue or admission holds it; autoscalers leave it alone
+SCHEDULER_ERROR = "SchedulerError"       # kube-scheduler's v1.PodReasonSchedulerError: no node would help
+# Reason kinds that ask for room a new node would give, and those that say the queue or admission
+# holds the pod whatever the nodes (a QUEUE reason is one unless its details say `fixed` False).
+NODE_KINDS = frozenset({d.NODES, d.DEVICE, d.VOLUME, d.GANG, d.MEMBERS})
+QUEUE_KINDS = frozenset({d.QUEUE, d.ENQUEUE, d.JOB})
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 POD_CONDITION_DELAY_S = 1.0
 WRITES_PER_S = 50.0
@@ -54,6 +74,58 @@ class PodCondition:
     pod: str
     uid: str
     message: str
+    reason: str = UNSCHEDULABLE
+
+
+def _queue_holds(reason: d.Reason) -> bool:
+    if reason.details.get("unreached"):
+        return False    # "not reached this cycle": its turn in the queue, no verdict either way
+    if reason.kind == d.QUEUE:
+        return bool(reason.details.get("fixed", True))
+    return reason.kind in QUEUE_KINDS
+
+
+def _node_helps(reason: d.Reason) -> bool:
+    return reason.kind in NODE_KINDS or (reason.kind == d.QUEUE and not reason.details.get("fixed", True))
+
+
+def scheduled_reason(reasons) -> str:
+    """The PodScheduled reason for a pod that waits for `reasons` (d.Reason objects; a gang's
+    pods pass those of all its waiting pods): `Unschedulable` when some reason is room a new
+    node would give and none is the queue's or admission's refusal, `WaitingForQueue` when the
+    queue or admission holds it, `SchedulerError` when a node would not help either way."""
+    reasons = list(reasons)
+    if any(_queue_holds(r) for r in reasons):
+        return WAITING_FOR_QUEUE
+    if any(_node_helps(r) for r in reasons):
+        return UNSCHEDULABLE
+    if reasons and all(r.details.get("unreached") for r in reasons):
+        return WAITING_FOR_QUEUE
+    return SCHEDULER_ERROR
+
+
+def waiting_reasons(decisions: d.Decisions, state: ClusterState) -> dict[str, str]:
+    """pod key -> the PodScheduled reason of each pod `waiting_messages` gives a message."""
+    gangs: dict[str, list[d.Reason]] = {}
+    for item in decisions.unschedulable:
+        pod = state.pods.get(item.pod)
+        if pod is not None and pod.group:
+            gangs.setdefault(group_key_of(pod), []).extend(item.reasons)
+    out: dict[str, str] = {}
+    for item in decisions.unschedulable:
+        pod = state.pods.get(item.pod)
+        if pod is None or not item.reasons:
+            continue
+        reasons = item.reasons
+        if pod.group:
+            group = state.podgroups.get(group_key_of(pod))
+            if group is not None and group.min_member > 1:
+                reasons = gangs[group_key_of(pod)]
+        out[item.pod] = scheduled_reason(reasons)
+    for key in decisions.pipelined:
+        if key in state.pods and key not in out:
+            out[key] = UNSCHEDULABLE    # nominated: Cluster Autoscaler counts it on its node
+    return out
 
 
 def waiting_messages(decisions: d.Decisions, state: ClusterState) -> dict[str, str]:
@@ -73,8 +145,10 @@ def waiting_messages(decisions: d.Decisions, state: ClusterState) -> dict[str, s
             continue
         parts: list[str] = []
         group = groups.get(group_key_of(pod)) if pod.group else None
-        if group is not None and state.podgroups.get(group_key_of(pod)) is not None and \
-                state.podgroups[group_key_of(pod)].min_member > 1:
+        podgroup = state.podgroups.get(group_key_of(pod)) if pod.group else None
+        if podgroup is None or podgroup.min_member <= 1:
+            group = None    # a PodGroup of one: its own reasons (its group's figures are the same)
+        if group is not None:
             parts.append(group)
         for reason in item.reasons:
             if reason.message not in parts and not (group is not None and reason.message in group):
@@ -120,7 +194,7 @@ class PodConditionWriter:
         self.clock = clock
         self._budget = _Budget(rate, burst, clock)
         self._lock = threading.Lock()
-        self._written: dict[str, tuple[str, str]] = {}     # pod -> (uid, message) the API server holds
+        self._written: dict[str, tuple[str, str, str]] = {}   # pod -> (uid, reason, message) the API server holds
         self._waiting_since: dict[str, float] = {}         # pod -> first cycle it was seen waiting
         self._transition: dict[str, str] = {}              # pod -> lastTransitionTime written
         self.writes = 0
@@ -128,6 +202,7 @@ class PodConditionWriter:
     def due(self, decisions: d.Decisions, state: ClusterState, busy: Callable[[str], bool]) -> list[PodCondition]:
         """The conditions to write now; forgets pods that no longer wait (bounded memory)."""
         messages = waiting_messages(decisions, state)
+        reasons = waiting_reasons(decisions, state)
         now = self.clock()
         out = []
         with self._lock:
@@ -136,13 +211,14 @@ class PodConditionWriter:
             self._transition = {k: v for k, v in self._transition.items() if k in messages}
             for key, message in messages.items():
                 pod: Pod = state.pods[key]
-                if self._written.get(key) == (pod.uid, message) or busy(key):
+                reason = reasons.get(key, UNSCHEDULABLE)
+                if self._written.get(key) == (pod.uid, reason, message) or busy(key):
                     continue
                 if now - self._waiting_since[key] < self.delay_s:
                     continue
                 if not self._budget.take():
                     break   # the rest stay due
-                out.append(PodCondition(key, pod.uid, message))
+                out.append(PodCondition(key, pod.uid, message, reason))
         return out
 
     def write(self, condition: PodCondition) -> bool:
@@ -152,7 +228,7 @@ class PodConditionWriter:
         with self._lock:
             since = self._transition.get(condition.pod) or _now_text()
         body = {"metadata": {"uid": condition.uid},   # a new pod of the same name: refused (uid is immutable)
-                "status": {"conditions": [{"type": POD_SCHEDULED, "status": "False", "reason": UNSCHEDULABLE,
+                "status": {"conditions": [{"type": POD_SCHEDULED, "status": "False", "reason": condition.reason,
                                            "message": condition.message, "lastProbeTime": None,
                                            "lastTransitionTime": since}]}}
         try:
@@ -169,12 +245,12 @@ class PodConditionWriter:
         if self.outage is not None:
             self.outage.succeeded(condition.pod)
         with self._lock:
-            self._written[condition.pod] = (condition.uid, condition.message)
+            self._written[condition.pod] = (condition.uid, condition.reason, condition.message)
             self._transition[condition.pod] = since
             self.writes += 1
         return True
 
-    def written(self) -> Mapping[str, tuple[str, str]]:
+    def written(self) -> Mapping[str, tuple[str, str, str]]:
         with self._lock:
             return dict(self._written)
 

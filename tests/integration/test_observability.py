@@ -49,6 +49,14 @@ def pod_scheduled(pod: dict) -> dict | None:
     return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), None)
 
 
+def ca_unschedulable(pod: dict) -> bool:
+    """Cluster Autoscaler's filter (utils/kubernetes/listers.go, isUnschedulable): not bound, and
+    PodScheduled False with reason Unschedulable. Karpenter reads the same."""
+    condition = pod_scheduled(pod)
+    return not (pod.get("spec") or {}).get("nodeName") and condition is not None and \
+        condition["status"] == "False" and condition["reason"] == "Unschedulable"
+
+
 def test_a_waiting_gang_says_why_everywhere(tmp_path: Path, objects: Objects, kube_cluster: KubeCluster) -> None:
     name = unique_scheduler_name()
     suffix = uuid.uuid4().hex[:6]
@@ -65,15 +73,18 @@ def test_a_waiting_gang_says_why_everywhere(tmp_path: Path, objects: Objects, ku
     objects.podgroup("partial", 3, team)
     objects.pod("partial-0", name, group="partial", cpu="100m", memory="64Mi")
     objects.pod("lone", name, cpu="500m", memory="64Mi")
+    # 6 cpu in a queue with room: no node has it, a new node would.
+    objects.gang("wide", 1, name, queue=other, cpu="6", memory="64Mi")
 
     with SchedulerProcess(tmp_path, policy(team, other), kube_cluster.kubeconfig, name) as scheduler:
         scheduler.wait_ready()
 
-        # The autoscaler contract: every waiting pod of ours carries PodScheduled False/Unschedulable.
+        # The autoscaler contract: every waiting pod of ours carries PodScheduled False, reason
+        # Unschedulable only where a new node would help (issue 30).
         def conditions() -> dict[str, dict] | None:
             pods = objects.pods()
             found = {n: pod_scheduled(p) for n, p in pods.items()}
-            waiting = ["big-0", "big-1", "big-2", "partial-0"]
+            waiting = ["big-0", "big-1", "big-2", "partial-0", "wide-0"]
             if all(found[n] and found[n]["status"] == "False" for n in waiting) and found["lone"] and \
                     found["lone"]["status"] == "True":
                 return found
@@ -82,10 +93,16 @@ def test_a_waiting_gang_says_why_everywhere(tmp_path: Path, objects: Objects, ku
         found = wait_for(conditions, "PodScheduled on every pod", 30)
         for pod in ("big-0", "big-1", "big-2"):
             condition = found[pod]
-            assert condition["reason"] == "Unschedulable", condition
+            # Its queue's capability holds it: was Unschedulable (the bug: autoscalers bought nodes
+            # no queue could use), now WaitingForQueue, which they leave alone.
+            assert condition["reason"] == "WaitingForQueue", condition
             assert f"3/3 tasks in gang unschedulable" in condition["message"], condition
             assert f"queue {team} may allocate 4 more (capability 4" in condition["message"], condition
         assert found["partial-0"]["reason"] == "Unschedulable"
+        assert found["wide-0"]["reason"] == "Unschedulable" and "Insufficient cpu" in found["wide-0"]["message"]
+        # What Cluster Autoscaler would scale up for: the pod a node would help, not the gang its
+        # queue holds (partial-0 fits an existing node, so CA's own simulation drops it).
+        assert sorted(n for n, p in objects.pods().items() if ca_unschedulable(p)) == ["partial-0", "wide-0"]
         assert found["partial-0"]["message"].startswith("waiting for the other pods of its gang to be created: "
                                                         "gang has 1 of 3 pods"), found["partial-0"]
         assert objects.bound().keys() == {"lone"}      # the API server set PodScheduled True on bind
