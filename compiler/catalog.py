@@ -83,6 +83,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("predicate", "enablePredicate", True, "filter nodes"),
     Flag("best_node", "enableBestNode", True, "pick the best node"),
     Flag("node_order", "enableNodeOrder", True, "score nodes"),
+    Flag("hypernode_order", "enabledHyperNodeOrder", True, "score HyperNodes for network topology placement"),
     Flag("target_job", "enableTargetJob", True, "pick a target job"),
     Flag("reserved_nodes", "enableReservedNodes", True, "reserve nodes"),
     Flag("job_enqueued", "enableJobEnqueued", True, "admit jobs (enqueue)"),
@@ -204,6 +205,26 @@ PLUGINS: dict[str, PluginSpec] = {
             ),
             scores=True,
             weight_volcano="binpack.weight",
+        ),
+        PluginSpec(
+            "network-topology-aware", "Scores HyperNodes for gangs that ask for network topology (the fullest that "
+            "fits, HyperNode-level binpack) and, for pods without topology, nodes by how full their HyperNodes are, "
+            "so whole switches stay free for gangs.",
+            frozenset({"node_order", "hypernode_order"}),
+            arguments=(
+                Argument("cpu", NUMBER, "HyperNode-level binpack weight of CPU", 1, {"min": 0},
+                         volcano="hypernode.binpack.cpu"),
+                Argument("memory", NUMBER, "HyperNode-level binpack weight of memory", 1, {"min": 0},
+                         volcano="hypernode.binpack.memory"),
+                Argument("resources", RESOURCE_WEIGHTS, "HyperNode-level binpack weights of extended resources", {},
+                         volcano="hypernode.binpack.resources"),
+                Argument("normal_pod_binpack", BOOL, "score nodes for pods without network topology by how full "
+                         "their HyperNodes are", True, volcano="hypernode.binpack.normal-pod.enable"),
+                Argument("normal_pod_fading", NUMBER, "a tier-i HyperNode's share of that score is fading^(i-1) "
+                         "(0: tier 1 only)", 0.8, {"min": 0}, volcano="hypernode.binpack.normal-pod.fading"),
+            ),
+            scores=True,
+            weight_volcano="weight",
         ),
         PluginSpec(
             "deviceshare", "Places device requests on cards: whole cards, GPU memory slices or vGPU.",

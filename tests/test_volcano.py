@@ -40,6 +40,7 @@ DOCUMENTED = [
     ("deviceshare-gpu-sharing.yaml", None),
     ("deviceshare-vgpu.yaml", None),
     ("capacity-hierarchy.yaml", "capacity-queues.yaml"),
+    ("network-topology-aware.yaml", None),
 ]
 IDS = [config for config, _ in DOCUMENTED]
 
@@ -84,13 +85,15 @@ def expected_plugin(entry: dict) -> tuple[str, float | None, dict, dict]:
     weight = None
     arguments: dict = {}
     args = entry.get("arguments") or {}
+    # Resource-weight lists (`binpack.resources`, `hypernode.binpack.resources`) and their `<key>.<resource>`.
+    lists = {a.volcano: a for a in spec.arguments if a.kind == cat.RESOURCE_WEIGHTS and a.volcano}
     for key, value in args.items():
         if key == spec.weight_volcano:
             weight = _as_number(value)
-        elif key == "binpack.resources":
+        elif key in lists:
             names = [n.strip() for n in value.split(",") if n.strip()]
-            arguments["resources"] = {n: _as_number(args.get(f"binpack.resources.{n}", 1)) for n in names}
-        elif key.startswith("binpack.resources."):
+            arguments[lists[key].name] = {n: _as_number(args.get(f"{key}.{n}", 1)) for n in names}
+        elif any(key.startswith(k + ".") for k in lists):
             continue
         else:
             arg = next(a for a in spec.arguments if a.volcano == key)

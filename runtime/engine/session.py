@@ -206,6 +206,9 @@ class Session:
         self.plugins: dict[str, Any] = {}
         self.storage: Any = None      # runtime.engine.rules.volumes.VolumeRule, where tasks have claims
         self.hypernode_rule: HyperNodeRule | None = None   # where some job asks for network topology
+        # The network-topology-aware plugin's HyperNode score (job, {HyperNode: node rows}) →
+        # {HyperNode: score}, when the plugin is on; allocate's topology placement ranks by it.
+        self.hypernode_order: Callable[[int, dict[str, np.ndarray]], dict[str, float]] | None = None
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
         # Each class's placement inputs and tree (ClassPlacement), made on first use.
@@ -347,7 +350,8 @@ class Session:
             self.add_listener(self.storage)
         if self.snap.hypernodes is not None:
             # Some job asks for network topology: allocate tries it HyperNode by HyperNode
-            # (actions/topology.py). Nobody asking, nothing registered and nothing paid.
+            # (actions/topology.py). Nobody asking, nothing registered and nothing paid (with the
+            # network-topology-aware plugin's normal-pod score on, the rule concerns no class).
             self.hypernode_rule = HyperNodeRule(self)
             self.stateful_filters.append(self.hypernode_rule)
         for point, tiers in self.callbacks.items():

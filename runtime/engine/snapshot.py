@@ -157,7 +157,8 @@ class Snapshot:
     namespace_labels: Callable[[str], dict[str, str]] = lambda name: {}
     topology: "Topology | None" = None
     # Volcano's HyperNodes resolved (runtime.cluster.topology), when some job asks for network
-    # topology; None otherwise (nobody pays for it).
+    # topology or the network-topology-aware plugin scores plain pods' nodes by them
+    # (hypernode_binpack_on); None otherwise (nobody pays for it).
     hypernodes: NetworkTree | None = None
     # Where some pod in play has PersistentVolumeClaims: their claims resolved (runtime.cluster.storage).
     volumes: VolumeSnapshot | None = None
@@ -285,6 +286,13 @@ def folds_settled(plan: Plan, asked: bool | None = None) -> bool:
     return not set(plan.actions) & VICTIM_ACTIONS
 
 
+def hypernode_binpack_on(plan: Plan) -> bool:
+    """Whether the network-topology-aware plugin scores nodes of pods without topology by their
+    HyperNodes (its normal-pod binpack): the snapshot then carries the HyperNodes for every job."""
+    return any(p.name == "network-topology-aware" and p.arguments.get("normal_pod_binpack", True)
+               and p.enabled("node_order") for tier in plan.tiers for p in tier.plugins)
+
+
 def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volcano",
                    cache: SnapshotCache | None = None, kernels: Kernels | None = None,
                    fold_settled: bool | None = None) -> Snapshot:
@@ -388,7 +396,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         foreign_pods=foreign, settled=settled, settled_pods=settled_pods, topology=nodes.topology,
         volumes=volumes,
         hypernodes=state.topology() if any(
-            job.podgroup is not None and job.podgroup.network_topology is not None for job in jobs) else None,
+            job.podgroup is not None and job.podgroup.network_topology is not None for job in jobs)
+        or (state.hypernodes and hypernode_binpack_on(plan)) else None,
     )
     if scan.rule_pods:
         placed = state.placed_pods()

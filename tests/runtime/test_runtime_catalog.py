@@ -9,6 +9,7 @@ from compiler import catalog as cat
 from runtime.engine.cycle import open_session
 from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, SpreadConstraint, HostPort
 from runtime.cluster.selectors import LabelSelector
+from runtime.cluster.topology import HyperNode, Member
 from runtime.engine.plugins import catalog_mismatches, registry
 from runtime.engine.plugins.base import CatalogMismatch, Plugin
 from runtime.engine.extension import POINTS
@@ -50,7 +51,7 @@ def test_a_plugin_registering_an_undeclared_point_is_refused():
 
 def _everything_cluster() -> ClusterState:
     """Pods that make every plugin answer: gangs with minResources, a zero-request pod, a device
-    request, inter-pod rules."""
+    request, inter-pod rules, a HyperNode."""
     state = ClusterState()
     node(state, "n1", cpu=8000, memory=32 * GiB, **{"nvidia.com/gpu": 2})
     node(state, "n2", cpu=8000, memory=32 * GiB)
@@ -62,6 +63,8 @@ def _everything_cluster() -> ClusterState:
                                                                      LabelSelector((("app", "x"),))),),
                      host_ports=(HostPort(80),))
     pod(state, "ruled", labels={"app": "x"}, rules=rules)
+    # A HyperNode: network-topology-aware scores plain pods' nodes by it.
+    state.add_hypernode(HyperNode("s0", 1, "", (Member("Node", exact="n1"), Member("Node", exact="n2"))))
     return state
 
 

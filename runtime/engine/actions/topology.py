@@ -5,10 +5,13 @@ As Volcano's allocate (`allocateForJob`): tiers are tried tightest first (tier 1
 `highestTierAllowed`, or the tier of the HyperNodes whose `tierName` is `highestTierName`;
 default 1); within a tier every HyperNode is a dry run (the turn placed with the job's classes
 restricted to the HyperNode's nodes by rules/hypernodes.py, its statement discarded), and the
-best is placed for real. Volcano keeps the best by the network-topology-aware plugin's score,
-which is not built here; the rule here, deterministic: a ready gang before a pipelined one, then
-the most of the job's tasks placed, then the least free room left in the HyperNode for the
-resources the job requests (binpack: whole HyperNodes stay free for other gangs), then the name.
+best is placed for real. As Volcano, the best is the one the network-topology-aware plugin scores
+highest (`Session.hypernode_order`, plugins/network_topology.py) when the policy enables it, a
+ready gang before a pipelined one and ties by name. Without the plugin (Volcano then has no score
+and takes the first candidate), a documented stand-in rule, deterministic: a ready gang before a
+pipelined one, then the most of the job's tasks placed, then the least free room left in the
+HyperNode for the resources the job requests (binpack: whole HyperNodes stay free for other
+gangs), then the name.
 A job with pods already placed (elastic, reserved, or after a restart) is tried only in the
 HyperNodes that hold them all (their lowest common HyperNode and its ancestors).
 
@@ -98,9 +101,16 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                 if outcome is None:
                     return False              # nothing to place
                 if outcome[0]:
-                    results.append((-outcome[0], -outcome[1], outcome[2], name, allowed))
+                    results.append((-outcome[0], -outcome[1], outcome[2], name, allowed, rows))
             if results:
-                _, _, _, name, allowed = min(results, key=lambda r: r[:4])
+                if ssn.hypernode_order is not None:
+                    # The network-topology-aware plugin's score, as Volcano's selectBestHyperNode;
+                    # a ready gang still before a pipelined one, ties by name.
+                    scores = ssn.hypernode_order(j, {r[3]: r[5] for r in results})
+                    key = lambda r: (r[0], -scores[r[3]], r[3])      # noqa: E731
+                else:
+                    key = lambda r: r[:4]                           # noqa: E731
+                _, _, _, name, allowed, _ = min(results, key=key)
                 rule.restrict(classes, name, allowed)
                 tried = attempt(ssn, j, one_task)
                 return finish(ssn, j, tried) if tried is not None else False

@@ -1,0 +1,182 @@
+"""network-topology-aware: Volcano's plugin of that name (pkg/scheduler/plugins/network-topology-aware).
+
+Two scores, both HyperNode-level binpack (`hypernode_binpack`): for resource r with a weight
+(`cpu`, `memory`, `resources`), s_r = (used_r + request_r) / allocatable_r over the HyperNode's
+nodes; a HyperNode where some used + request > allocatable scores 0; else Σ w_r s_r / Σ w_r (0 when
+no weighted resource is requested). Final scores are × 100 × the plugin's weight (Volcano's
+`weight`, scaleFinalScore).
+
+- The HyperNode score (Volcano's HyperNodeOrderFn): allocate (actions/topology.py) asks
+  `Session.hypernode_order` to pick the best HyperNode of a tier among those the job's dry runs
+  placed it in. The request is what the job's tasks ask together; when several HyperNodes share
+  the top score, each of those adds the share of the job's tasks already on its nodes
+  (scoreWithTaskNum).
+- The node score for pods of jobs without network topology (`normal_pod_binpack`, Volcano's
+  batchNodeOrderFnForNormalPods): a node's score is Σ over tiers t of fading^(t-1) × the binpack
+  score of its tier-t HyperNode (1 where no HyperNode of tier t holds it), over Σ fading^(t-1):
+  pods fill switches already in use, so whole switches stay free for gangs.
+
+Not built: the node score for pods of a topology job (Volcano's LCA tier score, which only
+matters once a job has a HyperNode: here such a job is placed within one HyperNode anyway), and
+the eviction gradients (`hypernode.gradient.evict.max-hypernodes`)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from runtime.engine.extension import StatefulRule
+from runtime.engine.plugins.base import Plugin
+from runtime.engine.rules.hypernodes import asks_topology
+
+MAX_NODE_SCORE = 100.0
+
+
+def hypernode_binpack(weights: Mapping[int, float], allocatable: np.ndarray, used: np.ndarray,
+                      request: np.ndarray) -> float:
+    """Volcano's HyperNode-level binpack score (0..1) of `request` on a HyperNode whose nodes
+    together offer `allocatable` and use `used` (vectors by resource column); `weights`: column →
+    weight, the resources that count."""
+    total = 0.0
+    total_weight = 0.0
+    for c, w in weights.items():
+        req = float(request[c])
+        if req <= 0:
+            continue            # Volcano iterates the resources the request names
+        alloc, use = float(allocatable[c]), float(used[c])
+        if use + req > alloc:
+            return 0.0
+        total += w * (use + req) / alloc
+        total_weight += w
+    return total / total_weight if total_weight > 0 else 0.0
+
+
+class NormalPodScore(StatefulRule):
+    """The node score of pods without network topology: the fading-weighted HyperNode binpack."""
+
+    name = "network-topology-aware"
+
+    def __init__(self, plugin: "NetworkTopologyPlugin", ssn):
+        self.plugin = plugin
+        self.ssn = ssn
+        snap = ssn.snap
+        tree = snap.hypernodes
+        self.tiers = tree.tiers
+        fading = float(plugin.args.get("normal_pod_fading", 0.8))
+        lo, hi = self.tiers[0], self.tiers[-1]
+        self.tier_weights = {t: fading ** (t - 1) for t in range(lo, hi + 1)}   # 0 ** 0 == 1, as Go's
+        self.total_weight = sum(self.tier_weights.values())
+        plain = set()
+        for job in snap.jobs:
+            if not asks_topology(job):
+                plain.update(int(c) for c in snap.task_class[job.tasks].tolist())
+        # A class shared by both kinds of job is scored as a plain pod's (its tasks look alike).
+        self.concerned = plain
+        # node row → (tier, HyperNode index) for each tier; HyperNode index → its rows.
+        pos = {name: i for i, name in enumerate(snap.node_names)}
+        self.names = [h for t in self.tiers for h in tree.by_tier[t]]
+        self.rows = [np.array(sorted(pos[n] for n in tree.leaves.get(h, ()) if n in pos), dtype=np.int64)
+                     for h in self.names]
+        self.member = np.full((len(range(lo, hi + 1)), snap.n_nodes), -1, dtype=np.int64)
+        tier_of = {h: snap.hypernodes.hypernodes[h].tier for h in self.names}
+        for i, h in enumerate(self.names):
+            self.member[tier_of[h] - lo, self.rows[i]] = i
+        self.lo = lo
+        self.weight = MAX_NODE_SCORE * plugin.weight
+        self.hn_alloc: np.ndarray | None = None
+        self.hn_used: np.ndarray | None = None
+
+    def scores(self, cid: int) -> bool:
+        return cid in self.concerned and self.total_weight > 0
+
+    def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each HyperNode's allocatable and used (what pods hold and pipelined tasks are promised),
+        by resource: summed once, then kept by `placed` and `unplaced`."""
+        if self.hn_used is None:
+            snap, used = self.ssn.snap, self.ssn.used + self.ssn.pipelined
+            shape = (len(self.rows), snap.allocatable.shape[1])
+            self.hn_alloc = np.zeros(shape, dtype=np.float64)
+            self.hn_used = np.zeros(shape, dtype=np.float64)
+            for i, r in enumerate(self.rows):
+                if len(r):
+                    self.hn_alloc[i] = snap.allocatable[r].sum(axis=0)
+                    self.hn_used[i] = used[r].sum(axis=0)
+        return self.hn_alloc, self.hn_used
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        snap = self.ssn.snap
+        request = np.asarray(snap.classes[cid].request, dtype=np.float64)
+        alloc, used = self.sums()
+        per_hn = np.array([hypernode_binpack(self.plugin.columns, alloc[i], used[i], request) if len(r) else 0.0
+                           for i, r in enumerate(self.rows)], dtype=np.float64)
+        rows = np.arange(snap.n_nodes) if nodes is None else nodes
+        total = np.zeros(len(rows), dtype=np.float64)
+        for t, w in self.tier_weights.items():
+            idx = self.member[t - self.lo, rows]
+            tier_score = np.where(idx >= 0, per_hn[np.maximum(idx, 0)], 1.0) if len(per_hn) else np.ones(len(rows))
+            total += w * tier_score
+        return total / self.total_weight * self.weight
+
+    def moved(self, t: int, node: int, sign: int) -> None:
+        if self.hn_used is None:
+            return                  # summed from the session's arrays when first asked
+        held = self.member[:, node]
+        held = held[held >= 0]
+        if len(held) == 0:
+            return
+        self.hn_used[held] += sign * self.ssn.snap.request[t]
+        # Every node of those HyperNodes scores anew (their top tier usually holds every node).
+        self.ssn.mark_all_dirty(np.unique(np.concatenate([self.rows[i] for i in held.tolist()])), self)
+
+    def placed(self, t: int, node: int) -> None:
+        self.moved(t, node, 1)
+
+    def unplaced(self, t: int, node: int) -> None:
+        self.moved(t, node, -1)
+
+    # An eviction leaves a node's used as it is (the victim is releasing), as Volcano's.
+
+
+class NetworkTopologyPlugin(Plugin):
+    name = "network-topology-aware"
+    answers = frozenset({"node_order"})
+
+    def on_session_open(self, ssn) -> None:
+        snap = ssn.snap
+        self.weight = float(self.spec.weight if self.spec.weight is not None else 1.0)
+        weights = {"cpu": self.args.get("cpu", 1), "memory": self.args.get("memory", 1)}
+        weights.update(self.args.get("resources") or {})
+        self.columns = {snap.resource_index[name]: float(w) for name, w in weights.items()
+                        if name in snap.resource_index}
+        self.ssn = ssn
+        if self.spec.enabled("hypernode_order"):     # a Volcano switch, not an extension point here
+            ssn.hypernode_order = self.hypernode_order
+        if (self.args.get("normal_pod_binpack", True) and self.spec.enabled("node_order")
+                and snap.hypernodes is not None and snap.hypernodes.tiers):
+            self.register(ssn, "node_order", NormalPodScore(self, ssn))
+
+    def hypernode_order(self, j: int, candidates: dict[str, np.ndarray]) -> dict[str, float]:
+        """Volcano's HyperNodeOrderFn: each candidate HyperNode (name → its node rows) scored for job j."""
+        ssn = self.ssn
+        snap = ssn.snap
+        job = snap.jobs[j]
+        tasks = job.tasks.tolist()       # as Volcano's subJob.Tasks: every task of the job
+        request = snap.request[tasks].sum(axis=0).astype(np.float64) if tasks else \
+            np.zeros(snap.request.shape[1], dtype=np.float64)
+        used = ssn.used + ssn.pipelined
+        scores = {name: hypernode_binpack(self.columns, snap.allocatable[rows].sum(axis=0),
+                                          used[rows].sum(axis=0), request) if len(rows) else 0.0
+                  for name, rows in candidates.items()}
+        if scores:
+            top = max(scores.values())
+            best = [name for name, s in scores.items() if s == top]
+            if len(best) > 1 and tasks:
+                nodes = ssn.task_node[tasks]
+                for name in best:
+                    rows = candidates[name]
+                    scores[name] += float(np.isin(nodes[nodes >= 0], rows).sum()) / len(tasks)
+        return {name: MAX_NODE_SCORE * self.weight * s for name, s in scores.items()}
+
+
+PLUGIN = NetworkTopologyPlugin
