@@ -1,5 +1,5 @@
-"""The network-topology-aware plugin (runtime/engine/plugins/network_topology.py): its HyperNode
-score and its node score for pods without topology, on both kernels.
+"""The network-topology-aware plugin (runtime/engine/plugins/network_topology.py): its arguments,
+its HyperNode score and its node score for pods without topology, on both kernels.
 
 Each table is translated from Volcano's
 pkg/scheduler/plugins/network-topology-aware/network_topology_aware_test.go (the Go test named on
@@ -14,7 +14,7 @@ import pytest
 
 from compiler.pipeline import compile_text
 from compiler.volcano.exporter import export_volcano_text
-from compiler.volcano.importer import import_volcano
+from compiler.volcano.importer import import_volcano, import_volcano_text
 from runtime.cluster.model import ClusterState, NetworkTopology, PodGroup
 from runtime.cluster.topology import HyperNode, Member
 from runtime.engine.cycle import open_session
@@ -287,3 +287,59 @@ def test_plain_pods_of_one_cycle_follow_each_other_into_one_switch(pure):
     rule = next(r for r in ssn.stateful_scorers if r.name == "network-topology-aware")
     alloc, used = rule.sums()
     assert used.sum() == 0 and alloc[:, ssn.snap.resource_index["cpu"]].tolist() == [8000, 8000]
+
+
+# --- TestNew: the arguments as Volcano reads them ---------------------------------------------------
+
+def imported_plugin(arguments: str):
+    text = ('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: network-topology-aware\n'
+            "    arguments:\n" + "".join(f"      {line}\n" for line in arguments.strip().splitlines()))
+    return import_volcano_text(text, "volcano-scheduler.conf")
+
+
+def test_new_with_no_arguments_has_volcanos_defaults():
+    """TestNew, "build plugin with no arguments": weights 1, normal-pod binpack on, fading 0.8."""
+    plan = policy(with_plugin())
+    spec = next(p for t in plan.tiers for p in t.plugins if p.name == "network-topology-aware")
+    assert spec.weight in (None, 1)
+    assert dict(spec.arguments) == {"cpu": 1, "memory": 1, "resources": {}, "normal_pod_binpack": True,
+                                    "normal_pod_fading": 0.8}
+
+
+def test_new_with_customized_valid_arguments():
+    """TestNew, "build plugin with customized valid arguments": a listed resource without its own
+    weight weighs 1; a weight for a resource not listed is ignored (said here, PD6xx warning)."""
+    result = imported_plugin("""
+weight: 2
+hypernode.binpack.cpu: 3
+hypernode.binpack.memory: 4
+hypernode.binpack.resources: nvidia.com/gpu, example.com/foo
+hypernode.binpack.resources.nvidia.com/gpugpuxxx: 5
+hypernode.binpack.resources.example.com/foo: 6
+hypernode.binpack.normal-pod.enable: false
+hypernode.binpack.normal-pod.fading: 0
+""")
+    assert result.exit_code == 0, [d.message for d in result.errors]
+    assert any("gpugpuxxx" in d.message for d in result.diagnostics)
+    spec = next(p for t in compile_text(result.text, "i.policy").plan.tiers for p in t.plugins
+                if p.name == "network-topology-aware")
+    assert spec.weight == 2
+    assert dict(spec.arguments) == {"cpu": 3, "memory": 4, "resources": {"nvidia.com/gpu": 1, "example.com/foo": 6},
+                                    "normal_pod_binpack": False, "normal_pod_fading": 0}
+
+
+def test_new_with_customized_invalid_arguments_is_refused_where_volcano_falls_back():
+    """TestNew, "build plugin with customized invalid arguments": Volcano silently uses its defaults
+    for negative weights and fading and a non-boolean enable; the import refuses each, located."""
+    result = imported_plugin("""
+weight: -1
+hypernode.binpack.cpu: -1
+hypernode.binpack.memory: -1
+hypernode.binpack.resources: nvidia.com/gpuxxx, example.com/foo
+hypernode.binpack.resources.example.com/foo: -1
+hypernode.binpack.normal-pod.enable: "a"
+hypernode.binpack.normal-pod.fading: -1
+""")
+    assert result.exit_code != 0
+    lines = sorted({d.span.line for d in result.errors if d.code == "PD607"})      # bad value, at the value
+    assert lines == [7, 8, 9, 11, 12, 13], [(d.code, d.span.line, d.message) for d in result.errors]
