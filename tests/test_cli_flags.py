@@ -125,11 +125,12 @@ BAD = [
     (["pending", "a/b"], "argument QUEUE: `a/b` is not a queue name"),
     (["pending", ""], "argument QUEUE: `` is not a queue name"),
     # files written: compile, export-volcano, import-volcano
-    (["compile", POLICY, "-o", ""], "argument -o/--output: the file name must not be empty"),
-    (["compile", POLICY, "-o", str(REPO)], f"argument -o/--output: `{REPO}` is a folder"),
-    (["compile", POLICY, "-o", "/no/such/folder/plan.json"], "`/no/such/folder/plan.json`: no folder `/no/such/folder`"),
-    (["export-volcano", POLICY, "-o", ""], "argument -o/--output: the file name must not be empty"),
-    (["import-volcano", VOLCANO_CONF, "-o", str(REPO)], "is a folder"),
+    (["compile", POLICY, "--output-file", ""], "argument --output-file: the file name must not be empty"),
+    (["compile", POLICY, "--output-file", str(REPO)], f"argument --output-file: `{REPO}` is a folder"),
+    (["compile", POLICY, "--output-file", "/no/such/folder/plan.json"],
+     "`/no/such/folder/plan.json`: no folder `/no/such/folder`"),
+    (["export-volcano", POLICY, "--output-file", ""], "argument --output-file: the file name must not be empty"),
+    (["import-volcano", VOLCANO_CONF, "--output-file", str(REPO)], "is a folder"),
     (["import-volcano", VOLCANO_CONF, "--name", ""], "argument --name: the policy name must not be empty"),
     (["import-volcano", VOLCANO_CONF, "--queues", ""], "argument --queues: the queue file path must not be empty"),
     (["import-volcano", VOLCANO_CONF, "--queues", "/no/such.yaml"], "argument --queues: `/no/such.yaml`: no such file"),
@@ -139,7 +140,7 @@ BAD = [
     (["lint", POLICY, "--config", ""], "argument --config: the configuration path must not be empty"),
     (["lint", POLICY, "--config", "/no/such.toml"], "argument --config: `/no/such.toml`: no such file"),
     (["lint", POLICY, "--config", SNAPSHOT], f"argument --config: `{SNAPSHOT}` is a folder"),
-    (["lint", POLICY, "--format", "xml"], "argument --format: invalid choice: 'xml'"),
+    (["lint", POLICY, "--format", "xml"], "argument -o/--output/--format: invalid choice: 'xml'"),
     (["lint", POLICY, "--select", ",,"], "policydsl lint: `,,` names no code"),
     (["lint", POLICY, "--ignore", ""], "policydsl lint: `` names no code"),
     (["lint", POLICY, "--select", "PD9999"], "policydsl lint: unknown code `PD9999`"),
@@ -147,7 +148,7 @@ BAD = [
     # dev-cluster: an empty --dir used to start a cluster in the working folder
     (["dev-cluster", "up", "--dir", ""], "argument --dir: the folder name must not be empty"),
     (["dev-cluster", "up", "--dir", POLICY], f"argument --dir: `{POLICY}` exists and is not a folder"),
-    (["test", "--format", "tap"], "argument --format: invalid choice: 'tap'"),
+    (["test", "--format", "tap"], "argument -o/--output/--format: invalid choice: 'tap'"),
     (["nonsense"], "argument COMMAND: invalid choice: 'nonsense'"),
 ]
 

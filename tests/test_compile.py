@@ -336,7 +336,7 @@ def test_cli_compile_writes_the_plan(tmp_path, capsys):
     source = tmp_path / "p.policy"
     source.write_text(POLICY)
     out = tmp_path / "plan.json"
-    assert main(["compile", str(source), "-o", str(out)]) == 0
+    assert main(["compile", str(source), "--output-file", str(out)]) == 0
     assert out.read_text() == compile_file(source).plan.to_json()
     assert capsys.readouterr().out == ""
 
@@ -358,7 +358,7 @@ def test_cli_compile_errors_are_located_and_nothing_is_written(tmp_path, capsys)
     source = tmp_path / "bad.policy"
     source.write_text(HEAD + "queue a { weight = -1 }\n")
     out = tmp_path / "plan.json"
-    assert main(["compile", str(source), "-o", str(out)]) == 1
+    assert main(["compile", str(source), "--output-file", str(out)]) == 1
     err = capsys.readouterr().err
     assert f"{source}:3:20: error[PD108]" in err
     assert not out.exists()
@@ -372,10 +372,10 @@ def test_cli_compile_missing_file_is_an_io_error(tmp_path, capsys):
 def test_cli_compile_unwritable_output_is_an_io_error(tmp_path, capsys):
     source = tmp_path / "p.policy"
     source.write_text(POLICY)
-    assert main(["compile", str(source), "-o", str(tmp_path / "no" / "such" / "plan.json")]) == 2
-    assert f"argument -o/--output: `{tmp_path}/no/such/plan.json`: no folder" in capsys.readouterr().err
+    assert main(["compile", str(source), "--output-file", str(tmp_path / "no" / "such" / "plan.json")]) == 2
+    assert f"argument --output-file: `{tmp_path}/no/such/plan.json`: no folder" in capsys.readouterr().err
     # A folder that exists but takes no files: found only when writing.
-    assert main(["compile", str(source), "-o", "/proc/plan.json"]) == 2
+    assert main(["compile", str(source), "--output-file", "/proc/plan.json"]) == 2
     assert "cannot write /proc/plan.json" in capsys.readouterr().err
 
 

@@ -90,7 +90,7 @@ def test_quiet_prints_only_failing_findings(tree, capsys):
 
 def test_json(tree, capsys):
     tree("p.policy", FINDINGS)
-    code, out, _ = lint(capsys, "p.policy", "--format", "json")
+    code, out, _ = lint(capsys, "p.policy", "-o", "json")
     body = json.loads(out)
     assert code == 1
     assert body["files"] == ["p.policy"]
@@ -105,7 +105,7 @@ def test_json(tree, capsys):
 
 def test_sarif_is_what_github_code_scanning_reads(tree, capsys):
     tree("sub/p.policy", FINDINGS)
-    code, out, _ = lint(capsys, "sub", "--format", "sarif")
+    code, out, _ = lint(capsys, "sub", "-o", "sarif")
     log = json.loads(out)
     assert code == 1
     assert log["version"] == "2.1.0" and "sarif" in log["$schema"]
@@ -135,7 +135,7 @@ def test_sarif_is_what_github_code_scanning_reads(tree, capsys):
 
 def test_github_workflow_commands(tree, capsys):
     tree("p.policy", FINDINGS)
-    code, out, _ = lint(capsys, "p.policy", "--format", "github")
+    code, out, _ = lint(capsys, "p.policy", "-o", "github")
     lines = out.splitlines()
     assert code == 1 and len(lines) == 3
     assert lines[1] == ("::error file=p.policy,line=8,col=7,endLine=8,endColumn=8,title=PD201::"
@@ -148,7 +148,7 @@ def test_github_workflow_commands(tree, capsys):
 def test_junit_one_testcase_per_file(tree, capsys):
     tree("a/p.policy", FINDINGS)
     tree("a/ok.policy", CLEAN)
-    code, out, _ = lint(capsys, "a", "--format", "junit")
+    code, out, _ = lint(capsys, "a", "-o", "junit")
     root = ET.fromstring(out.split("?>", 1)[1])
     suite = root.find("testsuite")
     cases = {case.get("name"): case for case in suite.findall("testcase")}
@@ -194,7 +194,7 @@ def test_nearest_config_wins_per_file(tree, capsys):
     tree("strict/p.policy", HEAD + "queue a { capability = { memory: 64 } }\n")
     tree("relaxed/p.policy", HEAD + "queue a { capability = { memory: 64 } }\n")
     tree("relaxed/.policydsl.yaml", "lint:\n  disable: [memory-without-unit]\n")
-    code, out, _ = lint(capsys, ".", "--format", "json")
+    code, out, _ = lint(capsys, ".", "-o", "json")
     found = [(d["path"], d["code"], d["severity"]) for d in json.loads(out)["diagnostics"]]
     assert found == [("strict/p.policy", "PD521", "error")]
     assert code == 1
@@ -210,10 +210,10 @@ def test_explicit_config_and_config_fail_level(tree, capsys):
 
 def test_select_and_ignore(tree, capsys):
     tree("p.policy", FINDINGS)
-    _, out, _ = lint(capsys, "p.policy", "--format", "json", "--select", "PD521,redundant-default")
+    _, out, _ = lint(capsys, "p.policy", "-o", "json", "--select", "PD521,redundant-default")
     # A structural error (PD201) is reported whatever is selected, as a compile error would be.
     assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["PD521", "PD201", "PD411"]
-    code, out, _ = lint(capsys, "p.policy", "--format", "json", "--ignore", "PD521", "--ignore", "PD411")
+    code, out, _ = lint(capsys, "p.policy", "-o", "json", "--ignore", "PD521", "--ignore", "PD411")
     assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["PD201"] and code == 1
 
 
@@ -221,13 +221,13 @@ def test_included_file_is_linted_with_its_includer_and_alone(tree, capsys):
     tree("pol/main.policy", HEAD.replace("version 1\n", 'version 1\ninclude "parts/shared.policy"\n')
          + "queue a { capability = { memory: SIZE } }\n")
     tree("pol/parts/shared.policy", 'policy "shared" version 1\nconst SIZE = 8Gi\ntier { }\n')
-    code, out, _ = lint(capsys, "pol", "--format", "json")
+    code, out, _ = lint(capsys, "pol", "-o", "json")
     found = [(d["path"], d["code"]) for d in json.loads(out)["diagnostics"]]
     # no PD110 (missing actions) for the fragment, and its empty tier reported once
     assert found == [("pol/parts/shared.policy", "PD407")]
     assert code == 0
     # Named alone, the same file is a whole policy and lacks actions.
-    code, out, _ = lint(capsys, "pol/parts/shared.policy", "--format", "json")
+    code, out, _ = lint(capsys, "pol/parts/shared.policy", "-o", "json")
     assert "PD110" in [d["code"] for d in json.loads(out)["diagnostics"]] and code == 1
 
 
@@ -312,7 +312,7 @@ def test_dash_lints_stdin_under_its_stdin_filename_with_that_folders_config(tree
     tree("team/common.policy", 'policy "common" version 1\nconst SIZE = 8Gi\n')
     feed_stdin(monkeypatch, (FINDINGS.replace("version 1\n", 'version 1\ninclude "common.policy"\n')
                              + "queue b { capability = { memory: SIZE } }\n").encode())
-    code, out, _ = lint(capsys, "-", "--stdin-filename", "team/main.policy", "--format", "json")
+    code, out, _ = lint(capsys, "-", "--stdin-filename", "team/main.policy", "-o", "json")
     found = {(d["code"], d["path"]) for d in json.loads(out)["diagnostics"]}
     assert code == 1
     assert ("PD201", "team/main.policy") in found             # named as the file it stands for

@@ -10,9 +10,13 @@ traceback) and exits 70.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import sys
+
+from policydsl.cli.output import emit
 
 # subcommand -> module under policydsl.cli.commands, in the order `--help` lists them
 COMMANDS = {
@@ -71,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        if getattr(args, "output_file", None):
+            return _to_file(args)
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         return 130
@@ -82,6 +88,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"policydsl: internal error: {type(err).__name__}: {err} "
               "(set POLICYDSL_DEBUG=1 for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _to_file(args: argparse.Namespace) -> int:
+    """Run the command with its standard output going to --output-file: written when the command
+    printed something or succeeded (a policy with errors leaves an earlier file as it was)."""
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = int(args.handler(args) or 0)
+    text = captured.getvalue()
+    if (text or code == EXIT_OK) and not emit(text, args.output_file):
+        return EXIT_USAGE
+    return code
 
 
 def entry_point() -> None:

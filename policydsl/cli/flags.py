@@ -145,6 +145,41 @@ def output_file(value: str) -> str:
     return value
 
 
+OUTPUT_FILE = "--output-file"
+
+
+def output_format(formats: tuple[str, ...]) -> Callable[[str], str]:
+    """One of `formats` (case-insensitive). -o/--output names a format in every command, as in
+    kubectl; a file is --output-file. A value that looks like a file (`plan.json`, `out/x`) is
+    refused with that hint rather than read as a format or written to."""
+
+    def parse(text: str) -> str:
+        if text.lower() in formats:
+            return text.lower()
+        choices = ", ".join(f"'{name}'" for name in formats)
+        looks_like_file = bool(text) and ("." in text or "/" in text or os.sep in text or os.path.exists(text))
+        hint = (f"; -o/--output names the format: did you mean {OUTPUT_FILE} {text}?" if looks_like_file
+                else f"; to write to a file, use {OUTPUT_FILE} FILE")
+        raise argparse.ArgumentTypeError(f"invalid choice: '{text}' (choose from {choices}){hint}")
+
+    return parse
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, formats: tuple[str, ...], *,
+                         aliases: tuple[str, ...] = ()) -> None:
+    """The output flags every command that prints a result shares: `-o/--output FORMAT` (the first
+    of `formats` by default; `aliases` are other spellings of it, such as lint's `--format`) and
+    `--output-file FILE` (write the result there instead of stdout; see policydsl.cli.main)."""
+    default = formats[0]
+    only = len(formats) == 1
+    parser.add_argument("-o", "--output", *aliases, dest="output", type=output_format(formats), default=default,
+                        metavar="FORMAT",
+                        help=f"output format: {default} (the only one)" if only else
+                        f"output format: {', '.join(formats)} (default {default})")
+    parser.add_argument(OUTPUT_FILE, dest="output_file", type=output_file, metavar="FILE",
+                        help="write the output to FILE instead of stdout")
+
+
 def output_folder(value: str) -> str:
     """A folder to write into, created if missing: not empty, not an existing file."""
     if not value:

@@ -1,4 +1,4 @@
-"""Where a command's result goes: `-o FILE`, or standard output."""
+"""Where a command's result goes: `--output-file FILE`, or standard output."""
 
 from __future__ import annotations
 

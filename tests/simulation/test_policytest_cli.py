@@ -77,7 +77,7 @@ def test_failures_exit_1_and_say_what_was_found(tmp_path, capsys):
 
 def test_junit_output(tmp_path, capsys):
     path = write_test(tmp_path, FAILING)
-    code, out, _ = run_cli(capsys, "test", path, "--format", "junit")
+    code, out, _ = run_cli(capsys, "test", path, "-o", "junit")
     assert code == 1
     root = ET.fromstring(out.split("\n", 1)[1])
     [suite] = root.findall("testsuite")
@@ -90,7 +90,7 @@ def test_junit_output(tmp_path, capsys):
 
 def test_json_output(tmp_path, capsys):
     write_test(tmp_path, FAILING)
-    code, out, _ = run_cli(capsys, "test", tmp_path, "--format", "json")
+    code, out, _ = run_cli(capsys, "test", tmp_path, "-o", "json")
     assert code == 1
     result = json.loads(out)
     assert (result["passed"], result["failed"]) == (1, 1)

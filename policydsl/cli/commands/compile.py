@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.cli.flags import output_file
+from policydsl.cli.flags import add_output_arguments
 
 HELP = "print the compiled plan as stable JSON (quantities in base units)"
 DESCRIPTION = ("Compile a policy and print its plan: sorted keys, every default filled in, CPU in "
@@ -14,12 +14,11 @@ DESCRIPTION = ("Compile a policy and print its plan: sorted keys, every default 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="the policy file (or a folder with main.policy)")
-    parser.add_argument("-o", "--output", type=output_file, help="write the plan here instead of stdout")
+    add_output_arguments(parser, ("json",))
 
 
 def run(args: argparse.Namespace) -> int:
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
-    from policydsl.cli.output import emit
     from compiler.pipeline import compile_file
     from policydsl.diagnostics import Severity, render
 
@@ -31,7 +30,5 @@ def run(args: argparse.Namespace) -> int:
         loaded = result.loaded
         io_only = loaded is not None and loaded.main is None and all(d.code == "PD001" for d in result.errors)
         return 2 if io_only else 1
-    text = result.plan.to_json()
-    if not emit(text, args.output):
-        return 2
+    sys.stdout.write(result.plan.to_json())
     return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from policydsl.cli.flags import count, existing_path, kube_name, simulated_time
+from policydsl.cli.flags import add_output_arguments, count, existing_path, kube_name, simulated_time
 
 HELP = "compare two policies on the same cluster and workload: placements that differ and metric deltas"
 DESCRIPTION = (
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limit.add_argument("--until", type=simulated_time(), metavar="T", help="simulate until time T (e.g. 30m, 2h)")
     parser.add_argument("--period", default="1s", type=simulated_time(period=True), metavar="T",
                         help="time between scheduling cycles (default 1s)")
-    parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
+    add_output_arguments(parser, ("text", "json"))
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="schedule pods with this schedulerName (default volcano)")
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         for change in result.placements[:SHOWN]:
             out.print(f"  {change.pod}: {change.old or 'not bound'} -> {change.new or 'not bound'}", markup=False)
         if len(result.placements) > SHOWN:
-            out.print(f"  ... and {len(result.placements) - SHOWN} more (--output json lists them all)")
+            out.print(f"  ... and {len(result.placements) - SHOWN} more (-o json lists them all)")
     else:
         out.print(f"\nevery one of the {result.pods} bound pods is placed the same")
     changed = [m for m in result.metrics if m.changed]

@@ -8,7 +8,7 @@ import json
 import sys
 import urllib.parse
 
-from policydsl.cli.flags import object_key
+from policydsl.cli.flags import add_output_arguments, object_key
 from policydsl.cli.commands.live import Refused, Unreachable, add_connection_arguments, offline_view, source_of
 
 HELP = "say why a pod or PodGroup waits (failed predicates per node, queue limits, gang, devices, enqueue)"
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", type=object_key, metavar="NS/NAME",
                         help="a pod or PodGroup (namespace/name; bare name: default)")
     add_connection_arguments(parser, snapshot=True)
-    parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
+    add_output_arguments(parser, ("text", "json"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.cli.flags import output_file
+from policydsl.cli.flags import add_output_arguments
 
 HELP = "print a policy as a Volcano scheduler config (and Queue objects)"
 DESCRIPTION = (
@@ -21,12 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queues", action="store_true", help="also print the queue tree as Volcano Queue objects")
     parser.add_argument("--configmap", action="store_true",
                         help="wrap the config in the ConfigMap Volcano's chart reads (volcano-scheduler-configmap)")
-    parser.add_argument("-o", "--output", type=output_file, help="write the YAML here instead of stdout")
+    add_output_arguments(parser, ("yaml",))
 
 
 def run(args: argparse.Namespace) -> int:
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
-    from policydsl.cli.output import emit
     from compiler.volcano.exporter import export_volcano
     from policydsl.diagnostics import Severity, render
 
@@ -36,6 +35,5 @@ def run(args: argparse.Namespace) -> int:
             print(render(diag, result.sources), file=sys.stderr)
     if result.text is None:
         return result.exit_code
-    if not emit(result.text, args.output):
-        return 2
+    sys.stdout.write(result.text)
     return result.exit_code

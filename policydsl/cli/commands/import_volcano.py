@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.cli.flags import existing_path, nonempty, output_file
+from policydsl.cli.flags import add_output_arguments, existing_path, nonempty
 
 HELP = "translate a Volcano scheduler config (and Queue objects) into a policy"
 DESCRIPTION = (
@@ -22,12 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Queue objects (multi-document YAML or a List) to import as the queue tree")
     parser.add_argument("--name", type=nonempty("the policy name"),
                         help="the policy name (default: the config file's name without its suffix)")
-    parser.add_argument("-o", "--output", type=output_file, help="write the policy here instead of stdout")
+    add_output_arguments(parser, ("policy",))
 
 
 def run(args: argparse.Namespace) -> int:
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
-    from policydsl.cli.output import emit
     from compiler.volcano.importer import import_volcano
     from policydsl.diagnostics import render
 
@@ -36,6 +35,5 @@ def run(args: argparse.Namespace) -> int:
         print(render(diag, result.sources), file=sys.stderr)
     if result.text is None:
         return result.exit_code or 1
-    if not emit(result.text, args.output):
-        return 2
+    sys.stdout.write(result.text)
     return result.exit_code

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.cli.flags import existing_path, nonempty
+from policydsl.cli.flags import add_output_arguments, existing_path, nonempty
 
 HELP = "check policies for errors and likely mistakes (text, JSON, SARIF, GitHub, JUnit output)"
 DESCRIPTION = (
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stdin-filename", type=nonempty("the file name"), metavar="PATH",
                         help="the file that `-` stands for: names it in findings, and its folder is where includes "
                              "and the configuration are looked up (default: <stdin> in the working folder)")
-    parser.add_argument("--format", choices=FORMAT_NAMES, default="text", help="output format (default: text)")
+    add_output_arguments(parser, FORMAT_NAMES, aliases=("--format",))
     parser.add_argument("--fail-level", choices=LEVELS, default=None,
                         help="exit 1 on findings at or above this severity (default: the config's, else error)")
     parser.add_argument("--select", action="append", default=[], metavar="CODES",
@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
         sources=MergedSources(result.sources),
         tool_version=__version__,
         quiet=args.quiet,
-        rules=docs.all_codes() if args.format == "sarif" else CODES,
+        rules=docs.all_codes() if args.output == "sarif" else CODES,
     )
-    sys.stdout.write(FORMATS[args.format](findings))
+    sys.stdout.write(FORMATS[args.output](findings))
     if result.io_error:
         return EXIT_USAGE
     return EXIT_FINDINGS if result.failing else EXIT_OK

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policydsl.cli.flags import queue_name
+from policydsl.cli.flags import add_output_arguments, queue_name
 from policydsl.cli.commands.live import add_connection_arguments, print_document
 
 HELP = "list a queue's pending jobs in the order the next cycle considers them, with why each waits"
@@ -21,8 +21,7 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("queue", type=queue_name, metavar="QUEUE", help="the queue")
     add_connection_arguments(parser)
-    parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
-                        help="output format (default table)")
+    add_output_arguments(parser, ("table", "json", "yaml"))
 
 
 def run(args: argparse.Namespace) -> int:

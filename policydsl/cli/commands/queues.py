@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from policydsl.cli.flags import add_output_arguments
 from policydsl.cli.commands.live import (
     Refused, Unreachable, add_connection_arguments, offline_view, print_document, source_of,
 )
@@ -21,8 +22,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
-    parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
-                        help="output format (default table)")
+    add_output_arguments(parser, ("table", "json", "yaml"))
 
 
 def fetch(args: argparse.Namespace, path: str, command: str, offline):

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from policydsl.cli.flags import count, existing_path, kube_name, output_folder, simulated_time
+from policydsl.cli.flags import add_output_arguments, count, existing_path, kube_name, output_folder, simulated_time
 
 HELP = "run a policy on a simulated cluster: decisions per cycle, or waits, shares and utilization over time"
 DESCRIPTION = (
     "Simulate the scheduler under POLICY. With neither --snapshot nor --workload it runs a built-in example "
-    "cluster and workload. --cycles N runs N scheduling cycles and prints their decisions (--output json: one "
+    "cluster and workload. --cycles N runs N scheduling cycles and prints their decisions (-o json: one "
     "JSON object per line, one line per cycle). Otherwise a discrete-event simulation runs until --until, or "
     "until nothing is left to happen, and prints per-queue waits, utilization, fairness, fragmentation, "
     "evictions and gang violations. Exit 0 on success, 1 when the policy has errors, 2 on bad input."
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limit.add_argument("--until", type=simulated_time(), metavar="T", help="simulate until time T (e.g. 90s, 30m, 2h)")
     parser.add_argument("--period", default="1s", type=simulated_time(period=True), metavar="T",
                         help="time between scheduling cycles (default 1s)")
-    parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
+    add_output_arguments(parser, ("text", "json"))
     parser.add_argument("--report", type=output_folder, metavar="DIR",
                         help="write an HTML report with plots to DIR/index.html")
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",

@@ -8,6 +8,8 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+from policydsl.cli.flags import add_output_arguments
+
 HELP = "run policy tests (*.policytest.yaml): placements, reasons, phases, waits, evictions"
 DESCRIPTION = (
     "Run every *.policytest.yaml under PATH (default: the current folder). Each test simulates a policy on a "
@@ -21,8 +23,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH", default=["."], help="test files or folders (default .)")
-    parser.add_argument("--format", choices=("text", "json", "junit"), default="text",
-                        help="output format (default text)")
+    add_output_arguments(parser, ("text", "json", "junit"), aliases=("--format",))
     parser.add_argument("-k", dest="keyword", metavar="TEXT", help="run only tests whose name contains TEXT")
 
 
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.keyword:
         cases = [c for c in cases if args.keyword in c.name]
     outcomes = run_cases(cases)
-    sys.stdout.write(FORMATS[args.format](outcomes, file_errors, time.perf_counter() - started))
+    sys.stdout.write(FORMATS[args.output](outcomes, file_errors, time.perf_counter() - started))
     if file_errors or any(o.status == "error" for o in outcomes):
         return EXIT_USAGE
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
