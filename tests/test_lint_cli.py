@@ -226,9 +226,65 @@ def test_included_file_is_linted_with_its_includer_and_alone(tree, capsys):
     # no PD110 (missing actions) for the fragment, and its empty tier reported once
     assert found == [("pol/parts/shared.policy", "PD407")]
     assert code == 0
-    # Named alone, the same file is a whole policy and lacks actions.
+    # Named alone (pre-commit passes only changed files), it is still a fragment: pol/main.policy
+    # includes it. A copy no policy includes is a whole policy, and lacks actions.
     code, out, _ = lint(capsys, "pol/parts/shared.policy", "-o", "json")
+    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["PD407"] and code == 0
+    tree("alone/shared.policy", 'policy "shared" version 1\nconst SIZE = 8Gi\ntier { }\n')
+    code, out, _ = lint(capsys, "alone/shared.policy", "-o", "json")
     assert "PD110" in [d["code"] for d in json.loads(out)["diagnostics"]] and code == 1
+
+
+def test_the_example_fragment_lints_clean_alone(capsys):
+    code, out, err = lint(capsys, str(REPO / "examples" / "include" / "common.policy"))
+    assert (code, err) == (0, "") and "no problems" in out
+
+
+FRAGMENT = 'policy "shared" version 1\nconst SIZE = 8Gi\ntier { plugin gang }\n'
+
+
+@pytest.mark.parametrize("where", ["main.policy", "a/main.policy", "a/b/main.policy"])
+def test_a_file_without_actions_included_from_a_folder_above_is_a_fragment(tree, capsys, where):
+    # The includer is not linted (not even named): found in the fragment's folder or one above it.
+    main = tree(where, HEAD.replace("version 1\n", 'version 1\ninclude "X"\n'))
+    fragment = tree("a/b/parts/shared.policy", FRAGMENT)
+    main.write_text(main.read_text().replace('"X"', f'"{fragment.relative_to(main.parent).as_posix()}"'))
+    code, out, _ = lint(capsys, "a/b/parts/shared.policy", "-o", "json")
+    assert json.loads(out)["diagnostics"] == [] and code == 0
+
+
+def test_a_file_included_only_from_a_sibling_folder_is_not_a_fragment(tree, capsys):
+    # Includes never reach outside the includer's folder: other/main.policy cannot include it.
+    tree("other/main.policy", HEAD.replace("version 1\n", 'version 1\ninclude "../parts/shared.policy"\n'))
+    tree("parts/shared.policy", FRAGMENT)
+    code, out, _ = lint(capsys, "parts/shared.policy", "-o", "json")
+    assert "PD110" in [d["code"] for d in json.loads(out)["diagnostics"]] and code == 1
+
+
+def test_a_file_marked_a_fragment_lints_alone_without_whole_policy_rules(tree, capsys):
+    tree("shared.policy", "# policydsl: fragment -- included by the team policies\n" + FRAGMENT)
+    code, out, _ = lint(capsys, "shared.policy", "-o", "json")
+    assert json.loads(out)["diagnostics"] == [] and code == 0
+    # unmarked: PD110 (no actions) and PD530 (SIZE unused), rules that need the whole policy
+    tree("shared.policy", FRAGMENT)
+    code, out, _ = lint(capsys, "shared.policy", "-o", "json")
+    assert sorted(d["code"] for d in json.loads(out)["diagnostics"]) == ["PD110", "PD530"] and code == 1
+
+
+def test_the_fragment_mark_is_not_a_misspelt_directive_but_a_misspelt_mark_is(tree, capsys):
+    tree("shared.policy", "# policydsl: fragments\n" + FRAGMENT)
+    code, out, _ = lint(capsys, "shared.policy", "-o", "json")
+    codes = [d["code"] for d in json.loads(out)["diagnostics"]]
+    assert "PD014" in codes and "PD110" in codes and code == 1
+
+
+def test_a_policy_with_actions_is_never_a_fragment_by_being_included(tree, capsys):
+    # It is whole on its own: whole-policy rules still judge it (here PD530, SIZE unused).
+    tree("main.policy", HEAD.replace("version 1\n", 'version 1\ninclude "parts/p.policy"\n'))
+    tree("parts/p.policy", 'policy "p" version 1\nactions [enqueue, allocate]\nconst SIZE = 8Gi\n'
+                           "tier {\n  plugin predicates\n  plugin proportion\n}\n")
+    code, out, _ = lint(capsys, "parts/p.policy", "-o", "json")
+    assert "PD530" in [d["code"] for d in json.loads(out)["diagnostics"]]
 
 
 def test_syntax_errors_are_findings(tree, capsys):

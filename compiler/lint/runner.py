@@ -2,7 +2,11 @@
 
 A file that another linted file includes is linted twice: as part of its includer (where the
 whole policy is known) and on its own as a *fragment*, where rules that need the whole policy
-are left out. The same finding reached both ways is reported once.
+are left out. The same finding reached both ways is reported once. A file linted without its
+includer (pre-commit passes only the changed files, an editor lints the file on save) is a
+fragment too when it declares no `actions` and a policy in its folder or a folder above includes
+it (includes never reach above the includer's folder), or when it says
+`# policydsl: fragment`.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compiler.lint.config import ConfigError, LintConfig, find_config, load_config
+from compiler.lint.suppression import FRAGMENT_MARK
 from compiler.pipeline import compile_loaded
 from policydsl.diagnostics import IO_ERROR, Diagnostic, Severity, SourceCache
+from policydsl import nodes as n
 from policydsl.loader import POLICY_SUFFIX, LoadedPolicy, decode_source, load, load_text
 
 STDIN = "-"   # among the paths: lint the text given as `stdin`
+# Looking for a file's includers: folders above it (stopping at a repository's root), and
+# policies read in each.
+INCLUDER_LEVELS, INCLUDERS_PER_FOLDER = 8, 200
 
 
 class UsageError(Exception):
@@ -89,6 +98,47 @@ def config_for(policy: Path, explicit: Path | None = None) -> LintConfig:
     return _config_at(path.resolve()) if path is not None else LintConfig()
 
 
+def marked_fragment(loaded: LoadedPolicy) -> bool:
+    """Whether the file says `# policydsl: fragment` in a comment."""
+    return loaded.main is not None and any(FRAGMENT_MARK.match(c.text.rstrip()) for c in loaded.main.comments)
+
+
+def _declares_actions(loaded: LoadedPolicy) -> bool:
+    return any(isinstance(item, n.Actions) for item in loaded.items())
+
+
+def included_nearby(file: Path, cache: dict[Path, frozenset[Path]] | None = None) -> Path | None:
+    """A policy in `file`'s folder or a folder above that includes it (directly or through another
+    file), or None. An includer's includes stay in its own folder and below, so no other can.
+    `cache` keeps each policy's includes, by resolved path, across calls."""
+    cache = {} if cache is None else cache
+    target = file.resolve()
+    folder = target.parent
+    for _ in range(INCLUDER_LEVELS):
+        candidates = sorted(p for p in folder.glob("*" + POLICY_SUFFIX) if p.is_file())
+        for candidate in candidates[:INCLUDERS_PER_FOLDER]:
+            key = candidate.resolve()
+            if key == target:
+                continue
+            if key not in cache:
+                cache[key] = frozenset(Path(p).resolve() for p in load(candidate).paths) - {key}
+            if target in cache[key]:
+                return candidate
+        if (folder / ".git").exists() or folder.parent == folder:
+            break
+        folder = folder.parent
+    return None
+
+
+def is_fragment(file: Path, loaded: LoadedPolicy, included: set[Path],
+                cache: dict[Path, frozenset[Path]] | None = None) -> bool:
+    """Whether `file` is linted as a fragment: included by another linted file, marked, or a file
+    without actions that a policy around it includes."""
+    if file.resolve() in included or marked_fragment(loaded):
+        return True
+    return loaded.main is not None and not _declares_actions(loaded) and included_nearby(file, cache) is not None
+
+
 def lint_paths(paths: list[str], *, config_file: str | None = None, select: frozenset[str] | None = None,
                ignore: frozenset[str] = frozenset(), fail_level: Severity | None = None,
                stdin: bytes = b"", stdin_filename: str | None = None) -> LintRun:
@@ -114,10 +164,13 @@ def lint_paths(paths: list[str], *, config_file: str | None = None, select: froz
                 if Path(p).resolve() != file.resolve()}
 
     run = LintRun(files=[str(f) for f in files], diagnostics=[], failing=[])
+    includes: dict[Path, frozenset[Path]] = {
+        file.resolve(): frozenset(Path(p).resolve() for p in result.paths) - {file.resolve()}
+        for file, result in loaded.items()}
     seen: set[tuple] = set()
     for file in files:
         config = configs[file]
-        if file.resolve() in included:
+        if is_fragment(file, loaded[file], included, includes):
             config = dataclasses.replace(config, fragment=True)
         result = compile_loaded(loaded[file], config=config)
         run.fail_levels[str(file)] = config.fail_level

@@ -8,6 +8,11 @@ Codes or rule names, separated by commas; text after `--` is a reason and is ign
 comment covers diagnostics in its own file: `disable` its own line, `disable-next-line` the
 line below, `disable-file` the whole file. A misspelt directive, a code that does not exist,
 or one that names a compile error (which no comment can hide) is reported as PD014.
+
+    # policydsl: fragment -- included by team-*.policy
+
+marks the file a fragment (see FRAGMENT_MARK): linted on its own, the rules that need a whole
+policy are left out, as for a file another file includes.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from policydsl.loader import LoadedPolicy
 _DIRECTIVE = re.compile(r"#\s*policydsl:\s*(?P<kind>disable-next-line|disable-file|disable)\s*=(?P<codes>.*)")
 _CODE = re.compile(r"[^,\s]+")
 _ANY_DIRECTIVE = re.compile(r"#\s*policydsl:\s*(?P<word>[^=\s]*)")
+# A file meant only to be included, linted alone (pre-commit, an editor) without its includer.
+FRAGMENT_MARK = re.compile(r"#\s*policydsl:\s*fragment\s*(?:--.*)?$")
 
 # Diagnostics a fragment (an included file linted on its own) cannot judge: its includer
 # supplies the constants it uses and the action list.
@@ -48,11 +55,14 @@ def parse_suppressions(policy: n.Policy) -> tuple[list[Suppression], list[Diagno
     problems: list[Diagnostic] = []
     for comment in policy.comments:
         match = _DIRECTIVE.match(comment.text)
+        if match is None and FRAGMENT_MARK.match(comment.text.rstrip()):
+            continue
         if match is None:
             attempt = _ANY_DIRECTIVE.match(comment.text)
             if attempt is not None:  # a misspelt directive would otherwise suppress nothing, silently
                 problems.append(make(BAD_SUPPRESSION, f"unknown directive `{attempt.group('word')}`",
-                                     comment.span, "use disable=, disable-next-line= or disable-file="))
+                                     comment.span, "use disable=, disable-next-line=, disable-file= or "
+                                                   "`# policydsl: fragment`"))
             continue
         listing = match.group("codes").split("--", 1)[0]
         codes: set[str] = set()
