@@ -35,7 +35,8 @@ BAD = [
     (RUN + ["--metrics-addr", "bad_host:80"], "`bad_host` is neither an IPv4 address nor a host name"),
     (RUN + ["--metrics-addr", "[::1]:8080"], "IPv6 addresses are not supported"),
     (RUN + ["--schedule-period", "0"], "argument --schedule-period: `0` is not a positive duration"),
-    (RUN + ["--schedule-period", "-1s"], "argument --schedule-period: expected one argument"),
+    # a value starting with `-` was taken for a flag: "expected one argument" (issue 32)
+    (RUN + ["--schedule-period", "-1s"], "argument --schedule-period: `-1s` is not a positive duration"),
     (RUN + ["--schedule-period", "1e400"], "`1e400` is not a positive duration"),
     (RUN + ["--schedule-period", "99999999999999h"], "is longer than a day (24h)"),
     (RUN + ["--min-interval", "soon"], "argument --min-interval: `soon` is not a positive duration"),
@@ -76,6 +77,10 @@ BAD = [
     (SIMULATE + ["--period", "inf"], "--period: `inf` is not a finite duration"),
     (SIMULATE + ["--period", "1e-300"], "argument --period: `1e-300` is shorter than 1ms, the shortest period"),
     (SIMULATE + ["--period", "0"], "argument --period: `0` is shorter than 1ms"),
+    (["simulate", POLICY, "--until", "-5m"], "argument --until: `-5m` is negative; give a time from the start"),
+    (["simulate", POLICY, "--until=-5m"], "argument --until: `-5m` is negative"),
+    (["diff", POLICY, POLICY, "--period", "-1s"], "argument --period: `-1s` is negative; give a period"),
+    (["simulate", POLICY, "--cycles", "-1"], "argument --cycles: `-1` is below 1"),
     (["simulate", POLICY, "--until", "soon"], "argument --until: `soon` is not a duration"),
     (["simulate", POLICY, "--until", "1h30"], "argument --until: `1h30` is not a duration"),
     (SIMULATE + ["--snapshot", "/no/such/snapshot"],
@@ -169,6 +174,25 @@ def test_the_reported_overflow_is_a_usage_error_from_the_installed_command() -> 
     assert done.returncode == 2
     assert done.stderr.startswith("usage: policydsl run")
     assert "policydsl run: error: argument --metrics-addr" in done.stderr
+
+
+def test_bare_policydsl_is_a_usage_error_with_the_help_on_stderr() -> None:
+    # As Ruff (and argparse for any other usage error): nothing on stdout, exit 2. `--help` asks
+    # for the help: stdout, exit 0.
+    done = subprocess.run([sys.executable, "-m", "policydsl"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("usage: policydsl") and "COMMAND" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "policydsl", "--help"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stderr) == (0, "") and done.stdout.startswith("usage: policydsl")
+
+
+def test_a_dashed_value_goes_to_its_flag_only(capsys) -> None:
+    # -k takes a value: `-k -5m` selects tests named so; `-q` takes none, so `-1s` stays a path.
+    assert main(["test", "-k", "-5m", "/no/such/tests"]) == 2
+    assert "/no/such/tests: no such file or folder" in capsys.readouterr().err
+    assert main(["lint", "-q", "-1s"]) == 2
+    assert "unrecognized arguments: -1s" in capsys.readouterr().err
 
 
 GOOD_RUN = [

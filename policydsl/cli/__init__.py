@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import io
 import os
+import re
 import sys
 
 from policydsl.cli.output import emit
@@ -65,14 +66,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A value that starts with `-` and a digit but is no number argparse knows (`-5m`, `-1s`)
+_NEGATIVE_VALUE = re.compile(r"^-\d")
+
+
+def _attach_dashed_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`--until -5m` as `--until=-5m`: argparse takes `-5m` for a flag and says only "expected one
+    argument"; attached, the flag's own check says what is wrong with the value."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    command = next((t for t in argv if not t.startswith("-")), None)
+    target = sub.choices.get(command) if sub is not None and command is not None else None
+    if target is None:
+        return argv
+    out: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        action = target._option_string_actions.get(token)
+        if (action is not None and action.nargs is None and index + 1 < len(argv)
+                and _NEGATIVE_VALUE.match(argv[index + 1])):
+            out.append(f"{token}={argv[index + 1]}" if token.startswith("--") else token + argv[index + 1])
+            index += 2
+            continue
+        if token == "--":
+            out.extend(argv[index:])
+            break
+        out.append(token)
+        index += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        # as for any other usage error (and as Ruff does): the help on stderr, exit 2
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_attach_dashed_values(parser, argv))
     except SystemExit as done:  # a usage error (2), or --help / --version (0): already printed
         return done.code if isinstance(done.code, int) else EXIT_USAGE
-    if not getattr(args, "handler", None):
-        parser.print_help()
+    if not getattr(args, "handler", None):  # options but no command (`policydsl -x` is argparse's error)
+        parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         if getattr(args, "output_file", None):

@@ -232,6 +232,10 @@ def simulated_time(*, period: bool = False) -> Callable[[str], str]:
         from policydsl.cli.inputs import MIN_PERIOD_S
         from runtime.simulation.workload import parse_duration
 
+        if re.match(r"\s*-\s*[\d.]", text):
+            raise argparse.ArgumentTypeError(f"`{text}` is negative; give a time from the start of the simulation "
+                                             "(e.g. 5m)" if not period else f"`{text}` is negative; give a period "
+                                             "(e.g. 1s)")
         try:
             seconds = parse_duration(text)
         except ValueError as err:
