@@ -574,3 +574,61 @@ def test_configs_volcano_runs_import_with_a_warning_and_compile(config, check):
     assert [d.code for d in result.diagnostics] and {d.code for d in result.diagnostics} == {"PD613"}
     assert any(check in d.message for d in result.diagnostics)
     assert compile_text(result.text, "imported.policy").ok      # the scheduler runs it
+
+
+DROPS_DECISIONS = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: predicates
+    arguments:
+      predicate.ProportionalEnable: true
+      predicate.resources: nvidia.com/gpu
+  - name: capacity
+    arguments:
+      ancestorReclaimLevel: 2
+  - name: overcommit
+    arguments:
+      max-queue-overcommit-factor: 2
+      overcommit-facter: 3
+"""
+
+
+def test_arguments_that_change_decisions_fail_the_import_located(capsys, tmp_path):
+    path = tmp_path / "drops.conf"
+    path.write_text(DROPS_DECISIONS)
+    assert main(["import-volcano", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    for line, col, key in [(8, 7, "predicate.ProportionalEnable"), (9, 7, "predicate.resources"),
+                           (12, 7, "ancestorReclaimLevel"), (15, 7, "max-queue-overcommit-factor")]:
+        assert f"drops.conf:{line}:{col}: error[PD614]" in err and f"`{key}` changes decisions" in err
+    # a typo Volcano ignores too stays a warning
+    assert "drops.conf:16:7: warning[PD605]" in err
+    # the hint names no key of a different meaning
+    assert "did you mean `overcommit-factor`" not in err.split("drops.conf:16:7")[0]
+
+
+def test_allow_dropped_writes_each_dropped_argument_as_a_comment_and_lints_clean(capsys, tmp_path):
+    path = tmp_path / "drops.conf"
+    path.write_text(DROPS_DECISIONS)
+    assert main(["import-volcano", str(path), "--allow-dropped"]) == 0
+    out, err = capsys.readouterr()
+    assert "# not imported: ancestorReclaimLevel: 2 (" in out
+    assert "# not imported: max-queue-overcommit-factor: 2 (" in out
+    assert "# not imported: predicate.ProportionalEnable: true (" in out
+    assert "# not imported: predicate.resources: nvidia.com/gpu (" in out
+    assert "warning[PD614]" in err and "error" not in err
+    policy = tmp_path / "drops.policy"
+    policy.write_text(out)
+    assert main(["lint", str(policy)]) == 0
+    assert compile_text(out).ok
+
+
+def test_decision_arguments_are_one_list_of_real_plugin_arguments():
+    from compiler.volcano.config_reader import DECISION_ARGUMENTS
+    for plugin, key in DECISION_ARGUMENTS:
+        spec = cat.PLUGINS[plugin]
+        assert all(a.volcano != key for a in spec.arguments)

@@ -86,3 +86,11 @@ POLICY_WARNED = register_code(CodeInfo(
         "capacity together; policydsl runs them too, and says so on the config they come from.",
     fix="Fix the Volcano config (or the imported policy) as the quoted check says, or keep it if it is meant.",
 ))
+DROPPED = register_code(CodeInfo(
+    "PD614", "volcano-dropped", Severity.ERROR, "a Volcano argument that changes decisions and policydsl does not import",
+    why="Volcano reads it and schedules differently with it (e.g. capacity's `ancestorReclaimLevel`); the policy "
+        "without it would decide otherwise, so the import fails unless told to drop it. The list is "
+        "`DECISION_ARGUMENTS` in compiler/volcano/config_reader.py; arguments Volcano ignores stay warnings (PD605).",
+    fix="Remove the argument from the Volcano config, or pass `--allow-dropped` to write the policy anyway, "
+        "each dropped argument kept as a `# not imported:` comment.",
+))

@@ -288,12 +288,13 @@ class ConfigReader(NodeReader):
     def plugin(self, src: YamlText, node: MappingNode, spec: cat.PluginSpec) -> PluginConfig:
         flags: dict[str, bool] = {}
         arguments: dict[str, Any] = {}
+        dropped: list[str] = []
         weight = None
         for entry in self.mapping_entries(src, node):
             if entry.key == "name":
                 continue
             if entry.key == "arguments":
-                weight = self.plugin_arguments(src, entry.value, spec, arguments)
+                weight = self.plugin_arguments(src, entry.value, spec, arguments, dropped)
                 continue
             flag = cat.FLAGS_BY_VOLCANO.get(entry.key)
             if flag is None:
@@ -315,10 +316,12 @@ class ConfigReader(NodeReader):
             except Invalid as err:
                 self.report(codes.BAD_VALUE, f"`{entry.key}`: {err}", src.span(entry.value),
                             "Volcano reads flags as YAML booleans")
-        return PluginConfig(spec.name, weight, flags, arguments)
+        return PluginConfig(spec.name, weight, flags, arguments, tuple(dropped))
 
-    def plugin_arguments(self, src: YamlText, node: Node, spec: cat.PluginSpec, out: dict[str, Any]) -> int | float | None:
-        """Fill `out` with the plugin's arguments; return its score weight if one is given."""
+    def plugin_arguments(self, src: YamlText, node: Node, spec: cat.PluginSpec, out: dict[str, Any],
+                         dropped: list[str] | None = None) -> int | float | None:
+        """Fill `out` with the plugin's arguments; return its score weight if one is given. Arguments
+        that change decisions and are not imported (DECISION_ARGUMENTS) go to `dropped`, as comments."""
         if is_null(node):
             return None
         if not is_mapping(node):
@@ -353,6 +356,16 @@ class ConfigReader(NodeReader):
                     out.setdefault(arg.name, {})
                     continue
                 arg = by_key.get(key)
+                why = _decision_argument(spec.name, key)
+                if arg is None and why is not None:
+                    value = " ".join((str(entry.value.value) if is_scalar(entry.value) else
+                                      src.text[entry.value.start_mark.index:entry.value.end_mark.index]).split())
+                    self.report(codes.DROPPED, f"plugin `{spec.name}`: `{key}` changes decisions and is not imported "
+                                f"({why})", src.span(entry.key_node),
+                                "pass --allow-dropped to write the policy without it, noted as a comment")
+                    if dropped is not None:
+                        dropped.append(f"{key}: {value} ({why})")
+                    continue
                 if arg is None:
                     known = list(by_key) + [k + ".<resource>" for k in lists] + (
                         [spec.weight_volcano] if spec.weight_volcano else [])
@@ -378,6 +391,30 @@ class ConfigReader(NodeReader):
             else:
                 del out[name]
         return weight
+
+
+# The one list of Volcano plugin arguments policydsl does not import, by whether they change
+# decisions. Listed here: Volcano reads them and schedules differently, so dropping one is an error
+# (PD614; `--allow-dropped` writes the policy anyway with a `# not imported:` comment). Any other
+# argument we do not know is one Volcano does not read either (a typo, an argument of another
+# plugin): a pure no-op, a warning (PD605).
+DECISION_ARGUMENTS: dict[tuple[str, str], str] = {
+    ("capacity", "ancestorReclaimLevel"): "Volcano limits hierarchical reclaim to ancestors this many levels up",
+    ("overcommit", "max-queue-overcommit-factor"): "Volcano caps each queue's admitted demand at this factor "
+                                                   "of its deserved share",
+    ("predicates", "predicate.ProportionalEnable"): "Volcano keeps CPU and memory in proportion to the listed "
+                                                    "resources on each node",
+    ("predicates", "predicate.resources"): "the resources of Volcano's proportional predicate",
+}
+_DECISION_PREFIXES = {("predicates", "predicate.resources."): "a weight of Volcano's proportional predicate"}
+
+
+def _decision_argument(plugin: str, key: str) -> str | None:
+    why = DECISION_ARGUMENTS.get((plugin, key))
+    if why is None:
+        why = next((w for (p, prefix), w in _DECISION_PREFIXES.items() if p == plugin and key.startswith(prefix)),
+                   None)
+    return why
 
 
 def _moved_to(key: str, spec: cat.PluginSpec) -> str | None:

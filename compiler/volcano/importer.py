@@ -53,7 +53,9 @@ def _plugin_decl(plugin: PluginConfig) -> pt.PluginDecl:
         arg = spec.argument(name)
         assert arg is not None
         settings.append(pt.Setting(name, _setting_value(arg, value)))
-    return pt.PluginDecl(plugin.name, plugin.weight, settings, [f"{plugin.name}: {_first_sentence(spec.doc)}"])
+    comments = [f"{plugin.name}: {_first_sentence(spec.doc)}"]
+    comments += [f"not imported: {item}" for item in plugin.dropped]
+    return pt.PluginDecl(plugin.name, plugin.weight, settings, comments)
 
 
 def _queue_decl(queue: QueueConfig, children: dict[str | None, list[QueueConfig]]) -> pt.QueueDecl:
@@ -121,13 +123,16 @@ def _policy_name(config_path: str) -> str:
 
 
 def import_volcano_text(config_text: str, config_path: str = CONFIG_KEY, queues_text: str | None = None,
-                        queues_path: str = "queues.yaml", *, name: str | None = None) -> ImportResult:
-    """The policy for a Volcano config (and Queue objects) given as text."""
+                        queues_path: str = "queues.yaml", *, name: str | None = None,
+                        allow_dropped: bool = False) -> ImportResult:
+    """The policy for a Volcano config (and Queue objects) given as text. An argument that changes
+    decisions and is not imported (PD614) fails the import (no policy), unless `allow_dropped`:
+    then it is a warning and a `# not imported:` comment in the policy."""
     result = ImportResult(text=None)
     result.sources.add(config_path, config_text)
     reader = ConfigReader()
     config = reader.read(YamlText(config_path, config_text))
-    result.diagnostics.extend(reader.diagnostics)
+    result.diagnostics.extend(_dropped_allowed(d) if allow_dropped else d for d in reader.diagnostics)
     queues: list[QueueConfig] = []
     if queues_text is not None:
         result.sources.add(queues_path, queues_text)
@@ -143,7 +148,16 @@ def import_volcano_text(config_text: str, config_path: str = CONFIG_KEY, queues_
                      queues_path if queues_text is not None else None)
     result.text = pt.render(doc)
     result.diagnostics.extend(_policy_checks(result.text, config))
+    if any(d.code == codes.DROPPED.code and d.severity >= Severity.ERROR for d in result.diagnostics):
+        result.text = None
     return result
+
+
+def _dropped_allowed(diag: Diagnostic) -> Diagnostic:
+    if diag.code != codes.DROPPED.code:
+        return diag
+    return make(codes.DROPPED, diag.message, diag.span, "written as a `# not imported:` comment (--allow-dropped)",
+                Severity.WARNING)
 
 
 def _policy_checks(text: str, config: SchedulerConfig) -> list[Diagnostic]:
@@ -181,7 +195,8 @@ def _read(path: str, result: ImportResult) -> str | None:
         return None
 
 
-def import_volcano(config_path: str, queues_path: str | None = None, *, name: str | None = None) -> ImportResult:
+def import_volcano(config_path: str, queues_path: str | None = None, *, name: str | None = None,
+                   allow_dropped: bool = False) -> ImportResult:
     """The policy for a Volcano config file (raw or a ConfigMap) and, optionally, a Queue file."""
     failed = ImportResult(text=None)
     config_text = _read(config_path, failed)
@@ -189,4 +204,5 @@ def import_volcano(config_path: str, queues_path: str | None = None, *, name: st
     if failed.unreadable:
         return failed
     assert config_text is not None
-    return import_volcano_text(config_text, config_path, queues_text, queues_path or "queues.yaml", name=name)
+    return import_volcano_text(config_text, config_path, queues_text, queues_path or "queues.yaml", name=name,
+                               allow_dropped=allow_dropped)

@@ -50,6 +50,8 @@ class PluginConfig:
     weight: int | float | None = None
     flags: dict[str, bool] = field(default_factory=dict)
     arguments: dict[str, Any] = field(default_factory=dict)
+    # Arguments that change decisions and were not imported, as `# not imported:` comments.
+    dropped: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
