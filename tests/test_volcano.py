@@ -304,7 +304,6 @@ def test_unsupported_plugins_flags_and_arguments_are_each_reported():
         ("PD609", 3),    # metrics section
         ("PD606", 10),   # enableHierarchy on gang: no such extension point
         ("PD604", 11),   # sla
-        ("PD605", 19),   # predicate.GPUSharingEnable (old Volcano)
         ("PD606", 21),   # enableOverused: Volcano spells it enabledOverused
         ("PD607", 24),   # binpack.weight: "ten"
         ("PD606", 26),   # weight of a resource binpack.resources does not list
@@ -312,10 +311,11 @@ def test_unsupported_plugins_flags_and_arguments_are_each_reported():
     }
     by_line = {d.span.line: d for d in result.diagnostics}
     assert by_line[21].hint == "did you mean `enabledOverused`?"
-    assert "deviceshare.GPUSharingEnable" in by_line[19].hint
+    assert 19 not in by_line    # predicate.GPUSharingEnable (old Volcano): imported as deviceshare's gpu_sharing
     assert result.exit_code == 1
     plan = compile_text(result.text).plan
     assert [p.name for p in plan.tiers[0].plugins] == ["priority", "gang", "conformance"]
+    assert plan.plugin("deviceshare").arguments["gpu_sharing"] is True
     assert plan.plugin("binpack").arguments["resources"] == {"nvidia.com/gpu": 1}
     assert plan.plugin("gang").flags["preemptable"] is False
     assert "# not imported: plugin `sla`" in result.text and "# not imported: plugin `tdm`" in result.text
@@ -632,3 +632,46 @@ def test_decision_arguments_are_one_list_of_real_plugin_arguments():
     for plugin, key in DECISION_ARGUMENTS:
         spec = cat.PLUGINS[plugin]
         assert all(a.volcano != key for a in spec.arguments)
+
+
+OLD_GPU_FLAGS = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+    arguments:
+      predicate.GPUNumberEnable: true
+      predicate.GPUSharingEnable: false
+  - name: nodeorder
+"""
+
+
+def test_old_gpu_flags_of_predicates_import_as_deviceshare_arguments():
+    result = import_volcano_text(OLD_GPU_FLAGS)
+    assert result.exit_code == 0 and not result.diagnostics, result.diagnostics
+    plan = compile_text(result.text).plan
+    assert [p.name for p in plan.tiers[1].plugins] == ["predicates", "deviceshare", "nodeorder"]
+    assert plan.plugin("deviceshare").arguments["gpu_number"] is True
+    assert plan.plugin("deviceshare").arguments["gpu_sharing"] is False
+    assert "`predicate.GPUNumberEnable` of Volcano <= 1.8" in result.text
+
+
+def test_old_gpu_flags_join_a_deviceshare_the_config_has_which_keeps_its_own_arguments():
+    text = OLD_GPU_FLAGS.replace("predicate.GPUSharingEnable: false", "predicate.GPUSharingEnable: true") + (
+        "  - name: deviceshare\n    arguments:\n      deviceshare.GPUNumberEnable: false\n")
+    result = import_volcano_text(text)
+    assert result.exit_code == 0, result.diagnostics
+    plan = compile_text(result.text).plan
+    assert [p.name for p in plan.tiers[1].plugins] == ["predicates", "nodeorder", "deviceshare"]
+    assert plan.plugin("deviceshare").arguments["gpu_number"] is False   # its own argument wins
+    assert plan.plugin("deviceshare").arguments["gpu_sharing"] is True
+
+
+def test_hints_name_only_keys_of_the_same_meaning():
+    text = OLD_GPU_FLAGS.replace("predicate.GPUSharingEnable: false", "predicate.VGPUEnable: true")
+    result = import_volcano_text(text)
+    (diag,) = [d for d in result.diagnostics if d.code == "PD605"]
+    assert "deviceshare" not in (diag.hint or "")   # no plugin takes `VGPUEnable` in predicates' meaning

@@ -9,6 +9,7 @@ its own. See compiler.volcano.codes for which findings are errors.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from yaml.nodes import MappingNode, Node
@@ -251,6 +252,7 @@ class ConfigReader(NodeReader):
             self.report(codes.BAD_VALUE, f"`tiers` must be a list, got {kind_of(node)}", src.span(node))
             return []
         tiers = []
+        self.moved: list[tuple[int, str, str, str, Any]] = []  # (tier, source plugin, target plugin, argument, value)
         for tier in node.value:
             plugins_entry = lookup(tier, "plugins") if is_mapping(tier) else None
             if plugins_entry is None:
@@ -259,8 +261,9 @@ class ConfigReader(NodeReader):
             for entry in self.mapping_entries(src, tier):
                 if entry.key != "plugins":
                     self.report(codes.NOT_IMPORTED, f"tier key `{entry.key}` is not imported", src.span(entry.key_node))
+            self.tier_index = len(tiers)
             tiers.append(self.tier(src, plugins_entry.value))
-        return tiers
+        return _place_moved(tiers, self.moved)
 
     def tier(self, src: YamlText, node: Node) -> TierConfig:
         if is_null(node):
@@ -356,6 +359,14 @@ class ConfigReader(NodeReader):
                     out.setdefault(arg.name, {})
                     continue
                 arg = by_key.get(key)
+                old = OLD_ARGUMENTS.get((spec.name, key))
+                if arg is None and old is not None:
+                    target = cat.PLUGINS[old[0]].argument(old[1])
+                    assert target is not None
+                    value = self.argument_value(target, entry.value)
+                    if value != target.default:
+                        getattr(self, "moved", []).append((getattr(self, "tier_index", 0), spec.name, old[0], old[1], value))
+                    continue
                 why = _decision_argument(spec.name, key)
                 if arg is None and why is not None:
                     value = " ".join((str(entry.value.value) if is_scalar(entry.value) else
@@ -371,7 +382,7 @@ class ConfigReader(NodeReader):
                         [spec.weight_volcano] if spec.weight_volcano else [])
                     self.report(codes.UNKNOWN_ARGUMENT, f"plugin `{spec.name}` has no argument `{key}`; not imported",
                                 src.span(entry.key_node),
-                                _moved_to(key, spec) or did_you_mean(key, known) or _known(known))
+                                did_you_mean(key, known) or _known(known))
                     continue
                 out[arg.name] = self.argument_value(arg, entry.value)
             except Invalid as err:
@@ -417,15 +428,40 @@ def _decision_argument(plugin: str, key: str) -> str | None:
     return why
 
 
-def _moved_to(key: str, spec: cat.PluginSpec) -> str | None:
-    """A hint when another plugin takes this setting, as `predicate.GPUSharingEnable` (old
-    Volcano) moved to `deviceshare.GPUSharingEnable`."""
-    setting = key.rpartition(".")[2]
-    for other in cat.PLUGINS.values():
-        for arg in other.arguments:
-            if other is not spec and arg.volcano and arg.volcano.rpartition(".")[2] == setting:
-                return f"plugin `{other.name}` takes this as `{arg.volcano}`"
-    return None
+# Arguments of old Volcano versions that another plugin takes today with the same meaning, imported
+# as that plugin's: Volcano <= 1.8 read the GPU flags in `predicates`, since 1.9 `deviceshare` does.
+OLD_ARGUMENTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("predicates", "predicate.GPUSharingEnable"): ("deviceshare", "gpu_sharing"),
+    ("predicates", "predicate.GPUNumberEnable"): ("deviceshare", "gpu_number"),
+}
+
+
+def _place_moved(tiers: list[TierConfig], moved: list[tuple[int, str, str, str, Any]]) -> list[TierConfig]:
+    """Old arguments as today's plugin's: set on that plugin where the config has it (an argument it
+    gives itself wins), else that plugin is added right after the one that had them."""
+    for tier_index, source, target, name, value in moved:
+        where = next(((t, i) for t, tier in enumerate(tiers) for i, p in enumerate(tier.plugins) if p.name == target),
+                     None)
+        note = f"{_old_key(source, name)} of Volcano <= 1.8 on `{source}` imported as `{name}`"
+        if where is None:
+            tier = tiers[tier_index]
+            at = next(i for i, p in enumerate(tier.plugins) if p.name == source) + 1
+            plugins = list(tier.plugins)
+            plugins.insert(at, PluginConfig(target, arguments={name: value}, notes=(note,)))
+            tiers[tier_index] = replace(tier, plugins=tuple(plugins))
+            continue
+        t, i = where
+        plugin = tiers[t].plugins[i]
+        if name in plugin.arguments:
+            continue
+        plugins = list(tiers[t].plugins)
+        plugins[i] = replace(plugin, arguments={**plugin.arguments, name: value}, notes=plugin.notes + (note,))
+        tiers[t] = replace(tiers[t], plugins=tuple(plugins))
+    return tiers
+
+
+def _old_key(source: str, name: str) -> str:
+    return next(f"`{key}`" for (plugin, key), (_, arg) in OLD_ARGUMENTS.items() if plugin == source and arg == name)
 
 
 def _known(keys: list[str]) -> str:

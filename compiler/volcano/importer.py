@@ -54,6 +54,7 @@ def _plugin_decl(plugin: PluginConfig) -> pt.PluginDecl:
         assert arg is not None
         settings.append(pt.Setting(name, _setting_value(arg, value)))
     comments = [f"{plugin.name}: {_first_sentence(spec.doc)}"]
+    comments += list(plugin.notes)
     comments += [f"not imported: {item}" for item in plugin.dropped]
     return pt.PluginDecl(plugin.name, plugin.weight, settings, comments)
 

@@ -52,6 +52,8 @@ class PluginConfig:
     arguments: dict[str, Any] = field(default_factory=dict)
     # Arguments that change decisions and were not imported, as `# not imported:` comments.
     dropped: tuple[str, ...] = field(default=(), compare=False)
+    # How an argument came to be here, e.g. an old Volcano flag taken by today's plugin.
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
