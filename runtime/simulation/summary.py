@@ -22,10 +22,12 @@ STOP_REASONS = {
 }
 
 
-def console(stream: TextIO | None = None) -> Console:
+def console(stream: TextIO | None = None, wide: int = 120) -> Console:
+    """The terminal's width on a terminal (tables then fit it: see fitted, queue_table); `wide`
+    columns when piped."""
     stream = stream or sys.stdout
     tty = stream.isatty() if hasattr(stream, "isatty") else False
-    return Console(file=stream, width=None if tty else 120, highlight=False, soft_wrap=not tty)
+    return Console(file=stream, width=None if tty else wide, highlight=False, soft_wrap=not tty)
 
 
 def wait_text(seconds: float | None) -> str:
@@ -57,22 +59,90 @@ def cycle_lines(outcome: CycleOutcome) -> list[str]:
     return lines
 
 
-def queue_table(metrics: RunMetrics) -> Table:
+QUEUE_FIELDS = ("jobs", "started", "done", "waiting", "wait p50", "wait p95", "wait p99", "share", "deserved",
+                "fairness", "evictions")
+
+
+def _queue_values(q) -> tuple[str, ...]:
+    return (str(q.jobs), str(q.started), str(q.completed), str(q.waiting), wait_text(q.wait_p50),
+            wait_text(q.wait_p95), wait_text(q.wait_p99), percent(q.share), percent(q.deserved),
+            "-" if q.fairness is None else f"{q.fairness:.2f}", str(q.evictions))
+
+
+def natural_width(table: Table) -> int:
+    """The width `table` takes with no column shrunk: what a terminal must offer to show it whole."""
+    from rich.measure import Measurement
+
+    return Measurement.get(Console(width=10_000), Console(width=10_000).options, table).maximum
+
+
+def queue_table(metrics: RunMetrics, width: int | None = None) -> Table | list[Table]:
+    """One row per queue; when that does not fit in `width` columns, the table turned on its side
+    (a row per figure, a column per queue, as many queues per table as fit), so no value is cut."""
     table = Table(box=box.SIMPLE, show_edge=False, title="queues", title_justify="left")
-    for column in ("queue", "jobs", "started", "done", "waiting", "wait p50", "p95", "p99", "share", "deserved",
+    table.add_column("queue", justify="left", overflow="fold")
+    for column in ("jobs", "started", "done", "waiting", "wait p50", "p95", "p99", "share", "deserved",
                    "fairness", "evictions"):
-        table.add_column(column, justify="left" if column == "queue" else "right")
+        table.add_column(column, justify="right", overflow="fold")
     for q in metrics.queues.values():
-        table.add_row(q.name, str(q.jobs), str(q.started), str(q.completed), str(q.waiting), wait_text(q.wait_p50),
-                      wait_text(q.wait_p95), wait_text(q.wait_p99), percent(q.share), percent(q.deserved),
-                      "-" if q.fairness is None else f"{q.fairness:.2f}", str(q.evictions))
-    return table
+        table.add_row(q.name, *_queue_values(q))
+    if width is None or natural_width(table) <= width:
+        return table
+    queues = list(metrics.queues.values())
+    label = max(map(len, QUEUE_FIELDS)) + 2
+    tables, chunk, used = [], [], label
+    for q in queues:
+        cell = max(len(q.name), *(len(v) for v in _queue_values(q))) + 3
+        if chunk and used + cell > width:
+            tables.append(chunk)
+            chunk, used = [], label
+        chunk.append(q)
+        used += cell
+    tables.append(chunk)
+    out = []
+    for i, chunk in enumerate(tables):
+        side = Table(box=box.SIMPLE, show_edge=False, title="queues" if i == 0 else None, title_justify="left")
+        side.add_column("queue", justify="left", overflow="fold")
+        for q in chunk:
+            side.add_column(q.name, justify="right", overflow="fold")
+        values = [_queue_values(q) for q in chunk]
+        for n, field in enumerate(QUEUE_FIELDS):
+            side.add_row(field, *(v[n] for v in values))
+        out.append(side)
+    return out
+
+
+def fitted(out: Console, table: Table) -> Table | list:
+    """`table` itself when it fits `out`'s width; else one small two-column table per row
+    (header: value), so no header and no value is cut in a narrow terminal."""
+    natural = natural_width(table)
+    headers = [str(c.header) for c in table.columns]
+    cells = [list(c.cells) for c in table.columns]
+    widest = max((max([len(str(h)), *(len(str(v)) for v in column)]) for h, column in zip(headers, cells)),
+                 default=0)
+    # whole, or the widest column (a long reason) folded into at least 40 columns
+    if natural <= out.width or natural - widest + 40 <= out.width:
+        return table
+    records = []
+    for r in range(table.row_count):
+        record = Table(box=box.SIMPLE, show_edge=False, show_header=False, pad_edge=False)
+        record.add_column(justify="left", no_wrap=True)
+        record.add_column(justify="left", overflow="fold")
+        for h, column in zip(headers, cells):
+            record.add_row(h, column[r])
+        records.append(record)
+        records.append("")
+    if table.title:
+        from rich.text import Text
+
+        return [Text(str(table.title), overflow="fold"), *records[:-1]]
+    return records[:-1]
 
 
 def cluster_table(metrics: RunMetrics) -> Table:
     table = Table(box=box.SIMPLE, show_edge=False, title="cluster", title_justify="left")
-    table.add_column("metric")
-    table.add_column("value")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("value", overflow="fold")
     table.add_row("utilization", ", ".join(f"{r} {percent(v)}" for r, v in metrics.utilization.items()) or "-")
     table.add_row("fragmentation", ", ".join(f"{r} {percent(v)}" for r, v in metrics.fragmentation.items())
                   or "- (no pod waited)")
@@ -107,7 +177,9 @@ def print_summary(out: Console, result: SimulationResult, policy: str, descripti
               f"({STOP_REASONS.get(result.stopped, result.stopped)})")
     out.print()
     if m.queues:
-        out.print(queue_table(m))
+        tables = queue_table(m, out.width)
+        for table in tables if isinstance(tables, list) else [tables]:
+            out.print(table)
     else:
         out.print("no jobs")
     out.print(cluster_table(m))

@@ -96,3 +96,42 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_in_terminal(*argv: str, columns: int = 80, timeout: float = 120) -> str:
+    """`python -m policydsl ARGV` in a pseudo-terminal `columns` wide (COLUMNS set too, so rich
+    sees a terminal of that width); its output with the terminal's escape sequences removed."""
+    import os
+    import pty
+    import re
+    import select
+    import subprocess
+    import sys
+    import time
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "policydsl", *map(str, argv)], stdin=follower, stdout=follower,
+                            stderr=follower, env=env, cwd=Path(__file__).resolve().parents[2])
+    os.close(follower)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if ready:
+                try:
+                    data = os.read(leader, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(leader)
+        proc.wait(timeout=10)
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", text)
+    return "\n".join(line.split("\r")[-1] for line in text.split("\n"))

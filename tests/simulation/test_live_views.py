@@ -412,3 +412,28 @@ def test_one_observation_counts_in_the_bucket_many_would(value) -> None:
     # A value equal to an edge counts in it (Prometheus' `le`).
     buckets, _ = one.family_sample()
     assert next(count for le, count in buckets if le == "+Inf" or float(le) >= value) == 1.0
+
+
+def test_queues_and_pending_are_whole_at_80_columns(state, capsys) -> None:
+    """Issue 32, point 1: in an 80-column terminal no header and no value is cut (records when the
+    table is too wide)."""
+    from runtime.service.server import MetricsServer
+    from sim_helpers import run_in_terminal
+
+    view, _ = run_live(state)
+    server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"),
+                           routes=routes(view))
+    server.start()
+    url = f"http://{server.address}"
+    try:
+        for argv in (("queues",), ("pending", "team_b")):
+            text = run_in_terminal(*argv, "--scheduler", url, columns=80)
+            assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
+            _, out, _ = run_cli(capsys, *argv, "--scheduler", url, "-o", "json")
+            document = json.loads(out)
+            for row in document.get("queues") or document["jobs"]:
+                assert row["name"] in text
+                if "reason" in row:
+                    assert " ".join(row["reason"].split()) in " ".join(text.split())
+    finally:
+        server.stop()

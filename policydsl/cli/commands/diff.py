@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from runtime.simulation.comparison import compare
     from runtime.simulation.engine import simulate
     from policydsl.cli.inputs import InputError, compile_policy, load_inputs, run_limits
-    from runtime.simulation.summary import console
+    from runtime.simulation.summary import console, fitted
 
     try:
         limits = run_limits(args.cycles, args.until, args.period)
@@ -106,10 +106,12 @@ def run(args: argparse.Namespace) -> int:
     if changed:
         table = Table(box=box.SIMPLE, show_edge=False, title="metrics that changed", title_justify="left")
         for column in ("metric", "old", "new", "change"):
-            table.add_column(column, justify="left" if column == "metric" else "right")
+            table.add_column(column, justify="left" if column == "metric" else "right", overflow="fold")
         for m in changed:
             table.add_row(m.name, _value(m.old, m.unit), _value(m.new, m.unit), _delta(m.delta, m.unit))
         out.print()
-        out.print(table)
+        parts = fitted(out, table)
+        for part in parts if isinstance(parts, list) else [parts]:
+            out.print(part)
     out.print(f"{len(result.metrics) - len(changed)} of {len(result.metrics)} metrics unchanged")
     return 1 if result.changed else 0

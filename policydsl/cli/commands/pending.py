@@ -45,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output != "table":
         print_document(document, args.output)
         return 0
-    from rich.console import Console
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from rich.table import Table
+    from runtime.simulation.summary import console, fitted  # lazy, as rich: loaded only by this subcommand
 
     where = f"scheduler {source.describe()}" if source is not None else "offline cycle"
     listed = "" if document["listed"] == document["pendingJobs"] else f" ({document['listed']} listed)"
@@ -59,5 +60,8 @@ def run(args: argparse.Namespace) -> int:
         resources = ", ".join(f"{r} {v}" for r, v in (job["minResources"] or {}).items()) or "-"
         table.add_row(str(job["position"]), job["name"], str(job["priority"]), job["phase"], str(job["minMember"]),
                       resources, str(job["waitingPods"]), job["reason"])
-    Console(width=200).print(table)
+    out = console(wide=200)
+    parts = fitted(out, table)
+    for part in parts if isinstance(parts, list) else [parts]:
+        out.print(part)
     return 0

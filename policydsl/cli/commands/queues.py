@@ -64,8 +64,9 @@ def _figures(values: dict | None) -> str:
 
 
 def _table(document: dict, source) -> None:
-    from rich.console import Console
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from rich.table import Table
+    from runtime.simulation.summary import console, fitted  # lazy, as rich: loaded only by this subcommand
 
     where = f"scheduler {source.describe()}" if source is not None else "offline cycle"
     table = Table(title=f"queues: {where}, cycle {document['cycle']}, policy {document['policy']} "
@@ -80,4 +81,7 @@ def _table(document: dict, source) -> None:
                       _figures(q["deserved"]), _figures(q["guarantee"]), _figures(q["capability"]) if
                       q["capability"] else "unlimited", _figures(q["borrowed"]), str(q["pendingJobs"]),
                       str(q["unschedulableJobs"]))
-    Console(width=200).print(table)
+    out = console(wide=200)
+    parts = fitted(out, table)
+    for part in parts if isinstance(parts, list) else [parts]:
+        out.print(part)
