@@ -675,3 +675,65 @@ def test_hints_name_only_keys_of_the_same_meaning():
     result = import_volcano_text(text)
     (diag,) = [d for d in result.diagnostics if d.code == "PD605"]
     assert "deviceshare" not in (diag.hint or "")   # no plugin takes `VGPUEnable` in predicates' meaning
+
+
+# Volcano's example/hierarchical-jobs/queues.yaml (github.com/volcano-sh/volcano), as it is there.
+VOLCANO_HIERARCHICAL_QUEUES = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: root-eng-prod
+  annotations:
+    "volcano.sh/hierarchy": "root/eng/prod"
+    "volcano.sh/hierarchy-weights": "1/2/8"
+spec:
+  weight: 1
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: root-eng-dev
+  annotations:
+    "volcano.sh/hierarchy": "root/eng/dev"
+    "volcano.sh/hierarchy-weights": "1/2/2"
+spec:
+  weight: 1
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: root-sci-prod
+  annotations:
+    "volcano.sh/hierarchy": "root/sci/prod"
+    "volcano.sh/hierarchy-weights": "1/8/8"
+spec:
+  weight: 1
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: root-sci-dev
+  annotations:
+    "volcano.sh/hierarchy": "root/sci/dev"
+    "volcano.sh/hierarchy-weights": "1/8/2"
+spec:
+  weight: 1
+"""
+
+
+def test_queues_nest_by_hierarchy_annotations_weighted_by_hierarchy_weights():
+    result = import_volcano_text(Path(fixture("default.conf")).read_text(), queues_text=VOLCANO_HIERARCHICAL_QUEUES)
+    assert result.exit_code == 0, result.diagnostics
+    plan = compile_text(result.text).plan
+    by_name = {q.name: q for q in plan.queues}
+    assert {(name, by_name[name].parent, by_name[name].weight) for name in
+            ["eng", "sci", "root-eng-prod", "root-eng-dev", "root-sci-prod", "root-sci-dev"]} == {
+        ("eng", "root", 2), ("sci", "root", 8), ("root-eng-prod", "eng", 8), ("root-eng-dev", "eng", 2),
+        ("root-sci-prod", "sci", 8), ("root-sci-dev", "sci", 2)}
+
+
+def test_bad_hierarchy_weights_are_located_errors():
+    text = VOLCANO_HIERARCHICAL_QUEUES.replace('"1/2/8"', '"1/x/8"')
+    result = import_volcano_text(Path(fixture("default.conf")).read_text(), queues_text=text)
+    (diag,) = [d for d in result.diagnostics if d.code == "PD607"]
+    assert diag.span.line == 7 and "hierarchy-weights" in diag.message

@@ -109,7 +109,8 @@ def policy_doc(config: SchedulerConfig, queues: list[QueueConfig], name: str,
         children[None] = [root]
     doc.queues = [_queue_decl(q, children) for q in children.get(None, [])]
     if queues_path:
-        doc.queues_comments.append(f"Queues from {Path(queues_path).name}; nesting follows `spec.parent`.")
+        doc.queues_comments.append(f"Queues from {Path(queues_path).name}; nesting follows `spec.parent` "
+                                    "or the `volcano.sh/hierarchy` annotations, weighted by `volcano.sh/hierarchy-weights`.")
     return doc
 
 

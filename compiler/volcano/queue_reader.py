@@ -47,10 +47,13 @@ class QueueReader(NodeReader):
         for doc in docs:
             self.collect(src, doc, objects)
         queues: list[tuple[QueueConfig, dict[str, Node]]] = []
+        self.ancestors: dict[str, tuple[QueueConfig, dict[str, Node]]] = {}
         for obj in objects:
             read = self.queue(src, obj)
             if read is not None:
                 queues.append(read)
+        declared = {queue.name for queue, _ in queues}
+        queues = [a for name, a in self.ancestors.items() if name not in declared] + queues
         return self.place(src, queues)
 
     def collect(self, src: YamlText, doc: Node, out: list[MappingNode]) -> None:
@@ -111,7 +114,56 @@ class QueueReader(NodeReader):
         state_entry = lookup(status.value, "state") if status and is_mapping(status.value) else None
         if state_entry is not None and is_scalar(state_entry.value) and state_entry.value.value in ("Closed", "Closing"):
             values["state"] = "closed"   # observed status: only a closed queue changes what the policy says
-        return QueueConfig(name=name, **{k: v for k, v in values.items() if v is not None}), nodes
+        queue = QueueConfig(name=name, **{k: v for k, v in values.items() if v is not None})
+        annotations = lookup(metadata.value, "annotations") if metadata and is_mapping(metadata.value) else None
+        if annotations is not None and is_mapping(annotations.value) and queue.parent is None:
+            queue = self.hierarchy(src, queue, annotations.value, nodes)
+        return queue, nodes
+
+    def hierarchy(self, src: YamlText, queue: QueueConfig, annotations: MappingNode,
+                  nodes: dict[str, Node]) -> QueueConfig:
+        """Volcano's `volcano.sh/hierarchy` path (root/eng/prod: this queue under `eng` under root)
+        and `volcano.sh/hierarchy-weights` (1/2/8: the weights along it) as nesting: the path's
+        inner elements become queues (self.ancestors), this queue their last child with the last weight."""
+        path_entry = lookup(annotations, HIERARCHY)
+        if path_entry is None or not is_scalar(path_entry.value):
+            return queue
+        parts = [p.strip() for p in str(path_entry.value.value).split("/")]
+        if parts and parts[0] == cat.ROOT_QUEUE:
+            parts = parts[1:]
+        weights_entry = lookup(annotations, HIERARCHY_WEIGHTS)
+        weights: list[int | None] = [None] * (len(parts) + 1)
+        if weights_entry is not None and is_scalar(weights_entry.value):
+            try:
+                given = [int(w.strip()) for w in str(weights_entry.value.value).split("/")]
+                if len(given) != len(parts) + 1 and len(given) != len(parts):
+                    raise ValueError(f"{len(given)} weights for the {len(parts) + 1} levels of `{HIERARCHY}`")
+                if any(not 1 <= w <= 65535 for w in given):
+                    raise ValueError("weights are 1..65535")
+                weights = ([None] if len(given) == len(parts) else []) + given
+            except ValueError as err:
+                self.report(codes.BAD_VALUE, f"queue `{queue.name}`: `{HIERARCHY_WEIGHTS}`: {err}",
+                            src.span(weights_entry.value))
+        weights = weights[1:]      # the root's weight means nothing
+        if not parts or not all(pt.is_name(p) for p in parts):
+            if parts:
+                self.report(codes.BAD_VALUE, f"queue `{queue.name}`: `{HIERARCHY}` must be a path of queue names "
+                            "such as root/eng/prod", src.span(path_entry.value))
+            return queue
+        parent = None
+        for part, weight in zip(parts[:-1], weights[:-1]):
+            self.ancestors.setdefault(part, (QueueConfig(name=part, parent=parent, weight=weight,
+                                                         note=f"from `{HIERARCHY}` annotations"), nodes))
+            parent = part
+        note = queue.note
+        weight = queue.weight
+        if weights[-1] is not None:
+            if weight not in (None, 1, weights[-1]):
+                note = f"spec.weight {weight} replaced by its `{HIERARCHY_WEIGHTS}` weight {weights[-1]}"
+            weight = weights[-1]
+        if parent is not None and "parent" not in nodes:
+            nodes["parent"] = path_entry.value
+        return replace(queue, parent=parent, weight=weight, note=note)
 
     def spec_field(self, src: YamlText, queue: str, key: str, node: Node) -> Any:
         if is_null(node):
@@ -216,6 +268,10 @@ def _tree_order(queues: list[QueueConfig]) -> list[QueueConfig]:
 
     visit(None)
     return out
+
+
+HIERARCHY = "volcano.sh/hierarchy"
+HIERARCHY_WEIGHTS = "volcano.sh/hierarchy-weights"
 
 
 # --- the policy -----------------------------------------------------------------------------
