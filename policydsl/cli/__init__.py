@@ -17,6 +17,7 @@ import os
 import re
 import sys
 
+from policydsl import __version__
 from policydsl.cli.output import emit
 
 # subcommand -> module under policydsl.cli.commands, in the order `--help` lists them
@@ -50,9 +51,6 @@ def _command_modules():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
-    from policydsl import __version__
-
     parser = argparse.ArgumentParser(
         prog="policydsl",
         description="Batch and AI-job scheduling for Kubernetes, declared as policy code.",
