@@ -431,11 +431,13 @@ class PolicyReloader:
                 outcome = self._reject(attempt, trigger, started, woken_at)
             self._fingerprint = fingerprint_of_known(attempt.fingerprint, self._files)
             self.metrics.policy_reload_latency.observe(outcome.seconds)
-            self._last = outcome
             if watch_folders(self._files) != previous_folders:
                 self._rewatch.set()
-        if self.on_reload is not None:
-            self.on_reload(outcome)
+            # The observer hears of an outcome before `last_outcome` shows it (both under the
+            # lock, so reloads are told in order): whoever sees it there has been told.
+            if self.on_reload is not None:
+                self.on_reload(outcome)
+            self._last = outcome
         return outcome
 
     def _accept(self, attempt: Attempt, trigger: str, started: float, woken_at: float | None) -> ReloadOutcome:
