@@ -11,6 +11,7 @@ import yaml
 from compiler.pipeline import compile_file, compile_text
 from compiler.volcano.exporter import export_volcano
 from compiler.volcano.importer import import_volcano, import_volcano_text
+from policydsl.cli import main
 from policydsl.diagnostics import Severity
 
 ROOT = Path(__file__).parent.parent
@@ -128,3 +129,20 @@ def test_export_names_what_volcano_cannot_run(name, words):
     assert exported.exit_code == 0
     messages = " ".join(d.message for d in exported.diagnostics if d.code == "PD610")
     assert all(word in messages for word in words)
+
+
+POLICY_TESTS = sorted((ROOT / "policies" / "tests").glob("*.policytest.yaml"))
+
+
+@pytest.mark.parametrize("path", POLICY_TESTS, ids=[p.name for p in POLICY_TESTS])
+def test_policy_tests_pass(path, capsys):
+    """Each example's policy test (what its comments claim, checked on its cluster) passes."""
+    code = main(["test", str(path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert " FAILED" not in out and "PASSED" in out
+
+
+def test_every_example_policy_has_a_policy_test():
+    tested = {yaml.safe_load(p.read_text())["policy"].rsplit("/", 1)[-1] for p in POLICY_TESTS}
+    assert {p.name for p in POLICIES} <= tested
