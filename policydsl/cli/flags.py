@@ -248,6 +248,28 @@ def simulated_time(*, period: bool = False) -> Callable[[str], str]:
     return parse
 
 
+TOPOLOGY_LABELS_HELP = (
+    "derive HyperNodes from node labels, as Volcano's label discovery does, while the cluster has no HyperNode "
+    "objects (objects win): a comma-separated label list top to bottom ending with kubernetes.io/hostname "
+    "(e.g. example.com/block,example.com/rack,kubernetes.io/hostname; the label above the hostname is tier 1), "
+    "or a file with Volcano's controller configuration (networkTopologyDiscovery, source: label; or its ConfigMap)")
+
+
+def topology_labels(text: str) -> str:
+    """--topology-labels: a label list or Volcano's discovery configuration file, checked now (a
+    located error, exit 2) and kept as written: the command reads it again with the same reader."""
+    # imported when the flag is parsed: only run and simulate take it
+    from runtime.cluster.topology_labels import LabelTopologyError, read_topology_labels
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the topology labels must not be empty")
+    try:
+        read_topology_labels(text)
+    except LabelTopologyError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def _port(text: str, *, allow_any: bool) -> bool:
     """A port number as text: 1-65535, or 0 too with `allow_any` (listen on any free port)."""
     return text.isdigit() and (0 if allow_any else 1) <= int(text) <= 65535

@@ -16,6 +16,7 @@ State transitions a simulator needs:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
@@ -24,6 +25,7 @@ from compiler.catalog import DEFAULT_QUEUE
 from runtime.cluster.selectors import LabelSelector, SelectorTerm
 from runtime.cluster.storage import Storage, bind_claims
 from runtime.cluster.topology import HyperNode, Topology, resolve
+from runtime.cluster.topology_labels import LabelTopology, derive_hypernodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.cluster.decisions import Decisions, Reason
@@ -405,6 +407,9 @@ class ClusterState:
     hypernodes: dict[str, HyperNode] = field(default_factory=dict)
     # Bumped whenever a HyperNode is added or removed (with node_generation: when to re-resolve).
     hypernode_generation: int = 0
+    # Opt-in: HyperNodes derived from node labels (runtime.cluster.topology_labels) while the
+    # cluster has no HyperNode objects; objects, when there are any, win.
+    label_topology: LabelTopology | None = None
     _topology: tuple[tuple[int, int, int, int], Topology] | None = field(
         default=None, init=False, repr=False, compare=False)
 
@@ -468,12 +473,24 @@ class ClusterState:
 
     def topology(self) -> Topology:
         """The HyperNodes resolved against the nodes, kept while neither generation changes
-        (a node's labels changing bumps node_generation, as any change of its description)."""
-        key = (self.node_generation, self.hypernode_generation, len(self.nodes), len(self.hypernodes))
+        (a node's labels changing bumps node_generation, as any change of its description). Without
+        HyperNode objects and with `label_topology`, the HyperNodes derived from the nodes' labels."""
+        key = (self.node_generation, self.hypernode_generation, len(self.nodes), len(self.hypernodes),
+               id(self.label_topology))
         cached = self._topology
         if cached is None or cached[0] != key:
-            cached = self._topology = (key, resolve(self.hypernodes, self.nodes))
+            if self.hypernodes or self.label_topology is None:
+                resolved = resolve(self.hypernodes, self.nodes)
+            else:
+                resolved = resolve(derive_hypernodes(self.label_topology, self.nodes), self.nodes)
+                resolved = dataclasses.replace(resolved, derived_from=self.label_topology.describe())
+            cached = self._topology = (key, resolved)
         return cached[1]
+
+    @property
+    def has_hypernodes(self) -> bool:
+        """Whether `topology()` has HyperNodes to resolve: objects, or labels to derive them from."""
+        return bool(self.hypernodes) or self.label_topology is not None
 
     def pod_priority(self, pod: Pod) -> int:
         if pod.priority is not None:
@@ -554,6 +571,7 @@ class ClusterState:
             namespaces={**self.namespaces, **other.namespaces},
             storage=self.storage.merged_with(other.storage),
             hypernodes={**self.hypernodes, **other.hypernodes},
+            label_topology=other.label_topology or self.label_topology,
         )
         return merged
 

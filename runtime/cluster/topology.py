@@ -79,6 +79,14 @@ class HyperNode:
     tier: int
     tier_name: str = ""
     members: tuple[Member, ...] = ()
+    # Labels said with the name where it alone does not tell: a derived HyperNode's source and
+    # node label (runtime.cluster.topology_labels), e.g. (("example.com/rack", "r3"),).
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label_text(self) -> str:
+        """`key=value` of the labels other than Volcano's source marker ("" without any)."""
+        return ", ".join(f"{k}={v}" for k, v in self.labels if k != "volcano.sh/network-topology-source")
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,9 @@ class Topology:
     chains: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     by_tier: Mapping[int, tuple[str, ...]] = field(default_factory=dict)   # tier → HyperNode names
     problems: tuple[TopologyProblem, ...] = ()
+    # Where the HyperNodes came from: "" (HyperNode objects) or a description of the node labels
+    # they were derived from (runtime.cluster.topology_labels).
+    derived_from: str = ""
 
     @property
     def tiers(self) -> tuple[int, ...]:
@@ -355,3 +366,51 @@ def go_regex(pattern: str) -> re.Pattern[str]:
     except re.error as err:
         where = f" at offset {err.pos}" if err.pos is not None else ""
         raise ValueError(f"invalid pattern{where}: {err.msg}") from None
+
+
+# --- what placement made of it: spans and free room -----------------------------------------
+
+@dataclass(frozen=True)
+class Span:
+    """Where a gang's pods run: the lowest-tier HyperNode holding every one of their nodes (ties
+    in a tier, possible when a node sits in two HyperNodes of one tier: the first by name), or,
+    when none holds them all, tier and hypernode None (the gang spans the cluster: Volcano's
+    virtual top HyperNode)."""
+
+    tier: int | None
+    hypernode: str | None
+    nodes: int                       # distinct nodes the pods run on
+
+    def text(self, topology: "Topology | None" = None) -> str:
+        if self.hypernode is None:
+            return f"no one HyperNode (spans the cluster, {self.nodes} nodes)"
+        labels = ""
+        if topology is not None and self.hypernode in topology.hypernodes:
+            shown = topology.hypernodes[self.hypernode].label_text
+            labels = f" ({shown})" if shown else ""
+        return f"tier {self.tier} {self.hypernode}{labels}, {self.nodes} node{'s' if self.nodes != 1 else ''}"
+
+
+def span_of(topology: Topology, nodes: Iterable[str]) -> Span:
+    """The Span of pods running on `nodes` (an empty set spans nothing: tier None, 0 nodes)."""
+    where = set(nodes)
+    if not where:
+        return Span(None, None, 0)
+    first = min(where)
+    for name in topology.chains.get(first, ()):        # lowest tier first, then by name
+        if where <= topology.leaves.get(name, frozenset()):
+            return Span(topology.hypernodes[name].tier, name, len(where))
+    return Span(None, None, len(where))
+
+
+def room_by_hypernode(topology: Topology, free: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Free room per HyperNode: the sum over its leaf nodes of `free` (node → resource → amount;
+    nodes absent from `free`, such as cordoned ones, add nothing)."""
+    out: dict[str, dict[str, int]] = {}
+    for name in topology.hypernodes:
+        total: dict[str, int] = {}
+        for node in topology.leaves.get(name, ()):
+            for resource, amount in (free.get(node) or {}).items():
+                total[resource] = total.get(resource, 0) + amount
+        out[name] = total
+    return out

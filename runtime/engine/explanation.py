@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.plan import Plan
+from compiler.quantities import readable_base_units
 from policydsl.diagnostics import closest
 from runtime.cluster import decisions as d
 from runtime.engine.actions import registry as action_registry
 from runtime.engine.cycle import collect, open_session
 from runtime.cluster.model import ClusterState, group_key_of
+from runtime.cluster.topology import room_by_hypernode, span_of
 from runtime.engine.session import Options
 
 # Headline per reason kind; node causes about cards get their own.
@@ -68,16 +70,23 @@ class Explanation:
     queue: str | None = None
     phase: str | None = None
     condition: str | None = None
+    # A PodGroup asking for network topology: what it asks, where its pods run (its span) and, while
+    # it waits, the free room of the HyperNodes it may use, tier by tier (topology_lines).
+    topology: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {"target": self.target, "kind": self.kind, "status": self.status, "summary": self.summary,
                 "node": self.node, "devices": self.devices, "queue": self.queue, "phase": self.phase,
-                "condition": self.condition, "causes": [c.to_dict() for c in self.causes]}
+                "condition": self.condition, "causes": [c.to_dict() for c in self.causes],
+                "topology": list(self.topology)}
 
     def lines(self) -> list[str]:
         out = [self.summary]
         if self.condition:
             out.append(f"  condition: {self.condition}")
+        if self.topology:
+            out.append("  network topology:")
+            out.extend(f"    {line}" for line in self.topology)
         if self.causes:
             out.append("  why:")
         for cause in self.causes:
@@ -247,5 +256,68 @@ def explain_group(state: ClusterState, key: str, decisions: d.Decisions, options
     status = "waiting" if waiting or not pods else ("bound" if bound else "running")
     causes = _causes([decisions.reasons_for(p) for p in waiting])
     nodes = sorted({decisions.binding_of(p).node for p in bound})
+    topology = topology_lines(state, group, pods, decisions, waiting) if group.network_topology is not None \
+        and state.has_hypernodes else ()
     return Explanation(target=key, kind="podgroup", status=status, summary=summary, node=", ".join(nodes) or None,
-                       causes=causes, queue=queue, phase=phase, condition=condition)
+                       causes=causes, queue=queue, phase=phase, condition=condition, topology=topology)
+
+
+ROOMS_SAID = 5      # HyperNodes listed per tier in explain, the roomiest first
+
+
+def topology_lines(state: ClusterState, group, pods: Sequence, decisions: d.Decisions,
+                   waiting: Sequence[str]) -> tuple[str, ...]:
+    """What a PodGroup asks of the network topology, where its pods run (the lowest-tier HyperNode
+    holding them all) and, while pods wait, the free room (allocatable less placed pods' requests,
+    schedulable nodes) of the HyperNodes of each tier it may use, for the resources its waiting pods ask."""
+    request = group.network_topology
+    topology = state.topology()
+    limit = request.highest_tier
+    if request.highest_tier_name:
+        named = sorted({hn.tier for hn in topology.hypernodes.values() if hn.tier_name == request.highest_tier_name})
+        limit = named[0] if named else None
+    asked = f"{request.mode} mode, " + (f"tier <= {request.highest_tier}" if request.highest_tier is not None else
+                                        f"tier named {request.highest_tier_name}" if request.highest_tier_name
+                                        else "any tier")
+    source = f"; HyperNodes derived from node labels ({topology.derived_from})" if topology.derived_from else ""
+    out = [f"asks: {asked}{source}"]
+    out.extend(f"problem: {p}" for p in topology.blocking)
+    where = {decisions.binding_of(p.key).node if decisions.binding_of(p.key) is not None else p.node_name
+             for p in pods if (p.node_name and not p.terminal) or decisions.binding_of(p.key) is not None}
+    if where:
+        span = span_of(topology, where)
+        out.append(f"runs within: {span.text(topology)}")
+    if not waiting:
+        return tuple(out)
+    need: dict[str, int] = {}
+    for key in waiting:
+        for resource, amount in state.pods[key].requests.items():
+            need[resource] = need.get(resource, 0) + amount
+    shown = [r for r in need if r != "pods" and need[r] > 0]
+    shown.sort(key=lambda r: (r in ("cpu", "memory"), r))       # devices first: they bind most often
+    if not shown:
+        return tuple(out)
+    out.append("waiting pods ask: " + ", ".join(f"{readable_base_units(r, need[r])} {r}" for r in shown))
+    free = {name: dict(n.allocatable) for name, n in state.nodes.items() if not n.unschedulable}
+    for pod in state.placed_pods():
+        room = free.get(pod.node_name)
+        if room is not None:
+            for resource, amount in pod.requests.items():
+                if resource in room:
+                    room[resource] -= amount
+    rooms = room_by_hypernode(topology, free)
+    first = shown[0]
+    for tier in topology.tiers:
+        if limit is not None and request.mode == "hard" and tier > limit:
+            break
+        names = sorted(topology.by_tier[tier], key=lambda n: (-rooms[n].get(first, 0), n))
+        said = ", ".join(f"{n}{_labels_of(topology, n)} " + " ".join(
+            f"{readable_base_units(r, max(0, rooms[n].get(r, 0)))} {r}" for r in shown) for n in names[:ROOMS_SAID])
+        more = f", ... {len(names) - ROOMS_SAID} more" if len(names) > ROOMS_SAID else ""
+        out.append(f"free in tier {tier} ({len(names)} HyperNode{'s' if len(names) != 1 else ''}): {said}{more}")
+    return tuple(out)
+
+
+def _labels_of(topology, name: str) -> str:
+    text = topology.hypernodes[name].label_text
+    return f" ({text})" if text else ""

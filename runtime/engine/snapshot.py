@@ -397,7 +397,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         volumes=volumes,
         hypernodes=state.topology() if any(
             job.podgroup is not None and job.podgroup.network_topology is not None for job in jobs)
-        or (state.hypernodes and hypernode_binpack_on(plan)) else None,
+        or (state.has_hypernodes and hypernode_binpack_on(plan)) else None,
     )
     if scan.rule_pods:
         placed = state.placed_pods()

@@ -41,6 +41,7 @@ from runtime.cluster.model import (
 )
 from runtime.cluster.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
 from runtime.cluster.topology import TOPOLOGY_API
+from runtime.cluster.topology_labels import LabelTopology
 
 log = logging.getLogger("policydsl.kube.cache")
 
@@ -161,6 +162,13 @@ class ClusterCache:
                 return False
         return True
 
+    def use_label_topology(self, config: LabelTopology | None) -> None:
+        """Derive HyperNodes from node labels while the cluster has no HyperNode objects (opt-in,
+        `run --topology-labels`). Each snapshot's topology() derives them again whenever a node or
+        its labels change (node_generation), the path that re-resolves HyperNode objects."""
+        with self._lock:
+            self._state.label_topology = config
+
     def on_work(self, callback: Callable[[], None]) -> None:
         """Call `callback` (under the cache's lock: it must be quick) when a pod of ours that waits
         for a node, or a PodGroup, appears."""
@@ -179,6 +187,7 @@ class ClusterCache:
                 settled=self._ledger.view() if fold_settled else None, namespaces=dict(src.namespaces),
                 settled_pods=self.settled_pods if fold_settled else None, storage=src.storage.copy(),
                 hypernodes=dict(src.hypernodes), hypernode_generation=src.hypernode_generation,
+                label_topology=src.label_topology,
             )
             assumed = list(self._assumed.items())
             releasing = list(self._releasing)

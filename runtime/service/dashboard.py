@@ -15,11 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from compiler.quantities import readable_base_units
-from runtime.service.views import CycleView, HistorySample, LiveView, QueueRow
+from runtime.service.views import CycleView, HistorySample, LiveView, QueueRow, TopologyFacts
 
 REFRESH_S = 5
 PENDING_SHOWN = 20                 # per queue
 NODES_SHOWN = 50                   # the busiest
+HYPERNODES_SHOWN = 200             # by tier, then name
+SPANS_SHOWN = 200                  # running gangs, tightest tier first
 PLOT_W, PLOT_H = 560, 180
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
@@ -73,10 +75,12 @@ svg text {{ font: 11px system-ui, sans-serif; }}
         parts.append(_queue_tree(last))
         parts.append(_pending(last))
         parts.append(_nodes(last))
+        parts.append(_topology(last.topology()))
     parts.append(_plots(view.history()))
     parts.append(_reloads(view, policy))
     parts.append(f'<p class="muted">Refreshes every {REFRESH_S} s. JSON: <a href="/api/v1/queues">/api/v1/queues</a>, '
-                 '/api/v1/queues/NAME/pending, /api/v1/explain/NS/NAME; <a href="/metrics">/metrics</a>.</p>')
+                 '/api/v1/queues/NAME/pending, /api/v1/explain/NS/NAME, <a href="/api/v1/topology">/api/v1/topology'
+                 '</a>; <a href="/metrics">/metrics</a>.</p>')
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -213,6 +217,55 @@ def _nodes(view: CycleView) -> str:
         flag = "" if n.schedulable else ' <span class="muted">(cordoned)</span>'
         out.append(f"<tr><td>{h(n.name)}{flag}</td>{cells}</tr>")
     out.append("</table></details>")
+    return "\n".join(out)
+
+
+# --- network topology ----------------------------------------------------------------------------
+
+def _topology(facts: TopologyFacts | None) -> str:
+    """HyperNodes by tier with their free room, and each running gang's span (the lowest tier of one
+    HyperNode holding all its pods). Nothing without HyperNodes."""
+    if facts is None:
+        return ""
+    resources: list[str] = []
+    for hn in facts.hypernodes:
+        for r in hn.free:
+            if r not in resources:
+                resources.append(r)
+    resources.sort(key=lambda r: (r not in ("cpu", "memory"), r != "cpu", r))
+    source = (f'derived from node labels ({h(facts.derived_from)})' if facts.derived_from
+              else "from HyperNode objects")
+    out = [f'<h2>Network topology</h2><p class="muted">HyperNodes {source}; tiers {h(", ".join(map(str, facts.tiers)) or "-")}.'
+           ' Free: allocatable less what pods hold, summed over the schedulable nodes of each HyperNode.</p>']
+    for problem in facts.problems:
+        out.append(f'<p class="topology-problem">{h(problem)}</p>')
+    head = "".join(f"<th>free {h(r)}</th>" for r in resources)
+    out.append(f'<table id="hypernodes"><tr><th>tier</th><th>HyperNode</th><th>labels</th><th>parent</th>'
+               f'<th>nodes</th>{head}</tr>')
+    for hn in facts.hypernodes[:HYPERNODES_SHOWN]:
+        cells = "".join(f'<td class="num">{h(readable_base_units(r, hn.free.get(r, 0)))}</td>' for r in resources)
+        out.append(f'<tr class="hypernode" data-hypernode="{h(hn.name)}" data-tier="{hn.tier}"><td class="num">'
+                   f'{hn.tier}</td><td>{h(hn.name)}</td><td>{h(hn.labels or "-")}</td><td>{h(hn.parent or "-")}</td>'
+                   f'<td class="num">{hn.nodes}</td>{cells}</tr>')
+    if len(facts.hypernodes) > HYPERNODES_SHOWN:
+        out.append(f'<tr><td colspan="{5 + len(resources)}" class="muted">… {len(facts.hypernodes) - HYPERNODES_SHOWN}'
+                   ' more (/api/v1/topology)</td></tr>')
+    out.append("</table>")
+    out.append('<table id="spans"><tr><th>running gang</th><th>queue</th><th>pods</th><th>nodes</th><th>tier</th>'
+               '<th>HyperNode</th></tr>')
+    for g in facts.spans[:SPANS_SHOWN]:
+        tier = "-" if g.span.tier is None else str(g.span.tier)
+        where = g.span.hypernode or "no one HyperNode (spans the cluster)"
+        out.append(f'<tr class="span" data-podgroup="{h(g.podgroup)}" data-tier="{h(tier)}" '
+                   f'data-hypernode="{h(g.span.hypernode or "")}"><td>{h(g.podgroup)}</td><td>{h(g.queue)}</td>'
+                   f'<td class="num">{g.pods}</td><td class="num">{g.span.nodes}</td><td class="num">{tier}</td>'
+                   f'<td>{h(where)}</td></tr>')
+    if not facts.spans:
+        out.append('<tr><td colspan="6" class="muted">no gang runs</td></tr>')
+    elif facts.running_gangs > SPANS_SHOWN:
+        out.append(f'<tr><td colspan="6" class="muted">… {facts.running_gangs - SPANS_SHOWN} more '
+                   '(/api/v1/topology)</td></tr>')
+    out.append("</table>")
     return "\n".join(out)
 
 

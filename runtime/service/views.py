@@ -35,6 +35,7 @@ import numpy as np
 from compiler.quantities import format_base_units, readable_base_units
 from runtime.cluster import decisions as d
 from runtime.cluster.model import PG_PENDING, ClusterState, group_key_of
+from runtime.cluster.topology import Span, Topology, room_by_hypernode, span_of
 from runtime.engine.explanation import explain_group, explain_pod, names_by_namespace, resolve_target
 from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
 from runtime.engine.queueshare import real_capability
@@ -42,6 +43,7 @@ from runtime.engine.queueshare import share as queue_share
 from runtime.engine.session import Options
 from runtime.engine.snapshot import PENDING, UNLIMITED
 
+MAX_SPANS = 10_000                 # running gangs whose span the topology view lists (the count is exact)
 MAX_EXPLAINED_PODS = 50_000        # waiting pods whose reasons are indexed for explain
 MAX_PENDING_PER_QUEUE = 1_000      # pending jobs listed per queue (the count is always exact)
 HISTORY_EVERY_S = 10.0             # one sample of shares and waiting jobs this often
@@ -148,6 +150,100 @@ class CardUse:
     shared: int                    # partly used by slices
     memory: int                    # bytes, all cards
     used_memory: int
+
+
+@dataclass(frozen=True)
+class HyperNodeRoom:
+    """One HyperNode after a cycle: where it sits and the room its nodes have free (base units)."""
+
+    name: str
+    tier: int
+    tier_name: str
+    labels: str                    # `key=value` of a derived HyperNode's node label ("" for objects)
+    parent: str | None
+    nodes: int
+    free: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "tier": self.tier, "tierName": self.tier_name, "labels": self.labels,
+                "parent": self.parent, "nodes": self.nodes, "free": _quantities(self.free)}
+
+
+@dataclass(frozen=True)
+class GangSpan:
+    """A running gang (a PodGroup with pods on nodes) and the lowest-tier HyperNode holding them."""
+
+    podgroup: str
+    queue: str
+    pods: int
+    span: Span
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"podGroup": self.podgroup, "queue": self.queue, "pods": self.pods, "tier": self.span.tier,
+                "hyperNode": self.span.hypernode, "nodes": self.span.nodes}
+
+
+@dataclass(frozen=True)
+class TopologyFacts:
+    """The network topology as the last cycle saw it: HyperNodes by tier with their free room, and
+    each running gang's span. `derived_from` names the node labels when the HyperNodes were derived."""
+
+    derived_from: str
+    tiers: tuple[int, ...]
+    hypernodes: tuple[HyperNodeRoom, ...]       # by tier, then name
+    spans: tuple[GangSpan, ...]                 # by tier (spanning the cluster last), then PodGroup
+    running_gangs: int                          # spans may list fewer (MAX_SPANS)
+    problems: tuple[str, ...]
+    topology: Topology = field(repr=False, compare=False, default_factory=Topology)
+
+    def to_dict(self) -> dict[str, Any]:
+        per_tier: dict[str, int] = {}
+        for g in self.spans:
+            key = "cluster" if g.span.tier is None else str(g.span.tier)
+            per_tier[key] = per_tier.get(key, 0) + 1
+        return {"derivedFrom": self.derived_from or None, "tiers": list(self.tiers),
+                "hyperNodes": [hn.to_dict() for hn in self.hypernodes], "runningGangs": self.running_gangs,
+                "gangsPerTier": per_tier, "spans": [g.to_dict() for g in self.spans],
+                "problems": list(self.problems)}
+
+
+def topology_facts(state: ClusterState, free: Mapping[str, Mapping[str, int]],
+                   extra_placements: Mapping[str, str] = {}) -> TopologyFacts | None:
+    """The TopologyFacts of `state` (None when it has no HyperNodes, objects or derived): spans of
+    the PodGroups whose pods run (placed in `state`, or bound by `extra_placements`: pod → node),
+    free room summed over each HyperNode's nodes from `free` (node → resource → amount)."""
+    if not state.has_hypernodes:
+        return None
+    topology = state.topology()
+    where: dict[str, set[str]] = {}
+    pods: dict[str, int] = {}
+
+    def count(pod, node: str) -> None:
+        if not pod.group:
+            return
+        key = group_key_of(pod)
+        if key not in state.podgroups:
+            return
+        where.setdefault(key, set()).add(node)
+        pods[key] = pods.get(key, 0) + 1
+
+    seen = set()
+    for pod in state.placed_pods():
+        seen.add(pod.key)
+        count(pod, pod.node_name)
+    for key, node in extra_placements.items():
+        pod = state.pods.get(key)
+        if pod is not None and key not in seen and not pod.node_name:
+            count(pod, node)
+    spans = [GangSpan(key, state.podgroups[key].queue, pods[key], span_of(topology, nodes))
+             for key, nodes in where.items()]
+    spans.sort(key=lambda g: (g.span.tier is None, g.span.tier or 0, g.podgroup))
+    rooms = room_by_hypernode(topology, free)
+    order = sorted(topology.hypernodes.values(), key=lambda hn: (hn.tier, hn.name))
+    rows = tuple(HyperNodeRoom(hn.name, hn.tier, hn.tier_name, hn.label_text, topology.parent.get(hn.name),
+                               len(topology.leaves.get(hn.name, ())), rooms.get(hn.name, {})) for hn in order)
+    return TopologyFacts(topology.derived_from, topology.tiers, rows, tuple(spans[:MAX_SPANS]), len(spans),
+                         tuple(str(p) for p in topology.problems), topology)
 
 
 @dataclass(frozen=True)
@@ -332,6 +428,7 @@ class CycleView:
     _reasons_left_out: int = 0
     _conditions: dict[str, str] | None = field(default=None, repr=False)
     _names: dict[str, list[str]] | None = field(default=None, repr=False)
+    _topology: tuple[TopologyFacts | None] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # --- per pod, on demand ----------------------------------------------------------------
@@ -369,6 +466,20 @@ class CycleView:
         if kind == "pod":
             return explain_pod(self.state, key, decisions, options)
         return explain_group(self.state, key, decisions, options)
+
+    def topology(self) -> TopologyFacts | None:
+        """HyperNodes with their free room and running gangs' spans after this cycle (its bindings
+        counted), worked out once, when first asked; None without HyperNodes."""
+        with self._lock:
+            if self._topology is None:
+                free: dict[str, dict[str, int]] = {}
+                if self.facts is not None:
+                    for n in self.facts.nodes:
+                        if n.schedulable:
+                            free[n.name] = {r: max(0, v - n.used.get(r, 0)) for r, v in n.allocatable.items()}
+                bound = {b.pod: b.node for b in self.decisions.bindings}
+                self._topology = (topology_facts(self.state, free, bound),)
+            return self._topology[0]
 
     # --- queues ------------------------------------------------------------------------------
     @property
@@ -532,6 +643,14 @@ def pending_document(view: CycleView, queue: str) -> dict[str, Any] | None:
     jobs = view.pending(queue)
     return {**cycle_header(view), "queue": queue, "pendingJobs": row.pending_jobs,
             "listed": len(jobs), "jobs": [j.to_dict() for j in jobs]}
+
+
+def topology_document(view: CycleView) -> dict[str, Any]:
+    facts = view.topology()
+    if facts is None:
+        return {**cycle_header(view), "hyperNodes": [], "spans": [], "runningGangs": 0, "tiers": [],
+                "derivedFrom": None, "gangsPerTier": {}, "problems": []}
+    return {**cycle_header(view), **facts.to_dict()}
 
 
 def explain_document(view: CycleView, target: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ routes), all from the last cycle (runtime/service/views.py LiveView):
     GET /api/v1/queues                   every queue with its figures
     GET /api/v1/queues/NAME              one queue
     GET /api/v1/queues/NAME/pending      its pending jobs in the order the next cycle considers them
+    GET /api/v1/topology                 HyperNodes by tier with their free room; each running gang's span
     GET /ui                              the dashboard (runtime/service/dashboard.py), server-rendered HTML
 
 JSON answers carry the cycle they describe (`cycle`, `revision`, `at`). 503 before the first
@@ -20,7 +21,8 @@ from urllib.parse import unquote
 from runtime.engine.explanation import UnknownTarget
 from runtime.service.dashboard import render
 from runtime.service.server import Route
-from runtime.service.views import LiveView, explain_document, pending_document, queues_document
+from runtime.service.views import (LiveView, explain_document, pending_document, queues_document,
+                                   topology_document)
 
 JSON = "application/json"
 HTML = "text/html; charset=utf-8"
@@ -77,8 +79,16 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
         document["queues"] = [q for q in document["queues"] if q["name"] == name]
         return _json(200, document)
 
+    def topology(path: str, query: str) -> tuple[int, bytes, str]:
+        last = view.last
+        if last is None:
+            return _no_cycle(view)
+        if path.rstrip("/") != f"{API}/topology":
+            return _json(404, {"error": f"unknown view {path}: try {API}/topology"})
+        return _json(200, topology_document(last))
+
     def dashboard(path: str, query: str) -> tuple[int, bytes, str]:
         return 200, render(view, policy() if policy is not None else None), HTML
 
-    return {f"{API}/explain/": explain, f"{API}/queues": queues, f"{API}/queues/": queues, "/ui": dashboard,
-            "/ui/": dashboard}
+    return {f"{API}/explain/": explain, f"{API}/queues": queues, f"{API}/queues/": queues,
+            f"{API}/topology": topology, f"{API}/topology/": topology, "/ui": dashboard, "/ui/": dashboard}

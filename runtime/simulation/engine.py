@@ -31,6 +31,7 @@ from runtime.cluster.decisions import Decisions, Reason
 from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues
 from runtime.engine.queueshare import UnmetPromise, unmet_promises
 from runtime.cluster.model import POD_PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
+from runtime.cluster.topology import Span, room_by_hypernode, span_of
 from runtime.engine.rules.volumes import waits_on_storage
 from runtime.engine.session import Options
 from runtime.engine.snapshot import SnapshotCache, device_plans
@@ -81,6 +82,10 @@ class SimulationResult:
     # What a reader should not miss: thrashing evictions, jobs that never started, device rules
     # that match no node (one sentence each).
     findings: tuple[str, ...] = ()
+    # With HyperNodes (objects, or derived from node labels): each gang's span, the widest while
+    # it ran (runtime.cluster.topology.Span), and the free room per HyperNode at the end.
+    spans: dict[str, Span] = field(default_factory=dict)
+    hypernode_room: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,6 +131,7 @@ class Simulation:
         # Nodes never change in a run: the snapshot keeps their arrays between cycles.
         self._cache = SnapshotCache()
         self._unmet: list[UnmetPromise] | None = None   # guarantees the cluster cannot hold (PD215)
+        self.spans: dict[str, Span] = {}
 
     # --- events -------------------------------------------------------------------------
     def _push(self, time: float, kind: int, payload: object) -> None:
@@ -162,6 +168,8 @@ class Simulation:
                 job.running += 1
         # Jobs already running at time 0 did not wait in this run: they are not measured.
         for job in self.jobs.values():
+            if job.running > 0 and self.state.has_hypernodes and job.key in self.state.podgroups:
+                self._note_span(job)
             if job.ready:
                 job.waiting_since, job.measured = None, False
                 self.job_starts[job.key] = 0.0
@@ -280,10 +288,22 @@ class Simulation:
             job.waiting_since = None
         elif job.waiting_since is None and not job.ready:
             job.waiting_since = now
+        if job.running > 0 and self.state.has_hypernodes and job.key in self.state.podgroups:
+            self._note_span(job)
         violating = job.min_member > 1 and job.running > 0 and not job.ready
         if violating and not job.violating:
             self.recorder.gang_violation(GangViolation(now, job.key, job.running, job.min_member))
         job.violating = violating
+
+    def _note_span(self, job: _Job) -> None:
+        """Keep the widest span the job's running pods have had (a tier above any: spanning the cluster)."""
+        nodes = {p.node_name for key in job.pods if (p := self.state.pods.get(key)) is not None
+                 and p.node_name and not p.terminal and not p.releasing}
+        span = span_of(self.state.topology(), nodes)
+        before = self.spans.get(job.key)
+        if before is None or _width(span) > _width(before) or (_width(span) == _width(before)
+                                                                and span.nodes > before.nodes):
+            self.spans[job.key] = span
 
     def _queue_of_job(self, job: _Job) -> str:
         group = self.state.podgroups.get(job.key)
@@ -367,7 +387,24 @@ class Simulation:
         metrics = dataclasses.replace(metrics, storage_waiting=sum(
             1 for reasons in waiting.values() if any(waits_on_storage(r) for r in reasons)))
         return SimulationResult(metrics, self.placements, self.bind_times, self.job_starts, waiting, phases,
-                                self.evicted, end, cycles, stopped, self.state, self._findings(waiting))
+                                self.evicted, end, cycles, stopped, self.state, self._findings(waiting),
+                                spans=dict(self.spans), hypernode_room=self._room())
+
+    def _room(self) -> dict[str, dict[str, int]]:
+        """Free room per HyperNode in the final state: allocatable less what placed pods request,
+        over schedulable nodes (the pod count left out)."""
+        state = self.state
+        if not state.has_hypernodes:
+            return {}
+        free = {name: {r: v for r, v in n.allocatable.items() if r != "pods"}    # a count, not room a gang fills
+                for name, n in state.nodes.items() if not n.unschedulable}
+        for pod in state.placed_pods():
+            room = free.get(pod.node_name)
+            if room is not None:
+                for resource, amount in pod.requests.items():
+                    if resource in room:
+                        room[resource] -= amount
+        return room_by_hypernode(state.topology(), free)
 
     def _findings(self, waiting: dict[str, tuple[Reason, ...]]) -> tuple[str, ...]:
         out = []
@@ -392,6 +429,10 @@ class Simulation:
                 models = f" of model {'/'.join(plan.models)}" if plan.models else ""
                 out.append(f"device {plan.resource}{models} matches no node")
         return tuple(out)
+
+
+def _width(span: Span) -> float:
+    return float("inf") if span.tier is None else span.tier
 
 
 def simulate(plan: Plan, scenario: Scenario, limits: Limits = Limits(), options: Options | None = None,

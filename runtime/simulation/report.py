@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from runtime.simulation.engine import SimulationResult
-from runtime.simulation.summary import STOP_REASONS, eviction_text, percent, wait_text
+from runtime.simulation.summary import STOP_REASONS, eviction_text, percent, topology_document, wait_text
 from runtime.simulation.workload import format_duration
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -162,6 +162,37 @@ def waits_chart(result: SimulationResult) -> str:
                       longest * 1.05 or 1.0, 1.0, x_label="wait")
 
 
+def topology_html(result: SimulationResult) -> str:
+    """Gangs by the tier they spanned, each gang's span, free room per HyperNode at the end ("" without HyperNodes)."""
+    document = topology_document(result)
+    if document is None:
+        return ""
+    esc = html.escape
+    tiers = ", ".join(f"{'spanning the cluster' if k == 'cluster' else f'tier {k}'}: {v}"
+                      for k, v in document["gangsPerTier"].items()) or "no gang ran"
+    source = (f"derived from node labels ({esc(document['derivedFrom'])})" if document["derivedFrom"]
+              else "from HyperNode objects")
+    out = [f'<h2>Network topology</h2>\n<p>HyperNodes {source}. Gangs by the tier they spanned (the widest while '
+           f'running): <span id="gangs-per-tier">{esc(tiers)}</span>.</p>']
+    out += [f'<p class="warning">{esc(p)}</p>' for p in document["problems"]]
+    out.append('<table id="spans">\n<tr><th>gang</th><th>tier</th><th>HyperNode</th><th>nodes</th></tr>')
+    for key, span in document["spans"].items():
+        tier = "-" if span["tier"] is None else str(span["tier"])
+        out.append(f'<tr class="span" data-podgroup="{esc(key)}" data-tier="{esc(tier)}"><td>{esc(key)}</td>'
+                   f'<td>{tier}</td><td>{esc(span["hyperNode"] or "no one HyperNode")}</td><td>{span["nodes"]}</td></tr>')
+    out.append("</table>")
+    resources = sorted({r for hn in document["hyperNodes"] for r in hn["free"]},
+                       key=lambda r: (r not in ("cpu", "memory"), r != "cpu", r))
+    head = "".join(f"<th>free {esc(r)}</th>" for r in resources)
+    out.append(f'<table id="hypernodes">\n<tr><th>HyperNode</th><th>tier</th><th>labels</th><th>nodes</th>{head}</tr>')
+    for hn in document["hyperNodes"]:
+        cells = "".join(f"<td>{esc(hn['free'].get(r, '0'))}</td>" for r in resources)
+        out.append(f'<tr class="hypernode" data-hypernode="{esc(hn["name"])}"><td>{esc(hn["name"])}</td>'
+                   f'<td>{hn["tier"]}</td><td>{esc(hn["labels"] or "-")}</td><td>{hn["nodes"]}</td>{cells}</tr>')
+    out.append("</table>")
+    return "\n".join(out) + "\n"
+
+
 def render_html(result: SimulationResult, policy: str, description: str, *, revision: str = "",
                 command: str = "") -> str:
     m = result.metrics
@@ -215,7 +246,7 @@ figure {{ margin: 1.5em 0; }}
 <table>
 {cluster_rows}
 </table>
-<h2>Plots</h2>
+{topology_html(result)}<h2>Plots</h2>
 <div class="plots">
 <figure>{utilization_chart(result)}</figure>
 <figure>{shares_chart(result)}</figure>

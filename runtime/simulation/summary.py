@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from compiler.quantities import readable_base_units
 from runtime.simulation.engine import CycleOutcome, SimulationResult
 from runtime.simulation.metrics import RunMetrics
 from runtime.simulation.workload import format_duration
@@ -170,6 +171,79 @@ def eviction_text(metrics: RunMetrics) -> str:
             f"{a['exchanges']} traded back)")
 
 
+TOPOLOGY_ROWS = 30          # HyperNodes and gangs listed in the text summary (the JSON and the report list all)
+
+
+def topology_document(result: SimulationResult) -> dict | None:
+    """Spans and free room per HyperNode, for -o json and the report; None without HyperNodes."""
+    state = result.state
+    if not state.has_hypernodes:
+        return None
+    topology = state.topology()
+    per_tier: dict[str, int] = {}
+    for span in result.spans.values():
+        key = "cluster" if span.tier is None else str(span.tier)
+        per_tier[key] = per_tier.get(key, 0) + 1
+    order = sorted(topology.hypernodes.values(), key=lambda hn: (hn.tier, hn.name))
+    return {
+        "derivedFrom": topology.derived_from or None,
+        "gangsPerTier": dict(sorted(per_tier.items())),
+        "spans": {key: {"tier": s.tier, "hyperNode": s.hypernode, "nodes": s.nodes}
+                  for key, s in sorted(result.spans.items())},
+        "hyperNodes": [{"name": hn.name, "tier": hn.tier, "labels": hn.label_text,
+                        "nodes": len(topology.leaves.get(hn.name, ())),
+                        "free": {r: readable_base_units(r, v) for r, v in
+                                 sorted(result.hypernode_room.get(hn.name, {}).items())}} for hn in order],
+        "problems": [str(p) for p in topology.problems],
+    }
+
+
+def _resources_of(rooms) -> list[str]:
+    found = {r for room in rooms for r in room}
+    return sorted(found, key=lambda r: (r not in ("cpu", "memory"), r != "cpu", r))
+
+
+def topology_tables(result: SimulationResult) -> list:
+    """The text summary's network-topology part: gangs per tier, the spans, free room per HyperNode."""
+    document = topology_document(result)
+    if document is None:
+        return []
+    out: list = []
+    tiers = document["gangsPerTier"]
+    said = ", ".join(f"{'spanning the cluster' if k == 'cluster' else f'tier {k}'}: {v}" for k, v in tiers.items())
+    source = f"HyperNodes derived from node labels ({document['derivedFrom']})" if document["derivedFrom"] \
+        else "HyperNodes from objects"
+    out.append(f"network topology: {source}; gangs by the tier they spanned: {said or 'none ran'}")
+    for problem in document["problems"]:
+        out.append(f"[bold]warning[/bold]: {problem}")
+    if result.spans:
+        spans = Table(box=box.SIMPLE, show_edge=False, title="gang spans (the widest while running)",
+                      title_justify="left")
+        for column in ("gang", "tier", "HyperNode", "nodes"):
+            spans.add_column(column, overflow="fold", justify="right" if column in ("tier", "nodes") else "left")
+        ranked = sorted(result.spans.items(), key=lambda kv: (kv[1].tier is None, -(kv[1].tier or 0), kv[0]))
+        for key, span in ranked[:TOPOLOGY_ROWS]:
+            spans.add_row(key, "-" if span.tier is None else str(span.tier),
+                          span.hypernode or "no one HyperNode", str(span.nodes))
+        if len(ranked) > TOPOLOGY_ROWS:
+            spans.add_row(f"... {len(ranked) - TOPOLOGY_ROWS} more (-o json)", "", "", "")
+        out.append(spans)
+    rooms = result.hypernode_room
+    resources = _resources_of(rooms.values())
+    table = Table(box=box.SIMPLE, show_edge=False, title="free room per HyperNode at the end", title_justify="left")
+    for column in ("tier", "HyperNode", "labels", "nodes", *resources):
+        table.add_column(column, overflow="fold", justify="left" if column in ("HyperNode", "labels") else "right")
+    for hn in document["hyperNodes"][:TOPOLOGY_ROWS]:
+        free = rooms.get(hn["name"], {})
+        table.add_row(str(hn["tier"]), hn["name"], hn["labels"] or "-", str(hn["nodes"]),
+                      *(readable_base_units(r, free.get(r, 0)) for r in resources))
+    if len(document["hyperNodes"]) > TOPOLOGY_ROWS:
+        table.add_row("", f"... {len(document['hyperNodes']) - TOPOLOGY_ROWS} more (-o json)", "", "",
+                      *("" for _ in resources))
+    out.append(table)
+    return out
+
+
 def print_summary(out: Console, result: SimulationResult, policy: str, description: str) -> None:
     m = result.metrics
     out.print(f"policy {policy} on {description}")
@@ -183,5 +257,7 @@ def print_summary(out: Console, result: SimulationResult, policy: str, descripti
     else:
         out.print("no jobs")
     out.print(cluster_table(m))
+    for part in topology_tables(result):
+        out.print(fitted(out, part) if isinstance(part, Table) else part)
     for finding in result.findings:
         out.print(f"[bold]warning[/bold]: {finding}")

@@ -12,8 +12,8 @@ import sys
 import threading
 import uuid
 
-from policydsl.cli.flags import (count, duration, embedded_cluster, existing_path, kube_name, listen_address,
-                                      nonempty, rate)
+from policydsl.cli.flags import (TOPOLOGY_LABELS_HELP, count, duration, embedded_cluster, existing_path, kube_name,
+                                 listen_address, nonempty, rate, topology_labels)
 
 HELP = "run the scheduler against a cluster (or the embedded simulator)"
 DESCRIPTION = (
@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", type=nonempty("the context"), help="kubeconfig context (default: the current one)")
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"),
                         help="schedule pods with this schedulerName (default: volcano)")
+    parser.add_argument("--topology-labels", type=topology_labels, metavar="LABELS|FILE", help=TOPOLOGY_LABELS_HELP)
     parser.add_argument("--schedule-period", type=duration, default=1.0, metavar="DURATION",
                         help="longest time from one cycle's start to the next (default: 1s)")
     parser.add_argument("--min-interval", type=duration, default=0.1, metavar="DURATION",
@@ -100,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
     if first is None:
         return 2
     plan = first.plan
+    label_topology = None
+    if args.topology_labels:
+        # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
+        from runtime.cluster.topology_labels import LabelTopologyError, read_topology_labels
+
+        try:
+            label_topology = read_topology_labels(args.topology_labels)
+        except LabelTopologyError as err:     # the file changed since the flag was checked
+            print(f"policydsl run: --topology-labels: {err}", file=sys.stderr)
+            return 2
 
     stop = threading.Event()
     reloader = None
@@ -132,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     elector = None
     notifier = None
     if args.cluster:
-        cluster = _embedded(args.cluster, plan)
+        cluster = _embedded(args.cluster, plan, label_topology)
         if cluster is None:
             return 2
         where = args.cluster
@@ -164,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         cluster = KubeCluster(api, args.scheduler_name, identity=identity, metrics=metrics, may_write=may_write,
                               pod_conditions=args.pod_conditions, publish_queues=args.publish_queues)
         where = api.host
+        if label_topology is not None:
+            cluster.cache.use_label_topology(label_topology)
         notifier = LeaseEvents(api, cluster.events, args.lease_namespace, args.lease_name)
 
     if elector is None:
@@ -192,6 +205,9 @@ def run(args: argparse.Namespace) -> int:
 
     log.info("scheduling pods of %s with policy %s (revision %s) on %s as %s", args.scheduler_name, plan.name,
              plan.revision, where, identity)
+    if label_topology is not None:
+        log.info("HyperNodes derived from node labels while the cluster has no HyperNode objects: %s",
+                 label_topology.describe())
     log.info("policy sources: %s%s", ", ".join(first.files), " (reload on SIGHUP only)" if args.no_watch else "")
     # Everything built so far (the interpreter, the kubernetes client's thousands of model
     # classes, numpy, the plan) lives as long as the process: out of the cyclic collector's
@@ -232,7 +248,7 @@ def _compile(path: str):  # -> runtime.service.reload.Attempt | None
     return attempt
 
 
-def _embedded(spec: str, plan):  # -> EmbeddedCluster | None
+def _embedded(spec: str, plan, label_topology=None):  # -> EmbeddedCluster | None
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.service.embedded import EmbeddedCluster
     from runtime.cluster.objects import ObjectError, load_path
@@ -247,4 +263,5 @@ def _embedded(spec: str, plan):  # -> EmbeddedCluster | None
         for problem in err.problems:
             print(f"policydsl run: {problem}", file=sys.stderr)
         return None
+    state.label_topology = label_topology
     return EmbeddedCluster(state)

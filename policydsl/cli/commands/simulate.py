@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from policydsl.cli.flags import add_output_arguments, count, existing_path, kube_name, output_folder, simulated_time
+from policydsl.cli.flags import (TOPOLOGY_LABELS_HELP, add_output_arguments, count, existing_path, kube_name,
+                                 output_folder, simulated_time, topology_labels)
 
 HELP = "run a policy on a simulated cluster: decisions per cycle, or waits, shares and utilization over time"
 DESCRIPTION = (
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write an HTML report with plots to DIR/index.html")
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="schedule pods with this schedulerName (default volcano)")
+    parser.add_argument("--topology-labels", type=topology_labels, metavar="LABELS|FILE", help=TOPOLOGY_LABELS_HELP)
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -44,10 +46,22 @@ def command_line(args: argparse.Namespace) -> str:
     for flag, value in (("--snapshot", args.snapshot), ("--workload", args.workload), ("--cycles", args.cycles),
                         ("--until", args.until), ("--period", args.period if args.period != "1s" else None),
                         ("--scheduler-name", args.scheduler_name if args.scheduler_name != "volcano" else None),
+                        ("--topology-labels", getattr(args, "topology_labels", None)),
                         ("--report", args.report)):
         if value is not None:
             argv += [flag, str(value)]
     return shlex.join(argv)
+
+
+def _label_topology(text: str):  # -> runtime.cluster.topology_labels.LabelTopology
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
+    from policydsl.cli.inputs import InputError
+    from runtime.cluster.topology_labels import LabelTopologyError, read_topology_labels
+
+    try:
+        return read_topology_labels(text)
+    except LabelTopologyError as err:     # the file changed since the flag was checked
+        raise InputError(f"--topology-labels: {err}", 2) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         limits = run_limits(args.cycles, args.until, args.period)
         plan = compile_policy(args.policy)
         scenario = load_inputs(plan, args.snapshot, args.workload)
+        if args.topology_labels:
+            scenario.initial.label_topology = _label_topology(args.topology_labels)
     except InputError as err:
         print(f"policydsl simulate: {err}" if err.exit_code == 2 else str(err), file=sys.stderr)
         return err.exit_code
@@ -83,8 +99,14 @@ def run(args: argparse.Namespace) -> int:
         result = simulate(plan, scenario, limits, options, on_cycle=on_cycle, on_progress=tick)
 
     if as_json and args.cycles is None:
+        # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
+        from runtime.simulation.summary import topology_document
+
         document = {"policy": plan.name, "input": scenario.description, "stopped": result.stopped,
                     **result.metrics.to_dict(), "findings": list(result.findings)}
+        topology = topology_document(result)
+        if topology is not None:
+            document["topology"] = topology
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
     elif not as_json:
         if args.cycles is not None:
