@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from runtime.cluster.model import Condition
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.cluster.dra import Allocation, ResourceClaim
 
 # Reason kinds.
 NODES = "nodes"                  # no node passes the predicates (with per-cause node counts)
@@ -32,6 +35,7 @@ GATED = "gated"                  # the pod has scheduling gates
 UNSUPPORTED = "unsupported"      # the pod sets a field the scheduler does not evaluate
 BIND = "bind"                    # the API server refused the pod's Binding for good: held back until it changes
 VOLUME = "volume"                # its PersistentVolumeClaims keep it from every node (missing, unbound, ...)
+CLAIM = "claim"                  # its ResourceClaims keep it from every node (missing, being deleted, ...)
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,10 @@ class Decisions:
     # Bindings whose pods have claims not bound yet: pod -> what to bind each claim to (the
     # pod's binding waits for them on a cluster; the simulator binds them at once).
     volumes: dict[str, tuple[VolumeChoice, ...]] = field(default_factory=dict)
+    # Bindings whose pods have ResourceClaims not allocated (or not reserved for them) yet: pod ->
+    # (claim, its allocation) each, written (status.allocation, status.reservedFor) before the
+    # Binding (runtime.engine.rules.dra).
+    claims: dict[str, tuple[tuple["ResourceClaim", "Allocation"], ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         out = {

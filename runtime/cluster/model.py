@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from compiler.catalog import DEFAULT_QUEUE
 from runtime.cluster.selectors import LabelSelector, SelectorTerm
+from runtime.cluster.dra import Dra, release_pod, with_allocation
 from runtime.cluster.storage import Storage, bind_claims
 from runtime.cluster.topology import HyperNode, Topology, resolve
 from runtime.cluster.topology_labels import LabelTopology, derive_hypernodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.cluster.decisions import Decisions, Reason
+    from runtime.cluster.dra import PodResourceClaim
     from runtime.cluster.storage import PodClaim
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
@@ -214,7 +216,7 @@ class Pod:
     rules: PodRules | None = None              # inter-pod affinity, topology spread, host ports
     scheduling_gates: tuple[str, ...] = ()     # spec.schedulingGates: never bound while any is left
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
-    # A field of the pod the scheduler does not evaluate (e.g. "spec.resourceClaims"): the pod
+    # A field of the pod the scheduler does not evaluate (e.g. "spec.volumes[0].iscsi"): the pod
     # waits, with a reason naming it, rather than be placed as if the field were not there.
     unsupported: str | None = None
     # Why the connector holds the pod back (a runtime.cluster.decisions.Reason): the API server refused
@@ -227,6 +229,8 @@ class Pod:
     nominated_at: float | None = None
     # The PersistentVolumeClaims its volumes name (runtime.cluster.storage.PodClaim); None: no claims.
     volumes: tuple["PodClaim", ...] | None = None
+    # Its spec.resourceClaims (Dynamic Resource Allocation: runtime.cluster.dra); None: no claims.
+    resource_claims: tuple["PodResourceClaim", ...] | None = None
 
     @property
     def key(self) -> str:
@@ -405,6 +409,8 @@ class ClusterState:
     storage: Storage = field(default_factory=Storage)
     # Volcano's HyperNodes by name (runtime.cluster.topology); `topology()` resolves them.
     hypernodes: dict[str, HyperNode] = field(default_factory=dict)
+    # DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates (runtime.cluster.dra).
+    dra: Dra = field(default_factory=Dra)
     # Bumped whenever a HyperNode is added or removed (with node_generation: when to re-resolve).
     hypernode_generation: int = 0
     # Opt-in: HyperNodes derived from node labels (runtime.cluster.topology_labels) while the
@@ -519,6 +525,8 @@ class ClusterState:
                 continue
             if binding.pod in decisions.volumes:
                 bind_claims(self, decisions.volumes[binding.pod], binding.node)
+            for claim, allocation in decisions.claims.get(binding.pod, ()):
+                with_allocation(self.dra, claim, allocation, (pod.uid,))
             pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
             pod.phase = POD_RUNNING
@@ -541,6 +549,8 @@ class ClusterState:
         of a job; the simulator decides whether to.)"""
         gone = [k for k, p in self.pods.items() if p.releasing]
         for key in gone:
+            if self.pods[key].resource_claims:     # its claims no longer reserved for it
+                release_pod(self.dra, self.pods[key].uid, self.dra.claims)
             del self.pods[key]
         return gone
 
@@ -558,7 +568,7 @@ class ClusterState:
                 continue
             value = getattr(self, f.name)
             values[f.name] = (dict(value) if isinstance(value, dict) else
-                              value.copy() if isinstance(value, Storage) else value)
+                              value.copy() if isinstance(value, (Storage, Dra)) else value)
         return ClusterState(**values)
 
     def merged_with(self, other: "ClusterState") -> "ClusterState":
@@ -571,6 +581,7 @@ class ClusterState:
             namespaces={**self.namespaces, **other.namespaces},
             storage=self.storage.merged_with(other.storage),
             hypernodes={**self.hypernodes, **other.hypernodes},
+            dra=self.dra.merged_with(other.dra),
             label_topology=other.label_topology or self.label_topology,
         )
         return merged

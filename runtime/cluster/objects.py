@@ -23,6 +23,9 @@ from runtime.cluster.model import (
     DEFAULT_MAX_PODS, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition, NetworkTopology, Node, PodGroup,
     QueueObject, Taint,
 )
+from runtime.cluster.draspec import (
+    read_device_class, read_resource_claim, read_resource_claim_template, read_resource_slice,
+)
 from runtime.cluster.podspec import read_pod
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
 from runtime.cluster.topology import read_hypernode
@@ -354,6 +357,31 @@ _READERS: dict[str, Callable[[dict, ClusterState], None]] = {
 # for network topology are placed within them (runtime/engine/actions/topology.py).
 KINDS += ("HyperNode",)
 _READERS["HyperNode"] = lambda obj, state: state.add_hypernode(read_hypernode(obj))
+
+# Dynamic Resource Allocation (resource.k8s.io/v1), read by runtime.cluster.draspec; pods' claims are
+# allocated devices by runtime.engine.rules.dra.
+KINDS += ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+
+
+def _read_dra(obj: dict, state: ClusterState) -> None:
+    kind = obj.get("kind")
+    dra = state.dra
+    if kind == "DeviceClass":
+        cls = read_device_class(obj)
+        dra.classes[cls.name] = cls
+    elif kind == "ResourceSlice":
+        piece = read_resource_slice(obj)
+        dra.slices[piece.name] = piece
+    elif kind == "ResourceClaim":
+        claim = read_resource_claim(obj)
+        dra.claims[claim.key] = claim
+    else:
+        template = read_resource_claim_template(obj)
+        dra.templates[template.key] = template
+
+
+for _kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"):
+    _READERS[_kind] = _read_dra
 
 
 def _check_references(state: ClusterState, sources: dict[tuple[str, str], str]) -> list[ObjectProblem]:

@@ -43,6 +43,7 @@ from runtime.cluster.model import (
     Toleration,
     WeightedTerm,
 )
+from runtime.cluster.draspec import pod_resource_claims
 from runtime.cluster.selectors import LabelSelector, MatchExpression
 from runtime.cluster.storagespec import pod_volumes
 
@@ -100,28 +101,9 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
         preferred_terms=tuple(preferred), tolerations=_tolerations(spec), annotations=annotations, labels=labels,
         creation=kf.timestamp(meta), releasing=bool(meta.get("deletionTimestamp")),
         rules=rules if rules else None, scheduling_gates=tuple(gates), preemption_policy=policy,
-        unsupported=_resource_claims(spec) or odd_volume, volumes=volumes,
+        unsupported=odd_volume, volumes=volumes, resource_claims=pod_resource_claims(spec, status),
         nominated_node=str(status.get("nominatedNodeName") or "") or None,
     )
-
-
-def _resource_claims(spec: dict) -> str | None:
-    """Dynamic Resource Allocation is not evaluated: a pod claiming devices waits, the field and
-    its claims named (`spec.resourceClaims (gpu: ResourceClaim shared-gpu, ...)`)."""
-    claims = kf.listing(spec, "resourceClaims")
-    if not claims:
-        return None
-    named = []
-    for i, claim in enumerate(claims):
-        if not isinstance(claim, dict) or not claim.get("name"):
-            raise FieldError(f"`spec.resourceClaims[{i}].name` is missing")
-        if claim.get("resourceClaimName"):
-            named.append(f"{claim['name']}: ResourceClaim {claim['resourceClaimName']}")
-        elif claim.get("resourceClaimTemplateName"):
-            named.append(f"{claim['name']}: ResourceClaimTemplate {claim['resourceClaimTemplateName']}")
-        else:
-            named.append(str(claim["name"]))
-    return f"spec.resourceClaims ({', '.join(named)})"
 
 
 # --- requests -------------------------------------------------------------------------------

@@ -88,6 +88,10 @@ def held_reason(pod: Pod, snap=None, t: int = -1) -> d.Reason:
     if pod.held_back is not None:
         return pod.held_back
     unusable = snap.volumes.held.get(t) if snap is not None and snap.volumes is not None else None
+    claims = snap.dra.held.get(t) if snap is not None and snap.dra is not None else None
+    if unusable is None and claims is not None and not (pod.scheduling_gates or pod.unsupported):
+        # its ResourceClaims (runtime.cluster.dra.ClaimProblem), kube's DynamicResources PreFilter
+        return d.Reason(d.CLAIM, f"0/{snap.n_nodes} nodes are available: {claims.message}.", {"claim": claims.claim})
     if unusable is not None and not (pod.scheduling_gates or pod.unsupported):
         return d.Reason(d.VOLUME, f"0/{snap.n_nodes} nodes are available: {unusable.message}.",
                         {"claim": unusable.claim})
@@ -109,6 +113,10 @@ def collect(ssn: Session) -> d.Decisions:
         bound = {b.pod for b in out.bindings}
         out.volumes = {snap.task_keys[t]: tuple(choices) for t, choices in ssn.storage.choices.items()
                        if choices and snap.task_keys[t] in bound}
+    if ssn.dra_rule is not None:
+        bound = {b.pod for b in out.bindings}
+        out.claims = {snap.task_keys[t]: tuple(chosen) for t, chosen in ssn.dra_rule.choices.items()
+                      if chosen and snap.task_keys[t] in bound}
     keys = snap.task_keys
     waiting = np.flatnonzero((status == PENDING) | (status == HELD))
     for t, j in zip(waiting.tolist(), snap.task_job[waiting].tolist()):

@@ -42,6 +42,7 @@ from runtime.cluster import decisions as d
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, PERMIT, POINTS, REJECT, Check, StatefulRule
 from runtime.engine.kernels import Kernels, ScoreParams
 from runtime.engine.rules.hypernodes import HyperNodeRule
+from runtime.engine.rules.dra import dra_rule
 from runtime.engine.rules.volumes import volume_rule
 from runtime.engine.snapshot import (
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass,
@@ -205,6 +206,7 @@ class Session:
         self.queue_deserved: np.ndarray | None = None   # set by proportion / capacity
         self.plugins: dict[str, Any] = {}
         self.storage: Any = None      # runtime.engine.rules.volumes.VolumeRule, where tasks have claims
+        self.dra_rule: Any = None     # runtime.engine.rules.dra.DraRule, where tasks have ResourceClaims
         self.hypernode_rule: HyperNodeRule | None = None   # where some job asks for network topology
         # The network-topology-aware plugin's HyperNode score (job, {HyperNode: node rows}) →
         # {HyperNode: score}, when the plugin is on; allocate's topology placement ranks by it.
@@ -348,6 +350,12 @@ class Session:
             self.storage = volume_rule(self)
             self.stateful_filters.insert(0, self.storage)
             self.add_listener(self.storage)
+        if self.snap.dra is not None and self.snap.dra.uses:
+            # ResourceClaims too, for every plan (kube-scheduler's DynamicResources, after the
+            # volume plugins): a pod cannot run where its devices cannot be allocated.
+            self.dra_rule = dra_rule(self)
+            self.stateful_filters.insert(1 if self.storage is not None else 0, self.dra_rule)
+            self.add_listener(self.dra_rule)
         if self.snap.hypernodes is not None:
             # Some job asks for network topology: allocate tries it HyperNode by HyperNode
             # (actions/topology.py). Nobody asking, nothing registered and nothing paid (with the

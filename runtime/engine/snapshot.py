@@ -29,6 +29,7 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
 )
 from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
 from runtime.cluster.model import MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
+from runtime.cluster.dra import DraSnapshot, dra_snapshot
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.topology import Topology as NetworkTree
 
@@ -162,6 +163,8 @@ class Snapshot:
     hypernodes: NetworkTree | None = None
     # Where some pod in play has PersistentVolumeClaims: their claims resolved (runtime.cluster.storage).
     volumes: VolumeSnapshot | None = None
+    # Where some waiting pod has ResourceClaims: their claims resolved (runtime.cluster.dra).
+    dra: DraSnapshot | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -355,8 +358,13 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     status = scan.status[tasks.order]
     label_keys = rule_label_keys(scan.rule_pods) if scan.rule_pods else None
     volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state)) if scan.volume_pods else None
-    columns = k.task_columns(tasks.pods, status, scan.plain[tasks.order], task_shape, row_of_shape, label_keys,
-                             volumes.class_keys if volumes is not None else None)
+    plain, extra_keys = scan.plain[tasks.order], volumes.class_keys if volumes is not None else None
+    dra = _dra_snapshot(state, tasks.pods, status)
+    if dra is not None:      # tasks with claims are classed by them too (never by their request alone)
+        plain[list(dra.uses)] = False
+        extra_keys = {t: (extra_keys.get(t) if extra_keys else None, dra.class_keys.get(t))
+                      for t in set(dra.class_keys) | set(extra_keys or ())}
+    columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys)
     device_names = managed | {d.resource for d in devices}
     classes = []
     for cid, head in enumerate(columns.class_heads):
@@ -411,8 +419,21 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.namespace_labels = state.namespace_labels
     if state.settled is not None and state.settled.elastic:
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
+    snapshot.dra = dra
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     return snapshot
+
+
+def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray) -> DraSnapshot | None:
+    """The claims of the waiting tasks that have ResourceClaims (None when none has); those
+    whose claims keep them from every node are HELD (status changed in place)."""
+    waiting = [t for t, p in enumerate(task_pods) if p.resource_claims is not None and status[t] == PENDING]
+    if not waiting:
+        return None
+    dra = dra_snapshot(state.dra, task_pods, waiting, state.pods.values())
+    for t in dra.held:
+        status[t] = HELD
+    return dra
 
 
 def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarray,

@@ -39,6 +39,7 @@ from runtime.kube.settled import Gang, SettledLedger, gang_elastic, gang_settles
 from runtime.cluster.model import (
     QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, QueueObject, member_settles, settles,
 )
+from runtime.cluster.dra import NOT_WATCHED, Dra
 from runtime.cluster.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
 from runtime.cluster.topology import TOPOLOGY_API
 from runtime.cluster.topology_labels import LabelTopology
@@ -187,6 +188,7 @@ class ClusterCache:
                 settled=self._ledger.view() if fold_settled else None, namespaces=dict(src.namespaces),
                 settled_pods=self.settled_pods if fold_settled else None, storage=src.storage.copy(),
                 hypernodes=dict(src.hypernodes), hypernode_generation=src.hypernode_generation,
+                dra=Dra(instantiates_templates=False, unread=NOT_WATCHED),   # DRA kinds not watched yet
                 label_topology=src.label_topology,
             )
             assumed = list(self._assumed.items())

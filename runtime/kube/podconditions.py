@@ -60,7 +60,7 @@ WAITING_FOR_QUEUE = "WaitingForQueue"    # ours: the queue or admission holds it
 SCHEDULER_ERROR = "SchedulerError"       # kube-scheduler's v1.PodReasonSchedulerError: no node would help
 # Reason kinds that ask for room a new node would give, and those that say the queue or admission
 # holds the pod whatever the nodes (a QUEUE reason is one unless its details say `fixed` False).
-NODE_KINDS = frozenset({d.NODES, d.DEVICE, d.VOLUME, d.GANG, d.MEMBERS})
+NODE_KINDS = frozenset({d.NODES, d.DEVICE, d.VOLUME, d.CLAIM, d.GANG, d.MEMBERS})
 QUEUE_KINDS = frozenset({d.QUEUE, d.ENQUEUE, d.JOB})
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 POD_CONDITION_DELAY_S = 1.0

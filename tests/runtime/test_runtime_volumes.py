@@ -377,15 +377,11 @@ def test_a_claim_that_names_no_class_takes_the_default_one(pure):
 # --- what the scheduler does not evaluate ------------------------------------------------------------
 
 @pytest.mark.parametrize("spec, field", [
-    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}]},
-     "spec.resourceClaims (gpu: ResourceClaim shared-gpu)"),
-    ({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}, {"name": "nic"}]},
-     "spec.resourceClaims (gpu: ResourceClaimTemplate one-gpu, nic)"),
     ({"volumes": [{"name": "disk", "iscsi": {"targetPortal": "t", "iqn": "q", "lun": 0}}]}, "spec.volumes[0].iscsi"),
     ({"volumes": [{"name": "cfg", "configMap": {"name": "c"}},
                   {"name": "disk", "awsElasticBlockStore": {"volumeID": "v"}}]}, "spec.volumes[1].awsElasticBlockStore"),
 ])
-def test_devices_and_volume_types_not_evaluated_keep_the_pod_waiting(pure, spec, field):
+def test_volume_types_not_evaluated_keep_the_pod_waiting(pure, spec, field):
     decisions = run([*NODES3, claim_pod("p", **spec)], pure)
     assert bound(decisions) == {}
     (reason,) = decisions.reasons_for("ns/p")
