@@ -33,6 +33,19 @@
    claims left out, in one run (`cost` = with ÷ without). Checked: every pod placed, no PV for two
    claims, each local claim's PV on its pod's node; the compiled and pure-Python paths decide
    alike (at a tenth of the size).
+8. Network topology (Volcano's HyperNodes): 5,000 nodes under three tiers of HyperNodes (tier 1:
+   20 nodes each; tier 2: 10 tier-1 HyperNodes each; tier 3: 5 tier-2 each), 20,000 pods as gangs
+   of 8 to 64 (sizes cycling 8, 16, ... 64), every other gang with hard tier-1 topology
+   (`networkTopology: {mode: hard, highestTierAllowed: 1}`), section 1's policy (allocate keeps
+   the topology without the network-topology-aware plugin, choosing among HyperNodes by its
+   documented stand-in rule: the plugin's per-placement rescoring of every node under a touched
+   HyperNode would dominate the figure, see docs/benchmarks.md); placements per second against the
+   same cycle with no HyperNode and no topology request, in one run (`cost` = with ÷ without), best
+   of at most 3 cycles (a cycle with the topology takes seconds). Checked by a checker
+   of this script's own (leaf sets from the HyperNodes' member lists, not the engine's
+   resolution): the share of hard gangs placed whole inside one tier-1 HyperNode (must be 1.0),
+   and that every hard gang was placed; the compiled and pure-Python paths decide alike (at a
+   tenth of the size).
 
 The machine may be shared: best-of-N is the figure, and the load average at the start and
 the spread (median, worst) say how noisy the run was. The cluster state is frozen out of the
@@ -67,6 +80,8 @@ from runtime.cluster.model import (  # noqa: E402
     QUEUE_ANNOTATION, ClusterState, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint, settles,
 )
 from runtime.cluster.selectors import LabelSelector, MatchExpression  # noqa: E402
+from runtime.cluster.model import NetworkTopology  # noqa: E402
+from runtime.cluster.topology import HyperNode, Member  # noqa: E402
 from runtime.engine.snapshot import SnapshotCache, build_snapshot  # noqa: E402
 from runtime.cluster.storage import (  # noqa: E402
     WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim, PodClaim, StorageClass,
@@ -86,6 +101,11 @@ tier {
   plugin binpack
 }
 """ + "\n".join(f"queue q{i} {{ weight = {1 + i % 4} }}" for i in range(QUEUES)) + "\n"
+
+TOPOLOGY_REPEAT = 3      # section 8's cycles take seconds each: best of at most this many
+GANG_SIZES = (8, 16, 24, 32, 40, 48, 56, 64)
+# Section 8's tree: nodes per tier-1 HyperNode, then children per HyperNode of tiers 2 and 3.
+TOPOLOGY_FANOUT = (20, 10, 5)
 
 GiB = 2**30
 
@@ -277,6 +297,80 @@ def storage_cycles(plan, nodes: int, pods: int, jobs: int, repeat: int) -> dict:
     return out
 
 
+def make_topology_cluster(nodes: int, pods: int, with_topology: bool) -> ClusterState:
+    """Section 8's cluster: make_cluster's node shapes; gangs of GANG_SIZES (the last one shorter
+    if `pods` asks), every other one (even index) with hard tier-1 topology; with `with_topology`,
+    three tiers of HyperNodes (TOPOLOGY_FANOUT), else none and no topology request."""
+    state = ClusterState()
+    shapes = [(32000, 128 * GiB), (64000, 256 * GiB), (16000, 64 * GiB), (96000, 384 * GiB)]
+    for n in range(nodes):
+        cpu, mem = shapes[n % len(shapes)]
+        state.add_node(Node(f"node-{n:05d}", {"cpu": cpu, "memory": mem, "pods": 110}))
+    if with_topology:
+        members = [f"node-{n:05d}" for n in range(nodes)]
+        kind = "Node"
+        for tier, fanout in enumerate(TOPOLOGY_FANOUT, start=1):
+            names = []
+            for h in range(0, len(members), fanout):
+                name = f"t{tier}-{h // fanout:04d}"
+                state.add_hypernode(HyperNode(name, tier, "", tuple(Member(kind, exact=m)
+                                                                     for m in members[h:h + fanout])))
+                names.append(name)
+            members, kind = names, "HyperNode"
+    hard = NetworkTopology("hard", 1)
+    placed, j = 0, 0
+    while placed < pods:
+        size = min(GANG_SIZES[j % len(GANG_SIZES)], pods - placed)
+        name = f"gang-{j:05d}"
+        cpu, mem = 500 * (1 + j % 4), GiB * (1 + j % 3)
+        state.add_podgroup(PodGroup("bench", name, min_member=size, queue=f"q{j % QUEUES}", phase="Inqueue",
+                                    uid=f"pg-{j}", creation=float(j),
+                                    network_topology=hard if with_topology and j % 2 == 0 else None))
+        for t in range(size):
+            state.add_pod(Pod("bench", f"{name}-{t}", {"cpu": cpu, "memory": mem}, uid=f"{j}-{t}", group=name,
+                              creation=float(j)))
+        placed += size
+        j += 1
+    return state
+
+
+def tier1_leaf_sets(state: ClusterState) -> dict[str, set[str]]:
+    """Each tier-1 HyperNode's nodes, read from its member list (exact node names), written here
+    rather than taken from the engine's resolution (runtime.cluster.topology)."""
+    return {h.name: {m.exact for m in h.members if m.type == "Node"}
+            for h in state.hypernodes.values() if h.tier == 1}
+
+
+def hard_gangs_within(state: ClusterState, decisions) -> dict:
+    """Of the gangs asking for hard tier-1 topology: how many were placed, and how many of those
+    lie whole inside one tier-1 HyperNode (the independent check of section 8)."""
+    leaves = tier1_leaf_sets(state)
+    where: dict[str, set[str]] = {}
+    for binding in decisions.bindings:
+        group = state.pods[binding.pod].group
+        where.setdefault(group, set()).add(binding.node)
+    hard = [pg.name for pg in state.podgroups.values() if pg.network_topology is not None]
+    placed = [g for g in hard if g in where]
+    within = [g for g in placed if any(where[g] <= nodes for nodes in leaves.values())]
+    return {"hard_gangs": len(hard), "hard_gangs_placed": len(placed), "hard_gangs_within_tier1": len(within),
+            "share_within_tier1": round(len(within) / len(placed), 4) if placed else None}
+
+
+def topology_cycles(plan, nodes: int, pods: int, repeat: int) -> dict:
+    """Section 8: best compiled cycle with and without the topology; the hard gangs' placement
+    checked; both paths alike at a tenth of the size."""
+    out, state, decisions = with_and_without(
+        plan, lambda with_topology: make_topology_cluster(nodes, pods, with_topology), repeat)
+    out.update(nodes=nodes, pods=pods, gangs=len(state.podgroups), hypernodes=len(state.hypernodes),
+               hypernodes_by_tier={t: sum(h.tier == t for h in state.hypernodes.values())
+                                   for t in range(1, len(TOPOLOGY_FANOUT) + 1)})
+    out.update(hard_gangs_within(state, decisions))
+    small = make_topology_cluster(max(nodes // 10, 40), max(pods // 10, 160), True)
+    decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
+    out["identical_decisions"] = decided[0] == decided[1]
+    return out
+
+
 def freeze_state() -> None:
     """Move everything alive now (the cluster state just built) out of the garbage collector's
     reach. A scheduler's cluster state lives as long as the process; left in the collector's
@@ -441,6 +535,25 @@ def main(argv: list[str] | None = None) -> int:
           f"compiled and Python decide alike: {storage['identical_decisions']})")
     if not (storage["identical_decisions"] and storage["volumes_checked"]):
         print("the storage cycle broke a volume invariant or the paths decided differently", file=sys.stderr)
+        return 1
+
+    # 8. network topology
+    topo_repeat = min(args.repeat, TOPOLOGY_REPEAT)
+    topo = topology_cycles(plan, 5000 // scale, 20000 // scale, topo_repeat)
+    result["topology"] = topo
+    print(f"network topology {topo['nodes']} nodes under {topo['hypernodes']} HyperNodes "
+          f"({', '.join(f'tier {t}: {n}' for t, n in topo['hypernodes_by_tier'].items())}) / {topo['pods']} pods in "
+          f"{topo['gangs']} gangs of 8-64, {topo['hard_gangs']} with hard tier-1 topology: "
+          f"{topo['with']['placements_per_s']:,} placements/s with the topology "
+          f"({topo['with']['placements']} placed), {topo['without']['placements_per_s']:,} without "
+          f"({topo['without']['placements']} placed) (cost {topo['cost']}x; best of {topo_repeat}); hard gangs placed "
+          f"{topo['hard_gangs_placed']}/{topo['hard_gangs']}, within one tier-1 HyperNode "
+          f"{topo['hard_gangs_within_tier1']}/{topo['hard_gangs_placed']}; "
+          f"compiled and Python decide alike: {topo['identical_decisions']}")
+    if not (topo["identical_decisions"] and topo["share_within_tier1"] == 1.0
+            and topo["hard_gangs_placed"] == topo["hard_gangs"]):
+        print("the topology cycle spread a hard gang, left one unplaced, or the paths decided differently",
+              file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result))

@@ -3,7 +3,8 @@
 A benchmark nothing runs breaks unseen (bench/core.py crashed for a day on an API change of
 the settled ledger). Only completion and the scripts' own cross-checks are asserted (compiled
 and pure-Python kernels decide alike; listed, folded and counted settled pods decide alike;
-no cycle runs under two policies; bench/policy_size.py's rows all there and sane), never a timing:
+no cycle runs under two policies; bench/policy_size.py's rows all there and sane; hard-topology
+gangs within their tier), never a timing:
 the figures depend on the machine.
 bench/load.py and bench/e2e need the dev cluster: tests/integration/test_connector_load.py and
 tests/integration/test_bench_e2e.py run them.
@@ -46,6 +47,13 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     storage = result["storage"]
     assert storage["volumes_checked"] is True and storage["identical_decisions"] is True
     assert storage["claims"] == storage["pods"] // 10 and storage["static_volumes"] > 0 and storage["provisioned"] > 0
+    # Section 8 (network topology): the script exits 1 unless every hard gang is placed within one
+    # tier-1 HyperNode (its own check, from the HyperNodes' member lists) and both paths decide alike.
+    topology = result["topology"]
+    assert topology["with"]["placements"] == topology["without"]["placements"] == topology["pods"]
+    assert topology["hard_gangs"] == topology["hard_gangs_placed"] == topology["hard_gangs_within_tier1"] > 0
+    assert topology["share_within_tier1"] == 1.0 and topology["identical_decisions"] is True
+    assert sorted(topology["hypernodes_by_tier"]) == ["1", "2", "3"]
 
 
 @pytest.mark.parametrize("write", ["configmap", "replace", "inplace"])
@@ -126,3 +134,37 @@ def test_policy_size_measures_every_shape_and_stage_and_memory_follows_the_size(
         assert 0 < row["base_bytes"] <= row["peak_bytes"] < 2**30
     # The printed table has a row per measurement.
     assert sum(line.split()[:1] in (["queues"], ["devices"], ["consts"]) for line in done.stdout.splitlines()) == 6
+
+
+def test_the_topology_checker_reads_members_as_volcano_documents_them() -> None:
+    """bench/e2e/topology_check.py, the independent check of workload (e) and of
+    tests/integration/test_vcjob_topology.py: exact, regex (unanchored, as Go's MatchString) and
+    label members, child HyperNodes, the tightest HyperNode holding a gang, and a spread gang."""
+    from bench.e2e import topology_check as tc
+
+    def hn(name: str, tier: int, *members: tuple[str, dict]) -> dict:
+        return {"metadata": {"name": name}, "spec": {"tier": tier, "members": [
+            {"type": kind, "selector": selector} for kind, selector in members]}}
+
+    nodes = [{"metadata": {"name": f"n{i}", "labels": {"rack": "r1" if i >= 4 else "r0"}}} for i in range(6)]
+    tree = tc.tree_of([
+        hn("s0", 1, ("Node", {"exactMatch": {"name": "n0"}}), ("Node", {"exactMatch": {"name": "n1"}})),
+        hn("s1", 1, ("Node", {"regexMatch": {"pattern": "[23]"}})),                 # n2, n3: unanchored
+        hn("s2", 1, ("Node", {"labelMatch": {"matchLabels": {"rack": "r1"}}})),     # n4, n5
+        hn("s3", 1, ("Node", {"labelMatch": {}})),                                  # selects nothing
+        hn("spine", 2, *(("HyperNode", {"exactMatch": {"name": s}}) for s in ("s0", "s1", "s2", "s3"))),
+    ], nodes)
+    assert tree.leaves["s1"] == {"n2", "n3"} and tree.leaves["s2"] == {"n4", "n5"} and not tree.leaves["s3"]
+    assert tree.leaves["spine"] == {f"n{i}" for i in range(6)}
+    assert tree.tightest({"n0", "n1"}) == ("s0", 1) and tree.tightest({"n1", "n2"}) == ("spine", 2)
+
+    def pod(name: str, group: str, node: str | None) -> dict:
+        return {"metadata": {"name": name, "annotations": {tc.GROUP_ANNOTATION: group}}, "spec": {"nodeName": node}}
+
+    spans = tc.gang_spans([pod("a0", "a", "n2"), pod("a1", "a", "n3"), pod("b0", "b", "n0"), pod("b1", "b", "n5"),
+                           pod("c0", "c", None)], tree)
+    assert [(s.group, s.bound, s.hypernode, s.tier) for s in spans] == [
+        ("a", 2, "s1", 1), ("b", 2, "spine", 2), ("c", 0, None, None)]
+    share = tc.tier_share(spans, 1)
+    assert (share.gangs, share.within, share.complete) == (2, 1, 2)      # c has no pod bound: not counted
+    assert share.examples == ("b: 2 bound pods, tightest HyperNode spine (tier 2)",)

@@ -93,6 +93,12 @@ class RunResult:
     violations: int | None = None
     violations_by_rule: dict[str, int] = field(default_factory=dict)
     violation_examples: list[str] = field(default_factory=list)
+    # On a workload with network topology (bench/e2e/topology_check.py): of the gangs with a pod
+    # bound, how many lie whole within one HyperNode of `topology_tier`, and a few that do not.
+    topology_tier: int | None = None
+    gangs_with_pods: int | None = None
+    gangs_within_tier: int | None = None
+    topology_examples: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:

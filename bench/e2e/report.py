@@ -145,6 +145,10 @@ class Report:
         with_check = any(r.violations is not None for r in self.results)
         if with_check:
             header += ["rule violations"]
+        # On a workload with network topology: the share of gangs within one HyperNode of its tier.
+        with_topology = any(r.gangs_within_tier is not None for r in self.results if r.workload == workload.key)
+        if with_topology:
+            header += [f"gangs within one tier-{workload.topology_tier} HyperNode"]
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         notes = []
         for scheduler in SCHEDULERS:
@@ -173,6 +177,13 @@ class Report:
                     rules = ", ".join(f"{rule} {count:,}" for rule, count in best.violations_by_rule.items())
                     example = f"; e.g. `{best.violation_examples[0]}`" if best.violation_examples else ""
                     notes.append(f"{label}: {best.violations:,} rule violations ({rules}){example}")
+            if with_topology:
+                within, gangs = best.gangs_within_tier, best.gangs_with_pods
+                row.append(f"{100 * within / gangs:.0f}% ({within:,}/{gangs:,})" if within is not None and gangs
+                           else "—")
+                if best.topology_examples and within != gangs:
+                    notes.append(f"{label}: {gangs - within:,} gangs outside any tier-{best.topology_tier} HyperNode; "
+                                 f"e.g. `{best.topology_examples[0]}`")
             lines.append("| " + " | ".join(row) + " |")
         if notes:
             lines += [""] + [f"- {note}" for note in notes]
@@ -243,7 +254,9 @@ class Report:
             results=[RunResult(**{k: v for k, v in r.items() if k in fields}) for r in document["results"]],
             skipped=document["skipped"],
             workloads=[Workload(key=w["key"], nodes=w["nodes"], jobs=w["jobs"], gang_size=w["gang_size"],
-                                queues=w["queues"], zones=w.get("zones", 0), spread_group=w.get("spread_group", 0))
+                                queues=w["queues"], zones=w.get("zones", 0), spread_group=w.get("spread_group", 0),
+                                hypernode_fanout=tuple(w.get("hypernode_fanout", ())),
+                                topology_tier=w.get("topology_tier", 0))
                        for w in document["workloads"]],
             command=document["command"],
             machine=Machine(**{**document["machine"], "load_average": tuple(document["machine"]["load_average"])}),

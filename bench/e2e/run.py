@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from bench.e2e import binaries, report, workloads
+from bench.e2e import binaries, report, topology_check, workloads
 from bench.e2e.measure import RunResult, cpu_seconds, read_watch_records, request_totals, summarize
 from bench.e2e.schedulers import PEERS, SCHEDULERS, SCHEDULER_NAME_PREFIX, Launch, Scheduler
 from bench.e2e.workloads import WORKLOADS, Workload
@@ -215,6 +215,21 @@ class Bench:
             raise BenchError(f"node {node.metadata.name} has no allocatable after create")
         self.say(f"created {count} nodes in {time.monotonic() - started:.1f}s")
 
+    def create_hypernodes(self, workload: Workload) -> None:
+        """The workload's HyperNodes (none for most): created once per workload, after its nodes."""
+        manifests = workloads.hypernode_manifests(workload)
+        started = time.monotonic()
+        for body in manifests:
+            self.custom.create_cluster_custom_object(workloads.HYPERNODE_GROUP, workloads.HYPERNODE_VERSION,
+                                                     "hypernodes", body)
+        if manifests:
+            self.say(f"created {len(manifests)} HyperNodes in {time.monotonic() - started:.1f}s")
+
+    def delete_hypernodes(self) -> None:
+        selector = f"{workloads.HYPERNODE_LABEL}=true"
+        self.custom.delete_collection_cluster_custom_object(workloads.HYPERNODE_GROUP, workloads.HYPERNODE_VERSION,
+                                                            "hypernodes", label_selector=selector)
+
     def delete_nodes(self) -> None:
         self.core.delete_collection_node(label_selector="bench.policydsl/node=true")
         self._wait_until(lambda: not self.core.list_node(label_selector="bench.policydsl/node=true", limit=1).items,
@@ -300,7 +315,8 @@ class Bench:
 
     # ---- one scheduler
 
-    def start_scheduler(self, scheduler: Scheduler, variant: int | None, run_id: str) -> Child:
+    def start_scheduler(self, scheduler: Scheduler, variant: int | None, run_id: str,
+                        topology: bool = False) -> Child:
         workdir = self.runs_dir / run_id
         workdir.mkdir(exist_ok=True)
         launch = Launch(
@@ -312,6 +328,7 @@ class Bench:
             ports=two_free_ports(),
             token=self.cluster.token,
             variant=variant,
+            topology=topology,
         )
         command = scheduler.command(launch)
         (workdir / "command.txt").write_text(shlex.join(command.argv) + "\n")
@@ -342,6 +359,25 @@ class Bench:
                  + (f" ({', '.join(f'{rule} {n}' for rule, n in by_rule.items())})" if violations else ""))
         return replace(result, violations=len(violations), violations_by_rule=by_rule,
                        violation_examples=[str(v) for v in violations[:VIOLATION_EXAMPLES]])
+
+    def check_topology(self, result: RunResult, workload: Workload, namespace: str, run_id: str) -> RunResult:
+        """`result` with the share of the run's gangs whose bound pods all lie within one HyperNode
+        of the workload's tier, by bench/e2e/topology_check.py (its own reading of the HyperNodes,
+        nodes and pods from the API server, after the scheduler stopped)."""
+        from tests.placement_checker import bearer_get
+
+        get = bearer_get(self.cluster.server, self.cluster.token, str(self.cluster.ca_cert))
+        try:
+            hypernodes, nodes, pods = topology_check.read(get, namespace)
+        except OSError as exc:
+            self.say(f"{run_id}: warning: topology not checked: {exc}")
+            return result
+        share = topology_check.tier_share(topology_check.gang_spans(pods, topology_check.tree_of(hypernodes, nodes)),
+                                          workload.topology_tier)
+        self.say(f"{run_id}: {share.within}/{share.gangs} gangs within one tier-{share.tier} HyperNode"
+                 + (f"; e.g. {share.examples[0]}" if share.examples else ""))
+        return replace(result, topology_tier=share.tier, gangs_with_pods=share.gangs, gangs_within_tier=share.within,
+                       topology_examples=list(share.examples))
 
     def _probe(self, scheduler: Scheduler, scheduler_name: str, run_id: str, child: Child) -> None:
         """Bind one pod through the scheduler: it is up, synced and really scheduling."""
@@ -376,7 +412,7 @@ class Bench:
         objects = workloads.write_jobs_file(jobs_file, workloads.job_requests(
             workload, namespace, SCHEDULER_NAME_PREFIX + scheduler.key, scheduler.podgroups))
         try:
-            scheduler_proc = self.start_scheduler(scheduler, variant, run_id)
+            scheduler_proc = self.start_scheduler(scheduler, variant, run_id, bool(workload.topology_tier))
         except BenchError as exc:
             self.say(f"{run_id}: {exc}")
             return RunResult.failed(workload.key, scheduler.key, variant, workload.pods, str(exc), repetition)
@@ -450,6 +486,8 @@ class Bench:
                  f"P50 {result.p50_ms} ms, P99 {result.p99_ms} ms, {result.requests_per_pod} requests/pod"
                  + (" (TIMED OUT)" if result.timed_out else ""))
         result = self.check_placement(result, namespace, run_id)
+        if workload.topology_tier:
+            result = self.check_topology(result, workload, namespace, run_id)
         try:
             self.wipe_namespace(namespace)
         except BenchError as exc:  # the next run has a namespace of its own; say so and go on
@@ -497,6 +535,7 @@ def run_benchmark(options: Options, results: list[RunResult], log: IO[str] = sys
                 continue
             bench.say(f"workload {workload.title}")
             bench.create_nodes(workload.nodes, workload.zones)
+            bench.create_hypernodes(workload)
             bench.create_queues(workload.queues)
             # Round after round of every scheduler, not one scheduler's repeats in a row: what
             # drifts over the run (the machine's other work, the control plane's state) is shared.
@@ -506,6 +545,8 @@ def run_benchmark(options: Options, results: list[RunResult], log: IO[str] = sys
                     for variant in variants:
                         results.append(bench.run_one(scheduler, variant, workload, repetition))
             bench.delete_queues(workload.queues)
+            if workload.hypernode_fanout:
+                bench.delete_hypernodes()
             bench.delete_nodes()
     finally:
         bench.close()

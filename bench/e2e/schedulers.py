@@ -33,6 +33,8 @@ CLIENT_BURST = 10_000
 OUR_POLICY = binaries.REPO_ROOT / "policies" / "volcano-default.policy"
 # The same with preempt and reclaim (issue 17): what a cycle that may evict costs.
 EVICTING_POLICY = Path(__file__).with_name("volcano-evicting.policy")
+# Workload (e), gangs with network topology: the default with the network-topology-aware plugin.
+TOPOLOGY_POLICY = Path(__file__).with_name("volcano-topology.policy")
 
 # Volcano's default scheduler configuration (its Helm chart's
 # volcano-scheduler.conf at the pinned release): these actions, these tiers.
@@ -52,6 +54,12 @@ VOLCANO_SCHEDULER_CONF = {
         },
     ],
 }
+# On workloads with network topology, vc-scheduler gets the plugin as Volcano's user guide adds it
+# (docs/user-guide/how_to_use_network_topology_aware_scheduling.md, section 3.1) to the second tier.
+VOLCANO_TOPOLOGY_PLUGIN = {
+    "name": "network-topology-aware",
+    "arguments": {"weight": 10, "hypernode.binpack.cpu": 5, "hypernode.binpack.memory": 1},
+}
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class Launch:
     ports: tuple[int, int]  # free loopback ports for metrics / health endpoints
     token: str  # the admin bearer token (also in the kubeconfig)
     variant: int | None  # the entry's variant (the ceiling's concurrency), None otherwise
+    topology: bool = False  # the workload has HyperNodes and gangs asking for network topology
 
 
 @dataclass(frozen=True)
@@ -148,7 +157,12 @@ def _kube_scheduler_command(launch: Launch) -> Command:
 
 def _vc_scheduler_command(launch: Launch) -> Command:
     conf = launch.workdir / "volcano-scheduler.conf"
-    conf.write_text(yaml.safe_dump(VOLCANO_SCHEDULER_CONF, sort_keys=False))
+    settings = VOLCANO_SCHEDULER_CONF
+    if launch.topology:
+        tiers = [dict(t, plugins=list(t["plugins"])) for t in settings["tiers"]]
+        tiers[-1]["plugins"].append(VOLCANO_TOPOLOGY_PLUGIN)
+        settings = {**settings, "tiers": tiers}
+    conf.write_text(yaml.safe_dump(settings, sort_keys=False))
     return Command([
         str(binaries.vc_scheduler()),
         f"--kubeconfig={launch.kubeconfig}",
@@ -166,7 +180,10 @@ def _vc_scheduler_command(launch: Launch) -> Command:
     ])
 
 
-def _ours_command(launch: Launch, policy: Path = OUR_POLICY) -> Command:
+def _ours_command(launch: Launch, policy: Path = OUR_POLICY, topology_policy: Path = TOPOLOGY_POLICY) -> Command:
+    """`policydsl run` with `policy`, or `topology_policy` on a workload with network topology."""
+    if launch.topology:
+        policy = topology_policy
     return Command([
         sys.executable,
         "-m",
@@ -246,7 +263,9 @@ SCHEDULERS: tuple[Scheduler, ...] = (
     replace(OURS, key="policydsl-podgroups", label="policydsl (ours), a PodGroup per pod as vc-scheduler gets",
             podgroups=workloads.EVERY_JOB, plain_only=True),
     replace(OURS, key="policydsl-evicting", label="policydsl (ours), with preempt and reclaim",
-            command=partial(_ours_command, policy=EVICTING_POLICY)),
+            # On (e) as on the others: its own policy, without the network-topology-aware plugin (the
+            # topology is kept all the same; the plugin only ranks HyperNodes).
+            command=partial(_ours_command, policy=EVICTING_POLICY, topology_policy=EVICTING_POLICY)),
 )
 
 PEERS = ("kube-scheduler", "vc-scheduler")  # the report gives everyone's ratio to these

@@ -13,6 +13,11 @@ Workload (d) carries the placement rules of a Deployment's replicas: its pods co
 in groups, each pod its own job, whose members repel each other per host (required
 podAntiAffinity on kubernetes.io/hostname) and spread over the zones the nodes are
 labelled with (topologySpreadConstraints, maxSkew 1, DoNotSchedule).
+
+Workload (e) puts the nodes under Volcano's HyperNodes (`topology.volcano.sh/v1alpha1`, created in
+the API server with the nodes: tier 1 over consecutive nodes, each tier above over consecutive
+HyperNodes of the tier below) and gives every gang's PodGroup `spec.networkTopology` (mode hard,
+`highestTierAllowed` 1), as Volcano's job controller writes it from a vcjob's `networkTopology`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from typing import Any
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod → PodGroup link
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # the queue of a pod without a PodGroup
 PODGROUP_API = "/apis/scheduling.volcano.sh/v1beta1"
+HYPERNODE_GROUP, HYPERNODE_VERSION = "topology.volcano.sh", "v1alpha1"
+HYPERNODE_LABEL = "bench.policydsl/hypernode"   # what the harness deletes them by
 
 # Fake node shape and pod request: small enough that every workload fits
 # several times over, so placement never fails for lack of room and the
@@ -57,6 +64,11 @@ class Workload:
     # Pods per group of replicas that repel each other per host and spread over the zones
     # (0: no placement rules). Every pod is still a job of its own.
     spread_group: int = 0
+    # HyperNodes over the nodes: nodes per tier-1 HyperNode, then children per HyperNode of each
+    # tier above (() : none).
+    hypernode_fanout: tuple[int, ...] = ()
+    # Every gang asks for hard topology within this tier (0: no topology request).
+    topology_tier: int = 0
 
     @property
     def pods(self) -> int:
@@ -77,6 +89,13 @@ class Workload:
             shape += (f" in {self.pods // self.spread_group:,} groups of {self.spread_group} (hostname "
                       "anti-affinity, zone spread maxSkew 1)")
         nodes = f"{self.nodes:,} nodes" + (f" in {self.zones} zones" if self.zones else "")
+        if self.hypernode_fanout:
+            counts = hypernode_counts(self.nodes, self.hypernode_fanout)
+            nodes += " under HyperNodes (" + ", ".join(
+                f"{count:,} of tier {tier}" for tier, count in enumerate(counts, start=1)) + (
+                f"; {self.hypernode_fanout[0]} nodes per tier 1)")
+        if self.topology_tier:
+            shape += f", hard topology within tier {self.topology_tier}"
         return f"({self.key}) {nodes} / {shape}"
 
     def scaled(self, factor: float) -> Workload:
@@ -95,7 +114,43 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("b", nodes=1_000, jobs=2_000, gang_size=8),
     Workload("c", nodes=5_000, jobs=20_000, gang_size=1),
     Workload("d", nodes=1_000, jobs=10_000, gang_size=1, zones=10, spread_group=10),
+    # 1,000 nodes under 100 tier-1 HyperNodes of 10 nodes and 10 tier-2 HyperNodes of 10 of those.
+    Workload("e", nodes=1_000, jobs=1_000, gang_size=8, hypernode_fanout=(10, 10), topology_tier=1),
 )
+
+
+def hypernode_counts(nodes: int, fanout: tuple[int, ...]) -> list[int]:
+    """HyperNodes per tier over `nodes` nodes (the last of a tier may hold fewer)."""
+    counts, below = [], nodes
+    for width in fanout:
+        below = -(-below // width)
+        counts.append(below)
+    return counts
+
+
+def hypernode_name(tier: int, index: int) -> str:
+    return f"bench-t{tier}-{index:04d}"
+
+
+def hypernode_manifests(workload: Workload) -> list[dict[str, Any]]:
+    """The workload's HyperNodes, lowest tier first: members by exactMatch (a tier-1 HyperNode's
+    nodes, a higher one's child HyperNodes), as Volcano's user guide builds a tree by hand."""
+    out: list[dict[str, Any]] = []
+    members, kind = [node_name(i) for i in range(workload.nodes)], "Node"
+    for tier, width in enumerate(workload.hypernode_fanout, start=1):
+        names = []
+        for index, start in enumerate(range(0, len(members), width)):
+            name = hypernode_name(tier, index)
+            out.append({
+                "apiVersion": f"{HYPERNODE_GROUP}/{HYPERNODE_VERSION}",
+                "kind": "HyperNode",
+                "metadata": {"name": name, "labels": {HYPERNODE_LABEL: "true"}},
+                "spec": {"tier": tier, "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}}
+                                                   for m in members[start:start + width]]},
+            })
+            names.append(name)
+        members, kind = names, "HyperNode"
+    return out
 
 
 def node_name(index: int) -> str:
@@ -174,8 +229,10 @@ def replica_rules(replicas_of: str) -> dict[str, Any]:
     }
 
 
-def podgroup_manifest(namespace: str, name: str, min_member: int, queue: str) -> dict[str, Any]:
-    """A PodGroup as Volcano's controllers create it: minMember, minResources, queue, phase Pending."""
+def podgroup_manifest(namespace: str, name: str, min_member: int, queue: str, topology_tier: int = 0) -> dict[str, Any]:
+    """A PodGroup as Volcano's controllers create it: minMember, minResources, queue, phase Pending;
+    with `topology_tier`, `networkTopology` hard within that tier (as the job controller copies a
+    vcjob's)."""
     min_resources = {
         "cpu": f"{round(POD_REQUEST_BASE['cpu'] * 1000 * min_member)}m",
         "memory": str(POD_REQUEST_BASE["memory"] * min_member),
@@ -184,7 +241,9 @@ def podgroup_manifest(namespace: str, name: str, min_member: int, queue: str) ->
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"minMember": min_member, "minResources": min_resources, "queue": queue},
+        "spec": {"minMember": min_member, "minResources": min_resources, "queue": queue,
+                 **({"networkTopology": {"mode": "hard", "highestTierAllowed": topology_tier}}
+                    if topology_tier else {})},
         "status": {"phase": "Pending"},
     }
 
@@ -215,7 +274,8 @@ def job_requests(
         group, queue = f"job-{job:05d}", queue_name(job % workload.queues)
         steps = []
         if grouped:
-            steps.append(_post(groups_path, podgroup_manifest(namespace, group, workload.gang_size, queue)))
+            steps.append(_post(groups_path, podgroup_manifest(namespace, group, workload.gang_size, queue,
+                                                              workload.topology_tier if workload.gangs else 0)))
         replicas_of = f"group-{job // workload.spread_group:05d}" if workload.rules else None
         for task in range(workload.gang_size):
             pod = pod_manifest(namespace, f"{group}-{task}", scheduler_name, group if grouped else None, queue,

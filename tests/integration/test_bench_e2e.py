@@ -104,6 +104,43 @@ def test_ours_binds_every_pod_of_a_plain_and_a_gang_workload_at_scale_002(tmp_pa
     assert "| policydsl (ours), with preempt and reclaim | 320/320 |" in done.stdout
 
 
+@pytest.mark.integration
+def test_topology_workload_keeps_every_gang_within_one_switch(tmp_path: Path) -> None:
+    # Workload (e) at scale 0.02: 20 nodes under 2 tier-1 HyperNodes and a tier-2 one (created in
+    # the API server), 20 gangs of 8 with hard tier-1 topology; ours, and vc-scheduler when it is
+    # built (bash bench/e2e/build.sh vc-scheduler), keep every gang within one tier-1 HyperNode, as
+    # bench/e2e/topology_check.py reads it back from the API server; the raw binder does not try.
+    from bench.e2e import binaries
+
+    try:
+        binaries.vc_scheduler()
+        schedulers = "ceiling,policydsl,vc-scheduler"
+    except binaries.MissingBinary:
+        schedulers = "ceiling,policydsl"
+    results_json = tmp_path / "results.json"
+    done = _harness("--scale", "0.02", "--only", f"{schedulers},e", "--ceiling-concurrency", "8", "--timeout", "90",
+                    "--workdir", str(tmp_path / "work"), "--json", str(results_json), timeout=420)
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(results_json.read_text())
+    [workload] = document["workloads"]
+    assert (workload["nodes"], workload["jobs"], workload["hypernode_fanout"], workload["topology_tier"]) == (
+        20, 20, [10, 10], 1)
+    runs = {r["scheduler"]: r for r in document["results"]}
+    assert set(runs) == set(schedulers.split(","))
+    for run in runs.values():
+        assert run["error"] == "" and not run["timed_out"] and run["bound"] == run["pods"] == 160, run
+        assert run["topology_tier"] == 1 and run["gangs_with_pods"] == 20, run
+    for key in set(runs) - {"ceiling"}:
+        assert runs[key]["gangs_within_tier"] == 20, runs[key]
+        assert runs[key]["violations"] == 0, runs[key]
+    assert "gangs within one tier-1 HyperNode |" in done.stdout and "| 100% (20/20) |" in done.stdout
+    # The PodGroups the harness created carried the request.
+    work = tmp_path / "work" / "runs"
+    podgroups = [json.loads(line) for line in (work / "e-policydsl.jsonl").read_text().splitlines()]
+    first = podgroups[0][0]["body"]
+    assert first["kind"] == "PodGroup" and first["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+
+
 def test_a_missing_scheduler_binary_says_how_to_build_it(tmp_path: Path) -> None:
     # An empty cache: vc-scheduler is not built there. The harness stops before
     # starting any cluster and says which command builds it.
