@@ -261,6 +261,10 @@ class ActionSpec:
     name: str
     doc: str
     arguments: tuple[Argument, ...] = ()
+    volcano: str | None = None      # Volcano's name for the action, where it differs from ours
+    # A gang-aware eviction action: the action whose extension points it consults (and which it
+    # replaces: Volcano refuses both in one action list).
+    evicts_as: str | None = None
 
 
 # How long the room a preemptor's or reclaimer's victims free stays held for it (its nomination)
@@ -268,6 +272,18 @@ class ActionSpec:
 # that cannot bind there, do not hold a node for ever.
 RESERVATION_SECONDS = Argument("reservation_seconds", NUMBER, "seconds the room freed for a preemptor stays "
                                "held for it", 300, {"min": 1})
+
+# Volcano's gangpreempt / gangreclaim arguments (pkg/scheduler/actions/gangpreempt): whether a
+# gang at its minimum may be a victim as a whole (allowWholeBundle), and how many HyperNodes a job
+# asking for hard network topology searches for victims (maxDomains; Volcano falls back to 8 on a
+# value <= 0, ours refuses it).
+GANG_EVICTION_ARGUMENTS = (
+    Argument("whole_gangs", BOOL, "a gang at its minimum may be evicted whole, after every task above gangs' "
+             "minimums", True, volcano="allowWholeBundle"),
+    Argument("max_domains", INT, "most HyperNodes searched for victims for a job asking hard network topology", 8,
+             {"min": 1}, volcano="maxDomains"),
+    RESERVATION_SECONDS,
+)
 
 ACTIONS: dict[str, ActionSpec] = {
     spec.name: spec
@@ -290,11 +306,27 @@ ACTIONS: dict[str, ActionSpec] = {
         )),
         ActionSpec("reclaim", "Evicts tasks of queues above their deserved share for starving queues.",
                    (RESERVATION_SECONDS,)),
+        ActionSpec("gang_preempt", "Preempt by bundles: tasks above gangs' minimums first, then whole gangs.",
+                   GANG_EVICTION_ARGUMENTS, volcano="gangpreempt", evicts_as="preempt"),
+        ActionSpec("gang_reclaim", "Reclaim by bundles: tasks above gangs' minimums first, then whole gangs.",
+                   GANG_EVICTION_ARGUMENTS, volcano="gangreclaim", evicts_as="reclaim"),
         ActionSpec("backfill", "Places zero-request tasks of admitted jobs."),
     )
 }
 # The order a cycle must keep when several are present (enqueue before allocate, ...).
-CANONICAL_ACTION_ORDER = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+CANONICAL_ACTION_ORDER = ("enqueue", "allocate", "preempt", "gang_preempt", "reclaim", "gang_reclaim", "backfill")
+# Volcano's action names (its config's `actions` and `configurations[].name`) -> ours.
+ACTION_BY_VOLCANO = {spec.volcano or spec.name: spec.name for spec in ACTIONS.values()}
+
+
+def volcano_action(name: str) -> str:
+    """Volcano's name for one of our actions."""
+    return ACTIONS[name].volcano or name
+
+
+def consulting(actions) -> set[str]:
+    """The actions listed and those whose extension points a listed gang action consults."""
+    return {*actions, *(ACTIONS[a].evicts_as for a in actions if a in ACTIONS and ACTIONS[a].evicts_as)}
 
 
 # --- queues ---------------------------------------------------------------------------------

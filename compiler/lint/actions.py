@@ -99,8 +99,9 @@ NO_VICTIM_PLUGIN = CodeInfo(
 
 @rule(NO_VICTIM_PLUGIN, whole_policy=True)
 def eviction_without_victim_plugin(ctx: LintContext) -> Iterator[Diagnostic]:
-    for action, point in cat.VICTIM_POINT.items():
-        if action in ctx.actions and not ctx.enabled_at(point):
+    for action in ctx.actions:
+        point = cat.VICTIM_POINT.get(cat.ACTIONS[action].evicts_as or action)
+        if point is not None and not ctx.enabled_at(point):
             able = sorted(name for name, spec in cat.PLUGINS.items() if point in spec.points)
             yield finding(NO_VICTIM_PLUGIN,
                           f"`{action}` is on, but no enabled plugin picks its victims (`{point}`)",
@@ -217,3 +218,27 @@ def candidate_nodes_range(ctx: LintContext) -> Iterator[Diagnostic]:
     key = low_name if low_name in written else high_name
     yield finding(CANDIDATE_RANGE, f"`{low_name}` ({low}) is above `{high_name}` ({high})",
                   ctx.span(("action_arguments", "preempt", key)), f"make `{low_name}` at most {high}")
+
+
+GANG_AND_LEGACY_EVICTION = CodeInfo(
+    "PD310", "gang-eviction-with-legacy", Severity.ERROR,
+    "a gang-aware eviction action beside the action it replaces",
+    why="`gang_preempt` replaces `preempt` and `gang_reclaim` replaces `reclaim` (Volcano's gangpreempt and "
+        "gangreclaim, which Volcano's design forbids beside the legacy actions): both in one cycle would pick "
+        "victims twice by two rules, the second evicting around the first's reservations, and a gang the first "
+        "keeps at its minimum the second would evict whole.",
+    fix="Keep one of the two: `gang_preempt` or `preempt`, `gang_reclaim` or `reclaim`.",
+    bad=_HEAD + "actions [enqueue, allocate, preempt, gang_preempt]  # expect: PD310\n" + _TIERS,
+    good=_HEAD + "actions [enqueue, allocate, gang_preempt]\n" + _TIERS,
+)
+
+
+@rule(GANG_AND_LEGACY_EVICTION)
+def gang_eviction_with_legacy(ctx: LintContext) -> Iterator[Diagnostic]:
+    for node in ctx.action_lists:
+        listed = {name.value for name in node.names}
+        for name in node.names:
+            spec = cat.ACTIONS.get(name.value)
+            if spec is not None and spec.evicts_as in listed:
+                yield finding(GANG_AND_LEGACY_EVICTION, f"`{name.value}` replaces `{spec.evicts_as}`: they cannot run "
+                              "in one cycle", name.span, f"keep either `{name.value}` or `{spec.evicts_as}`")

@@ -253,7 +253,7 @@ def plugin_without_action(ctx: LintContext) -> Iterator[Diagnostic]:
         return
     for plugin in ctx.known_plugins():
         live = _live_points(plugin)
-        if live and all(ACTION_OF_POINT.get(point) not in (None, *ctx.actions) for point in live):
+        if live and all(ACTION_OF_POINT.get(point) not in (None, *cat.consulting(ctx.actions)) for point in live):
             needed = sorted({ACTION_OF_POINT[p] for p in live})
             yield finding(IDLE_PLUGIN, f"plugin `{plugin.name}` only serves " + ", ".join(f"`{a}`" for a in needed)
                           + ", which the policy does not run", plugin.node.name.span,

@@ -24,7 +24,8 @@ UNKNOWN_ACTION = register_code(CodeInfo(
     "PD603", "volcano-unknown-action", Severity.ERROR, "a Volcano action policydsl does not have",
     why="Volcano refuses an unknown action; a known Volcano action we lack (reserve, elect, shuffle) "
         "would silently change the cycle.",
-    fix="Use enqueue, allocate, preempt, reclaim, backfill.",
+    fix="Use enqueue, allocate, preempt, reclaim, backfill, gangpreempt, gangreclaim (Volcano's names are "
+        "case-sensitive: `gangPreempt` is refused).",
 ))
 UNKNOWN_PLUGIN = register_code(CodeInfo(
     "PD604", "volcano-unknown-plugin", Severity.ERROR, "a Volcano plugin policydsl does not have",

@@ -143,8 +143,8 @@ class ConfigReader(NodeReader):
         if written:
             actions_node = lookup(node, "actions").value
             self.report(codes.ACTION_ORDER, "actions reordered to " + ", ".join(canonical) + "; Volcano runs them as "
-                        "listed (" + ", ".join(actions) + ")", src.span(actions_node),
-                        "a policy runs actions in the order enqueue, allocate, preempt, reclaim, backfill")
+                        "listed (" + ", ".join(map(cat.volcano_action, actions)) + ")", src.span(actions_node),
+                        "a policy runs actions in the order " + ", ".join(cat.CANONICAL_ACTION_ORDER))
             actions = canonical
         if not have_actions:
             self.report(codes.BAD_YAML, "the config has no `actions`", src.span(node),
@@ -158,12 +158,22 @@ class ConfigReader(NodeReader):
 
     # --- actions ----------------------------------------------------------------------------
     def action_name(self, src: YamlText, name: str, span: Span, actions: list[str], left_out: list[str]) -> None:
-        if name in cat.ACTIONS:
-            actions.append(name)
+        # Volcano's names (gangpreempt -> gang_preempt); Volcano matches them exactly.
+        if name in cat.ACTION_BY_VOLCANO:
+            ours = cat.ACTION_BY_VOLCANO[name]
+            # A gang-aware action and the one it replaces (PD310 in lint): said where it is written.
+            clash = next((a for a in actions if cat.ACTIONS[a].evicts_as == ours or cat.ACTIONS[ours].evicts_as == a),
+                         None)
+            if clash is not None:
+                self.report(codes.BAD_VALUE, f"`{name}` and `{cat.volcano_action(clash)}` cannot both run: the "
+                            "gang-aware action replaces the other (Volcano's design forbids them together)", span,
+                            f"keep either `{name}` or `{cat.volcano_action(clash)}`")
+            actions.append(ours)
             return
         left_out.append(name)
         self.report(codes.UNKNOWN_ACTION, f"unknown action `{name}`", span,
-                    did_you_mean(name, cat.ACTIONS) or "policydsl has " + ", ".join(cat.ACTIONS))
+                    did_you_mean(name, cat.ACTION_BY_VOLCANO)
+                    or "policydsl has " + ", ".join(cat.ACTION_BY_VOLCANO))
 
     def actions(self, src: YamlText, node: Node, actions: list[str], left_out: list[str],
                 configurations: dict[str, dict[str, Any]]) -> None:
@@ -187,7 +197,7 @@ class ConfigReader(NodeReader):
                         self.report(codes.BAD_VALUE, "an action name must be a string", src.span(name_node))
                         continue
                     self.action_name(src, name_node.value.strip(), src.span(name_node), actions, left_out)
-                    if name_node.value.strip() in cat.ACTIONS:
+                    if name_node.value.strip() in cat.ACTION_BY_VOLCANO:
                         self.configuration(src, item, configurations)
                 else:
                     self.report(codes.BAD_VALUE, f"expected an action name, got {kind_of(item)}", src.span(item))
@@ -208,20 +218,21 @@ class ConfigReader(NodeReader):
                 continue
             name_node = lookup(item, "name").value
             name = name_node.value.strip() if is_scalar(name_node) else ""
-            if name not in cat.ACTIONS:
+            if name not in cat.ACTION_BY_VOLCANO:
                 self.report(codes.UNKNOWN_ACTION, f"configuration for unknown action `{name}` is not imported",
-                            src.span(name_node), did_you_mean(name, cat.ACTIONS), severity=Severity.WARNING)
+                            src.span(name_node), did_you_mean(name, cat.ACTION_BY_VOLCANO), severity=Severity.WARNING)
                 continue
             self.configuration(src, item, out)
 
     def configuration(self, src: YamlText, item: MappingNode, out: dict[str, dict[str, Any]]) -> None:
-        name = lookup(item, "name").value.value.strip()
+        volcano_name = lookup(item, "name").value.value.strip()
+        name = cat.ACTION_BY_VOLCANO[volcano_name]
         spec = cat.ACTIONS[name]
         for entry in self.mapping_entries(src, item):
             if entry.key == "name":
                 continue
             if entry.key != "arguments":
-                self.report(codes.NOT_IMPORTED, f"`{entry.key}` of action `{name}` is not imported",
+                self.report(codes.NOT_IMPORTED, f"`{entry.key}` of action `{volcano_name}` is not imported",
                             src.span(entry.key_node))
                 continue
             if is_null(entry.value):
@@ -235,7 +246,8 @@ class ConfigReader(NodeReader):
             for arg_entry in self.mapping_entries(src, entry.value):
                 arg = by_key.get(arg_entry.key)
                 if arg is None:
-                    self.report(codes.UNKNOWN_ARGUMENT, f"action `{name}` has no argument `{arg_entry.key}`; not imported",
+                    self.report(codes.UNKNOWN_ARGUMENT,
+                                f"action `{volcano_name}` has no argument `{arg_entry.key}`; not imported",
                                 src.span(arg_entry.key_node),
                                 did_you_mean(arg_entry.key, by_key) or _known(list(by_key)))
                     continue

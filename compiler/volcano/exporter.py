@@ -106,7 +106,7 @@ def _plugin(plugin: dict, path: tuple, report: Report) -> dict:
 
 def scheduler_config(ir: dict, report: Report) -> dict:
     """The Volcano scheduler config for a policy's IR, as plain data."""
-    config: dict[str, Any] = {"actions": _Quoted(", ".join(ir["actions"]))}
+    config: dict[str, Any] = {"actions": _Quoted(", ".join(map(cat.volcano_action, ir["actions"])))}
     config["tiers"] = [
         {"plugins": [_plugin(plugin, ("tiers", t, "plugins", p), report) for p, plugin in enumerate(tier["plugins"])]}
         for t, tier in enumerate(ir["tiers"])
@@ -125,7 +125,7 @@ def scheduler_config(ir: dict, report: Report) -> dict:
             arg = next(a for a in spec.arguments if a.name == name)
             exported.update(_argument(arg, value, ("action_arguments", action, name), report))
         if exported:
-            configurations.append({"name": action, "arguments": exported})
+            configurations.append({"name": cat.volcano_action(action), "arguments": exported})
     if configurations:
         config["configurations"] = configurations
     for d, device in enumerate(ir["devices"]):

@@ -83,7 +83,8 @@ def policy_doc(config: SchedulerConfig, queues: list[QueueConfig], name: str,
     doc = pt.PolicyDoc(name, comments=comments)
     doc.actions = list(config.actions)
     if config.written_actions:
-        doc.actions_comments.append("Volcano's order was " + ", ".join(config.written_actions) + "; a policy runs "
+        doc.actions_comments.append("Volcano's order was " + ", ".join(map(cat.volcano_action, config.written_actions))
+                                    + "; a policy runs "
                                     "actions in the canonical order.")
     if config.left_out_actions:
         doc.actions_comments.append("not imported: action " + ", ".join(f"`{a}`" for a in config.left_out_actions))

@@ -30,9 +30,10 @@ MAX_EXAMPLES = 20          # wasted beneficiaries kept for reports (the latest)
 
 def reservation_seconds(plan: Plan) -> float:
     """How long a reservation may hold under `plan`: the longest `reservation_seconds` of its
-    preempt and reclaim actions (the catalog's default where one does not set it)."""
+    preempt and reclaim actions, gang-aware ones too (the catalog's default where one does not
+    set it)."""
     held = [float(plan.action_arguments.get(a, {}).get("reservation_seconds") or cat.RESERVATION_SECONDS.default)
-            for a in ("preempt", "reclaim") if a in plan.actions]
+            for a in ("preempt", "reclaim", "gang_preempt", "gang_reclaim") if a in plan.actions]
     return max(held, default=float(cat.RESERVATION_SECONDS.default))
 
 

@@ -40,7 +40,7 @@ BASE_RESOURCES = ("cpu", "memory", "pods")
 NVLINK_LABEL = "policydsl.io/nvlink-islands"
 NUMA_LABEL = "policydsl.io/gpu-numa"
 TOPOLOGY_LABELS = {"nvlink": NVLINK_LABEL, "numa": NUMA_LABEL}
-VICTIM_ACTIONS = frozenset({"preempt", "reclaim"})   # actions that may evict a running pod
+VICTIM_ACTIONS = frozenset({"preempt", "reclaim", "gang_preempt", "gang_reclaim"})   # actions that may evict
 
 
 @dataclass

@@ -267,8 +267,9 @@ def test_preempt_and_reclaim_never_place_a_hard_gang_outside(pure):
         pod(state, f"low-{n}", cpu=2000, memory=GiB, node_name=n, priority=1)
     topo_gang(state, "high", 2, 2, "hard", 1, priority=100)
     decisions = cycle(FULL, state, pure)
-    # Not yet: a hard gang is no preemptor (runtime/README.md), so nothing is evicted for it
-    # and nothing of it lands across the two switches' free nodes.
+    # Preempt places a preemptor only where it evicts: the gang's second pod would need its
+    # switch's idle node, so nothing is evicted for it and nothing of it lands across the two
+    # switches' free nodes (gang_preempt places it: tests/runtime/test_gang_preempt.py).
     assert placements(decisions) == {} and not decisions.evictions and not decisions.pipelined
 
 

@@ -11,4 +11,5 @@ from runtime.engine.actions import allocate, backfill, enqueue, preempt, reclaim
 
 def registry() -> dict[str, Callable]:
     return {"enqueue": enqueue.run, "allocate": allocate.run, "backfill": backfill.run,
-            "preempt": preempt.run, "reclaim": reclaim.run}
+            "preempt": preempt.run, "reclaim": reclaim.run,
+            "gang_preempt": preempt.run_by_bundles, "gang_reclaim": reclaim.run_by_bundles}

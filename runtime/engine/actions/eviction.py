@@ -110,6 +110,13 @@ def _reprieve(ssn: Session, chosen: list[int], enough: Callable[[list[int]], boo
     return chosen
 
 
+def turn_cost(ssn: Session, stmt) -> tuple[int, int]:
+    """What a turn's statement evicts, to compare turns: how many victims, then the highest
+    victim priority."""
+    evicted = stmt.evicted_since(0)
+    return len(evicted), max((int(ssn.snap.task_priority[v]) for v in evicted), default=-(2 ** 62))
+
+
 def settle(ssn: Session, stmt, j: int) -> bool:
     """End of a preemptor job's turn in preempt or reclaim: its placements are reservations
     (pipelined: a later allocate binds them, checking the queue's share and the gang again),
@@ -135,7 +142,11 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
         return False
     cid = int(snap.task_class[t])
     cp = ssn.fresh_placement(cid)
-    if not all(rule.preempts for rule in cp.filters):
+    # The HyperNode restriction (rules/hypernodes.py) does not depend on other pods: victims
+    # change nothing in it, and a job asking for hard topology evicts within it.
+    within = ssn.hypernode_rule.allowed if ssn.hypernode_rule is not None and cid in ssn.hypernode_rule.classes \
+        else None
+    if not all(rule.preempts or (rule is ssn.hypernode_rule and within is not None) for rule in cp.filters):
         return False   # card-level preemption is not modelled (runtime/README.md)
     req = cp.req
     if ssn.zero_request(t):
@@ -151,7 +162,9 @@ def evict_for(ssn: Session, stmt, t: int, point: str, may_evict: Callable[[int],
     # Each node with allowed victims, by the cheapest set that could cover its room alone: a
     # lower bound of what the node costs (the queue or a rule may ask for more).
     nodes = []
-    for node, tasks in on_node.items():
+    candidates_at = on_node.items() if within is None else \
+        ((n, on_node[n]) for n in np.flatnonzero(within).tolist() if n in on_node)
+    for node, tasks in candidates_at:
         if not cp.static_mask[node]:
             continue
         candidates = [v for v in tasks if ssn.status[v] == BOUND and may_evict(v)]

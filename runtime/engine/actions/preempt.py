@@ -4,7 +4,12 @@ that make room (runtime.engine.actions.eviction). A preemptor the queue may not 
 victims are gone (the allocatable plugins: deserved share, capability) evicts nothing: its
 reservation would never bind. The preemptor's placements are reservations only (pipelined,
 never bindings); they and the evictions commit only when the job becomes pipelined, otherwise
-they are discarded."""
+they are discarded.
+
+A job asking for hard network topology evicts within one HyperNode (actions/bundles.py). The
+gang-aware variant, `gang_preempt` (Volcano's gangpreempt), takes victims by bundles: the tasks
+above gangs' minimums first, then — with `whole_gangs` — whole gangs (actions/bundles.py); a
+victim's job always has a lower priority than the preemptor's, as Volcano's gangpreempt."""
 
 from __future__ import annotations
 
@@ -13,20 +18,33 @@ import heapq
 import numpy as np
 
 from runtime.cluster import decisions as d
+from runtime.engine.actions.bundles import DEFAULT_MAX_DOMAINS, Turn, evict_bundles, within_hypernodes
 from runtime.engine.actions.common import eligible_jobs, pending_of
-from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle
+from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle, turn_cost
 from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.session import Session
 
 
 def run(ssn: Session) -> None:
-    snap = ssn.snap
-    heaps = eligible_jobs(ssn, hard_topology=False)
+    _run(ssn, gang=False)
+
+
+def run_by_bundles(ssn: Session) -> None:
+    """gang_preempt: Volcano's gangpreempt."""
+    _run(ssn, gang=True)
+
+
+def _run(ssn: Session, gang: bool) -> None:
+    settings = ssn.plan.action_arguments.get("gang_preempt", {}) if gang else {}
+    whole_gangs = bool(settings.get("whole_gangs", True))
+    limit = int(settings.get("max_domains") or DEFAULT_MAX_DOMAINS)
+    heaps = eligible_jobs(ssn)
     on_node = pods_by_node(ssn)
     # With the priority plugin voting on victims, its refusal is final: a victim's job has a
     # lower priority than the preemptor's. (Volcano lets a later tier, e.g. drf, evict pods of
-    # equal priority when priority's answer is empty — runtime/README.md.)
-    by_priority = ssn.answers("preemptable", "priority")
+    # equal priority when priority's answer is empty — runtime/README.md.) gang_preempt always
+    # asks it, as Volcano's gangpreempt.
+    by_priority = gang or ssn.answers("preemptable", "priority")
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         jobs = heaps[q]
         # Pipelined room does not count in the queue's allocation: the queue's reservations
@@ -37,41 +55,82 @@ def run(ssn: Session) -> None:
             _, j = heapq.heappop(jobs)
             if not ssn.job_starving(j):
                 continue
-            stmt = ssn.new_statement()
-            reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined preemptors
-            failed: set[int] = set()       # classes that found no room: their other tasks would not
-            for t in pending_of(ssn, j):
-                if not ssn.job_starving(j):
-                    break
-                if int(snap.task_class[t]) in failed:
-                    continue
-                pod = snap.pods[t].key
-                best_effort = ssn.zero_request(t)
+            if gang:
+                def attempt(rows, j=j, committed=committed) -> Turn | None:
+                    return _bundle_turn(ssn, q, j, rows, committed, on_node, by_priority, whole_gangs)
+            else:
+                def attempt(rows, j=j, committed=committed) -> Turn | None:
+                    return _turn(ssn, q, j, committed, on_node, by_priority, rows is not None)
+            turn = within_hypernodes(ssn, j, attempt, limit)
+            if turn is not None and settle(ssn, turn.stmt, j):
+                committed += turn.reserved
 
-                def reason_for(v: int, pod=pod, t=t) -> d.Reason:
-                    return d.Reason(d.PREEMPTION, f"preempted by {pod} (priority {int(snap.task_priority[t])})",
-                                    {"preemptor": pod})
 
-                def may_evict(v: int, best_effort=best_effort) -> bool:
-                    victim = snap.jobs[snap.task_job[v]]
-                    # A best-effort preemptor (a pod slot, nothing more) evicts only best-effort pods.
-                    return (victim.queue == q and victim.index != j and preemptable(snap, v)
-                            and (not best_effort or bool(ssn.zero[v]))
-                            and (not by_priority or victim.priority < snap.jobs[j].priority))
+def _may_evict(ssn: Session, q: int, j: int, by_priority: bool, best_effort: bool, v: int) -> bool:
+    snap = ssn.snap
+    victim = snap.jobs[snap.task_job[v]]
+    # A best-effort preemptor (a pod slot, nothing more) evicts only best-effort pods.
+    return (victim.queue == q and victim.index != j and preemptable(snap, v)
+            and (not best_effort or bool(ssn.zero[v]))
+            and (not by_priority or victim.priority < snap.jobs[j].priority))
 
-                def allowed_by_queue(t=t) -> bool:
-                    # May the queue take this preemptor and the job's earlier ones once the
-                    # victims are gone (the statement has taken them off the queue)? If not, the
-                    # reservation would never bind and the evictions would buy nothing.
-                    return ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
 
-                if evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node, allowed_by_queue, 0):
-                    reserved += snap.request[t]
-                    continue
-                if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
-                    failed.add(int(snap.task_class[t]))
-                allowed, why = ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)
-                if allowed < 1 and why is not None:
-                    ssn.add_reason(t, why)
-            if settle(ssn, stmt, j):
-                committed += reserved
+def _turn(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int, list[int]], by_priority: bool,
+          trial: bool) -> Turn | None:
+    """Job j's turn, task by task, in a statement not yet settled; `trial`: None unless the job
+    is then pipelined (the statement discarded)."""
+    snap = ssn.snap
+    stmt = ssn.new_statement()
+    reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined preemptors
+    failed: set[int] = set()       # classes that found no room: their other tasks would not
+    for t in pending_of(ssn, j):
+        if not ssn.job_starving(j):
+            break
+        if int(snap.task_class[t]) in failed:
+            continue
+        pod = snap.pods[t].key
+        best_effort = ssn.zero_request(t)
+
+        def reason_for(v: int, pod=pod, t=t) -> d.Reason:
+            return d.Reason(d.PREEMPTION, f"preempted by {pod} (priority {int(snap.task_priority[t])})",
+                            {"preemptor": pod})
+
+        def may_evict(v: int, best_effort=best_effort) -> bool:
+            return _may_evict(ssn, q, j, by_priority, best_effort, v)
+
+        def allowed_by_queue(t=t) -> bool:
+            # May the queue take this preemptor and the job's earlier ones once the
+            # victims are gone (the statement has taken them off the queue)? If not, the
+            # reservation would never bind and the evictions would buy nothing.
+            return ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
+
+        if evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node, allowed_by_queue, 0):
+            reserved += snap.request[t]
+            continue
+        if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
+            failed.add(int(snap.task_class[t]))
+        allowed, why = ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)
+        if allowed < 1 and why is not None:
+            ssn.add_reason(t, why)
+    if trial and not ssn.job_pipelined_ok(j):
+        stmt.discard()
+        return None
+    return Turn(stmt, reserved, turn_cost(ssn, stmt))
+
+
+def _bundle_turn(ssn: Session, q: int, j: int, rows, committed: np.ndarray, on_node: dict[int, list[int]],
+                 by_priority: bool, whole_gangs: bool) -> Turn | None:
+    snap = ssn.snap
+
+    def reason_for(v: int, t: int, whole_gang: bool) -> d.Reason:
+        pod = snap.pods[t].key
+        whole = f" (gang {snap.jobs[snap.task_job[v]].key} evicted whole)" if whole_gang else ""
+        return d.Reason(d.PREEMPTION, f"preempted by {pod} (priority {int(snap.task_priority[t])}){whole}",
+                        {"preemptor": pod})
+
+    def queue_ok(request: np.ndarray, evicted: list[int]) -> bool:
+        return ssn.allocatable_count(q, committed + request, 1)[0] >= 1
+
+    return evict_bundles(ssn, j, rows, "preemptable", lambda v: _may_evict(ssn, q, j, by_priority, False, v),
+                         reason_for, queue_ok, on_node, whole_gangs)
+

@@ -14,7 +14,12 @@ their shares can take room from each other in one cycle and trade it back in the
 cycles, what happens in between (the leftover of a reclaim given to the taker past its share, a
 preemption inside the victim's queue lowering its allocation) can still make a take-back look
 fair; so a job does not reclaim from a queue it lost pods to within the eviction audit's window
-(Options.lost_to, runtime/engine/evictions.py)."""
+(Options.lost_to, runtime/engine/evictions.py).
+
+A job asking for hard network topology reclaims within one HyperNode (actions/bundles.py). The
+gang-aware variant, `gang_reclaim` (Volcano's gangreclaim), takes victims by bundles: the tasks
+above gangs' minimums first, then — with `whole_gangs` — whole gangs (actions/bundles.py), with
+the same queue rules as reclaim."""
 
 from __future__ import annotations
 
@@ -23,21 +28,32 @@ import heapq
 import numpy as np
 
 from runtime.cluster import decisions as d
+from runtime.engine.actions.bundles import DEFAULT_MAX_DOMAINS, Turn, evict_bundles, within_hypernodes
 from runtime.engine.actions.common import eligible_jobs, pending_of
-from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle
+from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle, turn_cost
 from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.session import Session
 
 
 def run(ssn: Session) -> None:
-    snap = ssn.snap
-    heaps = eligible_jobs(ssn, hard_topology=False)
+    _run(ssn, gang=False)
+
+
+def run_by_bundles(ssn: Session) -> None:
+    """gang_reclaim: Volcano's gangreclaim."""
+    _run(ssn, gang=True)
+
+
+def _run(ssn: Session, gang: bool) -> None:
+    settings = ssn.plan.action_arguments.get("gang_reclaim", {}) if gang else {}
+    whole_gangs = bool(settings.get("whole_gangs", True))
+    limit = int(settings.get("max_domains") or DEFAULT_MAX_DOMAINS)
+    heaps = eligible_jobs(ssn)
     on_node = pods_by_node(ssn)
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         if ssn.overused(q):
             continue
         jobs = heaps[q]
-        name = snap.queues[q].name
         # As in preempt: the queue's reservations count too (held, preempt's of this cycle, and
         # those committed for its earlier jobs here).
         committed = ssn.queue_reserved(q)
@@ -45,43 +61,89 @@ def run(ssn: Session) -> None:
             _, j = heapq.heappop(jobs)
             if not ssn.job_starving(j):
                 continue
-            stmt = ssn.new_statement()
-            # Queues this job lost pods to lately: taking room from them would trade it back.
-            lost_to = ssn.lost_to.get(snap.jobs[j].key, frozenset())
-            reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined reclaimers
-            failed: set[int] = set()       # classes that found no room: their other tasks would not
-            for t in pending_of(ssn, j):
-                if not ssn.job_starving(j):
-                    break
-                if int(snap.task_class[t]) in failed or not ssn.preemptive(q, t):
-                    continue
-                pod = snap.pods[t].key
-                best_effort = ssn.zero_request(t)
+            if gang:
+                def attempt(rows, j=j, committed=committed) -> Turn | None:
+                    return _bundle_turn(ssn, q, j, rows, committed, on_node, whole_gangs)
+            else:
+                def attempt(rows, j=j, committed=committed) -> Turn | None:
+                    return _turn(ssn, q, j, committed, on_node, rows is not None)
+            turn = within_hypernodes(ssn, j, attempt, limit)
+            if turn is not None and settle(ssn, turn.stmt, j):
+                committed += turn.reserved
 
-                def reason_for(v: int, pod=pod) -> d.Reason:
-                    return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}", {"queue": name, "for": pod})
 
-                def may_evict(v: int, best_effort=best_effort, lost_to=lost_to) -> bool:
-                    vq = snap.jobs[snap.task_job[v]].queue
-                    return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and preemptable(snap, v)
-                            and snap.queues[vq].name not in lost_to
-                            and (not best_effort or bool(ssn.zero[v]))
-                            and not could_take_back(ssn, v, evicted=False, taker=q))
+def _may_evict(ssn: Session, q: int, lost_to: frozenset[str], best_effort: bool, v: int) -> bool:
+    snap = ssn.snap
+    vq = snap.jobs[snap.task_job[v]].queue
+    return (vq != q and vq >= 0 and snap.queues[vq].reclaimable and preemptable(snap, v)
+            and snap.queues[vq].name not in lost_to
+            and (not best_effort or bool(ssn.zero[v]))
+            and not could_take_back(ssn, v, evicted=False, taker=q))
 
-                def allowed_by_queue(t=t, start=stmt.mark()) -> bool:
-                    # Evicting buys nothing unless the queue may then allocate the task and the
-                    # job's earlier reservations, and no victim's queue may take it back.
-                    return (ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
-                            and not any(could_take_back(ssn, v, evicted=True, taker=q)
-                                        for v in stmt.evicted_since(start)))
 
-                if evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
-                    reserved += snap.request[t]
-                else:
-                    if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
-                        failed.add(int(snap.task_class[t]))
-            if settle(ssn, stmt, j):
-                committed += reserved
+def _turn(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int, list[int]],
+          trial: bool) -> Turn | None:
+    """Job j's turn, task by task, in a statement not yet settled; `trial`: None unless the job
+    is then pipelined (the statement discarded)."""
+    snap = ssn.snap
+    name = snap.queues[q].name
+    stmt = ssn.new_statement()
+    # Queues this job lost pods to lately: taking room from them would trade it back.
+    lost_to = ssn.lost_to.get(snap.jobs[j].key, frozenset())
+    reserved = np.zeros(snap.n_resources, dtype=np.int64)   # the job's pipelined reclaimers
+    failed: set[int] = set()       # classes that found no room: their other tasks would not
+    for t in pending_of(ssn, j):
+        if not ssn.job_starving(j):
+            break
+        if int(snap.task_class[t]) in failed or not ssn.preemptive(q, t):
+            continue
+        pod = snap.pods[t].key
+        best_effort = ssn.zero_request(t)
+
+        def reason_for(v: int, pod=pod) -> d.Reason:
+            return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}", {"queue": name, "for": pod})
+
+        def may_evict(v: int, best_effort=best_effort) -> bool:
+            return _may_evict(ssn, q, lost_to, best_effort, v)
+
+        def allowed_by_queue(t=t, start=stmt.mark()) -> bool:
+            # Evicting buys nothing unless the queue may then allocate the task and the
+            # job's earlier reservations, and no victim's queue may take it back.
+            return (ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
+                    and not any(could_take_back(ssn, v, evicted=True, taker=q)
+                                for v in stmt.evicted_since(start)))
+
+        if evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
+            reserved += snap.request[t]
+        else:
+            if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
+                failed.add(int(snap.task_class[t]))
+    if trial and not ssn.job_pipelined_ok(j):
+        stmt.discard()
+        return None
+    return Turn(stmt, reserved, turn_cost(ssn, stmt))
+
+
+def _bundle_turn(ssn: Session, q: int, j: int, rows, committed: np.ndarray, on_node: dict[int, list[int]],
+                 whole_gangs: bool) -> Turn | None:
+    snap = ssn.snap
+    name = snap.queues[q].name
+    lost_to = ssn.lost_to.get(snap.jobs[j].key, frozenset())
+    pending = pending_of(ssn, j)
+    if not pending or not all(ssn.preemptive(q, t) for t in pending):
+        return None       # Volcano's gangreclaim asks Preemptive for the job's pending tasks at once
+
+    def reason_for(v: int, t: int, whole_gang: bool) -> d.Reason:
+        pod = snap.pods[t].key
+        whole = f" (gang {snap.jobs[snap.task_job[v]].key} evicted whole)" if whole_gang else ""
+        return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}{whole}", {"queue": name, "for": pod})
+
+    def queue_ok(request: np.ndarray, evicted: list[int]) -> bool:
+        return (ssn.allocatable_count(q, committed + request, 1)[0] >= 1
+                and not any(could_take_back(ssn, v, evicted=True, taker=q) for v in evicted))
+
+    return evict_bundles(ssn, j, rows, "reclaimable", lambda v: _may_evict(ssn, q, lost_to, False, v),
+                         reason_for, queue_ok, on_node, whole_gangs)
 
 
 def could_take_back(ssn: Session, v: int, evicted: bool, taker: int) -> bool:
