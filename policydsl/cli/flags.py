@@ -270,6 +270,19 @@ def topology_labels(text: str) -> str:
     return text
 
 
+def label_topology_input(text: str):  # -> runtime.cluster.topology_labels.LabelTopology
+    """The LabelTopology of a checked --topology-labels value, for the commands that read inputs;
+    policydsl.cli.inputs.InputError (exit 2) if its file changed since the flag was checked."""
+    # imported when used: only the commands that take the flag read it
+    from policydsl.cli.inputs import InputError
+    from runtime.cluster.topology_labels import LabelTopologyError, read_topology_labels
+
+    try:
+        return read_topology_labels(text)
+    except LabelTopologyError as err:
+        raise InputError(f"--topology-labels: {err}", 2) from None
+
+
 def _port(text: str, *, allow_any: bool) -> bool:
     """A port number as text: 1-65535, or 0 too with `allow_any` (listen on any free port)."""
     return text.isdigit() and (0 if allow_any else 1) <= int(text) <= 65535

@@ -5,13 +5,14 @@ about what the scheduler does with them, for CI (`policydsl test`).
     snapshot: cluster.yaml                # a path, or a list of Kubernetes objects inline
     workload: [...]                       # likewise; neither: the built-in example
     cycles: 1                             # or `until: 2h`; neither: until nothing is left to happen
+    topology_labels: example.com/rack,kubernetes.io/hostname   # optional: HyperNodes from node labels
     tests:
       - name: the gang lands whole
         expect:
           - {pod: ns/a-0, node: n1}
           - {queue: online, wait_p99: "< 30s"}
 
-Every test may override policy, snapshot, workload, cycles, until and period. Tests with the
+Every test may override policy, snapshot, workload, cycles, until, period and topology_labels. Tests with the
 same inputs share one run. docs/simulator.md lists every assertion. A malformed file raises
 `TestFileError` with file:line:column.
 """
@@ -30,16 +31,17 @@ from compiler.pipeline import compile_file
 from policydsl.diagnostics import closest, did_you_mean
 from runtime.cluster.model import group_key_of
 from runtime.cluster.objects import ObjectError, problems_text, read_documents
+from runtime.cluster.topology_labels import LabelTopology, LabelTopologyError, read_topology_labels
 from runtime.simulation.engine import Limits, simulate
 from runtime.simulation.scenarios import scenario_from_documents
 from runtime.simulation.workload import Document, format_duration, parse_duration
 
 TEST_SUFFIX = ".policytest.yaml"
-RUN_KEYS = ("policy", "snapshot", "workload", "cycles", "until", "period")
+RUN_KEYS = ("policy", "snapshot", "workload", "cycles", "until", "period", "topology_labels")
 FILE_KEYS = RUN_KEYS + ("tests",)
 TEST_KEYS = ("name",) + RUN_KEYS + ("expect",)
 POD_CHECKS = ("node", "node_labels", "bound", "unschedulable", "evicted", "volumes")
-PODGROUP_CHECKS = ("phase", "unschedulable")
+PODGROUP_CHECKS = ("phase", "unschedulable", "span_tier")
 JOB_CHECKS = ("bound_before", "started")
 QUEUE_METRICS = {
     "wait_p50": "duration", "wait_p95": "duration", "wait_p99": "duration", "wait_max": "duration",
@@ -116,6 +118,7 @@ class Inputs:
     cycles: int | None
     until: float | None
     period: float
+    topology_labels: LabelTopology | None = None    # HyperNodes derived from node labels (--topology-labels)
 
 
 @dataclass(frozen=True)
@@ -229,6 +232,7 @@ def _inputs(path: Path, file: Located, test: Located, shared: dict[str, Path | I
     if cycles is not None and (isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 1):
         raise TestFileError(path, *limits.at("cycles"), "`cycles` must be a positive integer")
     period, period_where = pick("period")
+    labels, labels_where = pick("topology_labels")
     return Inputs(
         policy=(path.parent / policy),
         snapshot=_objects(path, test["snapshot"], test, "snapshot") if "snapshot" in test else shared["snapshot"],
@@ -236,7 +240,21 @@ def _inputs(path: Path, file: Located, test: Located, shared: dict[str, Path | I
         cycles=cycles,
         until=_duration(path, limits, "until", until) if until is not None else None,
         period=_duration(path, period_where, "period", period) if period is not None else 1.0,
+        topology_labels=_topology_labels(path, labels_where, labels) if labels is not None else None,
     )
+
+
+def _topology_labels(path: Path, where: Located, value: Any) -> LabelTopology:
+    """A label list (top to bottom, ending with kubernetes.io/hostname), or a file of Volcano's
+    controller configuration relative to the test file, as `simulate --topology-labels` takes."""
+    if not isinstance(value, str) or not value.strip():
+        raise TestFileError(path, *where.at("topology_labels"), "`topology_labels` must be a label list "
+                            "(e.g. example.com/rack,kubernetes.io/hostname) or a file of Volcano's configuration")
+    relative = path.parent / value
+    try:
+        return read_topology_labels(str(relative) if "," not in value and relative.is_file() else value)
+    except LabelTopologyError as err:
+        raise TestFileError(path, *where.at("topology_labels"), f"`topology_labels`: {err}") from None
 
 
 def _duration(path: Path, where: Located, key: str, value: Any) -> float:
@@ -460,6 +478,23 @@ def _podgroup_check(group: str, key: str, value: Any, line: int) -> Assertion:
             return f"PodGroup {group} waits, but no reason contains `{text}`: " + "; ".join(dict.fromkeys(said))
         shown = f" with a reason containing `{text}`" if text else ""
         return Assertion(f"podgroup {group} is unschedulable{shown}", line, check)
+    if key == "span_tier":
+        op, limit, shown_limit = parse_comparison(value, "count")
+
+        def check(result) -> str | None:
+            problem = unknown(result)
+            if problem:
+                return problem
+            span = result.spans.get(group)
+            if span is None:
+                return f"PodGroup {group} never ran" if result.state.has_hypernodes else \
+                    "the run has no HyperNodes (give HyperNode objects or topology_labels)"
+            if span.tier is None:
+                return f"PodGroup {group} spanned the cluster (no one HyperNode held its {span.nodes} nodes), " \
+                       f"expected a tier {shown_limit}"
+            return None if OPERATORS[op](span.tier, limit) else \
+                f"PodGroup {group} spanned tier {span.tier} ({span.hypernode}), expected {shown_limit}"
+        return Assertion(f"podgroup {group} spans tier {shown_limit}", line, check)
     phase = str(value)
 
     def check(result) -> str | None:
@@ -578,6 +613,8 @@ def run_inputs(inputs: Inputs):
     if plan is None:
         raise PolicyUnusable(compilation.error_text(inputs.policy), compilation.unreadable)
     scenario = scenario_from_documents(plan, _documents(inputs.snapshot), _documents(inputs.workload))
+    if inputs.topology_labels is not None:
+        scenario.initial.label_topology = inputs.topology_labels
     return simulate(plan, scenario, Limits(cycles=inputs.cycles, until=inputs.until, period=inputs.period))
 
 

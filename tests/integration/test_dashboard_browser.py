@@ -14,7 +14,7 @@ import pytest
 
 from polling import wait_for
 
-from .connector_helpers import VOLCANO, Objects, SchedulerProcess, unique_scheduler_name
+from .connector_helpers import VOLCANO, Objects, SchedulerProcess, podgroup_body, unique_scheduler_name
 from .kube_helpers import KubeCluster
 
 pytestmark = pytest.mark.integration
@@ -91,6 +91,55 @@ def test_the_dashboard_shows_the_queue_tree_a_pending_reason_and_a_plot(
                 shot = folder / "dashboard-failure.png"
                 driver.save_screenshot(str(shot))
                 (folder / "dashboard-failure.html").write_text(driver.page_source)
+                print(f"screenshot: {shot}")
+            raise
+        finally:
+            driver.quit()
+
+
+def test_the_dashboard_shows_hypernodes_derived_from_labels_and_a_gangs_span(
+        tmp_path: Path, objects: Objects, kube_cluster: KubeCluster) -> None:
+    """`run --topology-labels RACK,kubernetes.io/hostname` on the dev cluster: racks a (two 4-cpu
+    nodes), b and c (one each); a hard tier-1 gang of two 3-cpu pods fits only rack a. The nodes the
+    API server says the pods run on are checked against the racks' labels, then the dashboard's
+    Network topology tables in the browser: rack a's HyperNode with its label, and the gang's span."""
+    name = unique_scheduler_name()
+    rack = f"policydsl.test/rack-{uuid.uuid4().hex[:6]}"
+    ns = objects.namespace
+    racks = {f"{ns}-a0": "a", f"{ns}-a1": "a", f"{ns}-b0": "b", f"{ns}-c0": "c"}
+    for node, value in racks.items():
+        objects.node(node, cpu="4", memory="8Gi", labels={rack: value})
+    group = podgroup_body("pair", 2)
+    group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    objects.api.post(f"{VOLCANO}/namespaces/{ns}/podgroups", group)
+    for i in range(2):
+        objects.pod(f"pair-{i}", name, group="pair", cpu="3", memory="64Mi")
+    with SchedulerProcess(tmp_path, policy(f"topo{uuid.uuid4().hex[:6]}"), kube_cluster.kubeconfig, name,
+                          "--topology-labels", f"{rack},kubernetes.io/hostname") as scheduler:
+        scheduler.wait_ready()
+        bound = wait_for(lambda: (lambda b: b if len(b) == 2 else None)(objects.bound()), "the gang bound", 60)
+        assert {racks[n] for n in bound.values()} == {"a"}, bound
+        wait_for(lambda: f'data-podgroup="{ns}/pair"' in scheduler.get("/ui")[1], "the span on the page", 30)
+        driver = browser()
+        try:
+            driver.get(scheduler.metrics_url() + "/ui")
+            from selenium.webdriver.common.by import By
+
+            span = driver.find_element(By.CSS_SELECTOR, f'#spans tr.span[data-podgroup="{ns}/pair"]')
+            assert span.get_attribute("data-tier") == "1"
+            hypernode = span.get_attribute("data-hypernode")
+            row = driver.find_element(By.CSS_SELECTOR, f'#hypernodes tr.hypernode[data-hypernode="{hypernode}"]')
+            assert f"{rack}=a" in row.text and row.get_attribute("data-tier") == "1"
+            assert len(driver.find_elements(By.CSS_SELECTOR, "#hypernodes tr.hypernode")) == 3
+            assert "derived from node labels" in driver.page_source
+            assert span.is_displayed() and row.is_displayed()
+        except BaseException:
+            for where in filter(None, (tmp_path, os.environ.get("POLICYDSL_ARTIFACTS"))):
+                folder = Path(where)
+                folder.mkdir(parents=True, exist_ok=True)
+                shot = folder / "dashboard-topology-failure.png"
+                driver.save_screenshot(str(shot))
+                (folder / "dashboard-topology-failure.html").write_text(driver.page_source)
                 print(f"screenshot: {shot}")
             raise
         finally:

@@ -246,3 +246,57 @@ def test_explain_gives_the_free_room_per_tier_of_a_gang_waiting_on_topology(file
     pair = explain(plan(), state, "ns/pair", Options())
     [runs] = [line for line in pair.lines() if "runs within" in line]
     assert "tier 1" in runs and "example.com/rack=" in runs
+
+
+def test_explain_and_diff_take_the_flag_too(files, capsys) -> None:
+    snapshot, policy, _ = files
+    policy.write_text(POLICY)
+    code, out, err = run_cli(capsys, "explain", "ns/trio", "--snapshot", snapshot, "--policy", policy,
+                             "--topology-labels", LABELS)
+    assert code == 0, err
+    assert "network topology:" in out and "free in tier 1 (8 HyperNodes)" in out
+    code, out, err = run_cli(capsys, "explain", "ns/trio", "--snapshot", snapshot, "--policy", policy)
+    assert code == 0 and "network topology:" not in out            # no HyperNodes without the flag
+    code, out, err = run_cli(capsys, "explain", "ns/trio", "--topology-labels", LABELS)
+    assert code == 2 and "goes with --snapshot" in err
+    other = policy.parent / "other.policy"
+    other.write_text(POLICY.replace("plugin nodeorder", "plugin nodeorder\n  plugin binpack"))
+    code, out, err = run_cli(capsys, "diff", policy, other, "--snapshot", snapshot, "--cycles", "1",
+                             "--topology-labels", LABELS, "-o", "json")
+    assert code in (0, 1), err
+    assert all("trio" not in p["pod"] or p["new"] is None for p in json.loads(out)["placements"])
+
+
+def test_a_policy_test_derives_topology_and_asserts_spans(files, capsys) -> None:
+    snapshot, policy, _ = files
+    policy.write_text(POLICY)
+    test = policy.parent / "topo.policytest.yaml"
+    test.write_text(f"""policy: p.policy
+snapshot: cluster.yaml
+cycles: 1
+topology_labels: {LABELS}
+tests:
+  - name: gangs stay within their tiers
+    expect:
+      - {{podgroup: ns/pair, span_tier: 1}}
+      - {{podgroup: ns/quad, span_tier: "<= 2"}}
+      - {{podgroup: ns/trio, unschedulable: "within one HyperNode of tier <= 1"}}
+  - name: a span too wide for the assertion fails
+    expect:
+      - {{podgroup: ns/quad, span_tier: "< 2"}}
+  - name: racks alone cannot hold quad
+    topology_labels: {RACK},{HOSTNAME_LABEL}
+    expect:
+      - {{podgroup: ns/quad, span_tier: 1}}
+""")
+    code, out, err = run_cli(capsys, "test", test, "-o", "json")
+    results = {t["name"]: t for t in json.loads(out)["tests"]}
+    assert results["gangs stay within their tiers"]["outcome"] == "passed", results
+    failed = results["a span too wide for the assertion fails"]
+    assert failed["outcome"] == "failed" and "spanned tier 2" in " ".join(failed["failures"])
+    # a test's own topology_labels: racks only, so quad's four pods cannot share one tier-1 HyperNode
+    assert results["racks alone cannot hold quad"]["outcome"] == "failed"
+    bad = policy.parent / "bad.policytest.yaml"
+    bad.write_text(test.read_text().replace(f"topology_labels: {LABELS}", "topology_labels: rack"))
+    code, out, err = run_cli(capsys, "test", bad)
+    assert code == 2 and f"{bad}:4:" in out + err and "needs at least one label above" in out + err

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from policydsl.cli.flags import add_output_arguments, count, existing_path, kube_name, simulated_time
+from policydsl.cli.flags import (TOPOLOGY_LABELS_HELP, add_output_arguments, count, existing_path, kube_name,
+                                 label_topology_input, simulated_time, topology_labels)
 
 HELP = "compare two policies on the same cluster and workload: placements that differ and metric deltas"
 DESCRIPTION = (
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--period", default="1s", type=simulated_time(period=True), metavar="T",
                         help="time between scheduling cycles (default 1s)")
     add_output_arguments(parser, ("text", "json"))
+    parser.add_argument("--topology-labels", type=topology_labels, metavar="LABELS|FILE", help=TOPOLOGY_LABELS_HELP)
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="schedule pods with this schedulerName (default volcano)")
 
@@ -79,7 +81,10 @@ def run(args: argparse.Namespace) -> int:
         runs = []
         for path in (args.old, args.new):
             plan = compile_policy(path)
-            runs.append((plan, load_inputs(plan, args.snapshot, args.workload)))
+            scenario = load_inputs(plan, args.snapshot, args.workload)
+            if args.topology_labels:
+                scenario.initial.label_topology = label_topology_input(args.topology_labels)
+            runs.append((plan, scenario))
     except InputError as err:
         print(f"policydsl diff: {err}" if err.exit_code == 2 else str(err), file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ import json
 import sys
 import urllib.parse
 
-from policydsl.cli.flags import add_output_arguments, object_key
+from policydsl.cli.flags import TOPOLOGY_LABELS_HELP, add_output_arguments, object_key, topology_labels
 from policydsl.cli.commands.live import Refused, Unreachable, add_connection_arguments, offline_view, source_of
 
 HELP = "say why a pod or PodGroup waits (failed predicates per node, queue limits, gang, devices, enqueue)"
@@ -27,10 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", type=object_key, metavar="NS/NAME",
                         help="a pod or PodGroup (namespace/name; bare name: default)")
     add_connection_arguments(parser, snapshot=True)
+    parser.add_argument("--topology-labels", type=topology_labels, metavar="LABELS|FILE",
+                        help="with --snapshot: " + TOPOLOGY_LABELS_HELP)
     add_output_arguments(parser, ("text", "json"))
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.topology_labels and not args.snapshot:
+        print("policydsl explain: --topology-labels goes with --snapshot (a running scheduler derives with its "
+              "own `run --topology-labels`)", file=sys.stderr)
+        return 2
     if args.snapshot:
         return _offline_snapshot(args)
     target = args.target if "/" in args.target else f"default/{args.target}"
@@ -90,6 +96,7 @@ def _offline_snapshot(args: argparse.Namespace) -> int:
     from policydsl.cli.inputs import InputError, compile_policy
     from runtime.cluster.objects import problems_text
     from runtime.simulation.scenarios import DEFAULT_POLICY
+    from runtime.cluster.topology_labels import LabelTopologyError, read_topology_labels
 
     try:
         plan = compile_policy(args.policy or DEFAULT_POLICY)
@@ -98,12 +105,17 @@ def _offline_snapshot(args: argparse.Namespace) -> int:
         return err.exit_code
     try:
         state = load_path(args.snapshot)
+        if args.topology_labels:
+            state.label_topology = read_topology_labels(args.topology_labels)
         result = explain(plan, state, args.target, Options(scheduler_name=args.scheduler_name))
     except ObjectError as err:
         print(f"policydsl explain: {problems_text(err)}", file=sys.stderr)
         return 2
     except UnknownTarget as err:
         print(f"policydsl explain: {err}", file=sys.stderr)
+        return 2
+    except LabelTopologyError as err:     # the file changed since the flag was checked
+        print(f"policydsl explain: --topology-labels: {err}", file=sys.stderr)
         return 2
     _print(result, args.output)
     return 0

@@ -7,7 +7,7 @@ import json
 import sys
 
 from policydsl.cli.flags import (TOPOLOGY_LABELS_HELP, add_output_arguments, count, existing_path, kube_name,
-                                 output_folder, simulated_time, topology_labels)
+                                 label_topology_input, output_folder, simulated_time, topology_labels)
 
 HELP = "run a policy on a simulated cluster: decisions per cycle, or waits, shares and utilization over time"
 DESCRIPTION = (
@@ -53,17 +53,6 @@ def command_line(args: argparse.Namespace) -> str:
     return shlex.join(argv)
 
 
-def _label_topology(text: str):  # -> runtime.cluster.topology_labels.LabelTopology
-    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
-    from policydsl.cli.inputs import InputError
-    from runtime.cluster.topology_labels import LabelTopologyError, read_topology_labels
-
-    try:
-        return read_topology_labels(text)
-    except LabelTopologyError as err:     # the file changed since the flag was checked
-        raise InputError(f"--topology-labels: {err}", 2) from None
-
-
 def run(args: argparse.Namespace) -> int:
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.simulation.engine import simulate
@@ -77,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         plan = compile_policy(args.policy)
         scenario = load_inputs(plan, args.snapshot, args.workload)
         if args.topology_labels:
-            scenario.initial.label_topology = _label_topology(args.topology_labels)
+            scenario.initial.label_topology = label_topology_input(args.topology_labels)
     except InputError as err:
         print(f"policydsl simulate: {err}" if err.exit_code == 2 else str(err), file=sys.stderr)
         return err.exit_code
