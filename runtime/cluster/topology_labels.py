@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -90,70 +91,56 @@ class LabelTopology:
 
 def derive_hypernodes(config: LabelTopology, nodes: Mapping[str, Any]) -> dict[str, HyperNode]:
     """The HyperNodes Volcano's label discovery would make from these nodes. `nodes`: name →
-    labels (a mapping) or name → an object with `.labels` (a model Node)."""
-    # (label key, value) → (type, tier, members); one HyperNode per pair, whatever the type.
-    found: dict[tuple[str, str], tuple[str, int, set[str]]] = {}
-    named: dict[tuple[str, str], str] = {}
+    labels (a mapping) or name → an object with `.labels` (a model Node). O(nodes × labels), plus
+    a hash per HyperNode the first time its label value is seen (names are kept, _suffix)."""
+    # (label key, value) → [type, tier, member nodes, member pairs]; one HyperNode per pair, whatever the type.
+    found: dict[tuple[str, str], tuple[str, int, set[str], set[tuple[str, str]]]] = {}
+    walks = [(kind.name, tuple(enumerate(kind.tier_labels, start=1))) for kind in config.types]
     # Types by name and nodes by name: the first type to meet a pair decides its tier, deterministically
     # (Volcano walks a Go map, in no set order).
     for node_name in sorted(nodes):
         value = nodes[node_name]
-        labels = value if isinstance(value, Mapping) else (getattr(value, "labels", None) or {})
-        for kind in config.types:
+        labels = getattr(value, "labels", value) or {}
+        for kind_name, tiers in walks:
             below: tuple[str, str] | None = None
-            for tier, key in enumerate(kind.tier_labels, start=1):
+            for tier, key in tiers:
                 label_value = labels.get(key)
                 if label_value is None:
                     break                       # Volcano: a missing label ends the walk upwards
                 pair = (key, label_value)
                 entry = found.get(pair)
                 if entry is None:
-                    entry = found[pair] = (kind.name, tier, set())
-                entry[2].add(node_name if below is None else _pending(below))
+                    entry = found[pair] = (kind_name, tier, set(), set())
+                if below is None:
+                    entry[2].add(node_name)
+                else:
+                    entry[3].add(below)
                 below = pair
     # Names once every pair is known: the hash suffix, collisions settled by value order.
+    named: dict[tuple[str, str], str] = {}
     taken: set[str] = set()
     for pair in sorted(found):
-        kind_name, tier, _ = found[pair]
+        kind_name, tier, _, _ = found[pair]
         named[pair] = _unique_name(kind_name, tier, pair, taken)
     out: dict[str, HyperNode] = {}
-    for pair, (kind_name, tier, members) in found.items():
-        if tier == 1:
-            listed = tuple(Member(MEMBER_NODE, exact=n) for n in sorted(m for m in members if not _is_pending(m)))
-            # A tier-1 pair is only ever met first as tier 1 (its members are nodes); a label used at
-            # tier 1 by one type and higher by another keeps the first type's tier, as in Volcano.
-            listed += tuple(Member(MEMBER_HYPERNODE, exact=named[_unpend(m)])
-                            for m in sorted(m for m in members if _is_pending(m)))
-        else:
-            listed = tuple(sorted(
-                (Member(MEMBER_HYPERNODE, exact=named[_unpend(m)]) if _is_pending(m) else Member(MEMBER_NODE, exact=m)
-                 for m in members), key=lambda m: (m.type, m.exact or "")))
+    for pair, (kind_name, tier, node_members, pair_members) in found.items():
+        # Nodes first, then child HyperNodes. A label used at tier 1 by one type and higher by
+        # another keeps the tier of the type that met it first, with both kinds of members.
+        listed = tuple(Member(MEMBER_NODE, exact=n) for n in sorted(node_members)) + tuple(
+            Member(MEMBER_HYPERNODE, exact=child) for child in sorted(named[c] for c in pair_members))
         name = named[pair]
         out[name] = HyperNode(name=name, tier=tier, tier_name=pair[0], members=listed,
                               labels=((SOURCE_LABEL, "label"), pair))
     return out
 
 
-# Members of a higher tier are HyperNodes, named only once every pair is known: kept meanwhile as
-# a marker string no node name can be (node names are DNS subdomains, without NUL).
-def _pending(pair: tuple[str, str]) -> str:
-    return f"\0{pair[0]}\0{pair[1]}"
-
-
-def _is_pending(member: str) -> bool:
-    return member.startswith("\0")
-
-
-def _unpend(member: str) -> tuple[str, str]:
-    _, key, value = member.split("\0", 2)
-    return key, value
-
-
+@lru_cache(maxsize=1 << 10)
 def clean_type_name(name: str) -> str:
     """Volcano's cleanString: letters lowercased, digits, `.` and `-` kept, anything else `-`."""
     return "".join(c.lower() if c.isalpha() else c if (c.isdigit() or c in ".-") else "-" for c in name)
 
 
+@lru_cache(maxsize=1 << 16)       # the connector derives every cycle: a value's hash once
 def _suffix(key: str, value: str, attempt: int) -> str:
     digest = hashlib.sha256(f"{key}={value}#{attempt}".encode()).digest()
     return "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:_SUFFIX_LENGTH])

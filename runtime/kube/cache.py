@@ -29,6 +29,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -106,6 +107,7 @@ class ClusterCache:
         self._on_restart = on_watch_restart or (lambda kind, reason: None)
         self._lock = threading.Lock()
         self._state = ClusterState()
+        self._last_snapshot: weakref.ref[ClusterState] | None = None   # whose resolved topology the next reuses
         self._classes: dict[str, convert.PriorityClass] = {}
         self._pg_status: dict[str, dict[str, Any]] = {}
         self._queue_status: dict[str, dict[str, Any]] = {}
@@ -212,6 +214,14 @@ class ClusterCache:
             if pod is not None and not pod.releasing:
                 state.pods[key] = replace(pod, releasing=True)
         self._overlay_nominations(state)
+        # The HyperNodes resolved (or derived from labels) for the last snapshot serve this one while
+        # its nodes and HyperNodes are the same (ClusterState.topology() checks the generations), so
+        # a cycle resolves again only after a change. A weak reference: the live view keeps the last
+        # cycle's state anyway, and without it a lost memo only costs resolving again.
+        last = self._last_snapshot() if self._last_snapshot is not None else None
+        if last is not None and last._topology is not None:
+            state._topology = last._topology
+        self._last_snapshot = weakref.ref(state)
         return state
 
     def _overlay_nominations(self, state: ClusterState) -> None:

@@ -172,8 +172,13 @@ def test_gp5_a_gang_filling_the_cluster_is_evicted_whole(pure):
     state = cluster()
     group(state, "victim", 4, 4, LOW, running_on=["n0", "n1", "n2", "n3"])
     group(state, "preemptor", 2, 2, HIGH, creation=1)
-    got = outcome(state, cycle(GANG_PREEMPT, state, pure))
+    decisions = cycle(GANG_PREEMPT, state, pure)
+    got = outcome(state, decisions)
     assert got.evicted == {"victim": 4} and len(got.pipelined["preemptor"]) == 2
+    # Each victim's reason says so, and names a pipelined pod of the preemptor (the audit's beneficiary).
+    for e in decisions.evictions:
+        assert e.reason.message.endswith("(gang ns/victim evicted whole)")
+        assert e.reason.details["preemptor"] in decisions.pipelined
 
 
 def test_gp6_gang_preemption_does_not_cross_queues(pure):
@@ -585,3 +590,23 @@ def test_backfill_places_a_hard_gangs_best_effort_pods_within_its_switch(pure):
             assert not decisions.bindings
             reasons = {r.message for u in decisions.unschedulable for r in u.reasons}
             assert any("HyperNode" in m for m in reasons), reasons
+
+
+def test_a_whole_gangs_room_stays_reserved_until_the_preemptor_binds(pure):
+    """GP-3 over cycles: the preemptor's pods are nominated; while the evicted gang leaves, its room
+    is held for them (reservations), and they bind once it has left: every eviction bought."""
+    from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues
+    state = cluster()
+    group(state, "victim-a", 2, 2, LOW, running_on=["n0", "n1"])
+    group(state, "victim-b", 2, 2, LOW, running_on=["n2", "n3"])
+    group(state, "preemptor", 2, 2, HIGH, creation=1)
+    audit = EvictionAudit()
+    bound: dict[str, str] = {}
+    for step in range(4):
+        decisions = cycle(GANG_PREEMPT, state, pure)
+        audit.record(step, decisions, eviction_queues(state, decisions), eviction_jobs(state, decisions))
+        bound.update({b.pod: b.node for b in decisions.bindings})
+        state.apply(decisions)
+        state.advance()
+    assert sorted(bound) == ["ns/preemptor-0", "ns/preemptor-1"]
+    assert audit.bought == 2 and audit.wasted == 0 and audit.repeats == 0

@@ -247,11 +247,14 @@ def test_the_cache_derives_from_its_nodes_when_asked() -> None:
                                   "status": {"allocatable": {"cpu": "1"}}})
     assert not cache.snapshot().has_hypernodes
     cache.use_label_topology(parse_label_list(f"rack,{HOSTNAME_LABEL}"))
-    tree = cache.snapshot().topology()
+    first = cache.snapshot()
+    tree = first.topology()
     assert sorted(map(sorted, tree.leaves.values())) == [["n1", "n2"], ["n3"]]
+    assert cache.snapshot().topology() is tree          # nothing changed: the next cycle derives nothing
     with cache._lock:   # a label changes: the next snapshot derives again
         cache._upsert(NODES, {"metadata": {"name": "n3", "labels": {"rack": "r1"}}, "status": {"allocatable": {"cpu": "1"}}})
-    assert sorted(map(sorted, cache.snapshot().topology().leaves.values())) == [["n1", "n2", "n3"]]
+    again = cache.snapshot().topology()
+    assert again is not tree and sorted(map(sorted, again.leaves.values())) == [["n1", "n2", "n3"]]
 
 
 @pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])

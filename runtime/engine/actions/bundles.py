@@ -220,7 +220,10 @@ def bundles_in(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_ev
     if not local:
         return []
     local_set = set(local)
-    touched = sorted({int(task_job[v]) for v in local})
+    by_job: dict[int, list[int]] = {}
+    for v in local:
+        by_job.setdefault(int(task_job[v]), []).append(v)
+    touched = sorted(by_job)
     running = {J: [int(v) for v in snap.jobs[J].tasks.tolist() if ssn.status[v] == BOUND] for J in touched}
     elsewhere = [v for J in touched for v in running[J] if v not in local_set and may_evict(v)]
     preemptor = next((t for t in snap.jobs[j].tasks.tolist() if ssn.status[t] == PENDING), int(snap.jobs[j].tasks[0]))
@@ -235,7 +238,7 @@ def bundles_in(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_ev
     out: list[Bundle] = []
     for J in touched:
         job = snap.jobs[J]
-        mine = _task_order(ssn, [v for v in local if task_job[v] == J and v in allowed])
+        mine = _task_order(ssn, [v for v in by_job[J] if v in allowed])
         surplus = int(ssn.job_ready[J]) - job.min_member
         mins = job.min_task_member if job.min_member >= sum(job.min_task_member.values()) else {}
         roles = ssn.role_counts(job, READY_STATUSES) if mins else {}
@@ -249,7 +252,8 @@ def bundles_in(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_ev
                 if role in role_surplus:
                     role_surplus[role] -= 1
         out.extend(Bundle(False, J, (v,), req[v], zero) for v in safe)
-        breaks = [v for v in local if task_job[v] == J and v not in safe]
+        kept = set(safe)
+        breaks = [v for v in by_job[J] if v not in kept]
         if whole_gangs and breaks and all(v in allowed for v in running[J]):
             tasks = tuple(running[J])
             on_rows = [v for v in tasks if in_rows[ssn.task_node[v]]]
@@ -281,6 +285,15 @@ def _ordered(ssn: Session, bundles: list[Bundle], need: np.ndarray) -> list[Bund
                 -snap.pods[first].creation, b.job, first)
 
     return sorted(bundles, key=key)
+
+
+def _local(bundles: list[Bundle], n_resources: int) -> np.ndarray:
+    """At least what `bundles` free on the domain's nodes together (a SAFE pod of a job whose
+    WHOLE bundle is there too counts twice: an upper bound, for a test that only rules out)."""
+    total = np.zeros(n_resources, dtype=np.int64)
+    for b in bundles:
+        total = total + b.local
+    return total
 
 
 def place_needed(ssn: Session, stmt: Statement, j: int) -> list[int]:
@@ -339,25 +352,39 @@ def evict_bundles(ssn: Session, j: int, rows: np.ndarray | None, point: str, may
     free = np.maximum(snap.allocatable[rows_all] - ssn.used[rows_all] + ssn.releasing[rows_all]
                       - ssn.pipelined[rows_all], 0).sum(axis=0)
     columns = np.flatnonzero(need > 0)
+    # Bundles in order until the job fits; after a failed try the next try waits for twice as
+    # many more (what is taken beyond the need is kept back below).
     chosen: list[Bundle] = []
     freed = np.zeros(snap.n_resources, dtype=np.int64)
     where = None
-    for b in bundles:
+    step, due = 1, 0
+    for i, b in enumerate(bundles):
         chosen.append(b)
         freed = freed + b.local
-        if (free[columns] + freed[columns] < need[columns]).any():
+        if (free[columns] + freed[columns] < need[columns]).any() or (i < due and i < len(bundles) - 1):
             continue
         where = fits(chosen)
         if where is not None:
             break
+        due, step = i + step, step * 2
     if where is None:
         stmt.discard()
         return None
+    # First keep back at once every bundle with no pod on a node the job's pods use.
+    used = set(where.values())
+    idle = [b for b in chosen if not any(int(ssn.task_node[v]) in used for v in b.tasks)]
+    if idle:
+        rest = [b for b in chosen if all(b is not i for i in idle)]
+        found = fits(rest) if rest else None
+        if found is not None:
+            chosen, where = rest, found
     # Keep back every bundle the others make needless: WHOLE ones first (the most taken first),
     # then SAFE tasks (highest priority first).
     for b in sorted(chosen, key=lambda b: (not b.whole, -float(b.taken.sum()), -int(snap.task_priority[b.tasks[0]]),
                                            b.tasks[0])):
         rest = [c for c in chosen if c is not b]
+        if (free[columns] + _local(rest, snap.n_resources)[columns] < need[columns]).any():
+            continue                    # the rest cannot free the room the job needs: b is needed
         found = fits(rest)
         if found is not None:
             chosen, where = rest, found
