@@ -231,7 +231,8 @@ class _Lowering:
             if spec is None:
                 candidates = list(by_name) + own_flags
                 self.out.diagnostics.append(make(unknown_info, f"{owner} has no setting `{key}`", setting.key.span,
-                                                 self.did_you_mean(key, candidates) or _listing(list(by_name))))
+                                                 cat.RETIRED_SETTINGS.get(key) or self.did_you_mean(key, candidates)
+                                                 or _listing(list(by_name))))
                 continue
             self.out.spans[(*path, key)] = setting.key.span
             converted = self.try_convert(setting.value, spec.kind, (*path, key), spec.resource)

@@ -38,7 +38,6 @@ DOCUMENTED = [
     ("overcommit.conf", None),
     ("proportion.conf", "proportion-queues.yaml"),
     ("deviceshare-gpu-sharing.yaml", None),
-    ("deviceshare-vgpu.yaml", None),
     ("capacity-hierarchy.yaml", "capacity-queues.yaml"),
     ("network-topology-aware.yaml", None),
 ]
@@ -344,7 +343,7 @@ def test_queue_cycles_and_duplicates_are_errors():
 
 
 def test_configmap_positions_point_into_the_configmap_file():
-    text = (FIXTURES / "deviceshare-vgpu.yaml").read_text().replace("- name: predicates", "- name: sla")
+    text = (FIXTURES / "deviceshare-gpu-sharing.yaml").read_text().replace("- name: predicates", "- name: sla")
     result = import_volcano_text(text, "cm.yaml")
     [diag] = result.diagnostics
     line = next(i for i, l in enumerate(text.splitlines(), 1) if "name: sla" in l)
@@ -352,7 +351,7 @@ def test_configmap_positions_point_into_the_configmap_file():
 
 
 def test_configmap_keys_besides_the_config_are_reported():
-    text = (FIXTURES / "deviceshare-vgpu.yaml").read_text() + "  notes.txt: hello\n"
+    text = (FIXTURES / "deviceshare-gpu-sharing.yaml").read_text() + "  notes.txt: hello\n"
     result = import_volcano_text(text, "cm.yaml")
     assert codes_at(result) == {("PD609", len(text.splitlines()))}
     assert result.exit_code == 0
@@ -737,3 +736,54 @@ def test_bad_hierarchy_weights_are_located_errors():
     result = import_volcano_text(Path(fixture("default.conf")).read_text(), queues_text=text)
     (diag,) = [d for d in result.diagnostics if d.code == "PD607"]
     assert diag.span.line == 7 and "hierarchy-weights" in diag.message
+
+
+# --- deviceshare arguments: each does what it says or is refused, located ------------------
+
+def test_vgpu_guide_config_imports_with_a_warning_for_the_key_volcano_never_read():
+    """The vGPU user guide's config: `deviceshare.VGPUEnable: true` imports as `vgpu = true`;
+    Volcano ignores `VGPUPodGroupDeviceSpread` (a key it never read: the spread is the pod
+    annotation volcano.sh/vgpu-podgroup-policy), a warning whose hint says so."""
+    result = imported("deviceshare-vgpu.yaml")
+    text = (FIXTURES / "deviceshare-vgpu.yaml").read_text().splitlines()
+    line = next(i for i, l in enumerate(text, 1) if "VGPUPodGroupDeviceSpread" in l)
+    assert result.exit_code == 0
+    assert codes_at(result) == {("PD605", line)}
+    assert "volcano.sh/vgpu-podgroup-policy" in result.diagnostics[0].hint
+    plan = compile_text(result.text).plan
+    assert plan.plugin("deviceshare").arguments["vgpu"] is True
+    assert plan.plugin("deviceshare").arguments["schedule_policy"] == "spread"
+
+
+@pytest.mark.parametrize("key, value, refused", [
+    ("deviceshare.VGPUEnable", "false", False),
+    ("deviceshare.NodeLockEnable", "true", True),
+    ("deviceshare.NodeLockEnable", "false", False),
+    ("deviceshare.AscendHAMiVNPUEnable", "true", True),
+    ("deviceshare.AscendHAMiVNPUEnable", "false", False),
+    ("deviceshare.AscendMindClusterVNPUEnable", "true", True),
+    ("deviceshare.KnownGeometriesCMName", "volcano-vgpu-device-config", True),
+    ("deviceshare.KnownGeometriesCMNamespace", "kube-system", True),
+    ("deviceshare.GPUExclusiveRules", "'[]'", True),
+])
+def test_deviceshare_arguments_not_evaluated_are_refused_at_their_key(key, value, refused):
+    text = ("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: predicates\n  - name: deviceshare\n"
+            f"    arguments:\n      deviceshare.SchedulePolicy: spread\n      {key}: {value}\n")
+    result = import_volcano_text(text, "ds.conf")
+    if refused:
+        assert result.exit_code == 1
+        assert codes_at(result) == {("PD614", 8)}
+    else:
+        assert result.exit_code == 0 and not result.diagnostics
+        assert compile_text(result.text).ok
+
+
+def test_the_policy_refuses_deviceshare_switches_not_evaluated_and_the_retired_spread_argument():
+    head = 'policy "p" version 1\nactions [enqueue, allocate]\ntier {\n  plugin predicates\n  plugin deviceshare {\n'
+    for setting, code in [("node_lock = true", "PD413"), ("vgpu_pod_group_spread = true", "PD103")]:
+        compiled = compile_text(head + f"    {setting}\n  }}\n}}\n", "p.policy")
+        [error] = compiled.errors
+        assert (error.code, error.span.line, error.span.column) == (code, 6, 5), setting
+    spread = compile_text(head + "    vgpu_pod_group_spread = true\n  }\n}\n", "p.policy").errors[0]
+    assert "volcano.sh/vgpu-podgroup-policy" in spread.hint
+    assert compile_text(head + "    vgpu = true\n    node_lock = false\n  }\n}\n", "p.policy").ok

@@ -335,3 +335,30 @@ def pod_rule_switched_off(ctx: LintContext) -> Iterator[Diagnostic]:
         if key in POD_RULE_SWITCHES and plugin.explicit_arguments.get(key) is False:
             yield finding(POD_RULE_OFF, f"`{key} = false`: pods' {POD_RULE_SWITCHES[key]} will be ignored",
                           written.key.span, "leave it on, or keep pods that use it off this scheduler")
+
+
+ARGUMENT_NOT_EVALUATED = CodeInfo(
+    "PD413", "argument-not-evaluated", Severity.ERROR, "a plugin argument turned on whose behaviour is not evaluated yet",
+    why="Volcano has the argument and schedules differently with it; policydsl does not evaluate it yet, and "
+        "accepting it would schedule as if it were off (deviceshare's `node_lock` would let two pods be given "
+        "cards on one node before its device plugin has served the first).",
+    fix="Leave the argument at its default (remove it).",
+    bad=_HEAD + "tier {\n  plugin predicates\n  plugin deviceshare {\n    gpu_sharing = true\n"
+        "    node_lock = true  # expect: PD413\n  }\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n  plugin deviceshare {\n    gpu_sharing = true\n  }\n}\n",
+)
+
+
+@rule(ARGUMENT_NOT_EVALUATED)
+def argument_not_evaluated(ctx: LintContext) -> Iterator[Diagnostic]:
+    for plugin in ctx.known_plugins():
+        for written in plugin.node.settings:
+            arg = plugin.spec.argument(written.key.value)
+            if arg is None or not arg.not_evaluated or written.key.value not in plugin.explicit_arguments:
+                continue
+            value = plugin.explicit_arguments[written.key.value]
+            if value == arg.default:
+                continue
+            yield finding(ARGUMENT_NOT_EVALUATED,
+                          f"{plugin.name}'s `{written.key.value} = {_show(value)}` is refused: "
+                          f"{arg.not_evaluated}", written.key.span, "remove it (leave it at its default)")

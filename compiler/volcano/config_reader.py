@@ -380,6 +380,9 @@ class ConfigReader(NodeReader):
                         getattr(self, "moved", []).append((getattr(self, "tier_index", 0), spec.name, old[0], old[1], value))
                     continue
                 why = _decision_argument(spec.name, key)
+                if arg is None and key in _OFF_BY_DEFAULT and is_scalar(entry.value) \
+                        and str(entry.value.value).lower() == "false":
+                    continue
                 if arg is None and why is not None:
                     value = " ".join((str(entry.value.value) if is_scalar(entry.value) else
                                       src.text[entry.value.start_mark.index:entry.value.end_mark.index]).split())
@@ -394,9 +397,19 @@ class ConfigReader(NodeReader):
                         [spec.weight_volcano] if spec.weight_volcano else [])
                     self.report(codes.UNKNOWN_ARGUMENT, f"plugin `{spec.name}` has no argument `{key}`; not imported",
                                 src.span(entry.key_node),
-                                did_you_mean(key, known) or _known(known))
+                                NOT_VOLCANO_ARGUMENTS.get(key) or did_you_mean(key, known) or _known(known))
                     continue
-                out[arg.name] = self.argument_value(arg, entry.value)
+                value = self.argument_value(arg, entry.value)
+                if arg.not_evaluated and value != arg.default:
+                    # Volcano schedules differently with it on; the policy would refuse it (PD413).
+                    shown = str(value).lower() if isinstance(value, bool) else str(value)
+                    self.report(codes.DROPPED, f"plugin `{spec.name}`: `{key}: {shown}` changes decisions and is not "
+                                f"imported ({arg.not_evaluated})", src.span(entry.key_node),
+                                "pass --allow-dropped to write the policy without it, noted as a comment")
+                    if dropped is not None:
+                        dropped.append(f"{key}: {shown} ({arg.not_evaluated})")
+                    continue
+                out[arg.name] = value
             except Invalid as err:
                 self.report(codes.BAD_VALUE, f"`{key}`: {err}", src.span(entry.value))
         for name in [n for n in out if n in {a.name for a in lists.values()}]:
@@ -428,7 +441,23 @@ DECISION_ARGUMENTS: dict[tuple[str, str], str] = {
     ("predicates", "predicate.ProportionalEnable"): "Volcano keeps CPU and memory in proportion to the listed "
                                                     "resources on each node",
     ("predicates", "predicate.resources"): "the resources of Volcano's proportional predicate",
+    ("deviceshare", "deviceshare.AscendHAMiVNPUEnable"): "Volcano places Ascend vNPUs through HAMi; not evaluated yet",
+    ("deviceshare", "deviceshare.AscendMindClusterVNPUEnable"): "Volcano places Ascend 310P vNPUs for MindCluster; "
+                                                                "not evaluated yet",
+    ("deviceshare", "deviceshare.KnownGeometriesCMName"): "the MIG geometries of Volcano's vGPU; not evaluated yet",
+    ("deviceshare", "deviceshare.KnownGeometriesCMNamespace"): "the MIG geometries of Volcano's vGPU; not evaluated "
+                                                               "yet",
+    ("deviceshare", "deviceshare.GPUExclusiveRules"): "Volcano keeps pods matching these rules off each other's "
+                                                      "GPUs; not evaluated yet",
 }
+# Keys written as if Volcano read them, which it never did: the hint says where the meaning lives.
+NOT_VOLCANO_ARGUMENTS = {
+    "deviceshare.VGPUPodGroupDeviceSpread": "Volcano reads no such argument (it ignores it): a pod asks for its "
+                                            "PodGroup's vGPU spread with the annotation "
+                                            "volcano.sh/vgpu-podgroup-policy: spread",
+}
+# Switches among DECISION_ARGUMENTS that change nothing when off (Volcano's default): `false` imports as nothing.
+_OFF_BY_DEFAULT = frozenset({"deviceshare.AscendHAMiVNPUEnable", "deviceshare.AscendMindClusterVNPUEnable"})
 _DECISION_PREFIXES = {("predicates", "predicate.resources."): "a weight of Volcano's proportional predicate"}
 
 

@@ -40,6 +40,7 @@ TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})       # what Go's strconv.ParseBool takes as true
 GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
+VGPU_IDS_ANNOTATION = "volcano.sh/vgpu-ids-new"     # HAMi vGPU's cards of a pod (runtime/engine/devices_vgpu.py)
 DEFAULT_SCHEDULER = "volcano"
 DEFAULT_MAX_PODS = 110
 # The most of any one resource a node may offer, in base units (2^50: 1 PiB of memory, 10^12
@@ -364,7 +365,8 @@ def member_settles(pod: Pod) -> bool:
     """Whether a pod of ours, once its job needs nothing more, is only room and a queue's total:
     bound and not releasing, or succeeded; holding no device cards (the card inventory reads
     them)."""
-    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or pod.phase == POD_FAILED:
+    if pod.devices or GPU_INDEX_ANNOTATION in pod.annotations or VGPU_IDS_ANNOTATION in pod.annotations \
+            or pod.phase == POD_FAILED:
         return False
     if pod.rules:  # its affinity terms and ports bind other pods' placements: it stays listed
         return False

@@ -28,6 +28,7 @@ from runtime.cluster.draspec import (
 )
 from runtime.cluster.podspec import read_pod
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
+from runtime.cluster.devices import vgpu_container_problem
 from runtime.cluster.topology import read_hypernode
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -216,7 +217,9 @@ def _read_node(obj: dict, state: ClusterState) -> None:
 
 
 def _read_pod(obj: dict, state: ClusterState) -> None:
-    state.add_pod(read_pod(obj, state.priority_classes))
+    pod = read_pod(obj, state.priority_classes)
+    pod.unsupported = pod.unsupported or vgpu_container_problem(obj)
+    state.add_pod(pod)
 
 
 # PodGroup spec fields the scheduler reads but does not evaluate yet (runtime/README.md).

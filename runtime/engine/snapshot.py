@@ -35,6 +35,8 @@ from runtime.cluster.topology import Topology as NetworkTree
 
 
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
+from runtime.engine.devices import GPU_INDEX, GPU_NUMBER, DeviceHold, held_for_devices, unhealthy_cards
+from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory
 
 BASE_RESOURCES = ("cpu", "memory", "pods")
 NVLINK_LABEL = "policydsl.io/nvlink-islands"
@@ -105,6 +107,9 @@ class Snapshot:
     plan: Plan
     resources: tuple[str, ...]
     resource_index: dict[str, int]
+    # (C,) bool: in service (volcano-sh/devices lists broken cards in the node annotation
+    # volcano.sh/gpu-unhealthy-ids; Volcano drops them from the node's cards). None: all are.
+    healthy: np.ndarray | None = None
     device_managed: np.ndarray       # (R,) bool: columns the device plugin checks per card
     # nodes
     node_names: list[str]
@@ -149,6 +154,10 @@ class Snapshot:
     # What settled gangs hold beyond their minResources, per queue (Q,R); None when none does.
     settled_elastic: np.ndarray | None = None
     # Where inter-pod rules are in play (some pod carries affinity terms, spread constraints
+    # Pending tasks held for a device request no plan places on cards (runtime.engine.devices).
+    device_held: dict[int, DeviceHold] = field(default_factory=dict)
+    # HAMi vGPU cards, when deviceshare's `vgpu` is on (runtime.engine.devices_vgpu).
+    vgpu: VgpuInventory | None = None
     # or host ports): every pod on a node, whoever's, settled ones included, with its node row;
     # the label keys the rules' selectors read; Namespace labels. Empty otherwise.
     placed_pods: list[Pod] = field(default_factory=list)
@@ -434,6 +443,15 @@ def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray)
     for t in dra.held:
         status[t] = HELD
     return dra
+    share = plan.plugin("deviceshare")
+    vgpu_on = bool(share is not None and share.arguments.get("vgpu"))
+    if vgpu_on:
+        snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),
+                                             {name: i for i, name in enumerate(snapshot.node_names)})
+    # Last, over the finished tasks: a held task keeps its class, which only pending tasks use.
+    snapshot.device_held = held_for_devices(tasks.pods, request, status, PENDING, index, devices, vgpu_on)
+    for t in snapshot.device_held:
+        status[t] = HELD
 
 
 def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarray,
@@ -824,7 +842,7 @@ def parse_card_groups(value: str) -> list[list[int]]:
 def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) -> DeviceInventory:
     mem_res = memory_resource_of(device)
     unit = memory_unit_of(mem_res)
-    card_node, card_local, card_island, card_memory = [], [], [], []
+    card_node, card_local, card_island, card_memory, card_healthy = [], [], [], [], []
     first_card: dict[int, int] = {}
     model_ok = np.ones(snap.n_nodes, dtype=bool)
     topo_label = TOPOLOGY_LABELS.get(device.topology)
@@ -870,9 +888,9 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
         if ni not in first_card:
             continue
         cards = pod.devices.get(device.resource)
-        if cards is None and "volcano.sh/gpu-index" in pod.annotations and _requests_device(pod, device, mem_res):
+        if cards is None and GPU_INDEX in pod.annotations and _requests_device(pod, device, mem_res):
             try:
-                cards = tuple(int(c) for c in pod.annotations["volcano.sh/gpu-index"].split(",") if c != "")
+                cards = tuple(int(c) for c in pod.annotations[GPU_INDEX].split(",") if c != "")
             except ValueError:
                 cards = ()
         if not cards:
@@ -921,3 +939,6 @@ def device_need(device: DevicePlan, mem_res: str | None, unit: int, requests: di
     else:
         compute = 0
     return DeviceNeed(cards, memory, min(compute, 100))
+        broken = unhealthy_cards(node.annotations) if device.resource == GPU_NUMBER else ()
+            card_healthy.append(c not in broken)
+        healthy=np.array(card_healthy, dtype=bool),

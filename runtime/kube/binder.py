@@ -30,7 +30,9 @@ from dataclasses import dataclass
 
 from runtime.cluster.decisions import Binding
 from runtime.kube.api import ApiError, KubeApi
-from runtime.cluster.model import GPU_INDEX_ANNOTATION, Pod
+from runtime.cluster.model import GPU_INDEX_ANNOTATION, Node, Pod
+from runtime.engine import devices_vgpu as vg
+from runtime.engine.devices import PREDICATE_TIME as PREDICATE_TIME_ANNOTATION
 
 BOUND, REFUSED, FAILED = "bound", "refused", "failed"
 ATTEMPTS = 4
@@ -59,17 +61,46 @@ class BindOutcome:
         return self.detail.split(":", 1)[0] if self.detail else self.result
 
 
-def device_annotations(binding: Binding) -> dict[str, str]:
-    """volcano.sh/gpu-index: the cards of every device resource, as Volcano's device plugin reads them."""
-    cards = [str(c) for _, chosen in sorted(binding.devices.items()) for c in chosen]
-    return {GPU_INDEX_ANNOTATION: ",".join(cards)} if cards else {}
+def device_annotations(binding: Binding, pod: Pod | None = None, node: Node | None = None) -> dict[str, str]:
+    """volcano.sh/gpu-index: the cards of every device resource, as Volcano's device plugin reads
+    them; for HAMi vGPU cards (with the pod and its node known), what Volcano's vGPU Allocate
+    writes for HAMi's device plugin (runtime.engine.devices_vgpu.binding_annotations)."""
+    cards = [str(c) for res, chosen in sorted(binding.devices.items()) if res != vg.VGPU_NUMBER for c in chosen]
+    out = {GPU_INDEX_ANNOTATION: ",".join(cards)} if cards else {}
+    vgpu = binding.devices.get(vg.VGPU_NUMBER)
+    if vgpu and pod is not None and node is not None:
+        out.update(vg.binding_annotations(node, tuple(vgpu), pod.requests))
+    return out
 
 
-def binding_body(binding: Binding, pod: Pod) -> dict:
+class _PredicateClock:
+    """volcano.sh/predicate-time values: nanoseconds since the epoch, strictly increasing, so that
+    pods bound one after another on a node are told apart in the order they were bound."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+
+    def next(self) -> int:
+        with self._lock:
+            self._last = max(time.time_ns(), self._last + 1)
+            return self._last
+
+
+_PREDICATE_CLOCK = _PredicateClock()
+
+
+def binding_body(binding: Binding, pod: Pod, node: Node | None = None) -> dict:
+    """The Binding: the pod's UID as a precondition and, with cards, the annotations Volcano's
+    deviceshare puts on the Binding (the API server copies them onto the pod as it binds it):
+    volcano.sh/gpu-index and volcano.sh/predicate-time, by which volcano-sh/devices tells which
+    pending pod on the node a kubelet Allocate call is for (the one chosen first)."""
     meta: dict = {"name": pod.name, "namespace": pod.namespace}
     if pod.uid:
         meta["uid"] = pod.uid
-    annotations = device_annotations(binding)
+    annotations = device_annotations(binding, pod, node)
+    if GPU_INDEX_ANNOTATION in annotations:
+        annotations[PREDICATE_TIME_ANNOTATION] = str(_PREDICATE_CLOCK.next())
     if annotations:
         meta["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
@@ -81,10 +112,12 @@ class Binder:
     batch in one round, then those that failed transiently again, all in one round, after a
     backoff, up to `attempts` rounds."""
 
-    def __init__(self, api: KubeApi, *, may_write: Callable[[], bool] = lambda: True, attempts: int = ATTEMPTS) -> None:
+    def __init__(self, api: KubeApi, *, may_write: Callable[[], bool] = lambda: True, attempts: int = ATTEMPTS,
+                 node_of: Callable[[str], Node | None] = lambda name: None) -> None:
         self.api = api
         self.may_write = may_write
         self.attempts = attempts
+        self.node_of = node_of          # the cache's Node by name: HAMi vGPU's annotations need its cards
 
     def bind_all(self, items: Sequence[tuple[Binding, Pod | None]]) -> Iterator[tuple[int, BindOutcome]]:
         """(position in `items`, outcome) for every item, each as soon as it is known: pods
@@ -94,7 +127,7 @@ class Binder:
             if pod is None:
                 yield i, BindOutcome(binding.pod, binding.node, REFUSED, "pod is gone", status=404)
             else:
-                pending.append((i, binding, pod, binding_body(binding, pod)))
+                pending.append((i, binding, pod, binding_body(binding, pod, self.node_of(binding.node))))
         delay = FIRST_RETRY_S
         for attempt in range(self.attempts):
             if not pending:

@@ -121,7 +121,7 @@ class KubeCluster:
         self.binds = ThreadPoolExecutor(bind_connections, thread_name_prefix="kube-bind")
         self.writes = ThreadPoolExecutor(WRITE_WORKERS, thread_name_prefix="kube-write")
         self.cache = ClusterCache(api, scheduler_name, on_watch_restart=self.metrics.watch_restarted)
-        self.binder = Binder(api, may_write=may_write)
+        self.binder = Binder(api, may_write=may_write, node_of=self.cache.node)
         self.evictor = Evictor(api, self.writes, may_write=may_write)
         self.status = st.StatusWriter(api, self.cache, may_write=may_write)
         self.status.on_answer = self._status_answered
@@ -371,7 +371,8 @@ class KubeCluster:
         for binding in decisions.bindings:
             pod = state.pods.get(binding.pod)
             # Assumed before the request goes out: the next cycle may start before it answers.
-            self.cache.assume_bound(binding.pod, binding.node, device_annotations(binding))
+            self.cache.assume_bound(binding.pod, binding.node,
+                                    device_annotations(binding, pod, self.cache.node(binding.node)))
             gang = gangs.get(group_key_of(pod)) if pod is not None else None
             if pod is not None and binding.pod in decisions.volumes:   # its claims are bound first
                 self.volumes.add(binding, pod, gang, decisions.volumes[binding.pod])

@@ -77,7 +77,9 @@ def test_device_memory_fragmentation(tmp_path, capsys):
     objects.append(pod("late", **{"nvidia.com/gpu-40gb-memory": "20Gi"}))
     code, out, _ = explain(capsys, tmp_path, objects, "ns/late", "--policy", POLICIES / "gpu-sharing.policy")
     assert code == 0
-    assert "- device: device memory fragmented: no card with 20Gi idle on 1 node" in out
+    assert ("- device: device memory fragmented: pod needs 20Gi of nvidia.com/gpu-40gb memory on a card and 50% of "
+            "each card's compute; node pcie's cards have 15Gi and 15Gi free (38% and 38% of their compute) on 1 node"
+            in out)
     # 30Gi are idle in all: the node has the memory, just not on one card.
     assert "insufficient nvidia.com/gpu-40gb-memory" not in out
 

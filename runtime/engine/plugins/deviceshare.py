@@ -23,9 +23,14 @@ from compiler import catalog as cat
 from compiler.quantities import format_base_units
 from runtime.engine.plugins.base import Plugin
 from runtime.engine.extension import Check, StatefulRule
+from runtime.engine import devices_vgpu as vg
 from runtime.engine.snapshot import DeviceInventory, DeviceNeed, Snapshot, device_need
 
 TOPOLOGY_BONUS = 100.0
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 class DeviceHooks:
@@ -48,9 +53,10 @@ class DeviceHooks:
         return cached
 
     def _card_ok(self, inv: DeviceInventory, need: DeviceNeed) -> np.ndarray:
+        ok = inv.healthy.copy() if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
         if inv.plan.sharing == "whole":
-            return (~inv.whole) & (inv.tasks == 0)
-        ok = ~inv.whole & (inv.card_memory - inv.used_memory >= need.memory)
+            return ok & (~inv.whole) & (inv.tasks == 0)
+        ok &= ~inv.whole & (inv.card_memory - inv.used_memory >= need.memory)
         if need.compute:
             ok &= inv.used_compute + need.compute <= 100
         if inv.plan.max_tasks_per_card:
@@ -64,21 +70,50 @@ class DeviceHooks:
         for i, need in self.needs(t):
             inv = self.inventories[i]
             res = inv.plan.resource
-            has = np.bincount(inv.card_node, minlength=n) >= need.cards
-            out.append((f"node(s) had too few {res} cards", has))
+            in_service = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
+            has = np.bincount(inv.card_node[in_service], minlength=n) >= need.cards
+            broken = len(in_service) - int(in_service.sum())
+            out.append((f"node(s) had too few {res} cards" + (" in service" if broken else ""), has))
             if inv.plan.models:
                 out.append((f"node(s) had no {res} of model {'/'.join(inv.plan.models)}", inv.model_ok))
             ok = self._card_ok(inv, need)
             fits = np.bincount(inv.card_node[ok], minlength=n) >= need.cards
-            if inv.plan.sharing == "whole":
-                message = f"insufficient idle {res} cards"
-            else:
-                message = f"device memory fragmented: no card with {format_base_units('memory', need.memory)} idle"
-                if need.cards > 1:
-                    message = (f"device memory fragmented: fewer than {need.cards} cards with "
-                               f"{format_base_units('memory', need.memory)} idle")
-            out.append((message, fits))
+            out.append((self._short_message(inv, need, has & inv.model_ok & ~fits), fits))
         return out
+
+    def _short_message(self, inv: DeviceInventory, need: DeviceNeed, short: np.ndarray) -> str:
+        """Why the nodes in `short` (enough cards, too few of them free) fail, with figures: what
+        the pod needs per card, and the free room on each card of the node that comes closest."""
+        res = inv.plan.resource
+        if inv.plan.sharing == "whole":
+            message = f"insufficient idle {res} cards (pod needs {need.cards})"
+            idle = self._card_ok(inv, need)
+            counts = np.bincount(inv.card_node[idle], minlength=self.snap.n_nodes)
+            if short.any():
+                best = int(np.flatnonzero(short)[np.argmax(counts[short])])
+                message += f"; node {self.snap.node_names[best]} has {int(counts[best])} idle"
+            return message
+        memory = format_base_units("memory", need.memory)
+        cards = "a card" if need.cards == 1 else f"{need.cards} cards"
+        message = f"device memory fragmented: pod needs {memory} of {res} memory on {cards}"
+        if need.compute:
+            message += f" and {need.compute}% of each card's compute"
+        if not short.any():
+            return message
+        usable = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
+        free = np.where(usable & ~inv.whole, np.maximum(inv.card_memory - inv.used_memory, 0), 0)
+        best_free = np.zeros(self.snap.n_nodes, dtype=np.int64)
+        np.maximum.at(best_free, inv.card_node, free)
+        candidates = np.flatnonzero(short)
+        node = int(candidates[np.argmax(best_free[candidates])])
+        on_node = np.flatnonzero(inv.card_node == node)
+        figures = sorted((int(free[c]) for c in on_node), reverse=True)
+        message += f"; node {self.snap.node_names[node]}'s cards have "
+        message += _and([format_base_units("memory", f) for f in figures]) + " free"
+        if need.compute:
+            cores = sorted((100 - int(inv.used_compute[c]) for c in on_node), reverse=True)
+            message += f" ({_and([f'{c}%' for c in cores])} of their compute)"
+        return message
 
     def node_mask(self, t: int) -> np.ndarray:
         mask = np.ones(self.snap.n_nodes, dtype=bool)
@@ -197,14 +232,138 @@ class DeviceRule(StatefulRule):
 
     def placed(self, t: int, node: int) -> None:
         if self.hooks.needs(t):
-            self.ssn.task_devices[t] = self.hooks.assign(t, node)
+            # Merged: the vGPU rule records its cards for the same binding.
+            self.ssn.task_devices[t] = {**self.ssn.task_devices.get(t, {}), **self.hooks.assign(t, node)}
             self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
 
     def unplaced(self, t: int, node: int) -> None:
-        devices = self.ssn.task_devices.pop(t, None)
-        if devices:
+        devices = self.ssn.task_devices.get(t)
+        mine = {inv.plan.resource for inv in self.hooks.inventories}
+        if devices and mine & set(devices):
             self.hooks.release(t, node, devices)
+            rest = {r: c for r, c in devices.items() if r not in mine}
+            if rest:
+                self.ssn.task_devices[t] = rest
+            else:
+                self.ssn.task_devices.pop(t, None)
             self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
+
+
+class VgpuRule(StatefulRule):
+    """HAMi vGPU cards (runtime.engine.devices_vgpu) as a stateful filter and scorer: a class asking
+    vGPU passes the nodes with enough fitting cards; a placement takes them (recorded for the
+    binding under volcano.sh/vgpu-number, as places in the node's register), an undo gives them back."""
+
+    name = "deviceshare"
+    preempts = False
+
+    def __init__(self, ssn, inventory: vg.VgpuInventory, policy: str, weight: float):
+        self.ssn = ssn
+        self.inv = inventory
+        self.policy = policy
+        self.weight = weight
+        self._needs: dict[int, vg.VgpuNeed | None] = {}
+        self._registered = np.array([mode is not None for mode in inventory.node_mode], dtype=bool)
+        self._hami = np.array([mode == vg.HAMI_CORE for mode in inventory.node_mode], dtype=bool)
+
+    def need(self, t: int) -> vg.VgpuNeed | None:
+        if t not in self._needs:
+            self._needs[t] = vg.vgpu_need(self.ssn.snap.pods[t].requests)
+        return self._needs[t]
+
+    def _head(self, cid: int) -> int:
+        return self.ssn.snap.classes[cid].head
+
+    def filters(self, cid: int) -> bool:
+        return self.need(self._head(cid)) is not None
+
+    def scores(self, cid: int) -> bool:
+        return self.weight != 0 and self.filters(cid)
+
+    def _node_checks(self, need: vg.VgpuNeed) -> list[tuple[str, np.ndarray]]:
+        inv, n = self.inv, self.ssn.snap.n_nodes
+        registered, hami = self._registered, self._hami
+        ok = inv.fit(need)
+        fits = np.bincount(inv.card_node[ok], minlength=n) >= need.cards
+        return [(f"node(s) had no vGPU cards registered ({vg.REGISTER})", registered),
+                ("node(s) had vGPU mode mig, which this scheduler does not evaluate yet", hami | ~registered),
+                (self._short_message(need, registered & hami & ~fits), fits)]
+
+    def _short_message(self, need: vg.VgpuNeed, short: np.ndarray) -> str:
+        memory = f"{need.percent}% of a card's memory" if need.percent != vg.NO_PERCENT else f"{need.memory} MiB"
+        cards = "a vGPU card" if need.cards == 1 else f"{need.cards} vGPU cards"
+        message = f"insufficient vGPU: pod needs {cards} with {memory} and {need.cores}% of the cores free"
+        if not short.any():
+            return message
+        inv = self.inv
+        free = np.where(inv.healthy & inv.usable, np.maximum(inv.memory - inv.used_mem, 0), 0)
+        best = np.zeros(self.ssn.snap.n_nodes, dtype=np.int64)
+        np.maximum.at(best, inv.card_node, free)
+        candidates = np.flatnonzero(short)
+        node = int(candidates[np.argmax(best[candidates])])
+        on_node = np.flatnonzero(inv.card_node == node)
+        figures = ", ".join(f"{int(free[c])} MiB/{100 - int(inv.used_core[c])}%/{int(inv.split[c] - inv.used_num[c])} "
+                            f"slot{'s' if inv.split[c] - inv.used_num[c] != 1 else ''}"
+                            + ("" if inv.healthy[c] else " (unhealthy)") for c in on_node)
+        return message + f"; node {self.ssn.snap.node_names[node]}'s cards have {figures} free"
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        mask = np.ones(self.ssn.snap.n_nodes, dtype=bool)
+        for _, passing in self._node_checks(self.need(self._head(cid))):
+            mask &= passing
+        mask = mask.astype(np.uint8)
+        return mask if nodes is None else mask[nodes]
+
+    def checks(self, cid: int) -> list[Check]:
+        return [Check(m, p) for m, p in self._node_checks(self.need(self._head(cid)))]
+
+    def _choose(self, need: vg.VgpuNeed, node: int) -> list[int]:
+        on_node = np.flatnonzero(self.inv.card_node == node)
+        ok = on_node[self.inv.fit(need)[on_node]]
+        return self.inv.order(ok, self.policy)[:need.cards]
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        need = self.need(self._head(cid))
+        rows = np.arange(self.ssn.snap.n_nodes) if nodes is None else nodes
+        out = np.zeros(len(rows), dtype=np.float64)
+        for i, node in enumerate(rows.tolist()):
+            for c in self._choose(need, node):
+                # Volcano's GPUScore: binpack by the card's memory use with this pod's share on it,
+                # spread for each card the pod would have alone.
+                if self.policy == "spread":
+                    out[i] += 100.0 if self.inv.used_num[c] == 0 else 0.0
+                else:
+                    used = self.inv.used_mem[c] + need.memory_on(int(self.inv.memory[c]))
+                    out[i] += 100.0 * used / max(int(self.inv.memory[c]), 1)
+        return out * self.weight
+
+    def placed(self, t: int, node: int) -> None:
+        need = self.need(t)
+        if need is None:
+            return
+        chosen = self._choose(need, node)
+        for c in chosen:
+            self.inv.take(c, need)
+        devices = dict(self.ssn.task_devices.get(t, {}))
+        devices[vg.VGPU_NUMBER] = tuple(int(self.inv.local[c]) for c in chosen)
+        self.ssn.task_devices[t] = devices
+        self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
+
+    def unplaced(self, t: int, node: int) -> None:
+        need = self.need(t)
+        devices = self.ssn.task_devices.get(t)
+        if need is None or not devices or vg.VGPU_NUMBER not in devices:
+            return
+        first = self.inv.first.get(node)
+        for local in devices[vg.VGPU_NUMBER]:
+            if first is not None:
+                self.inv.take(first + local, need, -1)
+        rest = {r: c for r, c in devices.items() if r != vg.VGPU_NUMBER}
+        if rest:
+            self.ssn.task_devices[t] = rest
+        else:
+            self.ssn.task_devices.pop(t, None)
+        self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
 
 
 class DeviceSharePlugin(Plugin):
@@ -212,18 +371,27 @@ class DeviceSharePlugin(Plugin):
     answers = frozenset({"predicate", "node_order"})
 
     def on_session_open(self, ssn) -> None:
+        # Node scores (card fill, topology groups, vGPU card use) count only with a weight; like
+        # Volcano's deviceshare.ScheduleWeight the catalog's default is 0. Card choice on the
+        # chosen node follows `policy` either way.
+        weight = self.spec.weight if self.spec.weight is not None else cat.PLUGINS[self.name].default_weight
+        # Card memory and cores are checked card by card, not by the node fit (the card count
+        # stays in it: the kubelet sums it per node). vGPU memory and cores are registered node
+        # resources the kubelet sums too; a memory percentage is no node resource at all (the
+        # kubelet drops extended resources its node does not advertise).
+        per_card = ssn.snap.device_managed.copy()
+        if ssn.snap.vgpu is not None:
+            if vg.VGPU_PERCENT in ssn.snap.resource_index:
+                per_card[ssn.snap.resource_index[vg.VGPU_PERCENT]] = True
+            vgpu = VgpuRule(ssn, ssn.snap.vgpu, self.args.get("schedule_policy", "binpack"), weight)
+            self.register(ssn, "predicate", vgpu)
+            self.register(ssn, "node_order", vgpu)
+            ssn.add_listener(vgpu)
+        ssn.check_columns_per_card(per_card)
         if not ssn.snap.devices:
             return
         policy = self.args.get("schedule_policy") if self.args.get("gpu_sharing") else None
-        hooks = DeviceHooks(ssn.snap, policy)
-        # Node scores (card fill, topology groups) count only with a weight; like Volcano's
-        # deviceshare.ScheduleWeight the catalog's default is 0. Card choice on the chosen node
-        # follows `policy` either way.
-        weight = self.spec.weight if self.spec.weight is not None else cat.PLUGINS[self.name].default_weight
-        rule = DeviceRule(ssn, hooks, weight)
-        # Card memory and cores are checked card by card, not by the node fit (the card count
-        # stays in it: the kubelet sums it per node).
-        ssn.check_columns_per_card(ssn.snap.device_managed)
+        rule = DeviceRule(ssn, DeviceHooks(ssn.snap, policy), weight)
         self.register(ssn, "predicate", rule)
         self.register(ssn, "node_order", rule)
         ssn.add_listener(rule)     # cards are taken on placement even with both points off

@@ -1,0 +1,136 @@
+"""Device resources whose device plugin serves a pod only with the cards the scheduler chose.
+
+Volcano's GPU share and GPU number (volcano-sh/devices) and HAMi's vGPU read the cards from
+annotations the scheduler writes; a pod placed by node totals alone gets no card, or another
+pod's. So a pending pod asking such a resource that none of the policy's device plans evaluates
+is held (Snapshot status HELD) with a reason naming the resource, rather than placed as if it
+were an ordinary extended resource. Resources of other device plugins (nvidia.com/gpu, ...) pick
+their cards on the node themselves and stay ordinary resources unless a `device` block manages
+them.
+
+Also here: the node annotation by which volcano-sh/devices takes cards out of service
+(volcano.sh/gpu-unhealthy-ids, card indices separated by commas).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from compiler.plan import DevicePlan
+from runtime.engine import devices_vgpu as vg
+
+GPU_NUMBER = "volcano.sh/gpu-number"
+GPU_MEMORY = "volcano.sh/gpu-memory"
+# Written on the Binding (the API server copies its annotations onto the pod), as Volcano's
+# deviceshare does at allocation: the cards, and when they were chosen (nanoseconds since the
+# epoch), by which volcano-sh/devices picks which pending pod on the node an Allocate call serves.
+GPU_INDEX = "volcano.sh/gpu-index"
+PREDICATE_TIME = "volcano.sh/predicate-time"
+# Node annotation of volcano-sh/devices: the indices of its cards that are unhealthy.
+UNHEALTHY_GPU_IDS = "volcano.sh/gpu-unhealthy-ids"
+VGPU_RESOURCES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage",
+                  "volcano.sh/vgpu-cores")
+# Every resource whose device plugin needs the scheduler's card choice.
+CHOSEN_BY_SCHEDULER = (GPU_NUMBER, GPU_MEMORY, *VGPU_RESOURCES)
+
+
+@dataclass(frozen=True)
+class DeviceHold:
+    """Why a pending pod is held for its device request: the field named and the sentence."""
+
+    field: str
+    message: str
+
+
+def evaluated_resources(plans: Iterable[DevicePlan]) -> set[str]:
+    """The resources some device plan places card by card."""
+    out: set[str] = set()
+    for plan in plans:
+        out.add(plan.resource)
+        if plan.sharing == "memory":
+            out.add(plan.memory_resource or GPU_MEMORY)
+            if plan.cores_resource:
+                out.add(plan.cores_resource)
+    return out
+
+
+def _why_not(resource: str) -> str:
+    if resource in VGPU_RESOURCES:
+        return "no device plan places it (deviceshare's `vgpu` is off), so no card would be written for HAMi's " \
+               "device plugin"
+    if resource == GPU_MEMORY:
+        return "no device plan places it (deviceshare's `gpu_sharing` is off), so no card would be written for " \
+               "volcano-sh/devices"
+    return "no device plan places it (deviceshare's `gpu_number` is off), so no card would be written for " \
+           "volcano-sh/devices"
+
+
+def device_hold(requests: Mapping[str, int], plans: list[DevicePlan], evaluated: set[str]) -> DeviceHold | None:
+    """Why a pod asking `requests` cannot be placed with cards its device plugin honours, or None."""
+    for resource in CHOSEN_BY_SCHEDULER:
+        if requests.get(resource, 0) > 0 and resource not in evaluated:
+            return DeviceHold(f"resources {resource}",
+                              f"pod asks for {resource}, which this scheduler does not evaluate: "
+                              f"{_why_not(resource)}; it is not placed without its cards")
+    for plan in plans:
+        memory = plan.memory_resource or GPU_MEMORY
+        if plan.sharing == "memory" and not plan.card_memory and requests.get(plan.resource, 0) > 0 \
+                and not requests.get(memory, 0):
+            # A shared plan knows a card request only by its memory: without it the card's share
+            # is unknown (Volcano's GPU share does not place it and its device plugin serves it no card).
+            hint = " (deviceshare's `gpu_number` places whole cards)" if plan.resource == GPU_NUMBER else ""
+            return DeviceHold(f"resources {plan.resource}",
+                              f"pod asks for {plan.resource} without {memory}: cards of {plan.resource} are shared "
+                              f"by memory{hint}; it is not placed without its share of a card")
+    return None
+
+
+def held_for_devices(pods: list, requests: np.ndarray, status: np.ndarray, pending: int,
+                     resource_index: Mapping[str, int], plans: list[DevicePlan],
+                     vgpu: bool = False) -> dict[int, DeviceHold]:
+    """Pending tasks held for their device requests (task -> why). Only tasks asking one of the
+    resources in question are looked at, so clusters without them pay one column test each.
+    `vgpu`: deviceshare places HAMi vGPU (its resources are evaluated, its pods checked for what
+    of vGPU is not: runtime.engine.devices_vgpu.vgpu_hold)."""
+    columns = [resource_index[r] for r in CHOSEN_BY_SCHEDULER if r in resource_index]
+    if not columns:
+        return {}
+    asking = np.flatnonzero((requests[:, columns] > 0).any(axis=1) & (status == pending))
+    if not len(asking):
+        return {}
+    evaluated = evaluated_resources(plans) | (set(VGPU_RESOURCES) if vgpu else set())
+    out = {}
+    for t in asking.tolist():
+        why = device_hold(pods[t].requests, plans, evaluated)
+        if why is None and vgpu and any(pods[t].requests.get(r, 0) > 0 for r in VGPU_RESOURCES):
+            why = _vgpu_hold(pods[t])
+        if why is not None:
+            out[t] = why
+    return out
+
+
+def _vgpu_hold(pod) -> DeviceHold | None:
+    if vg.vgpu_need(pod.requests) is None:
+        return DeviceHold(f"resources {vg.VGPU_CORES}",
+                          f"pod asks for vGPU cores or memory percentage without {vg.VGPU_NUMBER} or "
+                          f"{vg.VGPU_MEMORY}: Volcano places no vGPU for it; it is not placed without its cards")
+    field_why = vg.vgpu_hold(pod)
+    return DeviceHold(*field_why) if field_why is not None else None
+
+
+def unhealthy_cards(annotations: Mapping[str, str]) -> set[int]:
+    """The card indices volcano-sh/devices marks unhealthy on a node. An index that is not a
+    number is skipped, as Volcano does (it logs a warning)."""
+    value = annotations.get(UNHEALTHY_GPU_IDS)
+    if not value:
+        return set()
+    out = set()
+    for part in value.split(","):
+        try:
+            out.add(int(part.strip()))
+        except ValueError:
+            continue
+    return out

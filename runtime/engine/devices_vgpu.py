@@ -1,0 +1,256 @@
+"""HAMi vGPU as Volcano's deviceshare places it (`deviceshare { vgpu = true }`, Volcano's
+VGPUEnable; semantics from pkg/scheduler/api/devices/nvidia/vgpu and HAMi's protocol).
+
+Cards: a node takes part when its allocatable has volcano.sh/vgpu-number, vgpu-memory and
+vgpu-cores above 0 and it carries the device plugin's register annotation
+`volcano.sh/node-vgpu-register`: one `UUID,split count,memory MiB,type,health,mode` per card,
+cards separated by `:` (a card entry with fewer than six fields voids the node, as in Volcano).
+The node's mode is `mig` if its cards say so, else `hami-core` (Volcano reads `mps` and anything
+else as hami-core).
+
+A pod asks for vGPU by volcano.sh/vgpu-number (cards, default 1 when only memory is given),
+volcano.sh/vgpu-memory (MiB per card) or volcano.sh/vgpu-memory-percentage (of each card's memory;
+without either, the whole card's memory), and volcano.sh/vgpu-cores (percent of a card's compute;
+100 takes the card alone). A card fits when it is healthy, has room for one more task (its split
+count), the memory free, cores within 100 (an exclusive ask only on an unused card, no zero-core
+ask on a card at 100) and its type is NVIDIA's. Cards are taken in `schedule_policy` order
+(binpack: most memory used first; spread: fewest tasks first; then register order).
+
+What the device plugin reads goes on the Binding, as Volcano writes it: volcano.sh/vgpu-node,
+volcano.sh/vgpu-time and volcano.sh/bind-time (Unix seconds), volcano.sh/vgpu-ids-new and
+volcano.sh/devices-to-allocate (`UUID,NVIDIA,memory,cores:` per card, one list per container,
+containers separated by `;`) and volcano.sh/bind-phase `allocating`.
+
+Not evaluated yet, so such pods wait naming it: MIG mode (its geometries), a vGPU ask in more than
+one container or in an init container (one device list per container), and the pod annotations
+that filter cards (nvidia.com/use-gputype, nvidia.com/nouse-gputype, volcano.sh/vgpu-use-gpuuuid,
+volcano.sh/vgpu-nouse-gpuuuid, volcano.sh/vgpu-podgroup-policy); volcano.sh/vgpu-mode `hami-core`
+is what every node here is, any other mode waits.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+REGISTER = "volcano.sh/node-vgpu-register"
+VGPU_NUMBER = "volcano.sh/vgpu-number"
+VGPU_MEMORY = "volcano.sh/vgpu-memory"
+VGPU_PERCENT = "volcano.sh/vgpu-memory-percentage"
+VGPU_CORES = "volcano.sh/vgpu-cores"
+IDS = "volcano.sh/vgpu-ids-new"
+TO_ALLOCATE = "volcano.sh/devices-to-allocate"
+ASSIGNED_NODE = "volcano.sh/vgpu-node"
+ASSIGNED_TIME = "volcano.sh/vgpu-time"
+BIND_TIME = "volcano.sh/bind-time"
+BIND_PHASE = "volcano.sh/bind-phase"
+MODE = "volcano.sh/vgpu-mode"
+HAMI_CORE, MIG = "hami-core", "mig"
+NVIDIA = "NVIDIA"
+# Pod annotations that narrow the cards; not evaluated yet (see the module's docstring).
+FILTERS = ("nvidia.com/use-gputype", "nvidia.com/nouse-gputype", "volcano.sh/vgpu-use-gpuuuid",
+           "volcano.sh/vgpu-nouse-gpuuuid", "volcano.sh/vgpu-podgroup-policy")
+NO_PERCENT = 101           # Volcano's "no percentage asked"
+
+
+@dataclass(frozen=True)
+class VgpuCard:
+    uuid: str
+    split: int             # tasks it may hold
+    memory: int            # MiB
+    type: str
+    healthy: bool
+
+
+def parse_register(value: str) -> tuple[list[VgpuCard], str] | None:
+    """The node's cards and mode from its register annotation; None when it names no card or a
+    card entry is short (Volcano then ignores the node's vGPUs)."""
+    if ":" not in value:
+        return None
+    cards, mode = [], HAMI_CORE
+    for entry in value.split(":"):
+        if "," not in entry:
+            continue
+        items = entry.split(",")
+        if len(items) < 6:
+            return None
+        cards.append(VgpuCard(items[0], _int(items[1]), _int(items[2]), items[3],
+                              items[4].strip().lower() in ("1", "t", "true")))
+        mode = MIG if items[5] == MIG else HAMI_CORE
+    return (cards, mode) if cards else None
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0      # as Go's strconv.Atoi leaves it
+
+
+@dataclass(frozen=True)
+class VgpuNeed:
+    cards: int
+    memory: int            # MiB per card, when no percentage is asked
+    percent: int           # of each card's memory; NO_PERCENT: `memory` applies
+    cores: int
+
+    def memory_on(self, card_memory: np.ndarray | int):
+        return card_memory * self.percent // 100 if self.percent != NO_PERCENT else self.memory
+
+
+def vgpu_need(requests: Mapping[str, int]) -> VgpuNeed | None:
+    """What a pod asks of vGPU (Volcano's ExtractResourceRequest), or None: only a pod asking
+    vgpu-number or vgpu-memory asks for vGPU at all."""
+    number, memory = int(requests.get(VGPU_NUMBER, 0)), int(requests.get(VGPU_MEMORY, 0))
+    if not number and not memory:
+        return None
+    percent = int(requests.get(VGPU_PERCENT, 0)) or NO_PERCENT
+    if percent == NO_PERCENT and memory == 0:
+        percent = 100
+    return VgpuNeed(number or 1, memory, percent, int(requests.get(VGPU_CORES, 0)))
+
+
+def vgpu_hold(pod) -> tuple[str, str] | None:
+    """(field, why) when a pod's vGPU ask is not evaluated yet, else None."""
+    if pod.annotations.get(MODE, HAMI_CORE) != HAMI_CORE:
+        return (f"metadata.annotations[{MODE}]",
+                f"pod asks for vGPU mode {pod.annotations[MODE]}, which this scheduler does not evaluate yet "
+                "(only hami-core)")
+    for key in FILTERS:
+        if key in pod.annotations:
+            return (f"metadata.annotations[{key}]",
+                    f"pod narrows its vGPU cards by {key}, which this scheduler does not evaluate yet")
+    return None
+
+
+@dataclass
+class VgpuInventory:
+    """Every vGPU card of every node (flat arrays; `card_node` says whose, `local` its place in
+    the node's register)."""
+
+    card_node: np.ndarray        # (C,)
+    local: np.ndarray            # (C,)
+    uuid: list[str]
+    type: list[str]
+    split: np.ndarray
+    memory: np.ndarray           # MiB
+    healthy: np.ndarray          # bool
+    usable: np.ndarray           # bool: NVIDIA, on a hami-core node
+    used_num: np.ndarray
+    used_mem: np.ndarray
+    used_core: np.ndarray
+    node_mode: list[str | None]  # per node: its mode, None without vGPUs
+    first: dict[int, int]        # node -> its first card
+
+    def fit(self, need: VgpuNeed) -> np.ndarray:
+        """(C,) bool: cards that take one more device of `need` now."""
+        ok = self.healthy & self.usable & (self.used_num < self.split)
+        ok &= self.memory - self.used_mem >= need.memory_on(self.memory)
+        ok &= self.used_core + need.cores <= 100
+        if need.cores == 100:
+            ok &= self.used_num == 0
+        if need.cores == 0:
+            ok &= self.used_core < 100
+        return ok
+
+    def take(self, c: int, need: VgpuNeed, sign: int = 1) -> None:
+        self.used_num[c] += sign
+        self.used_mem[c] += sign * int(need.memory_on(int(self.memory[c])))
+        self.used_core[c] += sign * need.cores
+
+    def order(self, cards: np.ndarray, policy: str) -> list[int]:
+        """Cards in the order Volcano tries them: binpack most memory used first, spread fewest
+        tasks first; ties by register order."""
+        if policy == "spread":
+            return sorted(cards.tolist(), key=lambda c: (int(self.used_num[c]), int(self.local[c])))
+        return sorted(cards.tolist(), key=lambda c: (-int(self.used_mem[c]), int(self.local[c])))
+
+
+def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int]) -> VgpuInventory:
+    card_node, local, uuid, types, split, memory, healthy, usable = [], [], [], [], [], [], [], []
+    node_mode: list[str | None] = [None] * len(node_objects)
+    first: dict[int, int] = {}
+    for ni, node in enumerate(node_objects):
+        if not all(node.allocatable.get(r, 0) > 0 for r in (VGPU_NUMBER, VGPU_MEMORY, VGPU_CORES)):
+            continue
+        parsed = parse_register(node.annotations.get(REGISTER, ""))
+        if parsed is None:
+            continue
+        cards, mode = parsed
+        node_mode[ni] = mode
+        first[ni] = len(card_node)
+        for i, card in enumerate(cards):
+            card_node.append(ni)
+            local.append(i)
+            uuid.append(card.uuid)
+            types.append(card.type)
+            split.append(card.split)
+            memory.append(card.memory)
+            healthy.append(card.healthy)
+            usable.append(mode == HAMI_CORE and NVIDIA in card.type)
+    n = len(card_node)
+    inv = VgpuInventory(np.array(card_node, dtype=np.int64), np.array(local, dtype=np.int64), uuid, types,
+                        np.array(split, dtype=np.int64), np.array(memory, dtype=np.int64),
+                        np.array(healthy, dtype=bool), np.array(usable, dtype=bool), np.zeros(n, dtype=np.int64),
+                        np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), node_mode, first)
+    for pod in pods:
+        if not pod.node_name or pod.terminal or node_pos.get(pod.node_name, -1) not in first:
+            continue
+        ni = node_pos[pod.node_name]
+        on_node = range(first[ni], first[ni] + int(np.count_nonzero(inv.card_node == ni)))
+        if IDS in pod.annotations:
+            for container in decode_pod_devices(pod.annotations[IDS]):
+                for dev_uuid, _, mem, cores in container:
+                    # Volcano matches a used device to the card whose UUID it contains.
+                    c = next((c for c in on_node if inv.uuid[c] and inv.uuid[c] in dev_uuid), None)
+                    if c is not None:
+                        inv.used_num[c] += 1
+                        inv.used_mem[c] += mem
+                        inv.used_core[c] += cores
+        elif pod.devices.get(VGPU_NUMBER):
+            need = vgpu_need(pod.requests)
+            for i in pod.devices[VGPU_NUMBER]:
+                c = first[ni] + i
+                if need is not None and c in on_node:
+                    inv.take(c, need)
+    return inv
+
+
+def decode_pod_devices(value: str) -> list[list[tuple[str, str, int, int]]]:
+    """volcano.sh/vgpu-ids-new: per container, (uuid, type, memory MiB, cores) per device; entries
+    that do not parse are skipped, as Volcano does."""
+    out = []
+    for container in value.split(";"):
+        devices = []
+        for entry in container.split(":"):
+            items = entry.split(",")
+            if len(items) < 4:
+                continue
+            try:
+                devices.append((items[0], items[1], int(items[2]), int(items[3])))
+            except ValueError:
+                continue
+        out.append(devices)
+    return out
+
+
+def encode_pod_devices(containers: list[list[tuple[str, str, int, int]]]) -> str:
+    return ";".join("".join(f"{u},{t},{m},{c}:" for u, t, m, c in devices) for devices in containers)
+
+
+def binding_annotations(node, cards: tuple[int, ...], requests: Mapping[str, int],
+                        now: float | None = None) -> dict[str, str]:
+    """What Volcano's vGPU Allocate carries on the Binding for a pod given `cards` (places in
+    the node's register) on `node`; {} when the node's register no longer names them."""
+    parsed = parse_register(node.annotations.get(REGISTER, ""))
+    need = vgpu_need(requests)
+    if parsed is None or need is None or any(c >= len(parsed[0]) for c in cards):
+        return {}
+    listed = [(parsed[0][c].uuid, NVIDIA, int(need.memory_on(parsed[0][c].memory)), need.cores) for c in cards]
+    ids = encode_pod_devices([listed])
+    stamp = str(int(time.time() if now is None else now))
+    return {ASSIGNED_NODE: node.name, ASSIGNED_TIME: stamp, IDS: ids, TO_ALLOCATE: ids,
+            BIND_PHASE: "allocating", BIND_TIME: stamp}

@@ -1,0 +1,276 @@
+"""HAMi vGPU as Volcano places it (`deviceshare { vgpu = true }`).
+
+Cases translated from Volcano's pkg/scheduler/api/devices/nvidia/vgpu tests (named per case) and
+its user guide how_to_use_volcano_vgpu.md, on both kernels. The card checker decodes the Binding's
+annotations (what HAMi's device plugin reads) and the node's register on its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime.cluster.decisions import Binding
+from runtime.cluster.model import ClusterState, Node
+from runtime.cluster.objects import load_text
+from runtime.engine import devices_vgpu as vg
+from runtime.kube.binder import binding_body
+from tests.runtime.runtime_helpers import GiB, cycle, node, placements, pod, policy
+
+KERNELS = pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+TIERS = "tier {\n  plugin priority\n  plugin gang\n}\ntier {\n  plugin predicates\n  plugin deviceshare%s\n}\n"
+
+
+def plan(policy_name: str = "binpack", weight: str = ""):
+    return policy(TIERS % f"{weight} {{\n    vgpu = true\n    schedule_policy = {policy_name}\n  }}")
+
+
+BINPACK, SPREAD = plan(), plan("spread")
+
+
+def register(cards: list[tuple[str, int, int, str, bool]], mode: str = "hami-core") -> str:
+    return "".join(f"{u},{split},{mem},{kind},{str(ok).lower()},{mode}:" for u, split, mem, kind, ok in cards)
+
+
+def vgpu_node(state: ClusterState, name: str, cards: int = 2, mib: int = 16384, split: int = 4,
+              kind: str = "NVIDIA-A100", healthy=None, mode: str = "hami-core") -> Node:
+    healthy = healthy or [True] * cards
+    n = node(state, name, cpu=64000, memory=256 * GiB, **{vg.VGPU_NUMBER: cards * split, vg.VGPU_MEMORY: cards * mib,
+                                                          vg.VGPU_CORES: cards * 100})
+    n.annotations[vg.REGISTER] = register([(f"GPU-{name}-{i}", split, mib, kind, healthy[i]) for i in range(cards)],
+                                          mode)
+    return n
+
+
+def vpod(state: ClusterState, name: str, number: int = 1, memory: int = 0, cores: int = 0, percent: int = 0,
+         creation: float = 0.0, annotations=None, **kwargs):
+    requests = {vg.VGPU_NUMBER: number, vg.VGPU_MEMORY: memory, vg.VGPU_CORES: cores, vg.VGPU_PERCENT: percent}
+    return pod(state, name, cpu=100, memory=GiB // 4, requests={k: v for k, v in requests.items() if v},
+               creation=creation, annotations=dict(annotations or {}), **kwargs)
+
+
+def notes(state: ClusterState, binding: Binding) -> dict[str, str]:
+    return binding_body(binding, state.pods[binding.pod], state.nodes[binding.node])["metadata"]["annotations"]
+
+
+def reason(decisions, key: str) -> str:
+    return " | ".join(r.message for r in decisions.reasons_for(key))
+
+
+# --- the register and the pod's ask ---------------------------------------------------------
+
+def test_the_register_is_read_card_by_card_and_a_short_entry_voids_the_node() -> None:
+    cards, mode = vg.parse_register("GPU-a,10,32768,NVIDIA-A100,true,hami-core:GPU-b,10,32768,NVIDIA-A100,false,mps:")
+    assert [(c.uuid, c.split, c.memory, c.healthy) for c in cards] == [("GPU-a", 10, 32768, True),
+                                                                      ("GPU-b", 10, 32768, False)]
+    assert mode == "hami-core"                     # Volcano's getSharingMode: all but mig is hami-core
+    assert vg.parse_register("GPU-a,10,32768,NVIDIA-A100,true,mig:")[1] == "mig"
+    assert vg.parse_register("GPU-a,10,32768,NVIDIA-A100,true:") is None
+    assert vg.parse_register("nothing") is None
+
+
+@pytest.mark.parametrize("requests, need", [
+    ({vg.VGPU_NUMBER: 2}, vg.VgpuNeed(2, 0, 100, 0)),                        # whole memory of each card
+    ({vg.VGPU_MEMORY: 3000}, vg.VgpuNeed(1, 3000, vg.NO_PERCENT, 0)),        # memory alone: one card
+    ({vg.VGPU_NUMBER: 1, vg.VGPU_PERCENT: 25, vg.VGPU_CORES: 50}, vg.VgpuNeed(1, 0, 25, 50)),
+    ({vg.VGPU_CORES: 50}, None),                                             # no vGPU ask (checkVGPUResourcesInPod)
+])
+def test_a_pods_ask_is_read_as_volcanos_extract_resource_request(requests, need) -> None:
+    assert vg.vgpu_need(requests) == need
+
+
+# --- per-card fit ---------------------------------------------------------------------------
+
+@KERNELS
+@pytest.mark.parametrize("policy_plan, want", [
+    # TestSortedDeviceIndicesByPolicy_PicksExpectedDevice
+    (BINPACK, 0),     # "binpack picks busier device"
+    (SPREAD, 1),      # "spread picks idle device over shared one"
+])
+def test_card_order_follows_the_policy(pure, policy_plan, want) -> None:
+    state = ClusterState()
+    n = vgpu_node(state, "g0", cards=2)
+    vpod(state, "running", memory=4096, node_name="g0",
+         annotations={vg.IDS: "GPU-g0-0,NVIDIA,4096,0:"})
+    vpod(state, "worker", memory=4096)
+    decisions = cycle(policy_plan, state, pure)
+    [binding] = decisions.bindings
+    assert binding.devices == {vg.VGPU_NUMBER: (want,)}
+    written = notes(state, binding)
+    assert written[vg.IDS] == written[vg.TO_ALLOCATE] == f"GPU-g0-{want},NVIDIA,4096,0:"
+    assert written[vg.ASSIGNED_NODE] == n.name and written[vg.BIND_PHASE] == "allocating"
+    assert int(written[vg.ASSIGNED_TIME]) > 1_700_000_000 and "volcano.sh/gpu-index" not in written
+
+
+@KERNELS
+@pytest.mark.parametrize("asks, running, fits", [
+    (dict(memory=12000), [(0, 8000, 0)], False),            # 16384 - 8000 < 12000
+    (dict(memory=8000), [(0, 8000, 0)], True),
+    (dict(memory=1000, cores=60), [(0, 1000, 50)], False),  # cores over 100
+    (dict(memory=1000, cores=50), [(0, 1000, 50)], True),
+    (dict(memory=1000, cores=100), [(0, 1000, 10)], False),  # 100 cores: the card alone
+    (dict(memory=1000, cores=100), [], True),
+    (dict(memory=1000), [(0, 1000, 100)], False),           # no zero-core ask on a card at 100
+    (dict(percent=50), [(0, 8192, 0)], True),               # half of 16384 free
+    (dict(percent=60), [(0, 8192, 0)], False),
+    (dict(number=1), [(0, 1, 0)], False),                   # the whole memory of a card in use
+    (dict(memory=10), [(0, 10, 0)] * 4, False),             # split count 4 reached
+    (dict(memory=10), [(0, 10, 0)] * 3, True),
+])
+def test_one_card_fits_as_volcano_checks_it(pure, asks, running, fits) -> None:
+    state = ClusterState()
+    vgpu_node(state, "g0", cards=1, mib=16384, split=4)
+    for i, (card, mem, cores) in enumerate(running):
+        vpod(state, f"r{i}", node_name="g0", annotations={vg.IDS: f"GPU-g0-{card},NVIDIA,{mem},{cores}:"})
+    vpod(state, "p", **asks)
+    decisions = cycle(BINPACK, state, pure)
+    assert ("ns/p" in placements(decisions)) is fits
+    if not fits:      # the split count is also the node's vgpu-number, which the kubelet sums
+        why = reason(decisions, "ns/p")
+        assert "insufficient vGPU: pod needs a vGPU card" in why or "Insufficient volcano.sh/vgpu-number" in why
+
+
+@KERNELS
+def test_unhealthy_cards_mig_nodes_and_other_vendors_are_never_used(pure) -> None:
+    state = ClusterState()
+    vgpu_node(state, "a", cards=2, healthy=[False, True])
+    vgpu_node(state, "b", cards=2, mode="mig")
+    vgpu_node(state, "c", cards=2, kind="MLU-370")
+    for i in range(3):
+        vpod(state, f"p{i}", memory=12000, creation=float(i))
+    decisions = cycle(BINPACK, state, pure)
+    assert {b.pod: (b.node, b.devices[vg.VGPU_NUMBER]) for b in decisions.bindings} == {"ns/p0": ("a", (1,))}
+    why = reason(decisions, "ns/p1")
+    assert "vGPU mode mig" in why and "insufficient vGPU" in why
+
+
+@KERNELS
+def test_a_node_without_register_or_vgpu_allocatable_has_no_vgpu(pure) -> None:
+    state = ClusterState()
+    n = vgpu_node(state, "g0")
+    n.allocatable[vg.VGPU_CORES] = 0          # NewGPUDevices: every vGPU resource above 0
+    vpod(state, "p", memory=100)
+    decisions = cycle(BINPACK, state, pure)
+    assert not decisions.bindings
+    assert f"no vGPU cards registered ({vg.REGISTER})" in reason(decisions, "ns/p")
+
+
+@KERNELS
+def test_multi_card_asks_take_distinct_cards_and_write_one_device_list(pure) -> None:
+    state = ClusterState()
+    vgpu_node(state, "g0", cards=4)
+    vpod(state, "p", number=3, memory=2000, cores=30)
+    decisions = cycle(SPREAD, state, pure)
+    [binding] = decisions.bindings
+    assert binding.devices == {vg.VGPU_NUMBER: (0, 1, 2)}
+    assert notes(state, binding)[vg.IDS] == "GPU-g0-0,NVIDIA,2000,30:GPU-g0-1,NVIDIA,2000,30:GPU-g0-2,NVIDIA,2000,30:"
+
+
+@KERNELS
+def test_pods_placed_in_one_cycle_never_share_more_than_a_card_has(pure) -> None:
+    """TestBinpackStacksSequentialPods's setting: pods of 6000 MiB on 16384 MiB cards stack two
+    per card with binpack, never three."""
+    state = ClusterState()
+    vgpu_node(state, "g0", cards=3)
+    for i in range(7):
+        vpod(state, f"p{i}", memory=6000, creation=float(i))
+    decisions = cycle(BINPACK, state, pure)
+    cards = [b.devices[vg.VGPU_NUMBER][0] for b in decisions.bindings]
+    assert sorted(cards) == [0, 0, 1, 1, 2, 2]
+    assert "ns/p6" in {u.pod for u in decisions.unschedulable}
+
+
+@KERNELS
+@pytest.mark.parametrize("annotation, value", [
+    ("nvidia.com/use-gputype", "A100"), ("volcano.sh/vgpu-nouse-gpuuuid", "GPU-g0-0"),
+    ("volcano.sh/vgpu-podgroup-policy", "spread"), (vg.MODE, "mig"),
+])
+def test_card_filters_not_evaluated_yet_make_the_pod_wait_naming_them(pure, annotation, value) -> None:
+    state = ClusterState()
+    vgpu_node(state, "g0")
+    vpod(state, "p", memory=100, annotations={annotation: value})
+    vpod(state, "q", memory=100, annotations={vg.MODE: "hami-core"})
+    decisions = cycle(BINPACK, state, pure)
+    assert placements(decisions) == {"ns/q": "g0"}
+    [why] = decisions.reasons_for("ns/p")
+    assert why.kind == "unsupported" and annotation in why.details["field"]
+
+
+@KERNELS
+def test_a_multi_container_vgpu_pod_waits_naming_its_containers(pure) -> None:
+    """volcano#4505: a pod whose two containers each ask a vGPU crashed Volcano's scheduler with
+    volcano-vgpu-device-plugin. One device list per container is not evaluated yet: it waits."""
+    limits = "{limits: {volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '3000'}}"
+    text = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: two, namespace: ns}}
+spec:
+  schedulerName: volcano
+  containers:
+  - {{name: a, image: x, resources: {limits}}}
+  - {{name: b, image: x, resources: {limits}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: one, namespace: ns}}
+spec:
+  schedulerName: volcano
+  containers:
+  - {{name: a, image: x, resources: {limits}}}
+  - {{name: sidecar, image: x}}
+"""
+    state = load_text(text)
+    vgpu_node(state, "g0")
+    decisions = cycle(BINPACK, state, pure)
+    assert placements(decisions) == {"ns/one": "g0"}
+    assert "spec.containers[0], spec.containers[1]" in reason(decisions, "ns/two")
+
+
+# --- invariant: no card over-committed, no unhealthy card used --------------------------------
+
+def check_cards(state: ClusterState, decisions) -> list[str]:
+    """From the node registers and the annotations the device plugin would read, on their own."""
+    problems = []
+    for name, n in state.nodes.items():
+        cards = {}
+        for entry in n.annotations.get(vg.REGISTER, "").split(":"):
+            items = entry.split(",")
+            if len(items) >= 6:
+                cards[items[0]] = (int(items[1]), int(items[2]), items[4] == "true")
+        use = {u: [0, 0, 0] for u in cards}
+        for p in state.pods.values():
+            if p.node_name != name or vg.IDS not in p.annotations:
+                continue
+            for device in p.annotations[vg.IDS].rstrip(":").split(":"):
+                u, _, mem, cores = device.split(",")
+                use[u][0] += 1
+                use[u][1] += int(mem)
+                use[u][2] += int(cores)
+                if not cards[u][2] and p.key in {b.pod for b in decisions.bindings}:
+                    problems.append(f"{p.key} given unhealthy {u}")
+        for u, (num, mem, cores) in use.items():
+            if num > cards[u][0] or mem > cards[u][1] or cores > 100:
+                problems.append(f"{u}: {num} tasks of {cards[u][0]}, {mem} MiB of {cards[u][1]}, {cores}% cores")
+    return problems
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(st.tuples(st.integers(1, 4), st.sampled_from([8192, 16384]), st.integers(1, 4),
+                                st.lists(st.booleans(), min_size=4, max_size=4)), min_size=1, max_size=3),
+       pods=st.lists(st.tuples(st.integers(1, 2), st.integers(0, 9000), st.sampled_from([0, 20, 50, 100]),
+                               st.sampled_from([0, 0, 30])), min_size=1, max_size=20),
+       spread=st.booleans(), pure=st.booleans())
+def test_no_vgpu_card_is_over_committed_and_no_unhealthy_card_used(nodes, pods, spread, pure) -> None:
+    state = ClusterState()
+    for i, (cards, mib, split, healthy) in enumerate(nodes):
+        vgpu_node(state, f"g{i}", cards=cards, mib=mib, split=split, healthy=healthy[:cards])
+    for i, (number, memory, cores, percent) in enumerate(pods):
+        vpod(state, f"p{i}", number=number, memory=memory, cores=cores, percent=percent, creation=float(i))
+    for _ in range(2):
+        decisions = cycle(SPREAD if spread else BINPACK, state, pure)
+        for binding in decisions.bindings:     # what the API server copies from the Binding
+            state.pods[binding.pod].annotations.update(notes(state, binding))
+        state.apply(decisions)
+        assert not check_cards(state, decisions), check_cards(state, decisions)
