@@ -74,7 +74,7 @@ class Flag:
 
 FLAGS: tuple[Flag, ...] = (
     Flag("job_order", "enableJobOrder", True, "order jobs"),
-    Flag("hierarchy", "enableHierarchy", False, "hierarchical queues (drf)"),
+    Flag("hierarchy", "enableHierarchy", False, "hierarchical queues (drf, capacity; nodegroup: inherited node groups)"),
     Flag("job_ready", "enableJobReady", True, "decide whether a job is ready"),
     Flag("job_pipelined", "enableJobPipelined", True, "decide whether a job is pipelined"),
     Flag("task_order", "enableTaskOrder", True, "order tasks within a job"),
@@ -230,6 +230,17 @@ PLUGINS: dict[str, PluginSpec] = {
             weight_volcano="weight",
         ),
         PluginSpec(
+            "nodegroup", "Keeps each queue's pods in its node groups (nodes labelled volcano.sh/nodegroup-name): "
+            "required groups filter, preferred ones score, anti-affinity the other way round; with "
+            "`enable_hierarchy`, a queue without groups takes its nearest ancestor's.",
+            frozenset({"predicate", "node_order", "hierarchy"}),
+            arguments=(
+                Argument("strict", BOOL, "nodes without a node group are closed to every queue (Volcano's "
+                         "default); false opens them to queues that name no groups", True, volcano="strict"),
+            ),
+            scores=True,
+        ),
+        PluginSpec(
             "deviceshare", "Places device requests on cards: whole cards, GPU memory slices or vGPU.",
             frozenset({"predicate", "node_order"}),
             arguments=(
@@ -254,6 +265,13 @@ PLUGINS: dict[str, PluginSpec] = {
     )
 }
 
+# Settings policydsl once accepted that are gone, with where their meaning lives now (the hint of
+# the unknown-setting error).
+RETIRED_SETTINGS = {
+    "vgpu_pod_group_spread": "Volcano never had this argument (`deviceshare.VGPUPodGroupDeviceSpread`): a pod asks "
+                             "for its PodGroup's vGPU spread with the annotation volcano.sh/vgpu-podgroup-policy: spread",
+}
+
 # Plugins that pick victims, per action that evicts.
 VICTIM_POINT = {"preempt": "preemptable", "reclaim": "reclaimable"}
 
@@ -265,13 +283,6 @@ class ActionSpec:
     name: str
     doc: str
     arguments: tuple[Argument, ...] = ()
-# Settings policydsl once accepted that are gone, with where their meaning lives now (the hint of
-# the unknown-setting error).
-RETIRED_SETTINGS = {
-    "vgpu_pod_group_spread": "Volcano never had this argument (`deviceshare.VGPUPodGroupDeviceSpread`): a pod asks "
-                             "for its PodGroup's vGPU spread with the annotation volcano.sh/vgpu-podgroup-policy: spread",
-}
-
     volcano: str | None = None      # Volcano's name for the action, where it differs from ours
     # A gang-aware eviction action: the action whose extension points it consults (and which it
     # replaces: Volcano refuses both in one action list).
@@ -356,6 +367,14 @@ QUEUE_SETTINGS: tuple[Argument, ...] = (
     Argument("borrow", BOOL, "may use idle resources of its siblings above its deserved share", True),
     Argument("borrow_limit", RESOURCES, "most it may borrow above its deserved share", None),
     Argument("state", SYMBOL, "closed queues admit no new jobs", "open", {"allowed": ["open", "closed"]}),
+    Argument("dequeue", SYMBOL, "once one of its jobs cannot allocate in a cycle: the others go on (traverse), "
+             "or those of the same or lower priority wait (fifo), or those of lower priority (priorityfifo)",
+             "traverse", {"allowed": ["traverse", "fifo", "priorityfifo"]}),
+    Argument("node_groups", STRINGS, "node groups its pods may run in (nodegroup plugin)", []),
+    Argument("preferred_node_groups", STRINGS, "node groups its pods prefer (nodegroup plugin)", []),
+    Argument("excluded_node_groups", STRINGS, "node groups its pods may not run in (nodegroup plugin)", []),
+    Argument("avoided_node_groups", STRINGS, "node groups its pods run in only when others are full "
+             "(nodegroup plugin)", []),
 )
 QUEUE_SETTINGS_BY_NAME = {a.name: a for a in QUEUE_SETTINGS}
 

@@ -49,6 +49,13 @@ class QueuePlan:
     borrow_limit: Mapping[str, int] | None = None
     state: str = "open"
     declared: bool = True   # False for the implicit `default` queue
+    dequeue: str = "traverse"
+    # The nodegroup plugin's groups (a Queue's spec.affinity): required, preferred, and the
+    # anti-affinity's required (excluded) and preferred (avoided).
+    node_groups: tuple[str, ...] = ()
+    preferred_node_groups: tuple[str, ...] = ()
+    excluded_node_groups: tuple[str, ...] = ()
+    avoided_node_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,7 @@ def build_plan(document: dict) -> Plan:
                                    for p in t["plugins"]))
         for t in document["tiers"]
     )
-    queues = [QueuePlan(**{k: v for k, v in q.items()}) for q in document["queues"]]
+    queues = [QueuePlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in q.items()}) for q in document["queues"]]
     if not any(q.name == cat.DEFAULT_QUEUE for q in queues):
         queues.append(QueuePlan(cat.DEFAULT_QUEUE, cat.ROOT_QUEUE, declared=False))
     devices = tuple(DevicePlan(**{**d, "models": tuple(d["models"])}) for d in document["devices"])

@@ -233,7 +233,8 @@ def test_queue_and_device_defaults_come_from_the_catalog():
     plan = plan_of('queue a {}\ndevice "nvidia.com/gpu" {}\n')
     queue, device = plan.queue("a"), plan.devices[0]
     for setting in cat.QUEUE_SETTINGS:
-        assert getattr(queue, setting.name) == setting.default, setting.name
+        expected = tuple(setting.default) if isinstance(setting.default, list) else setting.default
+        assert getattr(queue, setting.name) == expected, setting.name
     for setting in cat.DEVICE_SETTINGS:
         expected = tuple(setting.default) if isinstance(setting.default, list) else setting.default
         assert getattr(device, setting.name) == expected, setting.name

@@ -312,7 +312,8 @@ HIERARCHY_UNSUPPORTED = CodeInfo(
 
 @rule(HIERARCHY_UNSUPPORTED, whole_policy=True)
 def nested_queues_without_hierarchy(ctx: LintContext) -> Iterator[Diagnostic]:
-    if ctx.enabled_at("hierarchy"):
+    # The nodegroup plugin's hierarchy only inherits node groups; it shares nothing down the tree.
+    if any(p.name != "nodegroup" for p in ctx.enabled_at("hierarchy")):
         return
     for queue in ctx.queues:
         parent = ctx.queues[queue.parent_index] if queue.parent_index is not None else None
@@ -338,6 +339,33 @@ def closed_default_queue(ctx: LintContext) -> Iterator[Diagnostic]:
         if queue.name == cat.DEFAULT_QUEUE and queue.values.get("state") == "closed":
             yield finding(CLOSED_DEFAULT, "the `default` queue is closed: jobs that name no queue never start",
                           _value_span(ctx, queue, "state"), "keep it open, or set a queue on every job")
+
+
+NODE_GROUPS_WITHOUT_PLUGIN = CodeInfo(
+    "PD216", "node-groups-without-nodegroup", Severity.ERROR,
+    "a queue names node groups while the nodegroup plugin is not enabled",
+    why="Only the nodegroup plugin keeps a queue's pods in (or out of) its node groups; without it the "
+        "setting would be accepted and do nothing, and the queue's pods would land on any node.",
+    fix="Add `plugin nodegroup` to a tier, or remove the node group settings.",
+    bad=_HEAD + 'queue batch {\n  node_groups = ["cpu-pool"]  # expect: PD216\n}\n',
+    good=('policy "example" version 1\nactions [enqueue, allocate]\n'
+          'tier {\n  plugin predicates\n  plugin proportion\n  plugin nodegroup\n}\n'
+          'queue batch {\n  node_groups = ["cpu-pool"]\n}\n'),
+)
+NODE_GROUP_SETTINGS = ("node_groups", "preferred_node_groups", "excluded_node_groups", "avoided_node_groups")
+
+
+@rule(NODE_GROUPS_WITHOUT_PLUGIN, whole_policy=True)
+def node_groups_without_plugin(ctx: LintContext) -> Iterator[Diagnostic]:
+    if ctx.plugin_named("nodegroup"):
+        return
+    for queue in ctx.queues:
+        for key in NODE_GROUP_SETTINGS:
+            found = setting(queue.node.settings, key)
+            if found is not None:
+                yield finding(NODE_GROUPS_WITHOUT_PLUGIN,
+                              f"queue `{queue.name}` sets `{key}`, which only the nodegroup plugin reads",
+                              found.key.span, "add `plugin nodegroup`, or remove the setting")
 
 
 # Judged against a cluster, which lint does not have: `policydsl simulate` (and `policydsl test`,

@@ -20,7 +20,7 @@ from compiler.pipeline import Compilation, compile_file, compile_text
 from compiler.quantities import format_base_units
 from compiler.volcano import codes
 from compiler.volcano.config_reader import CONFIG_KEY
-from compiler.volcano.model import TranslationResult
+from compiler.volcano.model import AFFINITY_SETTINGS, TranslationResult
 from policydsl.diagnostics import Diagnostic, make
 
 QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -162,6 +162,14 @@ def queue_objects(ir: dict, report: Report) -> list[dict]:
                 spec[key] = queue[key]
         if queue["parent"] not in (None, cat.ROOT_QUEUE):
             spec["parent"] = queue["parent"]
+        if queue.get("dequeue", "traverse") != "traverse":
+            spec["dequeueStrategy"] = queue["dequeue"]
+        affinity: dict[str, dict[str, list[str]]] = {}
+        for (part, term), setting in AFFINITY_SETTINGS.items():
+            if queue.get(setting):
+                affinity.setdefault(part, {})[term] = list(queue[setting])
+        if affinity:
+            spec["affinity"] = affinity
         obj: dict[str, Any] = {"apiVersion": QUEUE_API_VERSION, "kind": "Queue",
                                "metadata": {"name": queue["name"]}, "spec": spec}
         if queue.get("state") == "closed":

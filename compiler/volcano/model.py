@@ -75,6 +75,16 @@ class SchedulerConfig:
     span: Span | None = field(default=None, compare=False)   # where the config starts, for findings on all of it
 
 
+# A Queue's spec.affinity (Volcano's nodegroup plugin), by part and term, and the policy's queue
+# setting each becomes.
+AFFINITY_SETTINGS = {
+    ("nodeGroupAffinity", "requiredDuringSchedulingIgnoredDuringExecution"): "node_groups",
+    ("nodeGroupAffinity", "preferredDuringSchedulingIgnoredDuringExecution"): "preferred_node_groups",
+    ("nodeGroupAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"): "excluded_node_groups",
+    ("nodeGroupAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution"): "avoided_node_groups",
+}
+
+
 @dataclass(frozen=True)
 class QueueConfig:
     """One Queue object. Resource maps hold quantities as written."""
@@ -88,4 +98,9 @@ class QueueConfig:
     priority: int | None = None
     reclaimable: bool | None = None
     state: str | None = None          # "open" or "closed"
+    dequeue: str | None = None        # spec.dequeueStrategy
+    node_groups: list[str] | None = None             # spec.affinity (the nodegroup plugin's), by part
+    preferred_node_groups: list[str] | None = None
+    excluded_node_groups: list[str] | None = None
+    avoided_node_groups: list[str] | None = None
     note: str = field(default="", compare=False)   # a comment for the policy, e.g. a lost parent

@@ -26,12 +26,14 @@ from compiler.volcano.located_yaml import (
     kind_of,
     lookup,
 )
-from compiler.volcano.model import QueueConfig
+from compiler.volcano.model import AFFINITY_SETTINGS, QueueConfig
 from compiler.volcano.reading import Invalid, NodeReader
 from policydsl.diagnostics import did_you_mean
 
 QUEUE_GROUP = "scheduling.volcano.sh/"
-_QUEUE_SPEC_FIELDS = ("weight", "capability", "guarantee", "deserved", "reclaimable", "priority", "parent", "state")
+_QUEUE_SPEC_FIELDS = ("weight", "capability", "guarantee", "deserved", "reclaimable", "priority", "parent", "state",
+                      "dequeueStrategy", "affinity")
+
 
 
 class QueueReader(NodeReader):
@@ -101,11 +103,16 @@ class QueueReader(NodeReader):
                 if entry.key not in _QUEUE_SPEC_FIELDS:
                     self.report(codes.NOT_IMPORTED, f"queue `{name}`: `spec.{entry.key}` is not imported",
                                 src.span(entry.key_node), "a policy declares weight, capability, guarantee, deserved, "
-                                "reclaimable, priority, parent and state")
+                                "reclaimable, priority, parent, state, dequeueStrategy and affinity")
                     continue
                 nodes[entry.key] = entry.value
                 try:
-                    values[entry.key] = self.spec_field(src, name, entry.key, entry.value)
+                    if entry.key == "affinity":
+                        values.update(self.affinity(src, name, entry.value))
+                    elif entry.key == "dequeueStrategy":
+                        values["dequeue"] = self.dequeue_strategy(entry.value)
+                    else:
+                        values[entry.key] = self.spec_field(src, name, entry.key, entry.value)
                 except Invalid as err:
                     self.report(codes.BAD_VALUE, f"queue `{name}`: `spec.{entry.key}`: {err}", src.span(entry.value))
         elif spec is not None and not is_null(spec.value):
@@ -164,6 +171,39 @@ class QueueReader(NodeReader):
         if parent is not None and "parent" not in nodes:
             nodes["parent"] = path_entry.value
         return replace(queue, parent=parent, weight=weight, note=note)
+
+    def dequeue_strategy(self, node: Node) -> str | None:
+        if is_null(node):
+            return None
+        strategy = self.text(node).strip()
+        if strategy not in ("traverse", "fifo", "priorityfifo"):
+            raise Invalid(f"`{strategy}` is not traverse, fifo or priorityfifo")
+        return strategy
+
+    def affinity(self, src: YamlText, queue: str, node: Node) -> dict[str, list[str]]:
+        """spec.affinity as the policy's node group settings; a field Volcano's schema has not is refused."""
+        if is_null(node):
+            return {}
+        if not is_mapping(node):
+            raise Invalid(f"expected a mapping, got {kind_of(node)}")
+        out: dict[str, list[str]] = {}
+
+        def bad(entry, text: str) -> None:
+            self.report(codes.BAD_VALUE, f"queue `{queue}`: `spec.affinity.{text}", src.span(entry.key_node))
+
+        for part in self.mapping_entries(src, node):
+            if part.key not in ("nodeGroupAffinity", "nodeGroupAntiAffinity") or not is_mapping(part.value):
+                bad(part, f"{part.key}` is not nodeGroupAffinity or nodeGroupAntiAffinity (a mapping)")
+                continue
+            for term in self.mapping_entries(src, part.value):
+                setting = AFFINITY_SETTINGS.get((part.key, term.key))
+                if setting is None:
+                    bad(term, f"{part.key}.{term.key}` is not a field of {part.key}")
+                elif not is_sequence(term.value) or not all(is_scalar(v) for v in term.value.value):
+                    bad(term, f"{part.key}.{term.key}` must be a list of node group names")
+                else:
+                    out[setting] = [str(v.value) for v in term.value.value]
+        return out
 
     def spec_field(self, src: YamlText, queue: str, key: str, node: Node) -> Any:
         if is_null(node):

@@ -321,6 +321,28 @@ class PodGroup:
                 f"its pods wait rather than be placed without it")
 
 
+# A Queue's spec.dequeueStrategy: what its other jobs do in a cycle once one of its jobs failed
+# to allocate (Volcano's docs/design/dequeue-strategy.md): go on (traverse), wait when of the
+# same or lower priority (fifo), or wait when of lower priority (priorityfifo).
+DEQUEUE_STRATEGIES = ("traverse", "fifo", "priorityfifo")
+NODEGROUP_LABEL = "volcano.sh/nodegroup-name"    # the node label Volcano's nodegroup plugin reads
+
+
+@dataclass(frozen=True)
+class NodeGroupAffinity:
+    """A queue's node groups (Queue spec.affinity, read by Volcano's nodegroup plugin): groups
+    are values of the nodes' volcano.sh/nodegroup-name label."""
+
+    required: frozenset[str] = frozenset()            # nodeGroupAffinity.required...
+    preferred: frozenset[str] = frozenset()           # nodeGroupAffinity.preferred...
+    anti_required: frozenset[str] = frozenset()       # nodeGroupAntiAffinity.required...
+    anti_preferred: frozenset[str] = frozenset()      # nodeGroupAntiAffinity.preferred...
+
+    @property
+    def empty(self) -> bool:
+        return not (self.required or self.preferred or self.anti_required or self.anti_preferred)
+
+
 @dataclass
 class QueueObject:
     """A `Queue` object of the cluster (the policy's queues are compiler.plan.QueuePlan)."""
@@ -336,6 +358,8 @@ class QueueObject:
     state: str = "open"
     annotations: dict[str, str] = field(default_factory=dict)   # volcano.sh/hierarchy (drf), ...
     uid: str = ""              # metadata.uid: what its Events name
+    dequeue: str = "traverse"  # spec.dequeueStrategy (DEQUEUE_STRATEGIES)
+    affinity: NodeGroupAffinity | None = None    # spec.affinity (None: not set)
     # Why the object cannot be used as it is (the connector keeps a Queue it could not read,
     # e.g. weight 0, under its name with this): its jobs wait saying so instead of being told
     # the queue does not exist.

@@ -19,6 +19,7 @@ import yaml
 
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
+from runtime.cluster.model import DEQUEUE_STRATEGIES, NodeGroupAffinity
 from runtime.cluster.model import (
     DEFAULT_MAX_PODS, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition, NetworkTopology, Node, PodGroup,
     QueueObject, Taint,
@@ -304,7 +305,48 @@ def _read_queue(obj: dict, state: ClusterState) -> None:
         parent=spec.get("parent") or None, state="open" if state_name == "open" else "closed",
         annotations=kf.strings(obj["metadata"].get("annotations"), "metadata.annotations"),
         uid=str(obj["metadata"].get("uid") or ""),
+        dequeue=read_dequeue_strategy(spec.get("dequeueStrategy")),
+        affinity=read_queue_affinity(spec.get("affinity")),
     ))
+
+
+def read_dequeue_strategy(value: Any) -> str:
+    """`spec.dequeueStrategy`; unset or empty is Volcano's default, traverse."""
+    if value in (None, ""):
+        return "traverse"
+    if value not in DEQUEUE_STRATEGIES:
+        raise FieldError(f"`spec.dequeueStrategy` must be one of {', '.join(DEQUEUE_STRATEGIES)}, found {value!r}")
+    return str(value)
+
+
+AFFINITY_FIELDS = {"nodeGroupAffinity": ("required", "preferred"), "nodeGroupAntiAffinity": ("anti_required",
+                                                                                              "anti_preferred")}
+AFFINITY_TERMS = ("requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution")
+
+
+def read_queue_affinity(value: Any) -> NodeGroupAffinity | None:
+    """`spec.affinity`: the node groups of Volcano's nodegroup plugin. Every field is read; one
+    this scheduler does not know is refused, naming it (Volcano's schema has no other)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise FieldError(f"`spec.affinity` must be a mapping, found {type(value).__name__}")
+    groups: dict[str, frozenset[str]] = {}
+    for key, raw in value.items():
+        if key not in AFFINITY_FIELDS:
+            raise FieldError(f"`spec.affinity.{key}` is not a field of a Queue's affinity "
+                             f"(it has {', '.join(AFFINITY_FIELDS)})")
+        where = f"spec.affinity.{key}"
+        terms = kf.mapping(value, key)
+        for term in terms:
+            if term not in AFFINITY_TERMS:
+                raise FieldError(f"`{where}.{term}` is not a field of {key} (it has {', '.join(AFFINITY_TERMS)})")
+        for term, slot in zip(AFFINITY_TERMS, AFFINITY_FIELDS[key]):
+            names = kf.listing(terms, term)
+            if not all(isinstance(n, str) and n for n in names):
+                raise FieldError(f"`{where}.{term}` must be a list of node group names")
+            groups[slot] = frozenset(names)
+    return NodeGroupAffinity(**groups)
 
 
 def _read_priority_class(obj: dict, state: ClusterState) -> None:

@@ -30,6 +30,7 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
 from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
 from runtime.cluster.model import MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
 from runtime.cluster.dra import DraSnapshot, dra_snapshot
+from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.topology import Topology as NetworkTree
 
@@ -64,6 +65,10 @@ class QueueInfo:
     # cycle): they wait with this reason. Such a queue hangs under root and takes no part in
     # the hierarchy of others.
     problem: str | None = None
+    dequeue: str = "traverse"                       # spec.dequeueStrategy / the policy's `dequeue`
+    # Its node groups (nodegroup plugin; a Queue's spec.affinity). None: not set, so with the
+    # plugin's hierarchy it takes its nearest ancestor's.
+    node_groups: NodeGroupAffinity | None = None
 
     @property
     def leaf(self) -> bool:
@@ -373,6 +378,13 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         plain[list(dra.uses)] = False
         extra_keys = {t: (extra_keys.get(t) if extra_keys else None, dra.class_keys.get(t))
                       for t in set(dra.class_keys) | set(extra_keys or ())}
+    queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
+    task_job = np.repeat(np.arange(len(tasks.job_names), dtype=np.int64), np.diff(tasks.job_first))
+    jobs = k.build_jobs(state.podgroups, state.priority_classes, state.default_priority, tasks.job_names, tasks.pods,
+                        tasks.job_first, task_priority, queue_index, [q.leaf for q in queues], index, r,
+                        cat.DEFAULT_QUEUE)
+    if plan.plugin("nodegroup") is not None:     # its answer depends on the queue: a class never spans two
+        plain, extra_keys = queue_class_keys(plain, extra_keys, jobs, task_job, status)
     columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys)
     device_names = managed | {d.resource for d in devices}
     classes = []
@@ -385,12 +397,6 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                                  pod.preferred_terms, pod.tolerations, device_request, head))
     device_managed = np.zeros(r, dtype=bool)
     device_managed[[index[m] for m in managed if m in index]] = True
-
-    queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
-    task_job = np.repeat(np.arange(len(tasks.job_names), dtype=np.int64), np.diff(tasks.job_first))
-    jobs = k.build_jobs(state.podgroups, state.priority_classes, state.default_priority, tasks.job_names, tasks.pods,
-                        tasks.job_first, task_priority, queue_index, [q.leaf for q in queues], index, r,
-                        cat.DEFAULT_QUEUE)
 
     job_first = _add_podless_jobs(jobs, tasks.job_first, state, queue_index, [q.leaf for q in queues], index, r)
     if any(q.problem for q in queues):
@@ -466,6 +472,27 @@ def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarr
     for t in volumes.held:
         status[t] = HELD
     return volumes
+
+
+def queue_class_keys(plain: np.ndarray, class_keys: dict | None, jobs: list, task_job: np.ndarray,
+                     status: np.ndarray) -> tuple[np.ndarray, dict]:
+    """(plain, class keys) that also tell apart the pending tasks of different queues."""
+    out = dict(class_keys) if class_keys else {}
+    pending = np.flatnonzero(status == PENDING)
+    plain = plain.copy()
+    plain[pending] = False
+    for t in pending.tolist():
+        out[t] = (out.get(t), jobs[int(task_job[t])].queue)
+    return plain, out
+
+
+def _node_groups(q: QueuePlan, obj: QueueObject | None) -> NodeGroupAffinity | None:
+    """A queue's node groups: its Queue object's spec.affinity, else the policy's settings."""
+    if obj is not None:
+        return obj.affinity
+    groups = NodeGroupAffinity(frozenset(q.node_groups), frozenset(q.preferred_node_groups),
+                               frozenset(q.excluded_node_groups), frozenset(q.avoided_node_groups))
+    return None if groups.empty else groups
 
 
 def _settled_elastic(elastic: dict[str, dict[str, int]], queue_index: dict[str, int], index: dict[str, int],
@@ -775,7 +802,7 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
         specs[obj.name] = QueuePlan(
             name=obj.name, parent=obj.parent or cat.ROOT_QUEUE, weight=obj.weight, capability=obj.capability,
             guarantee=obj.guarantee, deserved=obj.deserved, priority=obj.priority, reclaimable=obj.reclaimable,
-            state=obj.state, declared=False)
+            state=obj.state, declared=False, dequeue=obj.dequeue)
     queues = [QueueInfo(0, cat.ROOT_QUEUE, -1, 1, 0, False, True, True, True)]
     queue_index = {cat.ROOT_QUEUE: 0}
     ordered = sorted(s for s in specs if s != cat.ROOT_QUEUE)
@@ -797,9 +824,19 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
             annotated[info.index] = path
         info.problem = (f"queue {name} is invalid: {obj.problem}" if obj is not None and obj.problem
                         and not info.declared_in_policy else ancestry[name])
+        info.dequeue = q.dequeue
+        info.node_groups = _node_groups(q, obj if not info.declared_in_policy else None)
+        if info.node_groups is not None and not info.node_groups.empty and not info.problem \
+                and plan.plugin("nodegroup") is None:
+            # Volcano ignores a Queue's affinity without its nodegroup plugin; we say so instead.
+            info.problem = (f"queue {name} sets spec.affinity (node groups), which only the nodegroup plugin "
+                            f"evaluates, and the policy does not enable it")
         # A queue whose ancestry is broken hangs under root: walking it would never end or
         # reach nothing. (Only Queue objects can be so: the compiler checks the policy's.)
         info.parent = 0 if info.problem else queue_index[q.parent or cat.ROOT_QUEUE]
+    if cat.ROOT_QUEUE in specs:      # a Queue named root (or the policy's `queue root`) may name node groups
+        root = specs[cat.ROOT_QUEUE]
+        queues[0].node_groups = _node_groups(root, state.queues.get(cat.ROOT_QUEUE) if not root.declared else None)
     for info in queues[1:]:
         queues[info.parent].children.append(info.index)
     _hierarchies(queues, annotated)

@@ -15,6 +15,7 @@ import itertools
 
 import numpy as np
 
+from runtime.cluster import decisions as d
 from runtime.engine.actions import topology
 from runtime.engine.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
 from runtime.engine.queueshare import overused_reason
@@ -34,6 +35,7 @@ def run(ssn: Session) -> None:
     order = itertools.count()
     queues = [(ssn.queue_key(q), q) for q in fresh]
     heapq.heapify(queues)
+    failed_at: dict[int, int] = {}     # queue -> highest priority of its jobs that failed (dequeue strategy)
     while queues:
         _, q = heapq.heappop(queues)
         if ssn.overused(q):
@@ -41,16 +43,43 @@ def run(ssn: Session) -> None:
             for j in (*fresh[q], *(j for _, _, j in again[q])):
                 ssn.job_reasons.setdefault(j, []).append(reason)
             continue
-        if again[q] and (not fresh[q] or again[q][0][0] < ssn.job_key(fresh[q][-1])):
-            _, _, j = heapq.heappop(again[q])
-            more = allocate_job(ssn, j, one_task=True)
+        one_task = bool(again[q]) and (not fresh[q] or again[q][0][0] < ssn.job_key(fresh[q][-1]))
+        j = heapq.heappop(again[q])[2] if one_task else fresh[q].pop()
+        if dequeue_blocked(ssn, q, j, failed_at):
+            more = False
         else:
-            j = fresh[q].pop()
-            more = allocate_job(ssn, j)
+            more = allocate_job(ssn, j, one_task=one_task)
+            if ssn.snap.queues[q].dequeue != "traverse" and j in ssn.attempted and not (
+                    ssn.job_ready_ok(j) or ssn.job_pipelined_ok(j)):
+                priority = ssn.snap.jobs[j].priority
+                failed_at[q] = max(failed_at.get(q, priority), priority)
         if more:
             heapq.heappush(again[q], (ssn.job_key(j), next(order), j))
         if fresh[q] or again[q]:
             heapq.heappush(queues, (ssn.queue_key(q), q))
+
+
+def dequeue_blocked(ssn: Session, q: int, j: int, failed_at: dict[int, int]) -> bool:
+    """Whether job j waits this cycle by its queue's dequeue strategy (Volcano's
+    docs/design/dequeue-strategy.md): once a job of priority P failed to allocate, fifo holds
+    the jobs of priority <= P, priorityfifo those < P; traverse holds none. Said on the job."""
+    strategy = ssn.snap.queues[q].dequeue
+    threshold = failed_at.get(q)
+    if strategy == "traverse" or threshold is None:
+        return False
+    priority = ssn.snap.jobs[j].priority
+    if priority > threshold or (strategy == "priorityfifo" and priority == threshold):
+        return False
+    name = ssn.snap.queues[q].name
+    below = "of the same or lower priority" if strategy == "fifo" else "of lower priority"
+    reason = d.Reason(d.QUEUE, f"queue {name} dequeues {strategy}: a job of priority {threshold} could not allocate "
+                               f"this cycle, so its jobs {below} wait ({'FIFOBlocked' if strategy == 'fifo' else 'PriorityFIFOBlocked'})")
+    ssn.attempted.add(j)
+    ssn.job_reasons.setdefault(j, []).append(reason)
+    for t in ssn.snap.jobs[j].tasks.tolist():
+        if ssn.status[t] == PENDING:
+            ssn.add_reason(t, reason)
+    return True
 
 
 def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
