@@ -28,8 +28,8 @@ from runtime.cluster.draspec import (
     read_device_class, read_resource_claim, read_resource_claim_template, read_resource_slice,
 )
 from runtime.cluster.podspec import read_pod
-from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
 from runtime.cluster.devices import vgpu_container_problem
+from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
 from runtime.cluster.topology import read_hypernode
 
 VOLCANO_GROUP = "scheduling.volcano.sh"

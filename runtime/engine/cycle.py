@@ -87,10 +87,10 @@ def held_reason(pod: Pod, snap=None, t: int = -1) -> d.Reason:
     persistentvolumeclaim "data" not found.`)."""
     if pod.held_back is not None:
         return pod.held_back
-    unusable = snap.volumes.held.get(t) if snap is not None and snap.volumes is not None else None
     device = snap.device_held.get(t) if snap is not None else None
     if device is not None and not (pod.scheduling_gates or pod.unsupported):
         return d.Reason(d.UNSUPPORTED, device.message, {"field": device.field})
+    unusable = snap.volumes.held.get(t) if snap is not None and snap.volumes is not None else None
     claims = snap.dra.held.get(t) if snap is not None and snap.dra is not None else None
     if unusable is None and claims is not None and not (pod.scheduling_gates or pod.unsupported):
         # its ResourceClaims (runtime.cluster.dra.ClaimProblem), kube's DynamicResources PreFilter

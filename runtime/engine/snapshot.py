@@ -33,11 +33,11 @@ from runtime.cluster.dra import DraSnapshot, dra_snapshot
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.topology import Topology as NetworkTree
+from runtime.engine.devices import GPU_INDEX, GPU_NUMBER, DeviceHold, held_for_devices, unhealthy_cards
+from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory
 
 
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
-from runtime.engine.devices import GPU_INDEX, GPU_NUMBER, DeviceHold, held_for_devices, unhealthy_cards
-from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory
 
 BASE_RESOURCES = ("cpu", "memory", "pods")
 NVLINK_LABEL = "policydsl.io/nvlink-islands"
@@ -105,6 +105,9 @@ class DeviceInventory:
     tasks: np.ndarray                # (C,) tasks sharing the card
     whole: np.ndarray                # (C,) bool: taken whole
     model_ok: np.ndarray             # (N,) bool: node's card model is accepted
+    # (C,) bool: in service (volcano-sh/devices lists broken cards in the node annotation
+    # volcano.sh/gpu-unhealthy-ids; Volcano drops them from the node's cards). None: all are.
+    healthy: np.ndarray | None = None
 
 
 @dataclass
@@ -112,9 +115,6 @@ class Snapshot:
     plan: Plan
     resources: tuple[str, ...]
     resource_index: dict[str, int]
-    # (C,) bool: in service (volcano-sh/devices lists broken cards in the node annotation
-    # volcano.sh/gpu-unhealthy-ids; Volcano drops them from the node's cards). None: all are.
-    healthy: np.ndarray | None = None
     device_managed: np.ndarray       # (R,) bool: columns the device plugin checks per card
     # nodes
     node_names: list[str]
@@ -152,6 +152,10 @@ class Snapshot:
     total: np.ndarray                # (R,) allocatable of schedulable nodes
     devices: list[DeviceInventory]
     foreign_pods: int = 0            # pods of other schedulers counted in `used`
+    # Pending tasks held for a device request no plan places on cards (runtime.engine.devices).
+    device_held: dict[int, DeviceHold] = field(default_factory=dict)
+    # HAMi vGPU cards, when deviceshare's `vgpu` is on (runtime.engine.devices_vgpu).
+    vgpu: VgpuInventory | None = None
     # Our settled lone pods, folded out of the tasks (see folds_settled): their requests per
     # queue (Q,R), None when nothing was folded; and how many there are.
     settled: np.ndarray | None = None
@@ -159,10 +163,6 @@ class Snapshot:
     # What settled gangs hold beyond their minResources, per queue (Q,R); None when none does.
     settled_elastic: np.ndarray | None = None
     # Where inter-pod rules are in play (some pod carries affinity terms, spread constraints
-    # Pending tasks held for a device request no plan places on cards (runtime.engine.devices).
-    device_held: dict[int, DeviceHold] = field(default_factory=dict)
-    # HAMi vGPU cards, when deviceshare's `vgpu` is on (runtime.engine.devices_vgpu).
-    vgpu: VgpuInventory | None = None
     # or host ports): every pod on a node, whoever's, settled ones included, with its node row;
     # the label keys the rules' selectors read; Namespace labels. Empty otherwise.
     placed_pods: list[Pod] = field(default_factory=list)
@@ -436,6 +436,15 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.dra = dra
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
+    share = plan.plugin("deviceshare")
+    vgpu_on = bool(share is not None and share.arguments.get("vgpu"))
+    if vgpu_on:
+        snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),
+                                             {name: i for i, name in enumerate(snapshot.node_names)})
+    # Last, over the finished tasks: a held task keeps its class, which only pending tasks use.
+    snapshot.device_held = held_for_devices(tasks.pods, request, status, PENDING, index, devices, vgpu_on)
+    for t in snapshot.device_held:
+        status[t] = HELD
     return snapshot
 
 
@@ -449,15 +458,6 @@ def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray)
     for t in dra.held:
         status[t] = HELD
     return dra
-    share = plan.plugin("deviceshare")
-    vgpu_on = bool(share is not None and share.arguments.get("vgpu"))
-    if vgpu_on:
-        snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),
-                                             {name: i for i, name in enumerate(snapshot.node_names)})
-    # Last, over the finished tasks: a held task keeps its class, which only pending tasks use.
-    snapshot.device_held = held_for_devices(tasks.pods, request, status, PENDING, index, devices, vgpu_on)
-    for t in snapshot.device_held:
-        status[t] = HELD
 
 
 def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarray,
@@ -904,11 +904,13 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
             except ValueError:
                 islands = {}
         first_card[ni] = len(card_node)
+        broken = unhealthy_cards(node.annotations) if device.resource == GPU_NUMBER else ()
         for c in range(count):
             card_node.append(ni)
             card_local.append(c)
             card_island.append(islands.get(c, 0))
             card_memory.append(per_card)
+            card_healthy.append(c not in broken)
     c_n = len(card_node)
     inv = DeviceInventory(
         plan=device, memory_resource=mem_res, memory_unit=unit,
@@ -916,6 +918,7 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
         card_island=np.array(card_island, dtype=np.int64), card_memory=np.array(card_memory, dtype=np.int64),
         used_memory=np.zeros(c_n, dtype=np.int64), used_compute=np.zeros(c_n, dtype=np.int64),
         tasks=np.zeros(c_n, dtype=np.int64), whole=np.zeros(c_n, dtype=bool), model_ok=model_ok,
+        healthy=np.array(card_healthy, dtype=bool),
     )
     node_pos = {name: i for i, name in enumerate(snap.node_names)}
     for pod in state.pods.values():
@@ -976,6 +979,3 @@ def device_need(device: DevicePlan, mem_res: str | None, unit: int, requests: di
     else:
         compute = 0
     return DeviceNeed(cards, memory, min(compute, 100))
-        broken = unhealthy_cards(node.annotations) if device.resource == GPU_NUMBER else ()
-            card_healthy.append(c not in broken)
-        healthy=np.array(card_healthy, dtype=bool),

@@ -257,6 +257,10 @@ class ClusterCache:
         with self._lock:
             return self._state.pods.get(key)
 
+    def node(self, name: str) -> Node | None:
+        with self._lock:
+            return self._state.nodes.get(name)
+
     def podgroup(self, key: str) -> PodGroup | None:
         with self._lock:
             return self._state.podgroups.get(key)
@@ -271,10 +275,6 @@ class ClusterCache:
             return dict(self._pg_status)
 
     def queue_status(self, name: str) -> dict[str, Any] | None:
-    def node(self, name: str) -> Node | None:
-        with self._lock:
-            return self._state.nodes.get(name)
-
         """The status of a Queue *object* of the cluster (None for queues only the policy has)."""
         with self._lock:
             return self._queue_status.get(name) if name in self._state.queues else None
