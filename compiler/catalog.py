@@ -377,6 +377,14 @@ QUEUE_SETTINGS: tuple[Argument, ...] = (
              "(nodegroup plugin)", []),
 )
 QUEUE_SETTINGS_BY_NAME = {a.name: a for a in QUEUE_SETTINGS}
+# Volcano's Queue fields a policy spells another way: the hint when one is written as a setting.
+QUEUE_SPELLINGS = {
+    "parent": "a queue's parent is the queue it is written in: nest `queue child { ... }` inside "
+              "`queue parent { ... }` (Volcano's spec.parent)",
+    "dequeueStrategy": "write `dequeue = fifo` (or traverse, priorityfifo)",
+    "affinity": "write node groups as `node_groups`, `preferred_node_groups`, `excluded_node_groups` and "
+                "`avoided_node_groups` (Volcano's spec.affinity)",
+}
 
 
 # --- devices --------------------------------------------------------------------------------

@@ -231,7 +231,9 @@ class _Lowering:
             if spec is None:
                 candidates = list(by_name) + own_flags
                 self.out.diagnostics.append(make(unknown_info, f"{owner} has no setting `{key}`", setting.key.span,
-                                                 cat.RETIRED_SETTINGS.get(key) or self.did_you_mean(key, candidates)
+                                                 cat.RETIRED_SETTINGS.get(key)
+                                                 or (cat.QUEUE_SPELLINGS.get(key) if specs is cat.QUEUE_SETTINGS else None)
+                                                 or self.did_you_mean(key, candidates)
                                                  or _listing(list(by_name))))
                 continue
             self.out.spans[(*path, key)] = setting.key.span

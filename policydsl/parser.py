@@ -339,11 +339,44 @@ def _syntax_diagnostic(path: str, err: UnexpectedInput, text: str, start: str = 
         span = _token_span(path, token)
         if token.type == "$END":
             message = "unexpected end of file"
+    unit = _unit_hint(text, err.token) if isinstance(err, UnexpectedToken) else None
     if isinstance(err, UnexpectedCharacters) and message == "unterminated string":
         hint = 'close the string with `"` on the same line (write a newline inside a string as \\n)'
+    elif unit is not None:
+        message, hint = unit
     else:
         hint = f"expected {describe_expected(set(expected))}" if expected else None
     return make(SYNTAX_ERROR, message, span, hint)
+
+
+# Units people write after a number that are not Kubernetes' (its suffixes: m, k, M, G, T, P, E
+# for powers of 10; Ki, Mi, Gi, Ti, Pi, Ei for powers of 2). Lower-cased word -> what to write.
+_UNIT_HINTS = {
+    **{f"{p}b": f"write {p.upper() if p != 'k' else 'k'} (10^{3 * (i + 1)} bytes) or {p.upper()}i "
+                f"(2^{10 * (i + 1)} bytes)" for i, p in enumerate("kmgtpe")},
+    **{f"{p}ib": f"write {p.upper()}i, without the B" for p in "kmgtpe"},
+    **{p: f"write {p.upper() if p != 'k' else 'k'} (10^{3 * (i + 1)}) or {p.upper()}i (2^{10 * (i + 1)}); "
+          "suffixes are case-sensitive" for i, p in enumerate("kmgtpe")},
+    **{f"{p}i": f"write {p.upper()}i; suffixes are case-sensitive" for p in "kmgtpe"},
+    "b": "write the number of bytes alone (1024), or a suffix: Ki, Mi, Gi, ...",
+    "bytes": "write the number of bytes alone (1024), or a suffix: Ki, Mi, Gi, ...",
+    **{w: "CPUs are a plain number (10) or millicores (500m)" for w in ("core", "cores", "cpu", "cpus", "vcpu",
+                                                                       "vcpus")},
+}
+
+
+def _unit_hint(text: str, token: Token) -> tuple[str, str] | None:
+    """A name right after a number that reads as a unit (`64GB`, `10 cores`): a message and hint
+    in Kubernetes' quantity words instead of the grammar's."""
+    if token.type != "NAME" or token.start_pos is None:
+        return None
+    word = str(token.value)
+    hint = _UNIT_HINTS.get(word.lower())
+    before = text[:token.start_pos].rstrip(" \t")
+    number = re.search(r"[0-9]+(\.[0-9]+)?$", before)
+    if hint is None or number is None:
+        return None
+    return f"`{number.group(0)}{'' if before == text[:token.start_pos] else ' '}{word}` is not a quantity", hint
 
 
 def _accepts(err: UnexpectedInput) -> set[str]:

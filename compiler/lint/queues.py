@@ -300,28 +300,40 @@ def deserved_without_capacity(ctx: LintContext) -> Iterator[Diagnostic]:
 
 
 HIERARCHY_UNSUPPORTED = CodeInfo(
-    "PD213", "nested-queues-without-hierarchy", Severity.WARNING,
-    "nested queues while no plugin has hierarchy enabled",
-    why="Only capacity or drf with `enable_hierarchy = true` share resources down a queue tree; otherwise "
-        "nested queues are treated as flat siblings and their parents' limits do not apply to them.",
-    fix="Use `plugin capacity { enable_hierarchy = true }`, or declare the queues at the top level.",
+    "PD213", "nested-queues-flat-in-volcano", Severity.INFO,
+    "nested queues under a plugin Volcano runs flat",
+    why="policydsl applies a queue tree whatever shares it out: proportion fills each parent's share down to "
+        "its children by weight, and capacity caps each child by its parent's room (runtime/README.md). "
+        "Volcano does not: its proportion has no tree, and its capacity ignores `spec.parent` unless "
+        "`enableHierarchy` is set. The policy means what it says here; exported to Volcano "
+        "(`export-volcano --queues`), the nested queues would be shared as flat siblings.",
+    fix="Nothing, if the policy only runs on policydsl. For Volcano to apply the same tree, set "
+        "`enable_hierarchy = true` on capacity, or use capacity with hierarchy instead of proportion "
+        "(each queue then needs `deserved`).",
     bad=_HEAD + "queue ml {\n  queue training { weight = 2 }  # expect: PD213\n}\n",
-    good=_CAPACITY_HEAD + "queue ml {\n  queue training { weight = 2 }\n}\n",
+    good=_CAPACITY_HEAD + "queue ml {\n  deserved = { cpu: 8 }\n  queue training { deserved = { cpu: 4 } }\n}\n",
 )
 
 
 @rule(HIERARCHY_UNSUPPORTED, whole_policy=True)
-def nested_queues_without_hierarchy(ctx: LintContext) -> Iterator[Diagnostic]:
-    # The nodegroup plugin's hierarchy only inherits node groups; it shares nothing down the tree.
-    if any(p.name != "nodegroup" for p in ctx.enabled_at("hierarchy")):
-        return
+def nested_queues_flat_in_volcano(ctx: LintContext) -> Iterator[Diagnostic]:
+    capacity = ctx.plugin_named("capacity")
+    if capacity is not None and capacity.plan.enabled("hierarchy"):
+        return      # Volcano's capacity with enableHierarchy applies the same tree
+    sharing = "capacity" if capacity is not None else "proportion" if ctx.plugin_named("proportion") else None
+    if sharing is None:
+        return      # no plugin shares queues at all: PD212 says so
+    hint = ("set `enable_hierarchy = true` on `plugin capacity` for Volcano to apply the same tree"
+            if sharing == "capacity" else
+            "nothing to change for policydsl; on Volcano only capacity with `enable_hierarchy = true` has a tree")
     for queue in ctx.queues:
         parent = ctx.queues[queue.parent_index] if queue.parent_index is not None else None
         if queue.nested and parent is not None and parent.name != cat.ROOT_QUEUE:
             yield finding(HIERARCHY_UNSUPPORTED,
-                          f"queue `{queue.name}` is nested in `{parent.name}`, but no plugin has hierarchy enabled",
-                          queue.node.name.span, "add `plugin capacity { enable_hierarchy = true }`")
-            return  # one report: the fix is one plugin, not one per queue
+                          f"queue `{queue.name}` is nested in `{parent.name}`: policydsl shares it down the tree, "
+                          f"but Volcano's {sharing}{'' if sharing == 'proportion' else ' without enableHierarchy'} "
+                          f"would treat it as a flat sibling", queue.node.name.span, hint)
+            return  # one report: it concerns the whole tree, not one queue
 
 
 CLOSED_DEFAULT = CodeInfo(
