@@ -102,6 +102,9 @@ class ResourceSlice:
 class DeviceClass:
     name: str
     selectors: tuple[str, ...] = ()            # CEL expressions
+    # spec.config: opaque driver configuration (JSON text each), copied into an allocation's
+    # status as kube's allocator does (source FromClass) for the drivers to read
+    config: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,8 @@ class MatchAttribute:
 class ClaimSpec:
     requests: tuple[DeviceRequest, ...] = ()
     constraints: tuple[MatchAttribute, ...] = ()
+    # spec.devices.config: (the requests it is for, empty: all; opaque configuration as JSON text)
+    config: tuple[tuple[tuple[str, ...], str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,10 @@ class ResourceClaim:
     deleting: bool = False
     owner_uid: str | None = None              # the pod a template's claim was made for
     template: bool = False                    # made from a template by us (no controller runs)
+    version: str = ""                         # metadata.resourceVersion (a write's precondition)
+    # status.reservedFor as read: (apiGroup, resource, name, uid) each, written back as they are
+    consumers: tuple[tuple[str, str, str, str], ...] = ()
+    finalizers: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -214,21 +223,18 @@ class Dra:
     # Whether the scheduler makes a template's claim itself (no resourceclaim controller runs:
     # snapshot files, the simulator); a connector to a cluster waits for the controller.
     instantiates_templates: bool = True
-    # Whether these objects were read at all: a connector that does not watch them (None: the
-    # reason it gives) holds every pod with claims rather than take its claims for missing.
-    unread: str | None = None
 
     def __bool__(self) -> bool:
         return bool(self.classes or self.slices or self.claims or self.templates)
 
     def copy(self) -> "Dra":
         return Dra(dict(self.classes), dict(self.slices), dict(self.claims), dict(self.templates),
-                   self.instantiates_templates, self.unread)
+                   self.instantiates_templates)
 
     def merged_with(self, other: "Dra") -> "Dra":
         return Dra({**self.classes, **other.classes}, {**self.slices, **other.slices},
                    {**self.claims, **other.claims}, {**self.templates, **other.templates},
-                   self.instantiates_templates and other.instantiates_templates, self.unread or other.unread)
+                   self.instantiates_templates and other.instantiates_templates)
 
 
 # --- a pod's claims ---------------------------------------------------------------------------
@@ -271,9 +277,6 @@ def resolve_pod_claims(pod: "Pod", dra: Dra) -> tuple[PodClaims | None, ClaimPro
     """The claims of a waiting pod, or why it cannot be placed anywhere (kube's words)."""
     out: list[ResourceClaim] = []
     seen: set[str] = set()
-    if dra.unread and pod.resource_claims:
-        ref = pod.resource_claims[0]
-        return None, ClaimProblem(dra.unread, f"{pod.namespace}/{ref.claim or ref.template}")
     for ref in pod.resource_claims or ():
         name = claim_name(pod, ref, dra)
         if name is None:
@@ -369,9 +372,3 @@ def dra_snapshot(dra: Dra, task_pods: list["Pod"], waiting: Iterable[int], pods:
             keys[t] = resolved.shape()
     leaving = frozenset(p.uid for p in pods if p.releasing or p.terminal)
     return DraSnapshot(dra, uses, held, keys, leaving)
-
-
-# What a connector that does not watch the DRA kinds yet says of a pod with claims.
-NOT_WATCHED = ("this scheduler does not read ResourceClaims and ResourceSlices from the cluster yet (Dynamic "
-               "Resource Allocation is evaluated on snapshots and in the simulator): the pod is not placed "
-               "without its devices")

@@ -12,11 +12,12 @@ capacity), `allowMultipleAllocations`, `bindingConditions`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runtime.cluster import kubefields as kf
 from runtime.cluster.dra import (
-    ALL, EXACT_COUNT, Allocation, ClaimSpec, Device, DeviceClass, DeviceRequest, DeviceResult, DeviceTaint,
+    ALL, EXACT_COUNT, Allocation, ClaimSpec, Device, DeviceClass, Dra, DeviceRequest, DeviceResult, DeviceTaint,
     DeviceToleration, MatchAttribute, PodResourceClaim, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
     SubRequest,
 )
@@ -25,6 +26,7 @@ from runtime.cluster.kubefields import FieldError
 
 GROUP = "resource.k8s.io"
 VERSIONS = ("v1",)
+DRA_API = f"{GROUP}/v1"
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
 
 
@@ -73,7 +75,15 @@ def read_device_class(obj: dict) -> DeviceClass:
     _check_api(obj)
     _, name = kf.name_of(obj)
     spec = kf.mapping(obj, "spec")
-    return DeviceClass(name, selectors(spec, "spec"))
+    return DeviceClass(name, selectors(spec, "spec"),
+                       tuple(_opaque(c, f"spec.config[{i}]") for i, c in enumerate(kf.listing(spec, "config"))))
+
+
+def _opaque(raw: Any, where: str) -> str:
+    """A DeviceConfiguration (`opaque: {driver, parameters}`), kept as JSON text for the allocation."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("opaque"), dict) or not raw["opaque"].get("driver"):
+        raise FieldError(f"`{where}.opaque.driver` is missing")
+    return json.dumps({"opaque": raw["opaque"]}, sort_keys=True)
 
 
 # --- ResourceSlice --------------------------------------------------------------------------
@@ -265,7 +275,15 @@ def claim_spec(spec: dict, where: str) -> ClaimSpec:
             if n not in qualified:
                 raise FieldError(f"`{at}.requests` names `{n}`, which is no request of the claim")
         constraints.append(MatchAttribute(attribute, wanted))
-    return ClaimSpec(tuple(requests), tuple(constraints))
+    config = []
+    for i, c in enumerate(kf.listing(devices, "config")):
+        at = f"{where}.devices.config[{i}]"
+        wanted = tuple(str(n) for n in kf.listing(c, "requests")) if isinstance(c, dict) else ()
+        for n in wanted:
+            if n not in qualified:
+                raise FieldError(f"`{at}.requests` names `{n}`, which is no request of the claim")
+        config.append((wanted, _opaque(c, at)))
+    return ClaimSpec(tuple(requests), tuple(constraints), tuple(config))
 
 
 def _allocation(raw: Any) -> Allocation | None:
@@ -292,16 +310,20 @@ def read_resource_claim(obj: dict) -> ResourceClaim:
     namespace, name = kf.name_of(obj)
     meta = kf.mapping(obj, "metadata")
     status = kf.mapping(obj, "status")
-    reserved = []
+    reserved, consumers = [], []
     for i, ref in enumerate(kf.listing(status, "reservedFor")):
         if not isinstance(ref, dict) or not ref.get("uid"):
             raise FieldError(f"`status.reservedFor[{i}].uid` is missing")
         reserved.append(str(ref["uid"]))
+        consumers.append((str(ref.get("apiGroup") or ""), str(ref.get("resource") or ""), str(ref.get("name") or ""),
+                          str(ref["uid"])))
     owner = next((str(o.get("uid")) for o in kf.listing(meta, "ownerReferences")
                   if isinstance(o, dict) and o.get("kind") == "Pod" and o.get("controller")), None)
     return ResourceClaim(namespace, name, claim_spec(kf.mapping(obj, "spec"), "spec"),
                          kf.uid_of(meta, namespace, name), _allocation(status.get("allocation")), tuple(reserved),
-                         bool(meta.get("deletionTimestamp")), owner)
+                         bool(meta.get("deletionTimestamp")), owner, version=str(meta.get("resourceVersion") or ""),
+                         finalizers=tuple(str(f) for f in kf.listing(meta, "finalizers")),
+                         consumers=tuple(consumers))
 
 
 def read_resource_claim_template(obj: dict) -> ResourceClaimTemplate:
@@ -334,3 +356,33 @@ def pod_resource_claims(spec: dict, status: dict) -> tuple[PodResourceClaim, ...
         out.append(PodResourceClaim(str(claim["name"]), str(by_name) if by_name else None,
                                     str(by_template) if by_template else None, generated.get(str(claim["name"]))))
     return tuple(out)
+
+
+# --- one object at a time (a connector's watch) --------------------------------------------------
+
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+
+
+def add_dra_object(dra: Dra, obj: dict) -> None:
+    """Add or replace one DRA object (its `kind` says which); raises FieldError naming the field."""
+    kind = obj.get("kind")
+    if kind == "DeviceClass":
+        cls = read_device_class(obj)
+        dra.classes[cls.name] = cls
+    elif kind == "ResourceSlice":
+        piece = read_resource_slice(obj)
+        dra.slices[piece.name] = piece
+    elif kind == "ResourceClaim":
+        claim = read_resource_claim(obj)
+        dra.claims[claim.key] = claim
+    elif kind == "ResourceClaimTemplate":
+        template = read_resource_claim_template(obj)
+        dra.templates[template.key] = template
+    else:
+        raise FieldError(f"`kind` {kind} is no Dynamic Resource Allocation kind")
+
+
+def remove_dra_object(dra: Dra, kind: str, key: str) -> None:
+    """Forget one DRA object (`key`: name, or namespace/name for claims and templates)."""
+    {"DeviceClass": dra.classes, "ResourceSlice": dra.slices, "ResourceClaim": dra.claims,
+     "ResourceClaimTemplate": dra.templates}[kind].pop(key, None)

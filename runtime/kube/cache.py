@@ -40,7 +40,10 @@ from runtime.kube.settled import Gang, SettledLedger, gang_elastic, gang_settles
 from runtime.cluster.model import (
     QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, QueueObject, member_settles, settles,
 )
-from runtime.cluster.dra import NOT_WATCHED, Dra
+from runtime.cluster.dra import DeviceClass, ResourceClaim
+from runtime.cluster.draspec import DRA_API, add_dra_object, remove_dra_object
+from runtime.cluster.kubefields import FieldError
+from runtime.cluster.objects import ObjectProblem
 from runtime.cluster.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
 from runtime.cluster.topology import TOPOLOGY_API
 from runtime.cluster.topology_labels import LabelTopology
@@ -74,9 +77,16 @@ CLAIMS = Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", "v1
 STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", "storage.k8s.io/v1")
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/v1")
 STORAGE_RESOURCES = (STORAGE_CLASSES, CSINODES, PERSISTENT_VOLUMES, CLAIMS)
+# Dynamic Resource Allocation (runtime.cluster.dra): what kube-scheduler's DynamicResources plugin reads.
+# Optional: a cluster whose API server does not serve resource.k8s.io/v1 has none of them.
+DEVICE_CLASSES = Resource("DeviceClass", f"/apis/{DRA_API}/deviceclasses", DRA_API, optional=True)
+RESOURCE_SLICES = Resource("ResourceSlice", f"/apis/{DRA_API}/resourceslices", DRA_API, optional=True)
+RESOURCE_CLAIMS = Resource("ResourceClaim", f"/apis/{DRA_API}/resourceclaims", DRA_API, optional=True)
+CLAIM_TEMPLATES = Resource("ResourceClaimTemplate", f"/apis/{DRA_API}/resourceclaimtemplates", DRA_API, optional=True)
+DRA_RESOURCES = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, CLAIM_TEMPLATES)
 # Volcano's network topology (runtime.cluster.topology), cluster-scoped; its CRD is often not installed.
 HYPERNODES = Resource("HyperNode", f"/apis/{TOPOLOGY_API}/hypernodes", TOPOLOGY_API, optional=True)
-RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, HYPERNODES, QUEUES, PODGROUPS, *STORAGE_RESOURCES, PODS)
+RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, HYPERNODES, QUEUES, PODGROUPS, *STORAGE_RESOURCES, *DRA_RESOURCES, PODS)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,9 @@ class ClusterCache:
         self._queue_status: dict[str, dict[str, Any]] = {}
         # The scheduler's own writes that the watch has not shown yet.
         self._assumed: dict[str, tuple[str, dict[str, str]]] = {}
+        # ResourceClaims as our writes leave them (runtime/kube/draclaims.py), until the watch shows it.
+        self._assumed_claims: dict[str, ResourceClaim] = {}
+        self._state.dra.instantiates_templates = False    # kube-controller-manager makes templates' claims
         self._releasing: set[str] = set()
         # Nominations the scheduler wrote or cleared (status.nominatedNodeName) that the watch has
         # not shown yet (None: cleared), and since when each pod has been nominated to its node.
@@ -190,10 +203,11 @@ class ClusterCache:
                 settled=self._ledger.view() if fold_settled else None, namespaces=dict(src.namespaces),
                 settled_pods=self.settled_pods if fold_settled else None, storage=src.storage.copy(),
                 hypernodes=dict(src.hypernodes), hypernode_generation=src.hypernode_generation,
-                dra=Dra(instantiates_templates=False, unread=NOT_WATCHED),   # DRA kinds not watched yet
+                dra=src.dra.copy(),
                 label_topology=src.label_topology,
             )
             assumed = list(self._assumed.items())
+            state.dra.claims.update(self._assumed_claims)
             releasing = list(self._releasing)
             claim_refs, selected = dict(self._claim_refs), dict(self._selected)
         storage = state.storage
@@ -303,6 +317,23 @@ class ClusterCache:
             pod = self._state.pods.get(key)
             if pod is not None and pod.node_name is None:
                 self._assumed[key] = (node, annotations)
+
+    def device_classes(self) -> dict[str, DeviceClass]:
+        with self._lock:
+            return dict(self._state.dra.classes)
+
+    def assume_claims(self, claims: list[ResourceClaim]) -> None:
+        """ResourceClaims as the scheduler is writing them (allocated, reserved for a pod): each
+        snapshot shows them so until the watch does, or `forget_claims`."""
+        with self._lock:
+            for claim in claims:
+                self._assumed_claims[claim.key] = claim
+
+    def forget_claims(self, keys: list[str]) -> None:
+        """Writes that did not happen (or were undone): the watched claims stand."""
+        with self._lock:
+            for key in keys:
+                self._assumed_claims.pop(key, None)
 
     def forget_assumed(self, key: str) -> None:
         """A bind that did not happen: the pod is pending again for the next cycle."""
@@ -515,6 +546,10 @@ class ClusterCache:
                 st.storage.classes = {}
             elif resource is CSINODES:
                 st.storage.csinodes = {}
+            elif resource in DRA_RESOURCES:
+                remove_all = {DEVICE_CLASSES: st.dra.classes, RESOURCE_SLICES: st.dra.slices,
+                              RESOURCE_CLAIMS: st.dra.claims, CLAIM_TEMPLATES: st.dra.templates}[resource]
+                remove_all.clear()
             elif resource is HYPERNODES:
                 if st.hypernodes:
                     st.hypernodes = {}
@@ -602,6 +637,16 @@ class ClusterCache:
             elif resource is CSINODES:
                 csinode = convert.csinode_from(obj)
                 st.storage.csinodes[csinode.name] = csinode
+            elif resource in DRA_RESOURCES:
+                try:
+                    add_dra_object(st.dra, {**obj, "kind": resource.kind, "apiVersion": DRA_API})
+                except FieldError as err:
+                    raise convert.ObjectError([ObjectProblem("<api>", resource.kind, key, str(err))]) from None
+                assumed = self._assumed_claims.get(key) if resource is RESOURCE_CLAIMS else None
+                if assumed is not None:     # the watch shows our write: the overlay is done
+                    seen = st.dra.claims[key]
+                    if seen.allocation is not None and set(assumed.reserved_for) <= set(seen.reserved_for):
+                        self._assumed_claims.pop(key, None)
             elif resource is HYPERNODES:
                 hypernode = convert.hypernode_from(obj)
                 if st.hypernodes.get(hypernode.name) != hypernode:   # a status update changes nothing here
@@ -658,6 +703,9 @@ class ClusterCache:
             st.storage.classes.pop(key, None)
         elif resource is CSINODES:
             st.storage.csinodes.pop(key, None)
+        elif resource in DRA_RESOURCES:
+            remove_dra_object(st.dra, resource.kind, key)
+            self._assumed_claims.pop(key, None)
         elif resource is HYPERNODES:
             st.remove_hypernode(key)
 

@@ -40,6 +40,7 @@ from runtime.kube.events import EventRecorder, InvolvedObject, victim_message
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
 from runtime.cluster.connection import FOREIGN_SCHEDULER, ApplyReport
+from runtime.kube.draclaims import ClaimWriter, assumed_claim
 from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
 from runtime.kube.podconditions import PodCondition, PodConditionWriter
 from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
@@ -150,6 +151,10 @@ class KubeCluster:
             bind=lambda binding, pod, gang: self.binds.submit(self._bind_batch, [(binding, pod, gang)]),
             give_back=lambda binding, pod, gang, why: self._bind_settled(
                 BindOutcome(binding.pod, binding.node, FAILED, why), pod, gang))
+        # ResourceClaims written before their pods' Bindings, undone if a bind fails (draclaims.py):
+        # pod -> (claim, allocation) each, from apply until a bind worker takes them.
+        self.claim_writer = ClaimWriter(api, self.cache.device_classes, may_write=may_write)
+        self._claims_due: dict[str, tuple] = {}
         # The autoscaler contract (podconditions.py) and the policy's queues as objects (queuesync.py).
         self.pod_conditions = PodConditionWriter(api, may_write=may_write, outage=self.outages["PodScheduled writes"]) \
             if pod_conditions else None
@@ -374,6 +379,11 @@ class KubeCluster:
             self.cache.assume_bound(binding.pod, binding.node,
                                     device_annotations(binding, pod, self.cache.node(binding.node)))
             gang = gangs.get(group_key_of(pod)) if pod is not None else None
+            if pod is not None and binding.pod in decisions.claims:    # its ResourceClaims are written first
+                chosen = decisions.claims[binding.pod]
+                self.cache.assume_claims([assumed_claim(c, a, pod) for c, a in chosen])
+                with self._lock:
+                    self._claims_due[binding.pod] = chosen
             if pod is not None and binding.pod in decisions.volumes:   # its claims are bound first
                 self.volumes.add(binding, pod, gang, decisions.volumes[binding.pod])
                 continue
@@ -383,18 +393,46 @@ class KubeCluster:
         for lo in range(0, len(items), size):
             self.binds.submit(self._bind_batch, items[lo:lo + size])
 
+    def _write_claims(self, items: list[tuple[d.Binding, Pod | None, _GangBinds | None]]):
+        """Write the ResourceClaims of the pods about to be bound: (the items to bind, what was
+        written for each pod); a pod whose claims could not be written is settled as a failed bind."""
+        keep, written = [], {}
+        for binding, pod, gang in items:
+            with self._lock:
+                chosen = self._claims_due.pop(binding.pod, None)
+            if chosen and pod is not None:
+                done, error = self.claim_writer.write(pod, chosen)
+                if error is not None:
+                    self.claim_writer.undo(pod, done)
+                    self.cache.forget_claims([c.key for c, _ in chosen])
+                    self._bind_settled(BindOutcome(binding.pod, binding.node, FAILED, error), pod, gang)
+                    continue
+                written[binding.pod] = done
+            keep.append((binding, pod, gang))
+        return keep, written
+
+    def _undo_claims(self, key: str, pod: Pod | None, written: dict) -> None:
+        done = written.pop(key, None)
+        if done and pod is not None:
+            self.claim_writer.undo(pod, done)
+            self.cache.forget_claims([w.claim.key for w in done])
+
     def _bind_batch(self, items: list[tuple[d.Binding, Pod | None, _GangBinds | None]]) -> None:
         started = time.perf_counter()
+        items, claims_written = self._write_claims(items)
         unsettled = set(range(len(items)))
         try:
             for i, outcome in self.binder.bind_all([(binding, pod) for binding, pod, _ in items]):
                 self.metrics.bind_latency.observe(time.perf_counter() - started)
                 unsettled.discard(i)
+                if outcome.result != BOUND:
+                    self._undo_claims(items[i][0].pod, items[i][1], claims_written)
                 self._bind_settled(outcome, items[i][1], items[i][2])
         except Exception:  # noqa: BLE001 - logged; the binds it did not settle fail below
             log.exception("binding a batch of %d pods", len(items))
         for i in sorted(unsettled):  # a worker must always settle its binds
             binding, pod, gang = items[i]
+            self._undo_claims(binding.pod, pod, claims_written)
             self._bind_settled(BindOutcome(binding.pod, binding.node, FAILED, "the bind worker failed"), pod, gang)
 
     def _bind_settled(self, outcome: BindOutcome, pod: Pod | None, gang: _GangBinds | None) -> None:

@@ -12,6 +12,7 @@ from runtime.cluster.draalloc import AllocationError, allocate, build_inventory,
 from runtime.cluster.model import ClusterState
 from runtime.cluster.objects import ObjectError, load_objects
 from runtime.engine.cycle import Options, run_cycle
+from runtime.kube.draclaims import allocation_status
 from runtime_helpers import STANDARD_TIERS, policy
 from dra_docs import (
     DRIVER, allocation, claim_doc, device_class, first_available, gpu, gpus_on, node_doc, pod_doc, podgroup_doc,
@@ -319,3 +320,29 @@ def test_the_simulator_writes_allocations_and_releases_them(pure):
     state.pods["ns/p"].releasing = True
     state.advance()
     assert "ns/p-gpu" not in state.dra.claims
+
+
+# --- what the connector writes (runtime/kube/draclaims.py) ---------------------------------------
+
+def test_the_allocation_status_carries_the_class_and_claim_configuration():
+    # kube's allocator: each class's config once, for the requests allocated from it (FromClass);
+    # then the claim's (FromClaim); a config for every request names none
+    cls = device_class("gpu") | {"spec": {**device_class("gpu")["spec"], "config": [
+        {"opaque": {"driver": DRIVER, "parameters": {"sharing": "timeslice"}}}]}}
+    claim = claim_doc("c0", request("a"), first_available("b", request("big", cls="nic"), request("small")))
+    claim["spec"]["devices"]["config"] = [{"requests": ["a"], "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}]
+    docs = one_class(gpus_on("node-1", 2), claim)
+    docs[0] = cls
+    state = state_of(docs)
+    inv = build_inventory(state.dra)
+    (allocation,) = allocate([state.dra.claims["ns/c0"]], list(range(len(inv.entries))), inv, lambda i: False, {},
+                             "node-1")
+    status = allocation_status(state.dra.claims["ns/c0"], allocation, state.dra.classes)
+    assert status["devices"]["results"] == [
+        {"request": "a", "driver": DRIVER, "pool": "node-1", "device": "gpu-0"},
+        {"request": "b/small", "driver": DRIVER, "pool": "node-1", "device": "gpu-1"}]
+    assert status["devices"]["config"] == [
+        {"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": {"sharing": "timeslice"}}},
+        {"source": "FromClaim", "requests": ["a"], "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}]
+    assert status["nodeSelector"] == {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}
