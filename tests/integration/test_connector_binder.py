@@ -130,3 +130,41 @@ def test_device_cards_are_on_the_pod_when_it_is_bound(objects: Objects, in_proce
     assert second.binds.bound == 1
     cards = set(objects.pods()["two-more"]["metadata"]["annotations"]["volcano.sh/gpu-index"].split(","))
     assert len(cards) == 2 and not cards & first_cards
+
+
+REGISTER = "volcano.sh/node-vgpu-register"
+
+
+def test_device_plugin_annotations_are_on_the_pod_as_volcano_writes_them(objects: Objects, in_process) -> None:
+    """GPU share: volcano.sh/gpu-index with volcano.sh/predicate-time; HAMi vGPU: vgpu-ids-new,
+    devices-to-allocate, vgpu-node, vgpu-time, bind-time, bind-phase (the node's register read from
+    the connector's cache). All ride on the Binding, so the API server puts them on the pod as it
+    binds it (issue 28)."""
+    name = unique_scheduler_name()
+    share, vgpu = f"{objects.namespace}-share", f"{objects.namespace}-vgpu"
+    objects.node(share, cpu="16", memory="64Gi", **{"volcano.sh/gpu-number": "2", "volcano.sh/gpu-memory": "32768"})
+    objects.node(vgpu, cpu="16", memory="64Gi", **{"volcano.sh/vgpu-number": "8", "volcano.sh/vgpu-memory": "32768",
+                                                   "volcano.sh/vgpu-cores": "200"})
+    objects.api.merge_patch(f"/api/v1/nodes/{vgpu}", {"metadata": {"annotations": {
+        REGISTER: "GPU-a,4,16384,NVIDIA-A100,true,hami-core:GPU-b,4,16384,NVIDIA-A100,true,hami-core:"}}})
+    objects.pod("shared", name, cpu="1", extra={"volcano.sh/gpu-memory": "10000"})
+    objects.pod("virtual", name, cpu="1", extra={"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "3000",
+                                                 "volcano.sh/vgpu-cores": "30"})
+    policy = GANG_POLICY.replace("plugin binpack", "plugin binpack\n  plugin deviceshare { gpu_number = false }")
+    for mode, pod, node in (("gpu_sharing", "shared", share), ("vgpu", "virtual", vgpu)):
+        scheduler: InProcess = in_process(name, policy.replace("gpu_number = false", f"{mode} = true"))
+        wait_for(lambda: scheduler.sees(objects.namespace, 2, nodes=2), "the cache to see the pods", 10)
+        wait_for(lambda: REGISTER in getattr(scheduler.cluster.cache.node(vgpu), "annotations", {}),
+                 "the cache to see the vGPU register", 10)
+        assert scheduler.cycle().binds.bound >= 1
+        body = objects.pods()[pod]
+        assert body["spec"]["nodeName"] == node
+        notes = body["metadata"]["annotations"]
+        if mode == "gpu_sharing":
+            assert notes["volcano.sh/gpu-index"] == "0"
+            assert int(notes["volcano.sh/predicate-time"]) > 1_700_000_000 * 10**9
+        else:
+            assert notes["volcano.sh/vgpu-ids-new"] == notes["volcano.sh/devices-to-allocate"] == "GPU-a,NVIDIA,3000,30:"
+            assert notes["volcano.sh/vgpu-node"] == vgpu and notes["volcano.sh/bind-phase"] == "allocating"
+            assert int(notes["volcano.sh/vgpu-time"]) > 1_700_000_000 and "volcano.sh/gpu-index" not in notes
+        scheduler.close()

@@ -178,6 +178,9 @@ def test_bind_all_sends_rounds_of_the_pods_still_worth_a_try() -> None:
 
 def test_binding_carries_uid_precondition_and_device_cards() -> None:
     body = binding_body(Binding("ns/p", "n1", {"nvidia.com/gpu": (2, 3)}), POD)
+    # Volcano's deviceshare writes the cards with the time they were chosen (ns), on the Binding.
+    stamp = body["metadata"]["annotations"].pop("volcano.sh/predicate-time")
+    assert int(stamp) > 1_700_000_000 * 10**9
     assert body["metadata"] == {"name": "p", "namespace": "ns", "uid": "uid-p",
                                 "annotations": {"volcano.sh/gpu-index": "2,3"}}
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
