@@ -13,6 +13,13 @@ from functools import lru_cache
 from typing import Callable
 
 MILLI_RESOURCES = frozenset({"cpu"})
+# Resources counted in bytes: the only ones whose figures read with binary suffixes (8Gi). Others
+# (nvidia.com/gpu, volcano.sh/gpu-memory in MiB, pods) are counts: 10240 stays 10240, not 10Ki.
+BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
+
+
+def in_bytes(resource: str) -> bool:
+    return resource in BYTE_RESOURCES or resource.startswith("hugepages-")
 
 
 @lru_cache(maxsize=1)
@@ -66,6 +73,8 @@ def format_base_units(resource: str, units: int) -> str:
     """The shortest exact quantity text for base units (inverse of to_base_units)."""
     if resource in MILLI_RESOURCES:
         return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    if not in_bytes(resource):
+        return str(units)
     for suffix, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
         if units >= size and units % size == 0:
             return f"{units // size}{suffix}"
@@ -79,10 +88,14 @@ def readable_base_units(resource: str, units: float) -> str:
         return "unlimited"
     if float(units).is_integer():
         exact = format_base_units(resource, int(units))
-        if len(exact) <= 6:
+        # Exact where short, unless it is a hair off a round figure (26999m of a share computed
+        # by water-filling reads as 27, not 26999m).
+        if len(exact) <= 6 and not (resource in MILLI_RESOURCES and units >= 10_000 and units % 100):
             return exact
     if resource in MILLI_RESOURCES:
         return _one_decimal(units / 1000) if units >= 1000 or units == 0 else f"{units:.0f}m"
+    if not in_bytes(resource):
+        return _one_decimal(units)
     for suffix, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
         if units >= size:
             return _one_decimal(units / size) + suffix

@@ -201,6 +201,7 @@ def explain_pod(state: ClusterState, key: str, decisions: d.Decisions, options: 
     pod = state.pods[key]
     group_key = group_key_of(pod)
     queue, phase, condition = _queue_and_phase(state, group_key, decisions)
+    queue = state.queue_name_of(pod)      # a pod without a group: its queue annotation's
     job = f"PodGroup {group_key}" if pod.group else "no PodGroup"
     where = f"{job}, queue {queue}"
     common = {"target": key, "kind": "pod", "queue": queue, "phase": phase}

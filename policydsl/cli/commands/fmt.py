@@ -60,7 +60,7 @@ def _unified_diff(before: str, after: str, shown: str) -> str:
     return "".join(lines)
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """Replace the file in one step, so a crash never leaves half a policy behind."""
     mode = path.stat().st_mode & 0o7777
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"would reformat {shown}")
         if args.write and result.changed:
             try:
-                _write_atomically(Path(target), result.text)
+                write_atomically(Path(target), result.text)
             except OSError as err:
                 print(f"policydsl fmt: cannot write {shown}: {err.strerror or err}", file=sys.stderr)
                 status = EXIT_IO

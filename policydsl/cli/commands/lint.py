@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use this configuration instead of the nearest .policydsl.yaml")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="text format: print only findings at or above the fail level, no summary")
+    parser.add_argument("--fix", action="store_true",
+                        help="apply the fixes lint is certain of (a misspelled name with one suggestion, unit "
+                             "suffixes such as 512MiB -> 512Mi), then format the file as `fmt --write` does; "
+                             "report what is left")
     parser.add_argument("--explain", metavar="CODE", help="print what a code means, why, and how to fix it")
     parser.add_argument("--list-rules", action="store_true", help="list every code and exit")
     parser.add_argument("--rules-markdown", action="store_true",
@@ -84,6 +88,49 @@ def _list_rules() -> None:
     Console(width=200 if not sys.stdout.isatty() else None, highlight=False).print(table)
 
 
+FIX_PASSES = 5     # a fix may uncover another (a name fixed, then its value checked): a few passes, bounded
+
+
+def fix_files(result) -> int:
+    """Applies the certain fixes to every linted file, then formats it; returns how many files
+    changed. Each file is rewritten in one step (fmt's), and only when its text changed."""
+    from pathlib import Path
+
+    # imported when --fix runs: `policydsl` starts without loading what other subcommands need
+    from compiler.pipeline import compile_text  # lazy: as above
+    from policydsl.cli.commands.fmt import write_atomically  # lazy: as above
+    from policydsl.fixes import apply, edit_for  # lazy: as above
+    from policydsl.formatter import format_text  # lazy: as above
+
+    changed = fixed = 0
+    for path, diagnostics in result.by_file().items():
+        file = Path(path)
+        if not file.is_file():
+            continue
+        original = text = file.read_text(encoding="utf-8")
+        titles: list[str] = []
+        for _ in range(FIX_PASSES):
+            lines = text.split("\n")
+            edits = [e for e in (edit_for(d, lines) for d in diagnostics) if e is not None]
+            text, applied = apply(text, edits)
+            titles += [f"{path}:{e.line}:{e.column}: fixed {e.title}" for e in applied]
+            if not applied:
+                break
+            diagnostics = list(compile_text(text, path).diagnostics)
+        formatted = format_text(text, path)
+        if formatted.text is not None:
+            text = formatted.text
+        if text != original:
+            write_atomically(file, text)
+            changed += 1
+            fixed += len(titles)
+            for title in titles:
+                print(title, file=sys.stderr)
+    if changed:
+        print(f"fixed {fixed} finding(s) and formatted {changed} file(s)", file=sys.stderr)
+    return changed
+
+
 def run(args: argparse.Namespace) -> int:
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from compiler.lint import docs
@@ -117,10 +164,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         return _error(str(err))
     fail_level = Severity.parse(args.fail_level) if args.fail_level else None
+    if args.fix and STDIN in args.paths:
+        return _error("--fix rewrites files; it cannot fix - (stdin)")
+
+    def lint_all():
+        return lint_paths(args.paths, config_file=args.config, select=select, ignore=ignore, fail_level=fail_level,
+                          stdin=read_limited(sys.stdin.buffer) if STDIN in args.paths else b"",
+                          stdin_filename=args.stdin_filename)
+
     try:
-        result = lint_paths(args.paths, config_file=args.config, select=select, ignore=ignore, fail_level=fail_level,
-                            stdin=read_limited(sys.stdin.buffer) if STDIN in args.paths else b"",
-                            stdin_filename=args.stdin_filename)
+        result = lint_all()
+        if args.fix and fix_files(result):
+            result = lint_all()
     except UsageError as err:
         return _error(str(err))
     except ConfigError as err:

@@ -125,9 +125,13 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
                 # The run's other tasks are alike: they fail alike, and keep their own reason;
                 # the job's other tasks are still tried (Volcano's NeedContinueAllocating).
                 rest = run_tasks[at:]
-                reason = queue_reason if placed >= limit and queue_reason is not None else failure_reason(ssn, rest[0])
+                reasons = [queue_reason] if placed >= limit and queue_reason is not None else []
+                if not reasons or not fits_an_empty_node(ssn, rest[0]):
+                    # No node could hold it even empty: that is the cause, whatever the queue says.
+                    reasons.insert(0, failure_reason(ssn, rest[0]))
                 for t in rest:
-                    ssn.add_reason(t, reason)
+                    for reason in reasons:
+                        ssn.add_reason(t, reason)
                 if placed < limit or queue_reason is None:
                     failed_roles.add(snap.pods[rest[0]].task_role)
                 break
@@ -136,6 +140,12 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
         if ready or (at < len(run_tasks) and not keeps_trying(ssn, j, failed_roles)):
             break
     return stmt, runs, placed_any
+
+
+def fits_an_empty_node(ssn: Session, t: int) -> bool:
+    """Whether some schedulable node's allocatable covers task t's request."""
+    snap = ssn.snap
+    return bool(((snap.allocatable >= ssn.fit_request(t)).all(axis=1) & snap.schedulable).any())
 
 
 def finish_job(ssn: Session, j: int, tried) -> bool:
