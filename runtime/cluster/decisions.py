@@ -116,6 +116,9 @@ class Decisions:
     # Bindings whose pods have claims not bound yet: pod -> what to bind each claim to (the
     # pod's binding waits for them on a cluster; the simulator binds them at once).
     volumes: dict[str, tuple[VolumeChoice, ...]] = field(default_factory=dict)
+    # Jobs asking for network topology whose HyperNode changed: PodGroup key -> the lowest
+    # HyperNode holding all their placed pods (the volcano.sh/job-allocated-hypernode annotation).
+    hypernodes: dict[str, str] = field(default_factory=dict)
     # Bindings whose pods have ResourceClaims not allocated (or not reserved for them) yet: pod ->
     # (claim, its allocation) each, written (status.allocation, status.reservedFor) before the
     # Binding (runtime.engine.rules.dra).

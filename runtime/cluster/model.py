@@ -286,6 +286,38 @@ class NetworkTopology:
         return self.mode == "hard"
 
 
+# The PodGroup annotation naming the HyperNode a job that asks for topology runs in: the lowest
+# HyperNode holding all its placed pods (Volcano v1.12-v1.13 write it, v1.14 keeps it in memory).
+JOB_ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
+
+
+@dataclass(frozen=True)
+class SubGroupPolicy:
+    """One entry of a PodGroup's `spec.subGroupPolicy` (Volcano's SubGroupPolicySpec): the pods
+    that `selector` matches and that carry every label of `match_label_keys` (non-empty) form one
+    sub-group per distinct tuple of those labels' values. A sub-group is a gang of `size` pods
+    (subGroupSize) placed within one HyperNode by its own `network_topology`; the job is ready
+    only when at least `min_groups` (minSubGroups) of the policy's sub-groups are."""
+
+    name: str = ""
+    size: int = 1                                  # subGroupSize
+    min_groups: int = 0                            # minSubGroups
+    selector: LabelSelector | None = None          # labelSelector (None: every pod)
+    match_label_keys: tuple[str, ...] = ()         # matchLabelKeys
+    network_topology: NetworkTopology | None = None
+
+    def key_of(self, labels: Mapping[str, str]) -> tuple[str, ...] | None:
+        """The sub-group of a pod with these labels under this policy, or None when the policy
+        does not take it. As Volcano (getSubJobMatchValues), a policy without matchLabelKeys
+        takes no pod: its pods stay in the job's default sub-group."""
+        if self.selector is not None and not self.selector.matches(labels):
+            return None
+        if not self.match_label_keys:
+            return None
+        values = tuple(labels.get(k, "") for k in self.match_label_keys)
+        return None if "" in values else values
+
+
 @dataclass
 class PodGroup:
     namespace: str
@@ -307,6 +339,16 @@ class PodGroup:
     unsupported: str | None = None
     # spec.networkTopology when it asks something (None: no request, or an empty one).
     network_topology: NetworkTopology | None = None
+    # spec.subGroupPolicy, in order (a pod goes to the first policy that takes it).
+    sub_groups: tuple[SubGroupPolicy, ...] = ()
+    # metadata.annotations[volcano.sh/job-allocated-hypernode]: where the job runs ("" if unset).
+    allocated_hypernode: str = ""
+
+    @property
+    def asks_topology(self) -> bool:
+        """Whether the group or one of its sub-group policies asks for network topology."""
+        return self.network_topology is not None or any(p.network_topology is not None for p in self.sub_groups)
+
 
     @property
     def key(self) -> str:
@@ -569,6 +611,10 @@ class ClusterState:
             if group is not None:
                 group.phase = status.phase
                 group.conditions = list(status.conditions)
+        for key, hypernode in decisions.hypernodes.items():
+            group = self.podgroups.get(key)
+            if group is not None:
+                group.allocated_hypernode = hypernode
 
     def advance(self) -> list[str]:
         """Releasing pods leave. Returns their keys. (A controller would recreate evicted pods

@@ -21,8 +21,8 @@ from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import DEQUEUE_STRATEGIES, NodeGroupAffinity
 from runtime.cluster.model import (
-    DEFAULT_MAX_PODS, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition, NetworkTopology, Node, PodGroup,
-    QueueObject, Taint,
+    DEFAULT_MAX_PODS, JOB_ALLOCATED_HYPERNODE, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition,
+    NetworkTopology, Node, PodGroup, QueueObject, SubGroupPolicy, Taint,
 )
 from runtime.cluster.draspec import (
     read_device_class, read_resource_claim, read_resource_claim_template, read_resource_slice,
@@ -224,33 +224,74 @@ def _read_pod(obj: dict, state: ClusterState) -> None:
 
 
 # PodGroup spec fields the scheduler reads but does not evaluate yet (runtime/README.md).
-PODGROUP_NOT_EVALUATED = ("subGroupPolicy",)
+PODGROUP_NOT_EVALUATED: tuple[str, ...] = ()
+# The fields of a spec.subGroupPolicy entry this scheduler evaluates (Volcano v1.14's
+# SubGroupPolicySpec); any other makes the group wait, naming it.
+SUBGROUP_FIELDS = ("name", "subGroupSize", "minSubGroups", "labelSelector", "matchLabelKeys", "networkTopology")
 
 
-def read_network_topology(value: Any) -> NetworkTopology | None:
-    """`spec.networkTopology`: None when absent or empty (an empty request asks nothing)."""
+def read_network_topology(value: Any, where: str = "spec.networkTopology") -> NetworkTopology | None:
+    """`spec.networkTopology` (or a sub-group's, at `where`): None when absent or empty (an empty
+    request asks nothing)."""
     if not value:
         return None
     if not isinstance(value, dict):
-        raise FieldError(f"`spec.networkTopology` must be a mapping, found {value!r}")
+        raise FieldError(f"`{where}` must be a mapping, found {value!r}")
     unknown = sorted(set(value) - {"mode", "highestTierAllowed", "highestTierName"})
     if unknown:
-        raise FieldError(f"`spec.networkTopology.{unknown[0]}` is not a field of networkTopology "
+        raise FieldError(f"`{where}.{unknown[0]}` is not a field of networkTopology "
                          "(mode, highestTierAllowed, highestTierName)")
     mode = value.get("mode") or "hard"
     if mode not in ("hard", "soft"):
-        raise FieldError(f"`spec.networkTopology.mode` must be hard or soft, found {mode!r}")
+        raise FieldError(f"`{where}.mode` must be hard or soft, found {mode!r}")
     tier = value.get("highestTierAllowed")
     if tier is not None:
-        tier = kf.integer(tier, "spec.networkTopology.highestTierAllowed", 1)
+        tier = kf.integer(tier, f"{where}.highestTierAllowed", 1)
         if tier < 0:
-            raise FieldError(f"`spec.networkTopology.highestTierAllowed` must not be negative, found {tier}")
+            raise FieldError(f"`{where}.highestTierAllowed` must not be negative, found {tier}")
     name = value.get("highestTierName")
     if name is not None and (not isinstance(name, str) or not name):
-        raise FieldError(f"`spec.networkTopology.highestTierName` must be a non-empty string, found {name!r}")
+        raise FieldError(f"`{where}.highestTierName` must be a non-empty string, found {name!r}")
     if tier is not None and name is not None:
-        raise FieldError("`spec.networkTopology` sets both highestTierAllowed and highestTierName: set one")
+        raise FieldError(f"`{where}` sets both highestTierAllowed and highestTierName: set one")
     return NetworkTopology(mode=mode, highest_tier=tier, highest_tier_name=name)
+
+
+def read_sub_group_policy(value: Any) -> tuple[tuple[SubGroupPolicy, ...], str | None]:
+    """`spec.subGroupPolicy`: the policies in order, and the first field not evaluated
+    (`spec.subGroupPolicy[i].<field>`, the group then waits naming it) or None."""
+    if value is None:
+        return (), None
+    if not isinstance(value, list):
+        raise FieldError(f"`spec.subGroupPolicy` must be a list, found {type(value).__name__}")
+    policies: list[SubGroupPolicy] = []
+    unsupported: str | None = None
+    for i, raw in enumerate(value):
+        where = f"spec.subGroupPolicy[{i}]"
+        if not isinstance(raw, dict):
+            raise FieldError(f"`{where}` must be a mapping, found {type(raw).__name__}")
+        unknown = sorted(k for k in raw if k not in SUBGROUP_FIELDS and raw[k] not in (None, "", [], {}))
+        if unknown and unsupported is None:
+            unsupported = f"{where}.{unknown[0]}"
+        name = raw.get("name") or ""
+        if not isinstance(name, str):
+            raise FieldError(f"`{where}.name` must be a string, found {name!r}")
+        size = kf.integer(raw.get("subGroupSize"), f"{where}.subGroupSize", 1)
+        if size < 1:
+            raise FieldError(f"`{where}.subGroupSize` must be at least 1, found {size}")
+        min_groups = kf.integer(raw.get("minSubGroups"), f"{where}.minSubGroups", 0)
+        if min_groups < 0:
+            raise FieldError(f"`{where}.minSubGroups` must not be negative, found {min_groups}")
+        keys = raw.get("matchLabelKeys") or []
+        if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
+            raise FieldError(f"`{where}.matchLabelKeys` must be a list of label keys, found {keys!r}")
+        policies.append(SubGroupPolicy(
+            name=name, size=size, min_groups=min_groups,
+            selector=kf.label_selector(raw.get("labelSelector"), f"{where}.labelSelector"),
+            match_label_keys=tuple(keys),
+            network_topology=read_network_topology(raw.get("networkTopology"), f"{where}.networkTopology"),
+        ))
+    return tuple(policies), unsupported
 
 
 def _read_podgroup(obj: dict, state: ClusterState) -> None:
@@ -270,9 +311,11 @@ def _read_podgroup(obj: dict, state: ClusterState) -> None:
     preemptable = spec.get("preemptable")
     if preemptable is not None and not isinstance(preemptable, bool):
         raise FieldError(f"`spec.preemptable` must be true or false, found {preemptable!r}")
-    # Sub-group gangs are not evaluated yet: a group asking for them waits, naming the field,
-    # rather than be spread as if it asked nothing. Network topology is (actions/topology.py).
-    unsupported = next((f"spec.{name}" for name in PODGROUP_NOT_EVALUATED if spec.get(name)), None)
+    # A field not evaluated makes the group wait, naming it, rather than be placed as if it asked
+    # nothing. Network topology and sub-groups are evaluated (actions/topology.py).
+    sub_groups, sub_unsupported = read_sub_group_policy(spec.get("subGroupPolicy"))
+    unsupported = next((f"spec.{name}" for name in PODGROUP_NOT_EVALUATED if spec.get(name)), None) or sub_unsupported
+    annotations = kf.strings(meta.get("annotations"), "metadata.annotations")
     state.add_podgroup(PodGroup(
         namespace=namespace, name=name, min_member=min_member,
         min_resources=kf.resources(spec["minResources"], "spec.minResources") if spec.get("minResources") else None,
@@ -280,7 +323,8 @@ def _read_podgroup(obj: dict, state: ClusterState) -> None:
         queue=str(spec.get("queue") or "default"), priority_class=spec.get("priorityClassName"),
         phase=str(status.get("phase") or "Pending"), conditions=conditions, uid=kf.uid_of(meta, namespace, name),
         creation=kf.timestamp(meta), preemptable=preemptable, unsupported=unsupported,
-        network_topology=read_network_topology(spec.get("networkTopology")),
+        network_topology=read_network_topology(spec.get("networkTopology")), sub_groups=sub_groups,
+        allocated_hypernode=annotations.get(JOB_ALLOCATED_HYPERNODE, ""),
     ))
 
 

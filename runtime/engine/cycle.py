@@ -18,6 +18,7 @@ from runtime.engine.actions.reservations import hold_reservations
 from runtime.engine.kernels import load as load_kernels
 from runtime.cluster.model import PG_PENDING, ClusterState, Condition, Pod
 from runtime.engine.plugins import registry as plugin_registry
+from runtime.engine.rules.hypernodes import job_hypernodes
 from runtime.engine.session import Options, Session
 from runtime.engine.actions.eviction import wants_victims
 from runtime.engine.snapshot import HELD, PENDING, VICTIM_ACTIONS, SnapshotCache, build_snapshot
@@ -120,6 +121,8 @@ def collect(ssn: Session) -> d.Decisions:
         bound = {b.pod for b in out.bindings}
         out.claims = {snap.task_keys[t]: tuple(chosen) for t, chosen in ssn.dra_rule.choices.items()
                       if chosen and snap.task_keys[t] in bound}
+    # Where each job asking for topology now runs (the PodGroup annotation), when that changed.
+    out.hypernodes = job_hypernodes(ssn)
     keys = snap.task_keys
     waiting = np.flatnonzero((status == PENDING) | (status == HELD))
     for t, j in zip(waiting.tolist(), snap.task_job[waiting].tolist()):

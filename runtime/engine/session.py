@@ -210,7 +210,7 @@ class Session:
         self.hypernode_rule: HyperNodeRule | None = None   # where some job asks for network topology
         # The network-topology-aware plugin's HyperNode score (job, {HyperNode: node rows}) →
         # {HyperNode: score}, when the plugin is on; allocate's topology placement ranks by it.
-        self.hypernode_order: Callable[[int, dict[str, np.ndarray]], dict[str, float]] | None = None
+        self.hypernode_order: Callable[..., dict[str, float]] | None = None
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
         # Each class's placement inputs and tree (ClassPlacement), made on first use.

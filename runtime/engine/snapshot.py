@@ -28,7 +28,9 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED,
 )
 from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
-from runtime.cluster.model import MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, ClusterState, Node, Pod, SettledPods, Taint
+from runtime.cluster.model import (
+    MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, ClusterState, NetworkTopology, Node, Pod, SettledPods, Taint,
+)
 from runtime.cluster.dra import DraSnapshot, dra_snapshot
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
@@ -177,6 +179,8 @@ class Snapshot:
     hypernodes: NetworkTree | None = None
     # Where some pod in play has PersistentVolumeClaims: their claims resolved (runtime.cluster.storage).
     volumes: VolumeSnapshot | None = None
+    # Jobs whose PodGroup sets spec.subGroupPolicy: job index -> its sub-groups (`sub_groups_of`).
+    sub_groups: dict[int, tuple["SubGroup", ...]] = field(default_factory=dict)
     # Where some waiting pod has ResourceClaims: their claims resolved (runtime.cluster.dra).
     dra: DraSnapshot | None = None
 
@@ -419,8 +423,10 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         foreign_pods=foreign, settled=settled, settled_pods=settled_pods, topology=nodes.topology,
         volumes=volumes,
         hypernodes=state.topology() if any(
-            job.podgroup is not None and job.podgroup.network_topology is not None for job in jobs)
+            job.podgroup is not None and job.podgroup.asks_topology for job in jobs)
         or (state.has_hypernodes and hypernode_binpack_on(plan)) else None,
+        sub_groups={job.index: sub_groups_of(job, tasks.pods) for job in jobs
+                    if job.podgroup is not None and job.podgroup.sub_groups and len(job.tasks)},
     )
     if scan.rule_pods:
         placed = state.placed_pods()
@@ -505,6 +511,48 @@ def _settled_elastic(elastic: dict[str, dict[str, int]], queue_index: dict[str, 
                 if res in index:
                     out[q, index[res]] += amount
     return out
+
+
+@dataclass(frozen=True)
+class SubGroup:
+    """A sub-group of a job (Volcano's SubJob): the pods one `spec.subGroupPolicy` entry takes
+    with one tuple of matchLabelKeys values, or (policy -1) the job's other pods, its default
+    sub-group (a gang of 1, under the job's own networkTopology, which the job's turn applies)."""
+
+    policy: int                                # index in spec.subGroupPolicy; -1: the default sub-group
+    values: tuple[str, ...]                    # the pods' matchLabelKeys values
+    tasks: np.ndarray                          # task indices, in task order
+    size: int                                  # subGroupSize: how many must run together
+    network_topology: NetworkTopology | None   # the policy's (None for the default sub-group)
+    match_index: int                           # the first value read as an integer (0 if not one): order
+
+    @property
+    def name(self) -> str:
+        return "-".join(self.values) if self.policy >= 0 else "(default)"
+
+
+def sub_groups_of(job: JobInfo, pods: list[Pod]) -> tuple[SubGroup, ...]:
+    """Job's tasks grouped as Volcano's JobInfo.getOrCreateSubJob does: each pod to the first
+    policy that takes it, by its matchLabelKeys values; pods no policy takes form the default
+    sub-group. Sub-groups in policy order, then by values; the default last."""
+    policies = job.podgroup.sub_groups
+    members: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+    for t in job.tasks.tolist():
+        labels = pods[t].labels
+        key: tuple[int, tuple[str, ...]] = (-1, ())
+        for i, policy in enumerate(policies):
+            values = policy.key_of(labels)
+            if values is not None:
+                key = (i, values)
+                break
+        members.setdefault(key, []).append(t)
+    out = []
+    for (i, values), tasks in sorted(members.items(), key=lambda kv: (kv[0][0] < 0, kv[0])):
+        first = values[0] if values else ""
+        out.append(SubGroup(i, values, np.array(tasks, dtype=np.int64), policies[i].size if i >= 0 else 1,
+                            policies[i].network_topology if i >= 0 else None,
+                            int(first) if first.lstrip("-").isdigit() else 0))
+    return tuple(out)
 
 
 def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: ClusterState, queue_index: dict[str, int],

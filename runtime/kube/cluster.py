@@ -566,6 +566,8 @@ class KubeCluster:
         clock = time.monotonic()
         due: dict[str, float] = {}
         admitted: dict[str, float] = {}
+        hypernodes = decisions.hypernodes
+        annotated: set[str] = set()
         for pg in decisions.podgroups:
             if busy and f"PodGroup/{pg.name}" in busy:
                 continue
@@ -585,7 +587,15 @@ class KubeCluster:
                     same_phase_and_counts(current.get(pg.name), PG_PENDING, pg_counts):
                 if _not_yet(self._admission_due, admitted, pg.name, clock, ADMISSION_DELAY_S):
                     continue
+            if pg.name in hypernodes:
+                update = replace(update, annotations=st.hypernode_annotation(hypernodes[pg.name]))
+                annotated.add(pg.name)
             writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
+        # The job's HyperNode changed and its status did not (or waits): the annotation alone.
+        for name, hypernode in sorted(hypernodes.items()):
+            if name not in annotated and f"PodGroup/{name}" not in busy:
+                update = st.Update(name, {}, {}, st.hypernode_annotation(hypernode))
+                writes.append((f"PodGroup/{name}", partial(self._write_podgroup, update)))
         self._condition_due = due  # a change no longer computed is no longer due
         self._admission_due = admitted
         for name in self.cache.queue_objects():

@@ -7,7 +7,8 @@ wrote); equal means no request at all, which is the common case for a settled cl
 
 PodGroup status: `phase`, `conditions` (Unschedulable/NotEnoughResources with the engine's
 reason, Scheduled, or Unschedulable/BindFailed when binds of the gang failed this cycle),
-`running` and `succeeded` pod counts. Queue status: `allocated` and the number of PodGroups
+`running` and `succeeded` pod counts; in the same patch, the job's HyperNode annotation
+(volcano.sh/job-allocated-hypernode) when it changed. Queue status: `allocated` and the number of PodGroups
 per phase. A Queue's `state` belongs to whoever opens and closes queues and is left alone.
 """
 
@@ -28,7 +29,8 @@ from runtime.kube.binder import REFUSED, BindOutcome, Refusal
 from runtime.kube.cache import PODGROUPS, QUEUES, ClusterCache
 from runtime.kube.statusfacts import podgroup_says
 from runtime.cluster.model import (
-    PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, POD_RUNNING, POD_SUCCEEDED, ClusterState, Condition, Pod,
+    JOB_ALLOCATED_HYPERNODE, PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, POD_RUNNING, POD_SUCCEEDED, ClusterState,
+    Condition, Pod,
 )
 
 log = logging.getLogger("policydsl.kube.status")
@@ -42,6 +44,14 @@ class Update:
     key: str  # namespace/name of a PodGroup, or a Queue name
     status: dict[str, Any]  # the fields of status the scheduler owns, as they will read
     patch: dict[str, Any]  # the merge patch of `status` that gets there
+    # PodGroup only: annotations to set (None: remove) in the same patch, e.g. the job's
+    # HyperNode (volcano.sh/job-allocated-hypernode, as Volcano's UpdatePodGroup writes it).
+    annotations: Mapping[str, str | None] | None = None
+
+
+def hypernode_annotation(hypernode: str) -> dict[str, str | None]:
+    """The PodGroup annotation naming the job's HyperNode ("": removed)."""
+    return {JOB_ALLOCATED_HYPERNODE: hypernode or None}
 
 
 def now_text() -> str:
@@ -157,7 +167,8 @@ class StatusWriter:
         namespace, name = update.key.split("/", 1)
         path = f"{PODGROUPS.path.rsplit('/', 1)[0]}/namespaces/{namespace}/podgroups/{name}"
         if self._patch(path, update, "PodGroup"):
-            self.cache.record_podgroup_status(update.key, update.status)
+            if update.patch:
+                self.cache.record_podgroup_status(update.key, update.status)
             return True
         return False
 
@@ -185,7 +196,10 @@ class StatusWriter:
         if not self.may_write():
             return False
         try:
-            self.api.merge_patch(path, {"status": update.patch})
+            body: dict[str, Any] = {"status": update.patch} if update.patch else {}
+            if update.annotations:
+                body["metadata"] = {"annotations": dict(update.annotations)}
+            self.api.merge_patch(path, body)
             self.on_answer(kind, update.key, None)
             return True
         except ApiError as err:

@@ -1,5 +1,5 @@
 """Every field of a PodGroup's spec is either evaluated or makes the group wait, naming it:
-`subGroupPolicy` (sub-group gangs, not evaluated yet) holds the group back; `networkTopology` is
+a `subGroupPolicy` sub-field not evaluated holds the group back; `networkTopology` is
 placed (tests/runtime/test_runtime_network_topology.py): here, that its request is read and bad
 values refused; `preemptable` decides whether its pods may be victims where a pod says nothing."""
 
@@ -42,16 +42,18 @@ def pod_object(name: str, group: str) -> dict:
                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
 
 
-@pytest.mark.parametrize("field, value", [
-    ("subGroupPolicy", [{"name": "workers", "subGroupSize": 2}]),
+@pytest.mark.parametrize("field, value, named", [
+    # Sub-groups are evaluated (tests/runtime/test_subgroups.py); a sub-field that is not waits.
+    ("subGroupPolicy", [{"name": "workers", "subGroupSize": 2, "subGroupTimeout": "5m"}],
+     "spec.subGroupPolicy[0].subGroupTimeout"),
 ])
-def test_a_group_asking_for_a_field_not_evaluated_waits_naming_it(field, value, pure):
+def test_a_group_asking_for_a_field_not_evaluated_waits_naming_it(field, value, named, pure):
     state = load(node_object("n1"), podgroup_object("train", {field: value}),
                  pod_object("train-0", "train"), pod_object("train-1", "train"))
     decisions = cycle(PLAN, state, pure)
     assert placements(decisions) == {}
     for key in ("ns/train-0", "ns/train-1"):
-        assert any(f"spec.{field}" in r.message for r in decisions.reasons_for(key))
+        assert any(named in r.message for r in decisions.reasons_for(key))
 
 
 def test_a_group_without_its_pods_yet_is_admitted_when_it_asks_for_topology(pure):

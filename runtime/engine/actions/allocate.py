@@ -27,7 +27,7 @@ from runtime.engine.snapshot import ALLOCATED, PENDING, PIPELINED, READY_STATUSE
 
 def run(ssn: Session) -> None:
     # Jobs holding reservations (actions/reservations.py) take their turn to bind them.
-    heaps = eligible_jobs(ssn, also=frozenset(int(ssn.snap.task_job[t]) for t in ssn.held))
+    heaps = eligible_jobs(ssn, also=frozenset(int(ssn.snap.task_job[t]) for t in ssn.held), sub_groups=True)
     # Each queue's jobs in job order, as a list whose next job is its last item; and the jobs
     # that took a turn and still have tasks, back in a heap by their job key at that moment.
     fresh = {q: [j for _, j in reversed(jobs)] for q, jobs in heaps.items() if q >= 0}
@@ -85,9 +85,10 @@ def dequeue_blocked(ssn: Session, q: int, j: int, failed_at: dict[int, int]) -> 
 def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
     """One turn of job j: its tasks until it is ready (`one_task`: it is, and takes one more).
     Returns whether it is ready with tasks still pending, for another turn. A job that asks for
-    network topology is placed within one HyperNode (actions/topology.py)."""
-    if ssn.hypernode_rule is not None and asks_topology(ssn.snap.jobs[j]):
-        return topology.allocate_within(ssn, j, one_task, attempt_job, finish_job)
+    network topology is placed within one HyperNode, a job with sub-groups sub-group by
+    sub-group (actions/topology.py)."""
+    if j in ssn.snap.sub_groups or (ssn.hypernode_rule is not None and asks_topology(ssn.snap.jobs[j])):
+        return topology.allocate_within(ssn, j, one_task, attempt_job, finish_job, bind_reservations)
     tried = attempt_job(ssn, j, one_task)
     return finish_job(ssn, j, tried) if tried is not None else False
 

@@ -14,10 +14,11 @@ def admitted(ssn: Session, j: int) -> bool:
 
 
 def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] = frozenset(),
-                  hard_topology: bool = True) -> dict[int, list]:
+                  hard_topology: bool = True, sub_groups: bool = False) -> dict[int, list]:
     """Admitted, valid jobs with pending tasks (and those in `also`), per queue as (rank in job
     order, job) lists sorted in job order (so heaps too). `hard_topology=False` leaves out jobs
-    whose network topology is hard (only allocate places them, within one HyperNode)."""
+    whose network topology is hard (only allocate places them, within one HyperNode); jobs with
+    sub-groups (spec.subGroupPolicy) are left out unless `sub_groups` (allocate's)."""
     pending = [p or (j in also) for j, p in enumerate(ssn.job_pending.tolist())] if also else \
         ssn.job_pending.tolist()
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
@@ -27,6 +28,8 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
         j = job.index
         if want_pending and pending[j] == 0:
             continue
+        if not sub_groups and j in ssn.snap.sub_groups:
+            continue          # only allocate places a job with sub-groups (sub-group by sub-group)
         if not hard_topology and job.podgroup is not None and job.podgroup.network_topology is not None \
                 and job.podgroup.network_topology.hard:
             continue

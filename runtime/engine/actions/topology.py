@@ -13,7 +13,12 @@ pipelined one, then the most of the job's tasks placed, then the least free room
 HyperNode for the resources the job requests (binpack: whole HyperNodes stay free for other
 gangs), then the name.
 A job with pods already placed (elastic, reserved, or after a restart) is tried only in the
-HyperNodes that hold them all (their lowest common HyperNode and its ancestors).
+HyperNodes that hold them all (their lowest common HyperNode and its ancestors) and, while it has
+one placed, the HyperNode its PodGroup's volcano.sh/job-allocated-hypernode annotation records.
+
+A job with sub-groups (spec.subGroupPolicy, Volcano's SubJobs) takes its turn sub-group by
+sub-group (`attempt_sub_groups`): each sub-group placed until it has subGroupSize members within
+one HyperNode of its own networkTopology, inside the job's HyperNode (the search above).
 
 Hard mode: if no HyperNode of an allowed tier fits the gang, the job waits, its reason giving the
 task count and the room of the best HyperNodes for the resource that binds. Soft mode: the same
@@ -27,6 +32,7 @@ spread, and a soft one is placed anywhere."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -34,12 +40,15 @@ import numpy as np
 from runtime.cluster import decisions as d
 from runtime.cluster.model import NetworkTopology
 from runtime.cluster.topology import Topology
+from runtime.engine.actions.common import failure_reason, place_run
 from runtime.engine.queueshare import figure
+from runtime.engine.rules.hypernodes import sub_group_count, sub_group_ready
 from runtime.engine.session import Session
-from runtime.engine.snapshot import PENDING, PIPELINED, READY_STATUSES
+from runtime.engine.snapshot import PENDING, PIPELINED, READY_STATUSES, SubGroup
 
 READY, PIPELINED_OUTCOME = 2, 1
 CLUSTER = "<cluster>"       # Volcano's ClusterTopHyperNode: every node, above the highest tier
+Candidate = tuple[str, "np.ndarray | None"]     # a HyperNode (or a region) and its nodes as a mask (None: all)
 
 
 def highest_tier(request: NetworkTopology, tree: Topology) -> tuple[int | None, str]:
@@ -52,16 +61,26 @@ def highest_tier(request: NetworkTopology, tree: Topology) -> tuple[int | None, 
     return 1, "tier 1"
 
 
-def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, finish: Callable) -> bool:
+def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, finish: Callable,
+                    bind: Callable | None = None) -> bool:
+    """Job j's turn within one HyperNode (the module's docstring). A job with sub-groups
+    (spec.subGroupPolicy) takes its turn sub-group by sub-group (`attempt_sub_groups`, `bind`
+    taking its held reservations), within the job's HyperNode when it asks for one."""
     snap = ssn.snap
     job = snap.jobs[j]
-    request: NetworkTopology = job.podgroup.network_topology
-    tree: Topology = snap.hypernodes
+    request: NetworkTopology | None = job.podgroup.network_topology
+    tree: Topology | None = snap.hypernodes
     rule = ssn.hypernode_rule
-    if tree.blocking:
+    if j in snap.sub_groups:
+        attempt = partial(attempt_sub_groups, bind=bind)
+    if tree is not None and tree.blocking and job.podgroup.asks_topology:
         at_fault = sorted({h for p in tree.blocking for h in p.hypernodes})
         return wait(ssn, j, f"HyperNodes are not ready for topology-aware placement "
                             f"({'; '.join(str(p) for p in tree.blocking)}): HyperNodes at fault: {', '.join(at_fault)}")
+    if request is None or tree is None or rule is None:
+        # Sub-groups under no job-level request: the turn over the whole cluster.
+        tried = attempt(ssn, j, one_task)
+        return finish(ssn, j, tried) if tried is not None else False
     highest, said = highest_tier(request, tree)
     # As Volcano's session (addClusterTopHyperNode): a virtual HyperNode over every node, one tier
     # above the highest real one, so a request reaching above every real tier spans the cluster.
@@ -76,8 +95,7 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
         if not levels:
             return wait(ssn, j, f"gang asks for network topology within {said}: no HyperNode of tier <= {highest}")
     classes = frozenset(int(c) for c in snap.task_class[job.tasks].tolist())
-    settled = [t for t in job.tasks.tolist() if ssn.status[t] in (*READY_STATUSES, PIPELINED) and ssn.task_node[t] >= 0]
-    placed_names = {snap.node_names[int(ssn.task_node[t])] for t in settled}
+    placed_names = set(required_nodes(ssn, j, job.tasks, job.podgroup.allocated_hypernode))
     need, need_req = gang_need(ssn, j)
     columns = np.flatnonzero(need_req > 0)
     rooms: list[tuple[str, np.ndarray]] = []          # the HyperNodes the search looked at, with their room
@@ -125,6 +143,25 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
         tried = attempt(ssn, j, one_task)
         return finish(ssn, j, tried) if tried is not None else False
     return wait(ssn, j, shortage_text(ssn, need, need_req, rooms, highest, placed_names))
+
+
+def placed_nodes(ssn: Session, tasks: np.ndarray) -> set[str]:
+    """The nodes where these tasks are placed (allocated, bound, succeeded or pipelined)."""
+    snap = ssn.snap
+    return {snap.node_names[int(ssn.task_node[t])] for t in tasks.tolist()
+            if ssn.status[t] in (*READY_STATUSES, PIPELINED) and ssn.task_node[t] >= 0}
+
+
+def required_nodes(ssn: Session, j: int, tasks: np.ndarray, recorded: str = "") -> frozenset[str]:
+    """The nodes a HyperNode must hold for these tasks of job j to join their siblings: where
+    they are placed and, while any is, the nodes of the job's recorded HyperNode (the
+    volcano.sh/job-allocated-hypernode annotation, read back after a restart; as Volcano, it
+    counts only while the job has a pod placed and names a HyperNode that still exists)."""
+    placed = placed_nodes(ssn, tasks)
+    tree = ssn.snap.hypernodes
+    if placed and recorded and tree is not None and recorded in tree.leaves:
+        placed |= tree.leaves[recorded]
+    return frozenset(placed)
 
 
 def gang_need(ssn: Session, j: int) -> tuple[int, np.ndarray]:
@@ -219,3 +256,246 @@ def wait(ssn: Session, j: int, text: str) -> bool:
         if ssn.status[t] == PENDING:
             ssn.add_reason(t, reason)
     return False
+
+
+# --- sub-groups (spec.subGroupPolicy; Volcano's SubJobs) --------------------------------------
+
+def attempt_sub_groups(ssn: Session, j: int, one_task: bool = False, bind: Callable | None = None):
+    """Job j's turn sub-group by sub-group, as Volcano's allocateForJob over its SubJobs, within
+    the region the HyperNode rule restricts the job to now (a HyperNode, or the whole cluster):
+    the sub-groups with pending tasks in order (those needed for each policy's minSubGroups
+    first, then those not ready, the highest task priority, the first label value read as a
+    number, the policy and values); each placed until it has subGroupSize members, within one
+    HyperNode of its own networkTopology (`place_sub_group`), or not at all; a sub-group that
+    is ready and still has pending tasks goes back in line and takes one more; the turn ends
+    when the job is ready. Returns (statement, runs, placed_any) as allocate's attempt_job, or
+    None when the job has nothing to place."""
+    snap = ssn.snap
+    stmt = ssn.new_statement()
+    holds = bind(ssn, stmt, j) if bind is not None else 0
+    pending = [t for run in ssn.pending_runs(j, skip_zero=True) for t in run]
+    if not pending and not holds:
+        stmt.discard()
+        return None
+    ssn.attempted.add(j)
+    rule = ssn.hypernode_rule
+    region = (rule.hypernode, None if rule.allowed is None else rule.allowed.copy()) if rule is not None else ("", None)
+    waiting = set(pending)
+    groups = [g for g in snap.sub_groups[j] if any(t in waiting for t in g.tasks.tolist())]
+    required = needed_for_minimum(ssn, j)
+    line = sorted(groups, key=lambda g: group_key(ssn, g, required))
+    placed_any = False
+    try:
+        while line:
+            group = line.pop(0)
+            if place_sub_group(ssn, stmt, j, group, region, waiting) == 0:
+                continue                      # neither ready nor pipelined: its tasks keep their reasons
+            placed_any = True
+            if any(ssn.status[t] == PENDING for t in group.tasks.tolist() if t in waiting):
+                line.append(group)
+                line.sort(key=lambda g: group_key(ssn, g, required))
+            if ssn.job_ready_ok(j):
+                break
+    finally:
+        if rule is not None:
+            restrict(ssn, j, *region)
+    return stmt, [pending], placed_any
+
+
+def group_key(ssn: Session, group: SubGroup, required: set[tuple[int, tuple[str, ...]]]) -> tuple:
+    """The order of sub-groups in a turn (Volcano: the minSubGroups set first, then gang's and
+    priority's SubJobOrderFn — not ready first, highest priority — then MatchIndex); then the
+    policy and values, so that it is total."""
+    return ((group.policy, group.values) not in required, sub_group_ready(ssn, group),
+            -int(ssn.snap.task_priority[group.tasks].max()), group.match_index, group.policy < 0, group.policy,
+            group.values)
+
+
+def needed_for_minimum(ssn: Session, j: int) -> set[tuple[int, tuple[str, ...]]]:
+    """The fewest sub-groups not ready yet, in order, that make each policy's minSubGroups
+    (Volcano's requireSubJobs in organizeJobWorksheet)."""
+    groups = ssn.snap.sub_groups[j]
+    policies = ssn.snap.jobs[j].podgroup.sub_groups
+    have = {i: sum(1 for g in groups if g.policy == i and sub_group_ready(ssn, g)) for i in range(len(policies))}
+    out: set[tuple[int, tuple[str, ...]]] = set()
+    for g in sorted((g for g in groups if g.policy >= 0 and not sub_group_ready(ssn, g)),
+                    key=lambda g: group_key(ssn, g, set())):
+        if have[g.policy] < policies[g.policy].min_groups:
+            out.add((g.policy, g.values))
+            have[g.policy] += 1
+    return out
+
+
+def restrict(ssn: Session, j: int, name: str, allowed: np.ndarray | None) -> None:
+    """Job j's task classes pass only `allowed` nodes (None: every node)."""
+    rule = ssn.hypernode_rule
+    classes = frozenset(int(c) for c in ssn.snap.task_class[ssn.snap.jobs[j].tasks].tolist())
+    rule.restrict(classes, name if allowed is not None else "", allowed)
+
+
+def sub_group_levels(ssn: Session, group: SubGroup, region: str, region_allowed: np.ndarray | None,
+                     placed: frozenset[str], need: np.ndarray) -> tuple[list[list[Candidate]] | None, str]:
+    """Where the sub-group may go, tightest tier first: lists of (HyperNode, its nodes as an
+    allowed mask), each within the region and holding the sub-group's placed pods. Hard: tiers
+    up to its highest; soft: every tier, then the region itself; no request: the region. As
+    Volcano's isEligibleHyperNode, a hard sub-group with nothing placed yet goes only where the
+    room left (once leaving pods go) holds `need`, all its pending tasks together. None and why
+    when a hard request names a tier no HyperNode has, or no HyperNode qualifies."""
+    request = group.network_topology
+    whole = [[(region, region_allowed)]]
+    rule = ssn.hypernode_rule
+    tree: Topology | None = ssn.snap.hypernodes
+    if request is None or rule is None or tree is None:
+        return whole, ""
+    highest, said = highest_tier(request, tree)
+    if request.hard and highest is None:
+        return None, f"sub-group asks for network topology within {said}, which no HyperNode has"
+    everything = frozenset(ssn.snap.node_names)
+    levels: list[list[Candidate]] = []
+    for tier in tree.tiers:
+        if request.hard and tier > highest:
+            break
+        level = []
+        for name in tree.by_tier[tier]:
+            leaves = tree.leaves.get(name, frozenset())
+            if not placed <= leaves:
+                continue
+            rows = rule.rows(name, leaves)
+            if len(rows) == 0 or (region_allowed is not None and not region_allowed[rows].all()):
+                continue
+            if request.hard and not placed and (free_room(ssn, rows) < need).any():
+                continue
+            allowed = np.zeros(ssn.snap.n_nodes, dtype=bool)
+            allowed[rows] = True
+            level.append((name, allowed))
+        if level:
+            levels.append(level)
+    # The region itself last: for a soft request, and for a hard one whose tier reaches it (the
+    # whole cluster is Volcano's virtual HyperNode, one tier above the highest real one).
+    region_tier = (tree.hypernodes[region].tier if region in tree.hypernodes
+                   else (max(tree.tiers) + 1 if tree.tiers else None))
+    region_nodes = (everything if region_allowed is None
+                    else frozenset(ssn.snap.node_names[r] for r in np.flatnonzero(region_allowed).tolist()))
+    if placed <= region_nodes and (not request.hard or (region_tier is not None and region_tier <= highest)):
+        rows = np.flatnonzero(region_allowed) if region_allowed is not None else np.arange(ssn.snap.n_nodes)
+        roomy = not (request.hard and not placed and (free_room(ssn, rows) < need).any())
+        if roomy and not any(name == region for level in levels for name, _ in level):
+            levels.append([(region, region_allowed)])
+    if request.hard and not levels:
+        asked = ", ".join(f"{figure(ssn, c, float(need[c]))} {ssn.snap.resources[c]}"
+                          for c in np.flatnonzero(need > 0).tolist())
+        where = "the cluster" if not region or region == CLUSTER else f"HyperNode {region}"
+        return None, (f"no HyperNode of tier <= {highest} within {where} holds "
+                      f"{'its placed pods and ' if placed else ''}its pending pods together ({asked})")
+    return levels, ""
+
+
+def place_sub_group(ssn: Session, stmt, j: int, group: SubGroup, region: Candidate,
+                    waiting: set[int]) -> int:
+    """Place the sub-group's pending tasks until it has subGroupSize members (one task if it
+    already has), within the best HyperNode of the tightest tier that holds them (every
+    candidate a dry run, as Volcano's allocateForSubJob; the best by the network-topology-aware
+    plugin's score, else the most placed then the least room left, then the name). Returns how
+    many it placed: 0 when it could end neither ready nor pipelined (its placements undone)."""
+    snap = ssn.snap
+    placed = required_nodes(ssn, j, group.tasks)
+    pending = [t for t in group.tasks.tolist() if t in waiting and ssn.status[t] == PENDING]
+    need = snap.request[pending].sum(axis=0) if pending else np.zeros(snap.request.shape[1], dtype=np.int64)
+    levels, why = sub_group_levels(ssn, group, region[0], region[1], placed, need)
+    if levels is None:
+        reason = d.Reason(d.GANG, f"{sub_group_said(ssn, j, group)}: {why}", {"topology": True})
+        for t in pending:
+            ssn.add_reason(t, reason)
+        return 0
+    was_ready = sub_group_ready(ssn, group)
+    rule = ssn.hypernode_rule
+    columns = np.flatnonzero(snap.request[pending].sum(axis=0) > 0) if pending else np.zeros(0, dtype=np.int64)
+    for level in levels:
+        if len(level) == 1:           # one candidate: no dry run
+            name, allowed = level[0]
+            if rule is not None:
+                restrict(ssn, j, name, allowed)
+            count = place_members(ssn, stmt, j, group, pending, was_ready)
+            if count:
+                return count
+            continue
+        results = []
+        for name, allowed in level:
+            restrict(ssn, j, name, allowed)
+            saved = {t: list(ssn.task_reasons[t]) for t in pending if t in ssn.task_reasons}
+            mark = stmt.mark()
+            count = place_members(ssn, stmt, j, group, pending, was_ready)
+            left = 0.0
+            if count:
+                rows = np.flatnonzero(allowed) if allowed is not None else np.arange(snap.n_nodes)
+                total = snap.allocatable[rows].sum(axis=0)
+                room = free_room(ssn, rows)
+                left = float(sum(room[c] / total[c] for c in columns.tolist() if total[c] > 0))
+                outcome = READY if sub_group_ready(ssn, group) else PIPELINED_OUTCOME
+                results.append((-outcome, -count, left, name, allowed))
+            stmt.rollback(mark)
+            for t in pending:
+                if t in saved:
+                    ssn.task_reasons[t] = saved[t]
+                else:
+                    ssn.task_reasons.pop(t, None)
+        if results:
+            if ssn.hypernode_order is not None:
+                rows_of = {r[3]: (np.flatnonzero(r[4]) if r[4] is not None else np.arange(snap.n_nodes))
+                           for r in results}
+                scores = ssn.hypernode_order(j, rows_of, group.tasks.tolist())
+                best = min(results, key=lambda r: (r[0], -scores[r[3]], r[3]))
+            else:
+                best = min(results, key=lambda r: r[:4])
+            restrict(ssn, j, best[3], best[4])
+            return place_members(ssn, stmt, j, group, pending, was_ready)
+    short = max(group.size - sub_group_count(ssn, group, True), 1)
+    reason = d.Reason(d.GANG, f"{sub_group_said(ssn, j, group)} needs {short} "
+                              f"more pod(s) within one HyperNode of its tier; none of "
+                              f"{', '.join(n for level in levels for n, _ in level[:4]) or 'them'} fits them",
+                      {"topology": True})
+    for t in pending:
+        ssn.add_reason(t, reason)
+    return 0
+
+
+def sub_group_said(ssn: Session, j: int, group: SubGroup) -> str:
+    if group.policy < 0:
+        return "the job's pods outside its sub-groups"
+    policy = ssn.snap.jobs[j].podgroup.sub_groups[group.policy]
+    return f"sub-group {group.name} of subGroupPolicy {policy.name or '#' + str(group.policy)}"
+
+
+def place_members(ssn: Session, stmt, j: int, group: SubGroup, pending: list[int], was_ready: bool) -> int:
+    """Place the sub-group's pending tasks (those still pending, runs of one class at a time)
+    until it has subGroupSize members, or one if it `was_ready`. Returns how many were placed;
+    when the sub-group ends neither ready nor pipelined, they are undone and 0 is returned."""
+    snap = ssn.snap
+    queue = snap.jobs[j].queue
+    want_total = 1 if was_ready else max(group.size - sub_group_count(ssn, group, False), 1)
+    mark = stmt.mark()
+    runs: list[list[int]] = []
+    for t in pending:
+        if ssn.status[t] != PENDING:
+            continue
+        if runs and snap.task_class[runs[-1][0]] == snap.task_class[t]:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    placed = 0
+    for run in runs:
+        want = min(len(run), want_total - placed)
+        limit, queue_reason = ssn.allocatable_count(queue, snap.request[run[0]], want)
+        n = place_run(ssn, stmt, run, limit) if limit > 0 else 0
+        placed += n
+        if n < want:
+            rest = run[n:]
+            reason = queue_reason if n >= limit and queue_reason is not None else failure_reason(ssn, rest[0])
+            for t in rest:
+                ssn.add_reason(t, reason)
+        if placed >= want_total:
+            break
+    if placed and not (sub_group_ready(ssn, group) or sub_group_ready(ssn, group, pipelined=True)):
+        stmt.rollback(mark)
+        return 0
+    return placed

@@ -2,6 +2,7 @@
 
 ready = allocated + bound + running + succeeded (+ pending zero-request tasks, which backfill
 places); pipelined also counts pipelined tasks; starving while pipelined + ready < minMember.
+With spec.subGroupPolicy, also each policy's minSubGroups sub-groups of subGroupSize ready.
 A pod is a victim only while its job keeps more than minMember ready (counted across the
 victims already chosen in the same statement).
 """
@@ -12,6 +13,7 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.plugins.base import Plugin
+from runtime.engine.rules.hypernodes import sub_groups_missing, sub_groups_short
 from runtime.engine.session import Verdict
 from runtime.engine.extension import PERMIT, REJECT
 from runtime.engine.snapshot import ALLOCATED, BOUND, PENDING, PIPELINED, SUCCEEDED
@@ -28,18 +30,24 @@ class GangPlugin(Plugin):
         pending_zero = (ssn.status == PENDING) & ssn.zero
         self.zero_pending = (np.bincount(ssn.snap.task_job[pending_zero], minlength=len(jobs)) > 0).tolist()
         job_ready = ssn.job_ready
+        # Jobs with spec.subGroupPolicy: ready only with each policy's minSubGroups sub-groups
+        # ready too (Volcano's CheckSubJobReady / CheckSubJobPipelined / CheckSubJobValid).
+        sub_grouped = ssn.snap.sub_groups
 
         def ready(j: int) -> bool:
             job = jobs[j]
             count = job_ready[j] + self._zero_pending(j) if self.zero_pending[j] else job_ready[j]
             if count < job.min_member:
                 return False
+            if j in sub_grouped and sub_groups_short(ssn, j) is not None:
+                return False
             return not job.min_task_member or self._roles_ok(j, (ALLOCATED, BOUND, SUCCEEDED))
 
         def pipelined(j: int) -> Verdict:
             job = jobs[j]
             count = ssn.job_ready[j] + ssn.job_pipelined[j] + self._zero_pending(j)
-            if count >= job.min_member and self._roles_ok(j, (ALLOCATED, BOUND, SUCCEEDED, PIPELINED)):
+            if count >= job.min_member and self._roles_ok(j, (ALLOCATED, BOUND, SUCCEEDED, PIPELINED)) and \
+                    (j not in sub_grouped or sub_groups_short(ssn, j, pipelined=True) is None):
                 return Verdict(PERMIT)
             return Verdict(REJECT)
 
@@ -51,6 +59,12 @@ class GangPlugin(Plugin):
             if len(job.tasks) < job.min_member:
                 return d.Reason(d.MEMBERS, f"gang has {len(job.tasks)} of {job.min_member} pods (minMember)",
                                 {"pods": len(job.tasks), "min_member": job.min_member})
+            missing = sub_groups_missing(ssn, j)
+            if missing is not None:
+                policy, count, least = missing
+                return d.Reason(d.MEMBERS, f"gang has {count} of {least} sub-groups (minSubGroups) of "
+                                           f"subGroupPolicy {policy}",
+                                {"sub_groups": count, "min_sub_groups": least, "policy": policy})
             return None
 
         def order(j: int) -> int:
@@ -63,7 +77,8 @@ class GangPlugin(Plugin):
         self.register(ssn, "job_valid", valid)
         min_member = np.array([job.min_member for job in jobs], dtype=np.int64)
         # Jobs whose readiness is more than a count: answered one by one.
-        special = [job.index for job in jobs if self.zero_pending[job.index] or job.min_task_member]
+        special = [job.index for job in jobs if self.zero_pending[job.index] or job.min_task_member
+                   or job.index in sub_grouped]
 
         def order_column() -> np.ndarray:
             out = (job_ready >= min_member).astype(np.int64)

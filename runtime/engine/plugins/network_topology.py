@@ -156,12 +156,15 @@ class NetworkTopologyPlugin(Plugin):
                 and snap.hypernodes is not None and snap.hypernodes.tiers):
             self.register(ssn, "node_order", NormalPodScore(self, ssn))
 
-    def hypernode_order(self, j: int, candidates: dict[str, np.ndarray]) -> dict[str, float]:
-        """Volcano's HyperNodeOrderFn: each candidate HyperNode (name → its node rows) scored for job j."""
+    def hypernode_order(self, j: int, candidates: dict[str, np.ndarray],
+                        tasks: list[int] | None = None) -> dict[str, float]:
+        """Volcano's HyperNodeOrderFn: each candidate HyperNode (name → its node rows) scored for job j
+        (`tasks`: for one of its sub-groups, those tasks)."""
         ssn = self.ssn
         snap = ssn.snap
         job = snap.jobs[j]
-        tasks = job.tasks.tolist()       # as Volcano's subJob.Tasks: every task of the job
+        if tasks is None:
+            tasks = job.tasks.tolist()   # as Volcano's subJob.Tasks: every task of the job
         request = snap.request[tasks].sum(axis=0).astype(np.float64) if tasks else \
             np.zeros(snap.request.shape[1], dtype=np.float64)
         used = ssn.used + ssn.pipelined

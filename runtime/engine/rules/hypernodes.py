@@ -13,13 +13,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check, StatefulRule
+from runtime.engine.snapshot import ALLOCATED, BOUND, PENDING, PIPELINED, SUCCEEDED, SubGroup
+
+READY_COUNTED = (ALLOCATED, BOUND, SUCCEEDED)
+PIPELINED_COUNTED = (ALLOCATED, BOUND, SUCCEEDED, PIPELINED)
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.engine.session import Session
 
 
 def asks_topology(job) -> bool:
-    """Whether a snapshot job asks for network topology (a non-empty spec.networkTopology)."""
+    """Whether a snapshot job asks for network topology itself (a non-empty spec.networkTopology;
+    its sub-group policies' are `PodGroup.asks_topology`)."""
     return job.podgroup is not None and job.podgroup.network_topology is not None
 
 
@@ -32,7 +37,7 @@ class HyperNodeRule(StatefulRule):
         snap = ssn.snap
         self.concerned: set[int] = set()
         for job in snap.jobs:
-            if asks_topology(job):
+            if job.podgroup is not None and job.podgroup.asks_topology:
                 self.concerned.update(int(c) for c in snap.task_class[job.tasks].tolist())
         self.node_pos = {name: i for i, name in enumerate(snap.node_names)}
         self._rows: dict[str, np.ndarray] = {}
@@ -76,3 +81,85 @@ class HyperNodeRule(StatefulRule):
         if self.allowed is None or cid not in self.classes:
             return []
         return [Check(f"node(s) outside HyperNode {self.hypernode}", self.allowed.copy())]
+
+
+# --- sub-groups (spec.subGroupPolicy): Volcano's SubJob gang conditions ------------------------
+
+def sub_group_count(ssn: Session, group: SubGroup, pipelined: bool) -> int:
+    """The sub-group's members that run or will: allocated, bound or succeeded (and pipelined when
+    asked), and pending zero-request ones (Volcano's SubJobInfo.ReadyTaskNum + PendingBestEffortTaskNum)."""
+    status = ssn.status[group.tasks]
+    counted = PIPELINED_COUNTED if pipelined else READY_COUNTED
+    return int(np.isin(status, counted).sum() + ((status == PENDING) & ssn.zero[group.tasks]).sum())
+
+
+def sub_group_ready(ssn: Session, group: SubGroup, pipelined: bool = False) -> bool:
+    """Whether the sub-group has its subGroupSize members (SubJobInfo.IsReady / IsPipelined)."""
+    return sub_group_count(ssn, group, pipelined) >= group.size
+
+
+def sub_groups_short(ssn: Session, j: int, pipelined: bool = False) -> tuple[str, int, int] | None:
+    """The first policy with minSubGroups whose sub-groups ready (or pipelined) fall short:
+    (policy name, how many are, minSubGroups); None when every policy has its minimum
+    (Volcano's JobInfo.CheckSubJobReady / CheckSubJobPipelined)."""
+    groups = ssn.snap.sub_groups.get(j)
+    if not groups:
+        return None
+    policies = ssn.snap.jobs[j].podgroup.sub_groups
+    for i, policy in enumerate(policies):
+        if policy.min_groups <= 0:
+            continue
+        have = sum(1 for g in groups if g.policy == i and sub_group_ready(ssn, g, pipelined))
+        if have < policy.min_groups:
+            return policy.name or f"#{i}", have, policy.min_groups
+    return None
+
+
+def sub_groups_missing(ssn: Session, j: int) -> tuple[str, int, int] | None:
+    """The first policy with fewer sub-groups (by its pods' labels) than its minSubGroups:
+    (policy name, how many there are, minSubGroups), or None (JobInfo.CheckSubJobValid)."""
+    job = ssn.snap.jobs[j]
+    if job.podgroup is None or not job.podgroup.sub_groups:
+        return None
+    groups = ssn.snap.sub_groups.get(j, ())
+    for i, policy in enumerate(job.podgroup.sub_groups):
+        count = sum(1 for g in groups if g.policy == i)
+        if count < policy.min_groups:
+            return policy.name or f"#{i}", count, policy.min_groups
+    return None
+
+
+# --- the job's HyperNode (volcano.sh/job-allocated-hypernode) ----------------------------------
+
+def lowest_hypernode(tree, nodes: set[str]) -> str:
+    """The lowest-tier HyperNode holding every one of `nodes` (ties by name), "" if none does."""
+    if not nodes:
+        return ""
+    first = next(iter(nodes))
+    for name in tree.chains.get(first, ()):          # lowest tier first
+        if nodes <= tree.leaves.get(name, frozenset()):
+            return name
+    return ""
+
+
+def job_hypernodes(ssn: Session) -> dict[str, str]:
+    """For each PodGroup asking for network topology whose recorded HyperNode (the annotation
+    volcano.sh/job-allocated-hypernode) is not where its pods now run (allocated, bound or
+    succeeded): PodGroup key -> the lowest HyperNode holding them all ("" when no HyperNode
+    holds them, or none runs: the annotation is removed, as Volcano forgets a job's HyperNode
+    once none of its pods runs)."""
+    snap = ssn.snap
+    tree = snap.hypernodes
+    out: dict[str, str] = {}
+    if tree is None:
+        return out
+    for job in snap.jobs:
+        group = job.podgroup
+        if group is None or job.implicit or not group.asks_topology or not len(job.tasks):
+            continue
+        placed = {snap.node_names[int(ssn.task_node[t])] for t in job.tasks.tolist()
+                  if ssn.status[t] in (ALLOCATED, BOUND) and ssn.task_node[t] >= 0}
+        where = lowest_hypernode(tree, placed)
+        if where != group.allocated_hypernode:
+            out[job.key] = where
+    return out
