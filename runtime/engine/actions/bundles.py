@@ -102,6 +102,10 @@ def hypernode_tiers(ssn: Session, j: int, limit: int | None) -> list[list[tuple[
     everything = frozenset(snap.node_names)
     out: list[list[tuple[str, np.ndarray]]] = []
     left = limit if limit is not None else len(snap.node_names) + len(tree.hypernodes) + 1
+    # Room per node were every running pod gone: the most any victim set could free there.
+    running = np.flatnonzero((ssn.status == BOUND) & (ssn.task_node >= 0))
+    freeable = snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined
+    np.add.at(freeable, ssn.task_node[running], snap.request[running])
     for tier, names in levels:
         if tier > highest or left <= 0:
             break
@@ -113,9 +117,7 @@ def hypernode_tiers(ssn: Session, j: int, limit: int | None) -> list[list[tuple[
             rows = rule.rows(name, leaves)
             if len(rows) == 0:
                 continue
-            # Room were every running pod gone: the most any victim set could free.
-            room = (snap.allocatable[rows] - ssn.used[rows] + ssn.releasing[rows] - ssn.pipelined[rows]).sum(axis=0)
-            room = room + snap.request[_running_on(ssn, rows)].sum(axis=0)
+            room = freeable[rows].sum(axis=0)
             if (room[columns] < need[columns]).any():
                 continue
             share = float(sum(room[c] / need[c] for c in columns.tolist())) if len(columns) else 0.0
@@ -126,13 +128,6 @@ def hypernode_tiers(ssn: Session, j: int, limit: int | None) -> list[list[tuple[
         if found:
             out.append([(name, rows) for _, name, rows in found])
     return out
-
-
-def _running_on(ssn: Session, rows: np.ndarray) -> np.ndarray:
-    on = np.zeros(ssn.snap.n_nodes, dtype=bool)
-    on[rows] = True
-    running = (ssn.status == BOUND) & (ssn.task_node >= 0)
-    return np.flatnonzero(running & on[np.maximum(ssn.task_node, 0)])
 
 
 def within_hypernodes(ssn: Session, j: int, attempt: Callable[[np.ndarray | None], Turn | None],
