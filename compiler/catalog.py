@@ -145,6 +145,12 @@ PLUGINS: dict[str, PluginSpec] = {
             frozenset({"preemptable", "reclaimable"}),
         ),
         PluginSpec(
+            "cdp", "Cooldown protection: a running pod is no victim of preempt or reclaim until its "
+            "volcano.sh/cooldown-time (label or annotation, a duration such as 600s) has passed since it was "
+            "scheduled.",
+            frozenset({"preemptable", "reclaimable"}),
+        ),
+        PluginSpec(
             "drf", "Dominant resource fairness: lower dominant share first.",
             frozenset({"job_order", "preemptable", "queue_order", "reclaimable", "hierarchy"}),
         ),

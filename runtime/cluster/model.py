@@ -228,6 +228,9 @@ class Pod:
     # since when (seconds, the cycle clock), for the reservation's time limit.
     nominated_node: str | None = None
     nominated_at: float | None = None
+    # When its PodScheduled condition turned True (seconds; the simulator's clock when it binds
+    # there): the cdp plugin's cooldown counts from it. None: not known (never protected).
+    scheduled_at: float | None = None
     # The PersistentVolumeClaims its volumes name (runtime.cluster.storage.PodClaim); None: no claims.
     volumes: tuple["PodClaim", ...] | None = None
     # Its spec.resourceClaims (Dynamic Resource Allocation: runtime.cluster.dra); None: no claims.
@@ -598,6 +601,7 @@ class ClusterState:
             pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
             pod.phase = POD_RUNNING
+            pod.scheduled_at = decisions.now
             pod.devices = {res: tuple(cards) for res, cards in binding.devices.items()}
             if binding.devices:
                 pod.annotations[GPU_INDEX_ANNOTATION] = ",".join(

@@ -220,7 +220,23 @@ def _read_node(obj: dict, state: ClusterState) -> None:
 def _read_pod(obj: dict, state: ClusterState) -> None:
     pod = read_pod(obj, state.priority_classes)
     pod.unsupported = pod.unsupported or vgpu_container_problem(obj)
+    pod.scheduled_at = scheduled_time(obj)
     state.add_pod(pod)
+
+
+def scheduled_time(obj: dict) -> float | None:
+    """When the pod's PodScheduled condition turned True (the cdp plugin's cooldown start), or None."""
+    status = obj.get("status")
+    for c in (status.get("conditions") or []) if isinstance(status, dict) else []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled":
+            if c.get("status") != "True" or c.get("lastTransitionTime") is None:
+                return None
+            try:
+                return kf.timestamp({"creationTimestamp": c["lastTransitionTime"]})
+            except FieldError:
+                raise FieldError("`status.conditions[PodScheduled].lastTransitionTime` is not a timestamp: "
+                                 f"`{c['lastTransitionTime']}`") from None
+    return None
 
 
 # PodGroup spec fields the scheduler reads but does not evaluate yet (runtime/README.md).
