@@ -94,6 +94,11 @@ def _attach_dashed_values(parser: argparse.ArgumentParser, argv: list[str]) -> l
     return out
 
 
+def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser | None:
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    return sub.choices.get(name) if sub is not None and name else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -102,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        args = parser.parse_args(_attach_dashed_values(parser, argv))
+        args, extra = parser.parse_known_args(_attach_dashed_values(parser, argv))
+        if extra:
+            # The subcommand's parser says it, with its own usage line (argparse's top-level
+            # parser would print `usage: policydsl [-h] ...` for a flag of `lint`).
+            command = _subparser(parser, getattr(args, "command", None)) or parser
+            command.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as done:  # a usage error (2), or --help / --version (0): already printed
         return done.code if isinstance(done.code, int) else EXIT_USAGE
     if not getattr(args, "handler", None):  # options but no command (`policydsl -x` is argparse's error)
