@@ -280,9 +280,8 @@ def resolve_pod_claims(pod: "Pod", dra: Dra) -> tuple[PodClaims | None, ClaimPro
     for ref in pod.resource_claims or ():
         name = claim_name(pod, ref, dra)
         if name is None:
-            return None, ClaimProblem(f'waiting for resource claim controller to create the resourceclaim for '
-                                      f'pod claim "{ref.name}" (template {ref.template})',
-                                      f"{pod.namespace}/{ref.template}")
+            return None, ClaimProblem(f'waiting for dynamic resource controller to create the resourceclaim '
+                                      f'"{pod.name}-{ref.name}"', f"{pod.namespace}/{ref.template}")
         key = f"{pod.namespace}/{name}"
         claim = dra.claims.get(key)
         if claim is None and ref.template and not ref.generated and dra.instantiates_templates:
@@ -349,14 +348,17 @@ def release_pod(dra: Dra, pod_uid: str, claims: Mapping[str, ResourceClaim]) -> 
 @dataclass
 class DraSnapshot:
     """The claims of the cycle's pods: each waiting task's resolved (`uses`), or why it waits
-    (`held`); the class key that tells tasks with different claims apart (`class_keys`); and the
-    uids of pods that are leaving (a claim only they consume frees its devices once they are gone)."""
+    (`held`); the class key that tells tasks with different claims apart (`class_keys`); the
+    uids of pods that are leaving (a claim only they consume frees its devices once they are gone)
+    and of pods that finished (a claim only they consumed is free: the resourceclaim controller
+    takes finished pods out of reservedFor and deallocates it)."""
 
     dra: Dra
     uses: dict[int, PodClaims]
     held: dict[int, ClaimProblem]
     class_keys: dict[int, tuple]
     leaving_uids: frozenset[str]
+    done_uids: frozenset[str] = frozenset()
 
 
 def dra_snapshot(dra: Dra, task_pods: list["Pod"], waiting: Iterable[int], pods: Iterable["Pod"]) -> DraSnapshot:
@@ -370,5 +372,7 @@ def dra_snapshot(dra: Dra, task_pods: list["Pod"], waiting: Iterable[int], pods:
         elif resolved is not None:
             uses[t] = resolved
             keys[t] = resolved.shape()
-    leaving = frozenset(p.uid for p in pods if p.releasing or p.terminal)
-    return DraSnapshot(dra, uses, held, keys, leaving)
+    pods = list(pods)
+    leaving = frozenset(p.uid for p in pods if p.releasing and not p.terminal)
+    done = frozenset(p.uid for p in pods if p.terminal)
+    return DraSnapshot(dra, uses, held, keys, leaving, done)

@@ -346,3 +346,56 @@ def test_the_allocation_status_carries_the_class_and_claim_configuration():
         {"source": "FromClaim", "requests": ["a"], "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}]
     assert status["nodeSelector"] == {"nodeSelectorTerms": [{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}
+
+
+def test_preemption_frees_the_victims_devices(pure):
+    # the only GPU is allocated to a running low-priority pod's claim: preempt evicts it and the
+    # preemptor is pipelined onto the device it frees; once the victim is gone its claim is
+    # deallocated (no consumer left) and the preemptor gets the device
+    plan = policy(STANDARD_TIERS, actions="enqueue, allocate, preempt, backfill")
+    state = state_of([node_doc("node-1"), gpus_on("node-1", 1), device_class("gpu"),
+                      claim_doc("low-gpu", allocation=allocation("node-1", ("gpu", "gpu-0")), reserved_for=["uid-low"]),
+                      pod_doc("low", claims={"gpu": "low-gpu"}, node="node-1", priority=1),
+                      claim_doc("high-gpu"), pod_doc("high", claims={"gpu": "high-gpu"}, priority=1000)])
+    decisions = run_cycle(plan, state, Options(pure_python=pure))
+    assert [e.pod for e in decisions.evictions] == ["ns/low"]
+    assert decisions.pipelined == {"ns/high": "node-1"} and decisions.bindings == []
+    state.apply(decisions)
+    state.advance()
+    assert state.dra.claims["ns/low-gpu"].allocation is None
+    decisions = run_cycle(plan, state, Options(pure_python=pure))
+    assert bound(decisions) == {"high": "node-1"} and devices_of(decisions) == {"high": ["node-1/gpu-0"]}
+
+
+def test_a_template_claim_the_controller_has_not_made_yet(pure):
+    # dynamicresources_test.go "missing-claim": a template's claim not created yet (a cluster's
+    # resourceclaim controller makes it) keeps the pod from every node
+    state = state_of([*GPU_NODES, pod_doc("my-pod", templates={"my-resource": "one-gpu"})])
+    state.dra.instantiates_templates = False
+    decisions = run(state, pure)
+    assert messages(decisions, "my-pod") == [
+        '0/2 nodes are available: waiting for dynamic resource controller to create the resourceclaim '
+        '"my-pod-my-resource".']
+
+
+def test_many_kinds_of_figures_fold_into_kubes_words(pure):
+    # four nodes, each short in its own way: one line per variant would bury the reason
+    docs = [device_class("gpu"), template_doc("one-gpu", request(count=10))]
+    for i in range(4):
+        docs += [node_doc(f"node-{i}"), gpus_on(f"node-{i}", i + 1)]
+    decisions = run([*docs, pod_doc("p", templates={"gpu": "one-gpu"})], pure)
+    assert messages(decisions, "p") == ["0/4 nodes are available: 4 cannot allocate all claims."]
+    two = run([*docs[:4], pod_doc("p", templates={"gpu": "one-gpu"})], pure)
+    assert messages(two, "p") == ["0/1 nodes are available: 1 cannot allocate all claims "
+                                  "(1 matching device(s) on the node, 1 free)."]
+
+
+def test_a_finished_pods_devices_are_free(pure):
+    # the resourceclaim controller takes a finished pod out of reservedFor and deallocates its
+    # claim: its device is free now, not once it leaves
+    docs = [node_doc("node-1"), gpus_on("node-1", 1), device_class("gpu"),
+            claim_doc("done-gpu", allocation=allocation("node-1", ("gpu", "gpu-0")), reserved_for=["uid-done"]),
+            pod_doc("done", claims={"gpu": "done-gpu"}, node="node-1") | {"status": {"phase": "Succeeded"}},
+            pod_doc("next", templates={"gpu": "one-gpu"}), template_doc("one-gpu", request())]
+    decisions = run(docs, pure)
+    assert bound(decisions) == {"next": "node-1"} and devices_of(decisions) == {"next": ["node-1/gpu-0"]}

@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from runtime.engine.session import Session
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
+# A reason gives each failing node's device figures while at most this many nodes fail and their
+# figures come in at most this many variants (else one line per variant would bury the reason).
+FIGURED_NODES, FIGURE_VARIANTS = 64, 3
 NODE_SELECTOR_MISMATCH = "resourceclaim not available on the node"
 
 
@@ -90,8 +93,8 @@ class DraRule(StatefulRule):
         self._leaving_claims: set[str] = set()
         self._victims: set[str] = set()      # uids evicted this cycle
         for key, claim in claims.items():
-            if claim.allocation is None:
-                continue
+            if claim.allocation is None or (claim.reserved_for and set(claim.reserved_for) <= ds.done_uids):
+                continue      # unallocated, or only finished pods used it (the controller frees it)
             held = [self.inv.by_id[r.device_id] for r in claim.allocation.devices if r.device_id in self.inv.by_id]
             self._hold(key, held, self._all_leaving(claim))
         # This cycle's allocations: claim key -> (allocation, tasks consuming it)
@@ -102,7 +105,8 @@ class DraRule(StatefulRule):
 
     # --- device state ----------------------------------------------------------------------
     def _all_leaving(self, claim: ResourceClaim) -> bool:
-        live = [u for u in claim.reserved_for if u not in self.ds.leaving_uids and u not in self._victims]
+        gone = self.ds.leaving_uids | self.ds.done_uids
+        live = [u for u in claim.reserved_for if u not in gone and u not in self._victims]
         return bool(claim.reserved_for) and not live
 
     def _hold(self, key: str, devices: list[int], leaving: bool) -> None:
@@ -246,10 +250,19 @@ class DraRule(StatefulRule):
         for node in np.flatnonzero(~allowed).tolist():
             fail(NODE_SELECTOR_MISMATCH, node)
         if pending:
+            plain: list[int] = []
             for node in np.flatnonzero(allowed).tolist():
                 code, error = self._node_code(pending, node)
                 if code == MASK_FAIL:
-                    fail(error or f"{CANNOT_ALLOCATE} ({self._figures(pending, node)})", node)
+                    if error:
+                        fail(error, node)
+                    else:
+                        plain.append(node)
+            figures = {node: f"{CANNOT_ALLOCATE} ({self._figures(pending, node)})" for node in plain[:FIGURED_NODES]}
+            # The nodes' figures while they are few enough to read; kube's words alone beyond
+            one_message = len(plain) > FIGURED_NODES or len(set(figures.values())) > FIGURE_VARIANTS
+            for node in plain:
+                fail(CANNOT_ALLOCATE if one_message else figures[node], node)
         return [Check(m, p) for m, p in failing.items()]
 
     def _figures(self, pending: list[ResourceClaim], node: int) -> str:
