@@ -247,6 +247,32 @@ PLUGINS: dict[str, PluginSpec] = {
             scores=True,
         ),
         PluginSpec(
+            "resource-strategy-fit", "Scores nodes per resource: MostAllocated (pack) or LeastAllocated (spread), "
+            "each resource weighted (a key ending in `*` weighs every resource it prefixes); a pod may choose with "
+            "volcano.sh/resource-strategy-scoring-type and volcano.sh/resource-strategy-weight. With `sra_weight`, "
+            "nodes without scarce resources are kept for tasks that need none.",
+            frozenset({"node_order", "predicate"}),
+            arguments=(
+                Argument("most_allocated", RESOURCE_WEIGHTS, "resources scored MostAllocated (fuller nodes first), "
+                         "with their weights", {}, {"keysrules": {"type": "string", "regex": r"^[^*]+\*?$"}},
+                         volcano="resources"),
+                Argument("least_allocated", RESOURCE_WEIGHTS, "resources scored LeastAllocated (emptier nodes first), "
+                         "with their weights; with neither map set, cpu and memory at weight 1", {},
+                         {"keysrules": {"type": "string", "regex": r"^[^*]+\*?$"}}, volcano="resources"),
+                Argument("sra_resources", RESOURCE_WEIGHTS, "scarce resources (sra) with their weights", {},
+                         volcano="sra.resourceWeight"),
+                Argument("sra_weight", NUMBER, "weight of the scarce-resource avoidance score (0: off)", 0, {"min": 0},
+                         volcano="sra.weight"),
+                Argument("proportional", BOOL, "keep CPU and memory in proportion to a scarce resource's idle amount "
+                         "(not evaluated yet: refused)", False, volcano="proportional.enable",
+                         not_evaluated="the proportional predicate (idle CPU and memory kept per idle GPU) is not "
+                                       "evaluated yet; leave proportional.enable false"),
+            ),
+            scores=True,
+            default_weight=10.0,
+            weight_volcano="resourceStrategyFitWeight",
+        ),
+        PluginSpec(
             "deviceshare", "Places device requests on cards: whole cards, GPU memory slices or vGPU.",
             frozenset({"predicate", "node_order"}),
             arguments=(

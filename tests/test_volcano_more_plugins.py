@@ -44,3 +44,64 @@ def test_cdp_imports_and_exports_back(tmp_path: Path):
     plan, plugins = round_trip(CDP, tmp_path)
     assert plan.plugin("cdp") is not None
     assert {"name": "cdp"} in plugins
+
+
+RSF = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: resource-strategy-fit
+    arguments:
+      resourceStrategyFitWeight: 10
+      resources:
+        nvidia.com/gpu:
+          type: MostAllocated
+          weight: 2
+        cpu:
+          type: LeastAllocated
+          weight: 1
+        example.com/*:
+          type: MostAllocated
+          weight: 3
+      sra:
+        enable: true
+        resources: nvidia.com/gpu
+        weight: 10
+        resourceWeight:
+          nvidia.com/gpu: 1
+      proportional:
+        enable: false
+"""
+
+
+def test_resource_strategy_fit_imports_and_exports_back(tmp_path: Path):
+    plan, plugins = round_trip(RSF, tmp_path)
+    rsf = plan.plugin("resource-strategy-fit")
+    assert rsf.weight == 10
+    assert rsf.arguments["most_allocated"] == {"nvidia.com/gpu": 2, "example.com/*": 3}
+    assert rsf.arguments["least_allocated"] == {"cpu": 1}
+    assert (rsf.arguments["sra_resources"], rsf.arguments["sra_weight"]) == ({"nvidia.com/gpu": 1}, 10)
+    [entry] = [p for p in plugins if p["name"] == "resource-strategy-fit"]
+    volcano = yaml.safe_load(RSF)["tiers"][1]["plugins"][1]["arguments"]
+    assert entry["arguments"]["resourceStrategyFitWeight"] == 10
+    assert entry["arguments"]["resources"] == volcano["resources"]
+    assert entry["arguments"]["sra"] == volcano["sra"]
+
+
+@pytest.mark.parametrize("change, code, text", [
+    ("enable: false\n", "PD614", "proportional.enable: true"),
+    ("example.com/*:", "PD607", "a wildcard is one `*` at the end"),
+], ids=["proportional", "wildcard"])
+def test_resource_strategy_fit_refusals_are_located(change, code, text):
+    config = RSF.replace(change, change.replace("false", "true") if "enable" in change else "example*.com/*:")
+    result = import_volcano_text(config, "c.conf")
+    [diag] = [d for d in result.diagnostics if d.code == code]
+    assert text in diag.message and diag.span.line > 0 and result.exit_code == 1
+
+
+def test_proportional_is_refused_by_lint():
+    compiled = compile_text('policy "t" version 1\nactions [allocate]\ntier {\n  plugin predicates\n'
+                            '  plugin resource-strategy-fit {\n    proportional = true\n  }\n}\n')
+    assert not compiled.ok and any(d.code == "PD413" for d in compiled.errors)

@@ -30,6 +30,7 @@ from compiler.volcano.located_yaml import (
     lookup,
 )
 from compiler.volcano.model import PluginConfig, SchedulerConfig, TierConfig
+from compiler.volcano.nested_args import NESTED_KEYS, read_nested
 from compiler.volcano.reading import Invalid, NodeReader, part_span
 from policydsl.diagnostics import Severity, Span, did_you_mean
 
@@ -343,13 +344,18 @@ class ConfigReader(NodeReader):
             self.report(codes.BAD_VALUE, f"`arguments` must be a mapping, got {kind_of(node)}", src.span(node))
             return None
         by_key = {a.volcano: a for a in spec.arguments if a.volcano}
-        lists = {a.volcano: a for a in spec.arguments if a.volcano and a.kind == cat.RESOURCE_WEIGHTS}
+        nested = NESTED_KEYS.get(spec.name, ())     # read by compiler.volcano.nested_args
+        lists = {a.volcano: a for a in spec.arguments
+                 if a.volcano and a.kind == cat.RESOURCE_WEIGHTS and a.volcano.split(".")[0] not in nested}
         weight = None
         listed: dict[str, list[str]] = {}                    # argument name -> listed resources
         weights: dict[str, dict[str, tuple[Any, Node]]] = {}  # argument name -> resource -> (weight, key node)
         for entry in self.mapping_entries(src, node):
             key = entry.key
             try:
+                if key in NESTED_KEYS.get(spec.name, ()):
+                    read_nested(self, src, spec.name, key, entry.value, out, dropped)
+                    continue
                 if spec.weight_volcano and key == spec.weight_volcano:
                     weight = self.number(entry.value)
                     if weight < 0:

@@ -21,6 +21,7 @@ from compiler.quantities import format_base_units
 from compiler.volcano import codes
 from compiler.volcano.config_reader import CONFIG_KEY
 from compiler.volcano.model import AFFINITY_SETTINGS, TranslationResult
+from compiler.volcano.nested_args import EXPORTERS
 from policydsl.diagnostics import Diagnostic, make
 
 QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -97,8 +98,12 @@ def _plugin(plugin: dict, path: tuple, report: Report) -> dict:
                    (*path, "weight"),
                    "Volcano sums every scorer at weight 1; scale the plugin's own argument weights instead"
                    if spec.arguments else None)
+    nested = EXPORTERS.get(spec.name)
     for name, value in plugin["arguments"].items():
-        arguments.update(_argument(spec.argument(name), value, (*path, "arguments", name), report))
+        if nested is None or name not in nested[0]:
+            arguments.update(_argument(spec.argument(name), value, (*path, "arguments", name), report))
+    if nested is not None:
+        arguments.update(nested[1](plugin["arguments"]))
     if arguments:
         entry["arguments"] = arguments
     return entry
