@@ -212,8 +212,10 @@ class Unusable:
     claim: str                                     # namespace/name of the claim it is about
 
 
-def resolve_claims(pod: Pod, storage: Storage) -> tuple[tuple[ClaimUse, ...], Unusable | None]:
-    """Each distinct claim of a waiting pod, resolved, or why the pod cannot be placed at all."""
+def resolve_claims(pod: Pod, storage: Storage, refs: "ClaimRefIndex | None" = None,
+                   ) -> tuple[tuple[ClaimUse, ...], Unusable | None]:
+    """Each distinct claim of a waiting pod, resolved, or why the pod cannot be placed at all.
+    `refs`: the PVs by the claim their claimRef names, when resolving many pods at once."""
     uses: list[ClaimUse] = []
     seen: set[str] = set()
     claims = pod.volumes or ()
@@ -235,14 +237,29 @@ def resolve_claims(pod: Pod, storage: Storage) -> tuple[tuple[ClaimUse, ...], Un
         if key in seen:
             continue
         seen.add(key)
-        uses.append(_use(claim, storage))
+        uses.append(_use(claim, storage, refs))
     if any(u.mode == IMMEDIATE for u in uses):
         first = next(u for u in uses if u.mode == IMMEDIATE)
         return (), Unusable("pod has unbound immediate PersistentVolumeClaims", first.key)
     return tuple(uses), None
 
 
-def _use(claim: PersistentVolumeClaim, storage: Storage) -> ClaimUse:
+class ClaimRefIndex:
+    """The PVs whose claimRef names a claim, by that claim's namespace/name, in the storage's
+    order: finding a delayed claim's pre-bound PV without a pass over every PV per claim."""
+
+    def __init__(self, storage: Storage):
+        self._by_claim: dict[str, list[PersistentVolume]] = {}
+        for pv in storage.volumes.values():
+            if pv.claim_ref is not None:
+                self._by_claim.setdefault(pv.claim_ref.key, []).append(pv)
+
+    def prebound(self, claim: PersistentVolumeClaim) -> PersistentVolume | None:
+        """The first PV (in the storage's order) bound or pre-bound to `claim`."""
+        return next((pv for pv in self._by_claim.get(claim.key, ()) if pv.bound_to(claim)), None)
+
+
+def _use(claim: PersistentVolumeClaim, storage: Storage, refs: ClaimRefIndex | None = None) -> ClaimUse:
     cls = storage.class_of(claim)
     if claim.fully_bound:
         return ClaimUse(claim, BOUND, cls, storage.volumes.get(claim.volume_name))
@@ -251,7 +268,9 @@ def _use(claim: PersistentVolumeClaim, storage: Storage) -> ClaimUse:
         return ClaimUse(claim, IMMEDIATE, cls)
     if claim.selected_node is not None:
         return ClaimUse(claim, SELECTED, cls)
-    prebound = next((pv for pv in storage.volumes.values() if pv.bound_to(claim)), None)
+    if refs is None:
+        refs = ClaimRefIndex(storage)
+    prebound = refs.prebound(claim)
     if prebound is not None:
         return ClaimUse(claim, PREBOUND, cls, prebound)
     return ClaimUse(claim, DELAYED, cls)
@@ -348,8 +367,9 @@ def volume_snapshot(storage: Storage, task_pods: list[Pod], waiting: Iterable[in
     uses: dict[int, tuple[ClaimUse, ...]] = {}
     held: dict[int, Unusable] = {}
     class_keys: dict[int, tuple] = {}
+    refs = ClaimRefIndex(storage)
     for t in pending:
-        resolved, unusable = resolve_claims(task_pods[t], storage)
+        resolved, unusable = resolve_claims(task_pods[t], storage, refs)
         if unusable is not None:
             held[t] = unusable
             continue

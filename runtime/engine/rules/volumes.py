@@ -51,6 +51,8 @@ NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_MISSING = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 ZONE_CONFLICT = "node(s) had no available volume zone"
+# Up to this many nodes, `codes` answers node by node (see there).
+FEW_NODES = 8
 STORAGE_MESSAGES = frozenset({RWOP_MESSAGE, LIMIT_MESSAGE, NODE_CONFLICT, BIND_CONFLICT, PV_MISSING, ZONE_CONFLICT})
 
 
@@ -111,11 +113,13 @@ class VolumeRule(StatefulRule):
         self._masks: dict[tuple[SelectorTerm, ...], np.ndarray] = {}
         # PVs that delayed claims could take: by index, each with the nodes it is reachable from.
         self.pvs: list[PersistentVolume] = []
+        self._pv_index: dict[str, int] = {}              # PV name -> its index in `pvs`
         self._pv_nodes: list[np.ndarray | None] = []     # rows, None: every node
         self._pv_shapes: list[list[int]] = []
         self._reserved: set[int] = set()
         self.shapes: list[_Shape] = []
         self._shape_index: dict[tuple, int] = {}
+        self._claim_shape: dict[int, tuple[PersistentVolumeClaim, int]] = {}
         self._classes: dict[int, _Class | None] = {}
         # Session choices: claim -> (PV index or -1 for provisioning, node row, tasks holding it)
         self._choice: dict[str, list] = {}
@@ -139,8 +143,40 @@ class VolumeRule(StatefulRule):
     def _terms(self, terms: tuple[SelectorTerm, ...]) -> np.ndarray:
         mask = self._masks.get(terms)
         if mask is None:
-            mask = self._masks[terms] = terms_mask(self.snap, terms)
+            rows = self._named_rows(terms)
+            if rows is None:
+                mask = terms_mask(self.snap, terms)
+            else:
+                mask = np.zeros(self.n, dtype=bool)
+                mask[rows] = True
+            self._masks[terms] = mask
         return mask
+
+    def _named_rows(self, terms: tuple[SelectorTerm, ...]) -> list[int] | None:
+        """The node rows of terms that only name nodes (`metadata.name In (...)`, a local PV's
+        usual affinity), found by name instead of by a pass over every node; None for any other
+        terms. An empty term matches nothing (terms_mask)."""
+        rows: set[int] = set()
+        for term in terms:
+            if not term:
+                continue
+            if not all(e.field and e.key == "metadata.name" and e.operator == "In" for e in term):
+                return None
+            named = set(term[0].values)
+            for expr in term[1:]:
+                named &= set(expr.values)
+            rows.update(self._node_row[name] for name in named if name in self._node_row)
+        return sorted(rows)
+
+    def _pv_rows(self, pv: PersistentVolume) -> np.ndarray | None:
+        """The rows of the nodes a PV is reachable from; None: every node."""
+        if pv.node_affinity is None:
+            return None
+        rows = self._named_rows(pv.node_affinity)
+        if rows is not None and len(rows) < self.n:
+            return np.array(rows, dtype=np.int64)
+        mask = self._terms(pv.node_affinity)
+        return None if mask.all() else np.flatnonzero(mask)
 
     def _pv_mask(self, pv: PersistentVolume) -> np.ndarray:
         return np.ones(self.n, dtype=bool) if pv.node_affinity is None else self._terms(pv.node_affinity)
@@ -179,7 +215,7 @@ class VolumeRule(StatefulRule):
         s = self._shape_index.get(key)
         if s is not None:
             return s
-        known = {pv.name: i for i, pv in enumerate(self.pvs)}
+        known = self._pv_index
         candidates = []
         for pv in self.storage.volumes.values():
             if not volume_fits(pv, claim):
@@ -188,8 +224,7 @@ class VolumeRule(StatefulRule):
             if i is None:
                 i = known[pv.name] = len(self.pvs)
                 self.pvs.append(pv)
-                mask = self._pv_mask(pv)
-                self._pv_nodes.append(None if mask.all() else np.flatnonzero(mask))
+                self._pv_nodes.append(self._pv_rows(pv))
                 self._pv_shapes.append([])
             candidates.append(i)
         candidates.sort(key=lambda i: (self.pvs[i].capacity, self.pvs[i].name))
@@ -197,18 +232,35 @@ class VolumeRule(StatefulRule):
         everywhere: list[int] = []
         by_node: dict[int, list[int]] = {}
         s = self._shape_index[key] = len(self.shapes)
+        # The free count per node in one pass: the rows of every free candidate together.
+        free_rows: list[np.ndarray] = []
+        free_everywhere = 0
         for i in candidates:
             self._pv_shapes[i].append(s)
-            if i not in self._reserved:
-                self._add_free(free, i, 1)
             nodes = self._pv_nodes[i]
+            if i not in self._reserved:
+                if nodes is None:
+                    free_everywhere += 1
+                else:
+                    free_rows.append(nodes)
             if nodes is None:
                 everywhere.append(i)
             else:
                 for node in nodes.tolist():
                     by_node.setdefault(node, []).append(i)
+        free += free_everywhere
+        if free_rows:
+            np.add.at(free, np.concatenate(free_rows), 1)
         self.shapes.append(_Shape(candidates, everywhere, by_node, self._provision_mask(claim), free))
         return s
+
+    def _shape_of(self, claim: PersistentVolumeClaim) -> int:
+        """`_shape` by the claim object (claims are read once a cycle): no shape key computed
+        per placement."""
+        s = self._claim_shape.get(id(claim))
+        if s is None or s[0] is not claim:
+            s = self._claim_shape[id(claim)] = (claim, self._shape(claim))
+        return s[1]
 
     def _pick(self, shape: _Shape, node: int, taken: set[int] = frozenset()) -> int:  # type: ignore[assignment]
         """The smallest candidate of `shape` reachable from `node` that is free: -1 if none."""
@@ -318,6 +370,10 @@ class VolumeRule(StatefulRule):
 
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         c = self._class(cid)
+        if c is not None and nodes is not None and len(nodes) <= FEW_NODES:
+            # A placement re-asks about the node or two it touched: node by node in Python costs
+            # less than the whole-array path's fixed numpy overhead (same answers).
+            return np.array([self._code_at(c, r) for r in nodes.tolist()], dtype=np.uint8)
         size = self.n if nodes is None else len(nodes)
         out = np.full(size, MASK_PASS, dtype=np.uint8)
         if c is None:
@@ -339,6 +395,61 @@ class VolumeRule(StatefulRule):
             out[~self._delayed_pass(c, nodes)] = MASK_FAIL
         out[(out == MASK_PASS) & later] = MASK_LATER
         return out
+
+    def _code_at(self, c: _Class, r: int) -> int:
+        """`codes` on the one node row r."""
+        fail = not c.static[r]
+        later = False
+        for claim in c.rwop:
+            live, gone = self._users.get(claim, (0, 0))
+            if live > 0:
+                fail = True
+            elif gone > 0:
+                later = True
+        for driver, volumes in c.drivers.items():
+            limit = int(self._limit_of(driver)[r])
+            if limit < 0:
+                continue
+            need_now = need_later = len(volumes)
+            attached = self._attached.get(driver, {})
+            for v in volumes:
+                on = attached.get(v)
+                counts = on.get(r) if on else None
+                if counts is None:
+                    continue
+                live, gone = counts
+                if live + gone > 0:
+                    need_now -= 1
+                if live > 0:
+                    need_later -= 1
+            if int(self._live[driver][r]) + need_later > limit:
+                fail = True
+            if int(self._any[driver][r]) + need_now > limit:
+                later = True
+        if not fail and c.slots and not self._delayed_at(c, r):
+            fail = True
+        return MASK_FAIL if fail else (MASK_LATER if later else MASK_PASS)
+
+    def _delayed_at(self, c: _Class, r: int) -> bool:
+        """`_delayed_pass` on the one node row r."""
+        counts: dict[int, int] = {}
+        for sl in c.slots:
+            chosen = self._choice.get(sl.claim) if sl.claim else None
+            if chosen is not None:
+                pv = chosen[0]
+                if pv >= 0:
+                    nodes = self._pv_nodes[pv]
+                    if nodes is not None and not (nodes == r).any():
+                        return False
+                elif chosen[1] != r:
+                    return False
+                continue
+            counts[sl.shape] = counts.get(sl.shape, 0) + 1
+        for s, m in counts.items():
+            shape = self.shapes[s]
+            if shape.free[r] < m and not shape.provision[r]:
+                return False
+        return self._greedy(c, r) if c.overlapping else True
 
     def _within_limit(self, driver: str, volumes: tuple[str, ...], at, size: int) -> tuple[np.ndarray, np.ndarray]:
         """(within the limit now, within it once leaving pods are gone) on the nodes `at`."""
@@ -517,7 +628,7 @@ class VolumeRule(StatefulRule):
                 chosen[2].append(t)
                 pv = chosen[0]
             else:
-                pv = self._pick(self.shapes[self._shape(u.claim)], node)
+                pv = self._pick(self.shapes[self._shape_of(u.claim)], node)
                 self._choice[u.key] = [pv, node, [t]]
                 if pv >= 0:
                     self._reserve(pv, 1)
