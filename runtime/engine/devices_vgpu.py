@@ -21,11 +21,12 @@ volcano.sh/vgpu-time and volcano.sh/bind-time (Unix seconds), volcano.sh/vgpu-id
 volcano.sh/devices-to-allocate (`UUID,NVIDIA,memory,cores:` per card, one list per container,
 containers separated by `;`) and volcano.sh/bind-phase `allocating`.
 
-Not evaluated yet, so such pods wait naming it: MIG mode (its geometries), a vGPU ask in more than
-one container or in an init container (one device list per container), and the pod annotations
-that filter cards (nvidia.com/use-gputype, nvidia.com/nouse-gputype, volcano.sh/vgpu-use-gpuuuid,
-volcano.sh/vgpu-nouse-gpuuuid, volcano.sh/vgpu-podgroup-policy); volcano.sh/vgpu-mode `hami-core`
-is what every node here is, any other mode waits.
+The pod annotations that narrow its cards are evaluated as Volcano does: nvidia.com/use-gputype /
+nvidia.com/nouse-gputype (card type, case aside) and volcano.sh/vgpu-use-gpuuuid /
+volcano.sh/vgpu-nouse-gpuuuid (exact UUIDs, the denylist wins). Not evaluated yet, so such pods
+wait naming it: MIG mode (its geometries), a vGPU ask in more than one container or in an init
+container (one device list per container), volcano.sh/vgpu-podgroup-policy; volcano.sh/vgpu-mode
+`hami-core` is what every node here is, any other mode waits.
 """
 
 from __future__ import annotations
@@ -50,9 +51,12 @@ BIND_PHASE = "volcano.sh/bind-phase"
 MODE = "volcano.sh/vgpu-mode"
 HAMI_CORE, MIG = "hami-core", "mig"
 NVIDIA = "NVIDIA"
-# Pod annotations that narrow the cards; not evaluated yet (see the module's docstring).
-FILTERS = ("nvidia.com/use-gputype", "nvidia.com/nouse-gputype", "volcano.sh/vgpu-use-gpuuuid",
-           "volcano.sh/vgpu-nouse-gpuuuid", "volcano.sh/vgpu-podgroup-policy")
+USE_TYPE, NOUSE_TYPE = "nvidia.com/use-gputype", "nvidia.com/nouse-gputype"
+USE_UUID, NOUSE_UUID = "volcano.sh/vgpu-use-gpuuuid", "volcano.sh/vgpu-nouse-gpuuuid"
+# Pod annotations that narrow the cards (evaluated: a pod's class is told apart by them).
+FILTERS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID)
+# Pod annotations not evaluated yet (see the module's docstring).
+NOT_EVALUATED = ("volcano.sh/vgpu-podgroup-policy",)
 NO_PERCENT = 101           # Volcano's "no percentage asked"
 
 
@@ -81,6 +85,50 @@ def parse_register(value: str) -> tuple[list[VgpuCard], str] | None:
                               items[4].strip().lower() in ("1", "t", "true")))
         mode = MIG if items[5] == MIG else HAMI_CORE
     return (cards, mode) if cards else None
+
+
+def type_allowed(annotations: Mapping[str, str], card_type: str) -> bool:
+    """Volcano's checkGPUtype: nvidia.com/use-gputype (when set, the card's type must contain one
+    of its comma-separated names), else nvidia.com/nouse-gputype (none of its names); case aside."""
+    kind = card_type.upper()
+    if USE_TYPE in annotations:
+        return any(name.upper() in kind for name in annotations[USE_TYPE].split(","))
+    if NOUSE_TYPE in annotations:
+        return not any(name.upper() in kind for name in annotations[NOUSE_TYPE].split(","))
+    return True
+
+
+def uuid_allowed(annotations: Mapping[str, str], uuid: str) -> bool:
+    """Volcano's gpuUUIDFilter: volcano.sh/vgpu-use-gpuuuid an allowlist, volcano.sh/vgpu-nouse-gpuuuid
+    a denylist (exact UUIDs, trimmed, empty entries ignored; the denylist wins; with either, a card
+    without a UUID is never taken)."""
+    allow = [u.strip() for u in annotations.get(USE_UUID, "").split(",") if u.strip()]
+    deny = [u.strip() for u in annotations.get(NOUSE_UUID, "").split(",") if u.strip()]
+    if (allow or deny) and not uuid:
+        return False
+    return (not allow or uuid in allow) and uuid not in deny
+
+
+def filter_key(annotations: Mapping[str, str]) -> tuple | None:
+    """What of a pod's annotations narrows its vGPU cards (its class is told apart by it), or None."""
+    key = tuple((k, annotations[k]) for k in FILTERS if k in annotations)
+    return key or None
+
+
+def vgpu_class_keys(plain: np.ndarray, class_keys: dict | None, pods: list, status: np.ndarray,
+                    pending: int) -> tuple[np.ndarray, dict | None]:
+    """(plain, class keys) that also tell apart pending tasks narrowing their vGPU cards differently:
+    the vGPU rule answers for a class by its first task's annotations."""
+    narrowed = [(t, filter_key(pods[t].annotations)) for t in np.flatnonzero(status == pending).tolist()]
+    narrowed = [(t, key) for t, key in narrowed if key is not None]
+    if not narrowed:
+        return plain, class_keys
+    out = dict(class_keys) if class_keys else {}
+    plain = plain.copy()
+    for t, key in narrowed:
+        plain[t] = False
+        out[t] = (out.get(t), key)
+    return plain, out
 
 
 def _int(text: str) -> int:
@@ -119,7 +167,7 @@ def vgpu_hold(pod) -> tuple[str, str] | None:
         return (f"metadata.annotations[{MODE}]",
                 f"pod asks for vGPU mode {pod.annotations[MODE]}, which this scheduler does not evaluate yet "
                 "(only hami-core)")
-    for key in FILTERS:
+    for key in NOT_EVALUATED:
         if key in pod.annotations:
             return (f"metadata.annotations[{key}]",
                     f"pod narrows its vGPU cards by {key}, which this scheduler does not evaluate yet")
@@ -144,6 +192,13 @@ class VgpuInventory:
     used_core: np.ndarray
     node_mode: list[str | None]  # per node: its mode, None without vGPUs
     first: dict[int, int]        # node -> its first card
+
+    def allowed(self, annotations: Mapping[str, str]) -> np.ndarray:
+        """(C,) bool: cards the pod's type and UUID annotations let it use."""
+        if not any(k in annotations for k in FILTERS):
+            return np.ones(len(self.uuid), dtype=bool)
+        return np.array([type_allowed(annotations, t) and uuid_allowed(annotations, u)
+                         for t, u in zip(self.type, self.uuid)], dtype=bool)
 
     def fit(self, need: VgpuNeed) -> np.ndarray:
         """(C,) bool: cards that take one more device of `need` now."""
@@ -254,3 +309,9 @@ def binding_annotations(node, cards: tuple[int, ...], requests: Mapping[str, int
     stamp = str(int(time.time() if now is None else now))
     return {ASSIGNED_NODE: node.name, ASSIGNED_TIME: stamp, IDS: ids, TO_ALLOCATE: ids,
             BIND_PHASE: "allocating", BIND_TIME: stamp}
+
+
+def vgpu_on(plan) -> bool:
+    """Whether the plan's deviceshare places HAMi vGPU."""
+    share = plan.plugin("deviceshare")
+    return bool(share is not None and share.arguments.get("vgpu"))

@@ -36,7 +36,7 @@ from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.topology import Topology as NetworkTree
 from runtime.engine.devices import GPU_INDEX, GPU_NUMBER, DeviceHold, held_for_devices, unhealthy_cards
-from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory
+from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory, vgpu_class_keys, vgpu_on
 
 
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
@@ -389,6 +389,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                         cat.DEFAULT_QUEUE)
     if plan.plugin("nodegroup") is not None:     # its answer depends on the queue: a class never spans two
         plain, extra_keys = queue_class_keys(plain, extra_keys, jobs, task_job, status)
+    if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
+        plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
     columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys)
     device_names = managed | {d.resource for d in devices}
     classes = []
@@ -442,13 +444,11 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.dra = dra
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
-    share = plan.plugin("deviceshare")
-    vgpu_on = bool(share is not None and share.arguments.get("vgpu"))
-    if vgpu_on:
+    if vgpu_on(plan):
         snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),
                                              {name: i for i, name in enumerate(snapshot.node_names)})
     # Last, over the finished tasks: a held task keeps its class, which only pending tasks use.
-    snapshot.device_held = held_for_devices(tasks.pods, request, status, PENDING, index, devices, vgpu_on)
+    snapshot.device_held = held_for_devices(tasks.pods, request, status, PENDING, index, devices, vgpu_on(plan))
     for t in snapshot.device_held:
         status[t] = HELD
     return snapshot

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime.cluster.decisions import Binding
-from runtime.cluster.model import ClusterState, Node
+from runtime.cluster.model import ClusterState, Node, PodGroup
 from runtime.cluster.objects import load_text
 from runtime.engine import devices_vgpu as vg
 from runtime.kube.binder import binding_body
@@ -181,12 +181,69 @@ def test_pods_placed_in_one_cycle_never_share_more_than_a_card_has(pure) -> None
     assert "ns/p6" in {u.pod for u in decisions.unschedulable}
 
 
-@KERNELS
-@pytest.mark.parametrize("annotation, value", [
-    ("nvidia.com/use-gputype", "A100"), ("volcano.sh/vgpu-nouse-gpuuuid", "GPU-g0-0"),
-    ("volcano.sh/vgpu-podgroup-policy", "spread"), (vg.MODE, "mig"),
+@pytest.mark.parametrize("annotations, card_type, allowed", [
+    # TestCheckGPUtype
+    ({"nvidia.com/use-gputype": "A100"}, "NVIDIA-A100", True),                  # single GPUInUse value matches
+    ({"nvidia.com/use-gputype": "a100"}, "NVIDIA-A100", True),                  # GPUInUse mixed case matches
+    ({"nvidia.com/use-gputype": "V100,A100"}, "NVIDIA-A100", True),             # multiple GPUInUse values, one matches
+    ({"nvidia.com/use-gputype": "V100,T4"}, "NVIDIA-A100", False),              # multiple GPUInUse values, none matches
+    ({"nvidia.com/nouse-gputype": "A100"}, "NVIDIA-A100", False),               # single GPUNoUse value matches
+    ({"nvidia.com/nouse-gputype": "a100"}, "NVIDIA-A100", False),               # GPUNoUse mixed case matches
+    ({"nvidia.com/nouse-gputype": "V100,A100"}, "NVIDIA-A100", False),          # multiple GPUNoUse values, one matches
+    ({"nvidia.com/nouse-gputype": "V100,T4"}, "NVIDIA-A100", True),             # multiple GPUNoUse values, none matches
+    ({}, "NVIDIA-A100", True),                                                  # empty annotations map
 ])
-def test_card_filters_not_evaluated_yet_make_the_pod_wait_naming_them(pure, annotation, value) -> None:
+def test_card_type_filter_as_volcanos_check_gpu_type(annotations, card_type, allowed) -> None:
+    assert vg.type_allowed(annotations, card_type) is allowed
+
+
+@pytest.mark.parametrize("allow, deny, uuid, allowed", [
+    # TestCheckGPUUUID
+    (None, None, "GPU-a", True),          # no constraint
+    ("", None, "GPU-a", True),            # empty allowlist is ignored
+    (",", None, "GPU-a", True),           # separator-only allowlist is ignored
+    ("GPU-a", None, "GPU-a", True),       # allowlist exact match
+    (",GPU-a,", None, "GPU-a", True),     # allowlist ignores empty entries
+    ("GPU", None, "GPU-a", False),        # allowlist rejects partial match
+    ("GPU-a", None, "", False),           # allowlist rejects empty device UUID
+    (None, "GPU-a", "GPU-a", False),      # denylist rejects match
+    (None, "GPU-a", "", False),           # denylist constraint rejects empty device UUID
+    ("GPU-a", "GPU-a", "GPU-a", False),   # denylist wins over allowlist
+])
+def test_card_uuid_filter_as_volcanos_gpu_uuid_filter(allow, deny, uuid, allowed) -> None:
+    annotations = {k: v for k, v in ((vg.USE_UUID, allow), (vg.NOUSE_UUID, deny)) if v is not None}
+    assert vg.uuid_allowed(annotations, uuid) is allowed
+
+
+@KERNELS
+@pytest.mark.parametrize("annotations, want", [
+    # TestGPUUUIDConstraints
+    ({vg.USE_UUID: "GPU-g0-1"}, (1,)),                            # allowlist selects requested GPU
+    ({vg.NOUSE_UUID: "GPU-g0-0"}, (1,)),                          # denylist excludes GPU
+    ({vg.USE_UUID: "GPU-other"}, None),                           # unknown allowed UUID is unschedulable
+    ({vg.NOUSE_UUID: "GPU-g0-0,GPU-g0-1"}, None),                 # denylist excludes all GPUs
+    ({"nvidia.com/use-gputype": "H100"}, None),
+    ({"nvidia.com/nouse-gputype": "H100"}, (0,)),
+])
+def test_pods_narrowing_their_cards_get_only_those_and_others_in_their_job_are_not_bound_by_it(
+        pure, annotations, want) -> None:
+    state = ClusterState()
+    vgpu_node(state, "g0", cards=2)
+    # One job whose pods are one class but for the filter: the rule must not answer for both by one.
+    state.add_podgroup(PodGroup("ns", "job", min_member=1, queue="default", phase="Inqueue", uid="pg-job"))
+    vpod(state, "narrow", memory=1000, annotations=annotations, creation=1.0, group="job")
+    vpod(state, "plain", memory=1000, creation=2.0, group="job")
+    decisions = cycle(BINPACK, state, pure)
+    cards = {b.pod: b.devices[vg.VGPU_NUMBER] for b in decisions.bindings}
+    assert cards.get("ns/narrow") == want
+    assert "ns/plain" in cards
+    if want is None:
+        assert "vGPU cards the pod's" in reason(decisions, "ns/narrow")
+
+
+@KERNELS
+@pytest.mark.parametrize("annotation, value", [("volcano.sh/vgpu-podgroup-policy", "spread"), (vg.MODE, "mig")])
+def test_what_of_vgpu_is_not_evaluated_yet_makes_the_pod_wait_naming_it(pure, annotation, value) -> None:
     state = ClusterState()
     vgpu_node(state, "g0")
     vpod(state, "p", memory=100, annotations={annotation: value})

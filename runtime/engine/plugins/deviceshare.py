@@ -263,6 +263,7 @@ class VgpuRule(StatefulRule):
         self.policy = policy
         self.weight = weight
         self._needs: dict[int, vg.VgpuNeed | None] = {}
+        self._allowed: dict[int, np.ndarray] = {}       # task -> cards its annotations allow
         self._registered = np.array([mode is not None for mode in inventory.node_mode], dtype=bool)
         self._hami = np.array([mode == vg.HAMI_CORE for mode in inventory.node_mode], dtype=bool)
 
@@ -270,6 +271,11 @@ class VgpuRule(StatefulRule):
         if t not in self._needs:
             self._needs[t] = vg.vgpu_need(self.ssn.snap.pods[t].requests)
         return self._needs[t]
+
+    def allowed(self, t: int) -> np.ndarray:
+        if t not in self._allowed:
+            self._allowed[t] = self.inv.allowed(self.ssn.snap.pods[t].annotations)
+        return self._allowed[t]
 
     def _head(self, cid: int) -> int:
         return self.ssn.snap.classes[cid].head
@@ -280,14 +286,20 @@ class VgpuRule(StatefulRule):
     def scores(self, cid: int) -> bool:
         return self.weight != 0 and self.filters(cid)
 
-    def _node_checks(self, need: vg.VgpuNeed) -> list[tuple[str, np.ndarray]]:
+    def _node_checks(self, t: int) -> list[tuple[str, np.ndarray]]:
+        need, allowed = self.need(t), self.allowed(t)
         inv, n = self.inv, self.ssn.snap.n_nodes
         registered, hami = self._registered, self._hami
-        ok = inv.fit(need)
+        out = [(f"node(s) had no vGPU cards registered ({vg.REGISTER})", registered),
+               ("node(s) had vGPU mode mig, which this scheduler does not evaluate yet", hami | ~registered)]
+        if not allowed.all():
+            narrowed = np.bincount(inv.card_node[allowed], minlength=n) >= need.cards
+            named = ", ".join(f"{k}={v}" for k, v in vg.filter_key(self.ssn.snap.pods[t].annotations))
+            out.append((f"node(s) had too few vGPU cards the pod's {named} allows", narrowed | ~(registered & hami)))
+        ok = inv.fit(need) & allowed
         fits = np.bincount(inv.card_node[ok], minlength=n) >= need.cards
-        return [(f"node(s) had no vGPU cards registered ({vg.REGISTER})", registered),
-                ("node(s) had vGPU mode mig, which this scheduler does not evaluate yet", hami | ~registered),
-                (self._short_message(need, registered & hami & ~fits), fits)]
+        out.append((self._short_message(need, registered & hami & ~fits), fits))
+        return out
 
     def _short_message(self, need: vg.VgpuNeed, short: np.ndarray) -> str:
         memory = f"{need.percent}% of a card's memory" if need.percent != vg.NO_PERCENT else f"{need.memory} MiB"
@@ -309,25 +321,27 @@ class VgpuRule(StatefulRule):
 
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         mask = np.ones(self.ssn.snap.n_nodes, dtype=bool)
-        for _, passing in self._node_checks(self.need(self._head(cid))):
+        for _, passing in self._node_checks(self._head(cid)):
             mask &= passing
         mask = mask.astype(np.uint8)
         return mask if nodes is None else mask[nodes]
 
     def checks(self, cid: int) -> list[Check]:
-        return [Check(m, p) for m, p in self._node_checks(self.need(self._head(cid)))]
+        return [Check(m, p) for m, p in self._node_checks(self._head(cid))]
 
-    def _choose(self, need: vg.VgpuNeed, node: int) -> list[int]:
+    def _choose(self, t: int, node: int) -> list[int]:
+        need = self.need(t)
         on_node = np.flatnonzero(self.inv.card_node == node)
-        ok = on_node[self.inv.fit(need)[on_node]]
+        ok = on_node[(self.inv.fit(need) & self.allowed(t))[on_node]]
         return self.inv.order(ok, self.policy)[:need.cards]
 
     def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
-        need = self.need(self._head(cid))
+        head = self._head(cid)
+        need = self.need(head)
         rows = np.arange(self.ssn.snap.n_nodes) if nodes is None else nodes
         out = np.zeros(len(rows), dtype=np.float64)
         for i, node in enumerate(rows.tolist()):
-            for c in self._choose(need, node):
+            for c in self._choose(head, node):
                 # Volcano's GPUScore: binpack by the card's memory use with this pod's share on it,
                 # spread for each card the pod would have alone.
                 if self.policy == "spread":
@@ -341,7 +355,7 @@ class VgpuRule(StatefulRule):
         need = self.need(t)
         if need is None:
             return
-        chosen = self._choose(need, node)
+        chosen = self._choose(t, node)
         for c in chosen:
             self.inv.take(c, need)
         devices = dict(self.ssn.task_devices.get(t, {}))
