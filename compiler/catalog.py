@@ -151,6 +151,18 @@ PLUGINS: dict[str, PluginSpec] = {
             frozenset({"preemptable", "reclaimable"}),
         ),
         PluginSpec(
+            "sla", "Service level: a job whose waiting time (its PodGroup's volcano.sh/sla-waiting-time or "
+            "sla-waiting-time annotation, else `waiting_time`) has passed is admitted by enqueue and counts as "
+            "pipelined; jobs with a waiting time go first in job order, earliest deadline first.",
+            frozenset({"job_order", "job_enqueued", "job_pipelined", "job_valid"}),
+            arguments=(
+                Argument("waiting_time", STRING, "the waiting time of jobs that do not set their own, a duration "
+                         "such as 30m or 1h2m3s", None,
+                         {"regex": r"^\+?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$"},
+                         volcano="sla-waiting-time"),
+            ),
+        ),
+        PluginSpec(
             "drf", "Dominant resource fairness: lower dominant share first.",
             frozenset({"job_order", "preemptable", "queue_order", "reclaimable", "hierarchy"}),
         ),

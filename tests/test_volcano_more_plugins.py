@@ -105,3 +105,32 @@ def test_proportional_is_refused_by_lint():
     compiled = compile_text('policy "t" version 1\nactions [allocate]\ntier {\n  plugin predicates\n'
                             '  plugin resource-strategy-fit {\n    proportional = true\n  }\n}\n')
     assert not compiled.ok and any(d.code == "PD413" for d in compiled.errors)
+
+
+SLA = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: sla
+    arguments:
+      sla-waiting-time: 1h2m3s
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+"""
+
+
+def test_sla_imports_and_exports_back(tmp_path: Path):
+    plan, plugins = round_trip(SLA, tmp_path)
+    assert plan.plugin("sla").arguments["waiting_time"] == "1h2m3s"
+    assert {"name": "sla", "arguments": {"sla-waiting-time": "1h2m3s"}} in plugins
+
+
+def test_an_sla_waiting_time_that_is_not_a_duration_is_located():
+    config = SLA.replace("1h2m3s", "an hour")
+    result = import_volcano_text(config, "c.conf")
+    [diag] = result.diagnostics
+    assert result.exit_code == 1 and diag.code == "PD607" and "`an hour` is not what `waiting_time` takes" in diag.message
+    assert (diag.span.line, diag.span.column) == (8, 25)

@@ -406,6 +406,8 @@ class ConfigReader(NodeReader):
                                 NOT_VOLCANO_ARGUMENTS.get(key) or did_you_mean(key, known) or _known(known))
                     continue
                 value = self.argument_value(arg, entry.value)
+                if isinstance(value, str) and "regex" in arg.rules and not re.fullmatch(arg.rules["regex"], value):
+                    raise Invalid(f"`{value}` is not what `{arg.name}` takes: {arg.doc}")
                 if arg.not_evaluated and value != arg.default:
                     # Volcano schedules differently with it on; the policy would refuse it (PD413).
                     shown = str(value).lower() if isinstance(value, bool) else str(value)

@@ -346,6 +346,9 @@ class PodGroup:
     sub_groups: tuple[SubGroupPolicy, ...] = ()
     # metadata.annotations[volcano.sh/job-allocated-hypernode]: where the job runs ("" if unset).
     allocated_hypernode: str = ""
+    # The sla plugin's waiting time: the annotations volcano.sh/sla-waiting-time, then
+    # sla-waiting-time, as written (Volcano reads the first that parses).
+    sla_waiting_times: tuple[str, ...] = ()
 
     @property
     def asks_topology(self) -> bool:

@@ -239,6 +239,8 @@ def scheduled_time(obj: dict) -> float | None:
     return None
 
 
+# A PodGroup's sla waiting time annotations, in the order Volcano reads them (api/job_info.go).
+SLA_WAITING_TIME_KEYS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
 # PodGroup spec fields the scheduler reads but does not evaluate yet (runtime/README.md).
 PODGROUP_NOT_EVALUATED: tuple[str, ...] = ()
 # The fields of a spec.subGroupPolicy entry this scheduler evaluates (Volcano v1.14's
@@ -341,6 +343,7 @@ def _read_podgroup(obj: dict, state: ClusterState) -> None:
         creation=kf.timestamp(meta), preemptable=preemptable, unsupported=unsupported,
         network_topology=read_network_topology(spec.get("networkTopology")), sub_groups=sub_groups,
         allocated_hypernode=annotations.get(JOB_ALLOCATED_HYPERNODE, ""),
+        sla_waiting_times=tuple(annotations[k] for k in SLA_WAITING_TIME_KEYS if k in annotations),
     ))
 
 
