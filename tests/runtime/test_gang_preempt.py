@@ -610,3 +610,22 @@ def test_a_whole_gangs_room_stays_reserved_until_the_preemptor_binds(pure):
         state.advance()
     assert sorted(bound) == ["ns/preemptor-0", "ns/preemptor-1"]
     assert audit.bought == 2 and audit.wasted == 0 and audit.repeats == 0
+
+
+def test_create_job_bundles_sub_job_group_slack_caps_safe(pure):
+    """TestCreateJobBundles_SubJobGroupSlackCapsSafe: a victim of minMember 4 in 3 sub-groups of 2
+    (minSubGroups 2), all running; pod priorities interleave the sub-groups (sg1's first pod lowest,
+    then sg2's, ...). A preemptor needing 2 pods' room takes both pods of one sub-group: taking the
+    two lowest (sg1's and sg2's first) would leave 1 ready sub-group, below minSubGroups, with the
+    job still running; after sg1's first pod only pods of the broken sg1 are SAFE."""
+    from runtime.cluster.model import Pod, SubGroupPolicy
+    state = cluster(nodes=6)
+    state.add_podgroup(PodGroup("ns", "victim", min_member=4, phase="Running", uid="pg-victim",
+                                sub_groups=(SubGroupPolicy("part", 2, 2, None, ("sg",)),)))
+    for rank, (sg, i) in enumerate([(1, "a"), (2, "a"), (3, "a"), (1, "b"), (2, "b"), (3, "b")]):
+        state.add_pod(Pod("ns", f"t{sg}{i}", {"cpu": 1000, "memory": GiB // 4}, uid=f"t{sg}{i}",
+                          node_name=f"n{rank}", phase="Running", group="victim", priority=LOW + rank,
+                          labels={"sg": str(sg)}))
+    group(state, "preemptor", 2, 2, HIGH, creation=1)
+    decisions = cycle(GANG_PREEMPT, state, pure)
+    assert sorted(e.pod for e in decisions.evictions) == ["ns/t1a", "ns/t1b"]

@@ -238,14 +238,20 @@ def bundles_in(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_ev
         mins = job.min_task_member if job.min_member >= sum(job.min_task_member.values()) else {}
         roles = ssn.role_counts(job, READY_STATUSES) if mins else {}
         role_surplus = {r: roles.get(r, 0) - m for r, m in mins.items()}
+        group_of, group_surplus, broken = _sub_group_slack(ssn, J)
         safe = []
         for v in mine:
             role = snap.pods[v].task_role
-            if surplus > 0 and role_surplus.get(role, 1) > 0:
+            k = group_of.get(v)
+            group_ok = k is None or k[1] in broken or group_surplus[k[0]] > 0
+            if surplus > 0 and role_surplus.get(role, 1) > 0 and group_ok:
                 safe.append(v)
                 surplus -= 1
                 if role in role_surplus:
                     role_surplus[role] -= 1
+                if k is not None and k[1] not in broken:    # its first pod gone: the sub-group breaks
+                    broken.add(k[1])
+                    group_surplus[k[0]] -= 1
         out.extend(Bundle(False, J, (v,), req[v], zero) for v in safe)
         kept = set(safe)
         breaks = [v for v in by_job[J] if v not in kept]
@@ -254,6 +260,30 @@ def bundles_in(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_ev
             on_rows = [v for v in tasks if in_rows[ssn.task_node[v]]]
             out.append(Bundle(True, J, tasks, req[on_rows].sum(axis=0), req[list(tasks)].sum(axis=0)))
     return _ordered(ssn, out, need)
+
+
+def _sub_group_slack(ssn: Session, J: int) -> tuple[dict[int, tuple[int, int]], dict[int, int], set[int]]:
+    """For a job with sub-groups (spec.subGroupPolicy; Volcano's SubJobs, as its CreateJobBundles
+    counts them): each pod's (policy, sub-group), how many ready sub-groups each policy has above
+    its minSubGroups, and the sub-groups already broken (fewer than subGroupSize pods ready). A
+    pod is SAFE only where its sub-group is already broken or its policy has a ready one to spare."""
+    groups = getattr(ssn.snap, "sub_groups", {}).get(J, ())
+    if not groups:
+        return {}, {}, set()
+    policies = ssn.snap.jobs[J].podgroup.sub_groups
+    group_of: dict[int, tuple[int, int]] = {}
+    surplus = {i: -p.min_groups for i, p in enumerate(policies)}
+    broken: set[int] = set()
+    for k, sg in enumerate(groups):
+        if sg.policy < 0:
+            continue                  # the default sub-group: no minimum of its own
+        tasks = sg.tasks.tolist()
+        group_of.update((t, (sg.policy, k)) for t in tasks)
+        if sum(1 for t in tasks if ssn.status[t] in READY_STATUSES) >= sg.size:
+            surplus[sg.policy] += 1
+        else:
+            broken.add(k)
+    return group_of, surplus, broken
 
 
 def _task_order(ssn: Session, tasks: list[int]) -> list[int]:
