@@ -163,6 +163,12 @@ PLUGINS: dict[str, PluginSpec] = {
             ),
         ),
         PluginSpec(
+            "resourcequota", "Enqueue admits a job only while its PodGroup's minResources, with what the "
+            "namespace's ResourceQuotas say is used and the jobs admitted before it, stays within their hard "
+            "limits (resources compared by the quota's names).",
+            frozenset({"job_enqueued"}),
+        ),
+        PluginSpec(
             "drf", "Dominant resource fairness: lower dominant share first.",
             frozenset({"job_order", "preemptable", "queue_order", "reclaimable", "hierarchy"}),
         ),

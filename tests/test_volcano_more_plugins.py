@@ -134,3 +134,30 @@ def test_an_sla_waiting_time_that_is_not_a_duration_is_located():
     [diag] = result.diagnostics
     assert result.exit_code == 1 and diag.code == "PD607" and "`an hour` is not what `waiting_time` takes" in diag.message
     assert (diag.span.line, diag.span.column) == (8, 25)
+
+
+RESOURCEQUOTA = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: resourcequota
+"""
+
+
+def test_resourcequota_imports_and_exports_back(tmp_path: Path):
+    plan, plugins = round_trip(RESOURCEQUOTA, tmp_path)
+    assert plan.plugin("resourcequota") is not None and {"name": "resourcequota"} in plugins
+
+
+@pytest.mark.parametrize("plugin", ["pdb", "usage", "numa-aware", "task-topology", "tdm", "extender", "rescheduling"])
+def test_plugins_not_implemented_stay_refused_located(plugin):
+    config = RESOURCEQUOTA.replace("  - name: resourcequota", f"  - name: {plugin}")
+    result = import_volcano_text(config, "c.conf")
+    [diag] = result.diagnostics
+    assert (diag.code, diag.span.line, result.exit_code) == ("PD604", 10, 1)
+    assert f"unknown plugin `{plugin}`" in diag.message and diag.hint

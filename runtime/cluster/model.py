@@ -460,6 +460,17 @@ def scheduled_condition(ready: int, size: int) -> Condition:
     return Condition("Scheduled", "True", "Scheduled", f"{ready}/{size} tasks ready")
 
 
+@dataclass(frozen=True)
+class ResourceQuota:
+    """A namespace's ResourceQuota as the resourcequota plugin reads it (Volcano reads its status:
+    `hard` and `used` as the quota controller last wrote them), in base units by resource name."""
+
+    namespace: str
+    name: str
+    hard: Mapping[str, int]
+    used: Mapping[str, int]
+
+
 @dataclass
 class ClusterState:
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -490,6 +501,9 @@ class ClusterState:
     # Opt-in: HyperNodes derived from node labels (runtime.cluster.topology_labels) while the
     # cluster has no HyperNode objects; objects, when there are any, win.
     label_topology: LabelTopology | None = None
+    # ResourceQuotas by namespace/name; None: not read (the connector does not watch them yet,
+    # so the resourcequota plugin holds jobs, saying so). Reading objects sets it.
+    resource_quotas: dict[str, ResourceQuota] | None = None
     _topology: tuple[tuple[int, int, int, int], Topology] | None = field(
         default=None, init=False, repr=False, compare=False)
 

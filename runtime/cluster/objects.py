@@ -22,7 +22,7 @@ from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import DEQUEUE_STRATEGIES, NodeGroupAffinity
 from runtime.cluster.model import (
     DEFAULT_MAX_PODS, JOB_ALLOCATED_HYPERNODE, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition,
-    NetworkTopology, Node, PodGroup, QueueObject, SubGroupPolicy, Taint,
+    NetworkTopology, Node, PodGroup, QueueObject, ResourceQuota, SubGroupPolicy, Taint,
 )
 from runtime.cluster.draspec import (
     read_device_class, read_resource_claim, read_resource_claim_template, read_resource_slice,
@@ -140,6 +140,8 @@ def parse_documents(text: str, suffix: str = "") -> list[Any]:
 def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | None = None) -> ClusterState:
     """Add (source, object dict) pairs to a state (a new one by default). Lists are flattened."""
     state = state or ClusterState()
+    if state.resource_quotas is None:     # read from objects: a namespace without one has none
+        state.resource_quotas = {}
     problems: list[ObjectProblem] = []
     flat: list[tuple[str, Any]] = []
     for source, doc in documents:
@@ -460,6 +462,25 @@ _READERS: dict[str, Callable[[dict, ClusterState], None]] = {
     "PriorityClass": _read_priority_class, "Namespace": _read_namespace, "PersistentVolume": _read_volume,
     "PersistentVolumeClaim": _read_claim, "StorageClass": _read_storage_class, "CSINode": _read_csinode,
 }
+
+# ResourceQuotas (v1), for the resourcequota plugin: Volcano reads status.hard and status.used (the
+# quota controller's); an object without status.hard (a hand-written snapshot) is read by its
+# spec.hard with nothing used.
+KINDS += ("ResourceQuota",)
+
+
+def _read_resource_quota(obj: dict, state: ClusterState) -> None:
+    namespace, name = kf.name_of(obj)
+    spec, status = kf.mapping(obj, "spec"), kf.mapping(obj, "status")
+    hard = kf.resources(status["hard"], "status.hard") if status.get("hard") is not None else \
+        kf.resources(spec.get("hard"), "spec.hard")
+    used = kf.resources(status.get("used"), "status.used") if status.get("hard") is not None else {}
+    if state.resource_quotas is None:
+        state.resource_quotas = {}
+    state.resource_quotas[f"{namespace}/{name}"] = ResourceQuota(namespace, name, hard, used)
+
+
+_READERS["ResourceQuota"] = _read_resource_quota
 
 # Volcano's HyperNodes (topology.volcano.sh/v1alpha1), read by runtime.cluster.topology; gangs asking
 # for network topology are placed within them (runtime/engine/actions/topology.py).

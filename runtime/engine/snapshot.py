@@ -183,6 +183,9 @@ class Snapshot:
     sub_groups: dict[int, tuple["SubGroup", ...]] = field(default_factory=dict)
     # Where some waiting pod has ResourceClaims: their claims resolved (runtime.cluster.dra).
     dra: DraSnapshot | None = None
+    # Namespaces' ResourceQuotas (ClusterState.resource_quotas: None when not read), for the
+    # resourcequota plugin.
+    resource_quotas: dict | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -443,6 +446,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     if state.settled is not None and state.settled.elastic:
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.dra = dra
+    snapshot.resource_quotas = state.resource_quotas
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     if vgpu_on(plan):
         snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),

@@ -13,7 +13,7 @@ from compiler import catalog as cat
 from runtime.engine.extension import POINTS
 from runtime.engine.plugins import (
     binpack, capacity, cdp, conformance, deviceshare, drf, gang, network_topology, nodegroup, nodeorder, overcommit,
-    predicates, priority, proportion, resource_strategy_fit, sla,
+    predicates, priority, proportion, resource_strategy_fit, resourcequota, sla,
 )
 from runtime.engine.plugins.base import CatalogMismatch, Plugin
 
@@ -39,7 +39,8 @@ def registry() -> dict[str, type[Plugin]]:
     """Plugin name -> class; raises CatalogMismatch when the catalog says otherwise."""
     plugins = {m.PLUGIN.name: m.PLUGIN for m in (priority, gang, conformance, drf, proportion, capacity, overcommit,
                                                  predicates, nodeorder, binpack, deviceshare,
-                                                 network_topology, nodegroup, cdp, resource_strategy_fit, sla)}
+                                                 network_topology, nodegroup, cdp, resource_strategy_fit, sla,
+                                                 resourcequota)}
     problems = catalog_mismatches(plugins)
     if problems:
         raise CatalogMismatch("; ".join(problems))
