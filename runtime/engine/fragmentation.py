@@ -9,25 +9,36 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from runtime.cluster.model import ClusterState
+from runtime.cluster.model import ClusterState, Node, Pod
 from runtime.engine.snapshot import DeviceInventory, device_need
 
 
 def node_fragmentation(state: ClusterState, used_by_node, resources: list[str],
-                   shapes: set[tuple[int, ...]]) -> dict[str, float]:
-    """Per resource: of the free room on schedulable nodes that could hold one of the waiting
-    request `shapes` were they empty, the part on nodes where none of them fits now (`used_by_node`:
-    node -> resource -> used)."""
+                       waiting: Iterable[Pod]) -> dict[str, float]:
+    """Per resource: of the free room on schedulable nodes that could hold one of the `waiting`
+    pods were they empty, the part on nodes where none of them fits now (`used_by_node`: node ->
+    resource -> used). "Could hold" is the pod's request and the node filters that do not depend
+    on other pods: its node selector, required node affinity and the taints it does not tolerate
+    (room on a GPU node a pod may not use is not fragmentation for that pod)."""
     names = [n for n, node in state.nodes.items() if not node.unschedulable]
     if not names:
+        return {}
+    kinds: dict[tuple, np.ndarray] = {}          # (request, constraints) -> the nodes that admit it
+    for pod in waiting:
+        request = tuple(pod.requests.get(r, 0) for r in resources)
+        key = (request, tuple(sorted(pod.node_selector.items())), pod.required_terms, pod.tolerations)
+        if key not in kinds:
+            kinds[key] = np.array([admits(state.nodes[n], pod) for n in names], dtype=bool)
+    if not kinds:
         return {}
     allocatable = np.array([[state.nodes[n].allocatable.get(r, 0) for r in resources] for n in names],
                            dtype=np.int64)
     used = np.array([[used_by_node.get(n, {}).get(r, 0) for r in resources] for n in names], dtype=np.int64)
     free = np.maximum(allocatable - used, 0)
-    requests = np.array(sorted(shapes), dtype=np.int64)
-    fits_now = (requests[None, :, :] <= free[:, None, :]).all(axis=2)          # (nodes, shapes)
-    fits_empty = (requests[None, :, :] <= allocatable[:, None, :]).all(axis=2)
+    requests = np.array([key[0] for key in kinds], dtype=np.int64)
+    hosts = np.stack(list(kinds.values()), axis=1)                              # (nodes, kinds)
+    fits_now = (requests[None, :, :] <= free[:, None, :]).all(axis=2) & hosts
+    fits_empty = (requests[None, :, :] <= allocatable[:, None, :]).all(axis=2) & hosts
     out = {}
     for i, r in enumerate(resources):
         # Only the waiting pods that ask for r, on nodes that could hold one of them empty:
@@ -41,6 +52,20 @@ def node_fragmentation(state: ClusterState, used_by_node, resources: list[str],
         if total_free > 0:
             out[r] = float(free[stranded, i].sum()) / total_free
     return out
+
+
+def admits(node: Node, pod: Pod) -> bool:
+    """Whether the node's labels and taints let the pod on (selector, required affinity with
+    matchFields on the name, NoSchedule/NoExecute taints), whatever runs there."""
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if pod.required_terms and not any(
+            term and all((node.name in e.values) == (e.operator == "In") if e.field else e.matches(node.labels)
+                         for e in term)
+            for term in pod.required_terms):
+        return False
+    return all(any(t.tolerates(taint) for t in pod.tolerations)
+               for taint in node.taints if taint.effect in ("NoSchedule", "NoExecute"))
 
 
 def card_fragmentation(inventories: Iterable[DeviceInventory], waiting: list[dict[str, int]]) -> dict[str, float]:

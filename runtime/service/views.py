@@ -511,14 +511,13 @@ class CycleView:
         none fits now."""
         if self.facts is None:
             return {}
-        waiting = [p.requests for key in self.reasons() if (p := self.state.pods.get(key)) is not None]
+        waiting = [p for key in self.reasons() if (p := self.state.pods.get(key)) is not None]
         if not waiting:
             return {}
         resources = list(self.facts.resources)
         used_by_node = {n.name: dict(n.used) for n in self.facts.nodes}
-        shapes = {tuple(r.get(x, 0) for x in resources) for r in waiting}
-        out = node_fragmentation(self.state, used_by_node, resources, shapes)
-        out.update(card_fragmentation(self.facts.card_inventories, waiting))
+        out = node_fragmentation(self.state, used_by_node, resources, waiting)
+        out.update(card_fragmentation(self.facts.card_inventories, [p.requests for p in waiting]))
         return out
 
 

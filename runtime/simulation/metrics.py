@@ -181,8 +181,7 @@ class Recorder:
         used_by_node: dict[str, dict[str, int]] = {}
         allocated: dict[str, dict[str, int]] = {}
         waiting: dict[str, int] = {}
-        shapes: set[tuple[int, ...]] = set()
-        waiting_requests: list[dict[str, int]] = []
+        waiting_pods: list = []
         for pod in state.pods.values():
             if pod.terminal:
                 continue
@@ -197,8 +196,7 @@ class Recorder:
             elif pod.scheduler_name == scheduler_name:
                 name = queue_of(state, pod)
                 waiting[name] = waiting.get(name, 0) + 1
-                shapes.add(tuple(pod.requests.get(r, 0) for r in resources))
-                waiting_requests.append(pod.requests)
+                waiting_pods.append(pod)
         used_total = {r: 0 for r in resources}
         for name, used in used_by_node.items():
             if name in state.nodes and not state.nodes[name].unschedulable:
@@ -218,9 +216,9 @@ class Recorder:
                                         for r in resources), default=0.0)
         ratios = [shares[name] / deserved[name] for name in waiting if deserved.get(name)]
         fairness = jain_index(ratios) if ratios else None
-        fragmentation = node_fragmentation(state, used_by_node, resources, shapes) if shapes else {}
-        if waiting_requests:
-            fragmentation.update(card_fragmentation(snap.devices, waiting_requests))
+        fragmentation = node_fragmentation(state, used_by_node, resources, waiting_pods) if waiting_pods else {}
+        if waiting_pods:
+            fragmentation.update(card_fragmentation(snap.devices, [p.requests for p in waiting_pods]))
         self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
                                    self.evictions))
 
