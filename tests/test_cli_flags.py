@@ -277,7 +277,7 @@ FREE_TEXT = {
 # Enough arguments for each command to parse; a command not listed here fails the tests below.
 MINIMAL = {"lint": [POLICY], "fmt": [POLICY], "compile": [POLICY], "import-volcano": [VOLCANO_CONF],
            "export-volcano": [POLICY], "simulate": [POLICY], "diff": [POLICY, POLICY], "test": [],
-           "explain": ["ns/x"], "queues": [], "pending": ["q"], "run": ["--policy", POLICY],
+           "explain": ["ns/x"], "queues": [], "pending": ["q"], "dashboard": [], "run": ["--policy", POLICY],
            "dev-cluster": ["up", "--dir", str(REPO / "build" / "no-cluster-here")]}
 
 

@@ -33,6 +33,7 @@ COMMANDS = {
     "explain": "explain",
     "queues": "queues",
     "pending": "pending",
+    "dashboard": "dashboard",
     "run": "run",
     "dev-cluster": "dev_cluster",
 }

@@ -84,6 +84,16 @@ def listen_address(text: str) -> str:
     return text
 
 
+def url_paths(text: str) -> tuple[str, ...]:
+    """A comma-separated list of URL paths, each starting with `/` (an empty text: none), as
+    kube-scheduler's --authorization-always-allow-paths."""
+    paths = tuple(p.strip() for p in text.split(",") if p.strip())
+    for path in paths:
+        if not path.startswith("/") or any(c in path for c in "?# \t"):
+            raise argparse.ArgumentTypeError(f"`{path}` is not a URL path (e.g. /healthz)")
+    return paths
+
+
 def _is_ipv4(host: str) -> bool:
     try:
         ipaddress.IPv4Address(host)

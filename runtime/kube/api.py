@@ -79,11 +79,12 @@ class KubeApi:
 
     # --- requests ------------------------------------------------------------------------
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
-                content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_S) -> Any:
-        """Send one request; the decoded JSON answer, or ApiError."""
+                content_type: str = JSON, timeout: float = REQUEST_TIMEOUT_S,
+                headers: Mapping[str, str] | None = None) -> Any:
+        """Send one request (with `headers` added); the decoded JSON answer, or ApiError."""
         if self.limiter is not None:
             self.limiter.wait()
-        response = self._send(method, path, query, body, content_type, (CONNECT_TIMEOUT_S, timeout))
+        response = self._send(method, path, query, body, content_type, (CONNECT_TIMEOUT_S, timeout), headers)
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as err:
@@ -92,8 +93,28 @@ class KubeApi:
             raise _error_of(response.status, response.reason or "", data, response.headers.get("Retry-After"))
         return json.loads(data) if data else None
 
-    def get(self, path: str, query: Mapping[str, Any] | None = None, timeout: float = REQUEST_TIMEOUT_S) -> Any:
-        return self.request("GET", path, query=query, timeout=timeout)
+    def get(self, path: str, query: Mapping[str, Any] | None = None, timeout: float = REQUEST_TIMEOUT_S,
+            headers: Mapping[str, str] | None = None) -> Any:
+        return self.request("GET", path, query=query, timeout=timeout, headers=headers)
+
+    def get_raw(self, path: str, headers: Mapping[str, str] | None = None,
+                timeout: float = REQUEST_TIMEOUT_S) -> tuple[int, str, bytes]:
+        """(status, content type, body) of a GET whatever its status or type (a proxied page);
+        ApiError only when no answer came."""
+        if self.limiter is not None:
+            self.limiter.wait()
+        response = self._send("GET", path, None, None, JSON, (CONNECT_TIMEOUT_S, timeout), headers)
+        try:
+            return response.status, response.headers.get("Content-Type", ""), response.data
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiError(0, type(err).__name__, str(err)) from None
+
+    def authorization(self) -> str | None:
+        """The `Authorization: Bearer ...` value our credentials send (refreshed when due); None
+        when they are something else (a client certificate, basic auth)."""
+        headers = self._headers("GET", "/", JSON, None)
+        value = headers.get("authorization") or headers.get("Authorization") or ""
+        return value if value[:7].lower() == "bearer " else None   # basic auth is not ours to pass on
 
     def post(self, path: str, body: Any) -> Any:
         return self.request("POST", path, body=body)
@@ -205,13 +226,15 @@ class KubeApi:
         return headers
 
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str,
-              timeout: tuple[float, float]) -> Any:
+              timeout: tuple[float, float], extra: Mapping[str, str] | None = None) -> Any:
         # Straight to the client's urllib3 pool (TLS, proxy, CA and client certificates as its
         # configuration set them up): neither ApiClient.param_serialize, which re-reads
         # Configuration.host (scanning the environment for proxies) and sanitizes the body, nor
         # RESTClientObject.request, which matches the content type against four patterns, on
         # every one of thousands of binds; ours are plain JSON dicts.
         headers = self._headers(method, path, content_type, body)
+        if extra:
+            headers.update(extra)
         url = self.host + path + ("?" + urlencode(query) if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:

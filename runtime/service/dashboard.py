@@ -11,10 +11,12 @@ from __future__ import annotations
 import html
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from compiler.quantities import readable_base_units
+from runtime.service.auth import HYPERNODES, QUEUES, NonResource, Resource
 from runtime.service.views import CycleView, HistorySample, LiveView, QueueRow, TopologyFacts
 
 REFRESH_S = 5
@@ -29,12 +31,43 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 _cache_lock = threading.Lock()   # the HTTP server answers on several threads
 
 
+# Bidi controls in a name could make a row read as another's (U+202E "Trojan Source"): shown as
+# their code points instead. Other control characters (a newline in a reason) as a visible mark.
+_UNSHOWN = {c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+_UNSHOWN.update({c: "\ufffd" for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)})
+
+
 def h(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(str(value).translate(_UNSHOWN), quote=True)
 
 
-def render(view: LiveView, policy: Mapping[str, Any] | None = None) -> bytes:
+@dataclass(frozen=True)
+class Shown:
+    """What one caller may see (secure serving, issue 30): sections by RBAC, pending jobs by namespace."""
+
+    queues: bool = True
+    nodes: bool = True
+    topology: bool = True
+    policy: bool = True
+    namespace: Callable[[str], bool] = lambda namespace: True
+
+
+def shown_to(viewer: Any) -> Shown | None:
+    """The sections an auth.Viewer may see; None when it may see everything (the shared page)."""
+    everything = viewer.sees_all_namespaces()
+    shown = Shown(queues=viewer.may(Resource("list", "queues", group=QUEUES)),
+                  nodes=viewer.may(Resource("list", "nodes")),
+                  topology=everything and viewer.may(Resource("list", "hypernodes", group=HYPERNODES)),
+                  policy=viewer.may(NonResource("/policy")),
+                  namespace=(lambda namespace: True) if everything else viewer.sees_namespace)
+    return None if everything and shown.queues and shown.nodes and shown.topology and shown.policy else shown
+
+
+def render(view: LiveView, policy: Mapping[str, Any] | None = None, viewer: Any = None) -> bytes:
     view.note_reload((policy or {}).get("last_reload"))
+    shown = shown_to(viewer) if viewer is not None else None
+    if shown is not None:   # a page of its own, never cached: it is one caller's
+        return _page(view, view.last, policy if shown.policy else None, shown).encode()
     last = view.last
     key = (last.number if last is not None else -1, len(view.history()), len(view.reloads()),
            (policy or {}).get("revision"), ((policy or {}).get("last_reload") or {}).get("at"))
@@ -48,7 +81,8 @@ def render(view: LiveView, policy: Mapping[str, Any] | None = None) -> bytes:
     return page
 
 
-def _page(view: LiveView, last: CycleView | None, policy: Mapping[str, Any] | None) -> str:
+def _page(view: LiveView, last: CycleView | None, policy: Mapping[str, Any] | None,
+          shown: Shown = Shown()) -> str:
     parts = [f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{REFRESH_S}">
@@ -72,12 +106,19 @@ svg text {{ font: 11px system-ui, sans-serif; }}
         parts.append(f'<p id="cycle">policy <b>{h(last.policy)}</b>, revision <code id="revision">'
                      f'{h(last.revision)}</code>; cycle {last.number}, {ago:.1f} s ago, took '
                      f'{last.seconds * 1000:.1f} ms</p>')
-        parts.append(_queue_tree(last))
-        parts.append(_pending(last))
-        parts.append(_nodes(last))
-        parts.append(_topology(last.topology()))
-    parts.append(_plots(view.history()))
-    parts.append(_reloads(view, policy))
+        if shown.queues:
+            parts.append(_queue_tree(last))
+            parts.append(_pending(last, shown.namespace))
+        if shown.nodes:
+            parts.append(_nodes(last))
+        if shown.topology:
+            parts.append(_topology(last.topology()))
+    if shown.queues:
+        parts.append(_plots(view.history()))
+    if shown.policy:
+        parts.append(_reloads(view, policy))
+    if shown != Shown():
+        parts.append('<p class="muted" id="filtered">Shown: what your Kubernetes RBAC lets you see.</p>')
     parts.append(f'<p class="muted">Refreshes every {REFRESH_S} s. JSON: <a href="/api/v1/queues">/api/v1/queues</a>, '
                  '/api/v1/queues/NAME/pending, /api/v1/explain/NS/NAME, <a href="/api/v1/topology">/api/v1/topology'
                  '</a>; <a href="/metrics">/metrics</a>.</p>')
@@ -148,7 +189,7 @@ def _queue_tree(view: CycleView) -> str:
     return "\n".join(out)
 
 
-def _pending(view: CycleView) -> str:
+def _pending(view: CycleView, visible: Callable[[str], bool] = lambda namespace: True) -> str:
     out = ['<h2>Pending jobs</h2><p class="muted">In the order the next cycle considers them, per queue.</p>',
            '<table id="pending"><tr><th>queue</th><th>#</th><th>job</th><th>priority</th><th>phase</th>'
            '<th>minMember</th><th>waiting pods</th><th>why it waits</th></tr>']
@@ -156,6 +197,8 @@ def _pending(view: CycleView) -> str:
     for q in view.queues:
         jobs = view.pending(q.name)
         for job in jobs[:PENDING_SHOWN]:
+            if not visible(job.key.partition("/")[0] if "/" in job.key else "default"):
+                continue
             shown += 1
             out.append(f'<tr class="pending-job" data-job="{h(job.key)}"><td>{h(q.name)}</td>'
                        f'<td class="num">{job.position}</td><td>{h(job.key)}</td><td class="num">{job.priority}</td>'

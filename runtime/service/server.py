@@ -17,6 +17,12 @@ otherwise); request line and headers bounded by http.server (414, 431). A client
 is not news; a handler's failure is one log line. At the descriptor limit the accept loop backs
 off (ACCEPT_BACKOFF_S) instead of spinning, and says so once. Every answer carries
 SECURITY_HEADERS (a Content-Security-Policy without script: the dashboard has none).
+
+Secure serving (issue 30), as kube-scheduler's: with `tls` the port speaks HTTPS only (the TLS
+handshake runs on the connection's thread within the read deadline, never in the accept loop);
+with `gate` (runtime/service/auth.py) every request but `always_allow` (the probes) carries a
+bearer token the API server accepts (401 otherwise) and /metrics and /policy need `get` on
+that non-resource URL (403 otherwise); the views get the caller (an auth.Viewer) to filter by.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -36,11 +43,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from runtime.kube.metrics import Metrics
+from runtime.service.auth import ALWAYS_ALLOW_PATHS, Denied, Gate, NonResource, Viewer
 
 log = logging.getLogger("policydsl.http")
 
-# A read-only view served next to /metrics: (path, query) -> (status, body, content type).
-Route = Callable[[str, str], tuple[int, bytes, str]]
+# A read-only view served next to /metrics: (path, query[, viewer]) -> (status, body, content type);
+# with a gate, called with the caller's auth.Viewer as a third argument (it may raise auth.Denied).
+Route = Callable[..., tuple[int, bytes, str]]
 
 READ_TIMEOUT_S = 10.0       # a connection's whole request (line and headers)
 WRITE_TIMEOUT_S = 10.0      # an answer's whole sending
@@ -50,7 +59,7 @@ PROBE_READ_TIMEOUT_S = 2.0  # on those
 MAX_REQUEST_BYTES = 128 << 10  # request line and headers together (431 beyond)
 ACCEPT_BACKOFF_S = 0.5      # out of descriptors: wait this long before accepting again
 REFUSAL_LOG_EVERY_S = 60.0
-PROBES = ("/healthz", "/readyz")
+PROBES = ("/healthz", "/readyz", "/livez")
 ALLOWED = ("GET", "HEAD")
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
@@ -78,20 +87,27 @@ class MetricsServer:
                  healthy: Callable[[], tuple[bool, str]], policy: Callable[[], object] | None = None,
                  routes: Mapping[str, Route] | None = None, read_timeout: float = READ_TIMEOUT_S,
                  write_timeout: float = WRITE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
-                 probe_connections: int = PROBE_CONNECTIONS) -> None:
+                 probe_connections: int = PROBE_CONNECTIONS, tls: ssl.SSLContext | None = None,
+                 gate: Gate | None = None, always_allow: tuple[str, ...] = ALWAYS_ALLOW_PATHS) -> None:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"metrics address must be HOST:PORT, got `{address}`")
-        handler = _handler(metrics, ready, healthy, policy, dict(routes or {}))
+        handler = _handler(metrics, ready, healthy, policy, dict(routes or {}), gate=gate,
+                           always_allow=always_allow)
         self._server = _Server((host.strip("[]"), int(port)), handler, read_timeout=read_timeout,
                                write_timeout=write_timeout, max_connections=max_connections,
-                               probe_connections=probe_connections)
+                               probe_connections=probe_connections, tls=tls)
+        self.scheme = "https" if tls is not None else "http"
         self._thread: threading.Thread | None = None
 
     @property
     def address(self) -> str:
         host, port = self._server.server_address[:2]
         return f"{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.address}"
 
     @property
     def connections(self) -> int:
@@ -113,7 +129,8 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, read_timeout: float,
                  write_timeout: float, max_connections: int, probe_connections: int,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
         self.max_connections = max(1, max_connections)
@@ -145,6 +162,14 @@ class _Server(ThreadingHTTPServer):
         if self._out_of_descriptors:
             self._out_of_descriptors = False
             log.info("accepting HTTP connections again")
+        if self.tls is not None:
+            # No handshake here: a client that never sends its hello must not hold the accept loop.
+            sock, address = accepted
+            try:
+                return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+            except OSError:
+                sock.close()
+                raise
         return accepted
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
@@ -196,15 +221,16 @@ class _Server(ThreadingHTTPServer):
             log.warning("HTTP connections at the cap (%d, and %d for probes): answering 503 to new ones",
                         self.max_connections, self.probe_connections)
         try:
-            request.setblocking(False)
-            request.send(_BUSY)
+            if not isinstance(request, ssl.SSLSocket):   # before a handshake, plain text is noise
+                request.setblocking(False)
+                request.send(_BUSY)
         except OSError:
             pass
         self.shutdown_request(request)
 
     def handle_error(self, request: object, client_address: object) -> None:
         err = sys.exc_info()[1]
-        if isinstance(err, (ConnectionError, TimeoutError)):
+        if isinstance(err, (ConnectionError, TimeoutError, ssl.SSLError)):   # incl. plain HTTP on HTTPS
             log.debug("HTTP client %s went away: %s", client_address, type(err).__name__)
             return
         log.error("HTTP request from %s failed: %s: %s", client_address, type(err).__name__,
@@ -270,7 +296,8 @@ def public_policy(described: object) -> object:
 
 def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: Callable[[], tuple[bool, str]],
              policy: Callable[[], object] | None = None,
-             routes: Mapping[str, Route] | None = None) -> type[BaseHTTPRequestHandler]:
+             routes: Mapping[str, Route] | None = None, *, gate: Gate | None = None,
+             always_allow: tuple[str, ...] = ALWAYS_ALLOW_PATHS) -> type[BaseHTTPRequestHandler]:
     # Longest prefix first: "/api/v1/queues/" before "/api/v1/queues".
     prefixes = sorted(routes or {}, key=len, reverse=True)
 
@@ -281,8 +308,12 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: C
             super().setup()
             limit = PROBE_READ_TIMEOUT_S if self.server.probe_only else self.server.read_timeout
             limit = min(limit, self.server.read_timeout)
+            deadline = time.monotonic() + limit
+            if isinstance(self.connection, ssl.SSLSocket):
+                self.connection.settimeout(limit)
+                self.connection.do_handshake()   # within the request's deadline
             self.rfile.close()   # the plain one: ours reads against the deadline
-            self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + limit))
+            self.rfile = io.BufferedReader(_DeadlineReader(self.connection, deadline))
 
         def handle_one_request(self) -> None:
             try:
@@ -323,10 +354,23 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: C
 
         def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
             path, _, query = self.path.partition("?")
+            viewer = None
+            if gate is not None and path not in always_allow:
+                try:
+                    viewer = Viewer(gate, gate.authenticate(self.headers))
+                    if path in ("/metrics", "/policy"):
+                        viewer.require(NonResource(path))
+                except Denied as err:
+                    self._denied(err)
+                    return
             for prefix in prefixes:
                 if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
                     try:
-                        status, body, content_type = routes[prefix](path, query)
+                        status, body, content_type = routes[prefix](path, query) if viewer is None \
+                            else routes[prefix](path, query, viewer)
+                    except Denied as err:
+                        self._denied(err)
+                        return
                     except Exception as err:  # noqa: BLE001 - a view's bug must not kill the server thread
                         log.error("HTTP view %s failed: %s: %s", prefix, type(err).__name__,
                                   str(err).replace("\n", " ")[:500])
@@ -337,8 +381,9 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: C
             if path == "/metrics":
                 self._answer(200, metrics.render(), CONTENT_TYPE_LATEST)
             elif path in PROBES:
-                ok, why = (healthy if path == "/healthz" else ready)()
-                failed = 500 if path == "/healthz" else 503   # kube-scheduler's healthz answers 500
+                # /livez is /healthz (kube-scheduler serves both from the same checks)
+                ok, why = (ready if path == "/readyz" else healthy)()
+                failed = 503 if path == "/readyz" else 500   # kube-scheduler's healthz answers 500
                 self._answer(200 if ok else failed, (why or ("ok" if ok else "not ok")).encode(), "text/plain")
             elif path == "/policy" and policy is not None:
                 described = policy()
@@ -350,6 +395,21 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: C
             else:
                 extra = "".join(f", {p}" for p in sorted(routes or {}))
                 self._answer(404, f"not found: try /metrics, /healthz or /readyz{extra}\n".encode(), "text/plain")
+
+        def _denied(self, err: Denied) -> None:
+            # JSON with the API's error shape: `policydsl explain` tells our refusals from a proxy's
+            body = (json.dumps({"error": str(err), "message": "policydsl: " + str(err), "code": err.status})
+                    .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n").encode()
+            self.send_response(err.status)
+            if err.status == 401:
+                self.send_header("WWW-Authenticate", 'Bearer realm="policydsl"')
+            elif err.status == 503:
+                self.send_header("Retry-After", "1")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
 
         def _answer(self, status: int, body: bytes, content_type: str, retry: bool = False) -> None:
             self.send_response(status)

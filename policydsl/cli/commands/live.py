@@ -7,6 +7,12 @@ or, with a kubeconfig, through the API server's proxy to its metrics Service
 (`--scheduler-service NAMESPACE/NAME:PORT`, default deploy/'s). When neither answers, the command
 lists the cluster itself and runs one cycle of `--policy` (default: Volcano's default
 configuration) on it, and says so on stderr.
+
+Through the API server's proxy, the caller's own bearer token (from its kubeconfig) goes along
+in `X-Policydsl-Authorization` (the API server drops `Authorization` once it has authenticated a
+request), so a scheduler serving securely (docs/observability.md) answers what the caller's RBAC
+lets it see; the proxy speaks HTTPS to it (`https:NAME:PORT`), else plain HTTP to a scheduler
+run with --insecure-serving.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 from policydsl.cli.flags import existing_path, kube_name, nonempty, scheduler_url, service_ref
 
 DEFAULT_SERVICE = "policydsl-system/policydsl-scheduler-metrics:metrics"
+CALLER_HEADER = "X-Policydsl-Authorization"   # runtime/service/auth.py TOKEN_HEADERS
 TIMEOUT_S = 10.0
 STANDBY_RETRIES = 6   # through a Service of two replicas, one a standby: 1 in 64 misses the leader
 def add_connection_arguments(parser: argparse.ArgumentParser, *, snapshot: bool = False) -> None:
@@ -69,6 +76,7 @@ class Source:
     url: str | None = None
     api: Any = None            # runtime.kube.api.KubeApi
     service: str = DEFAULT_SERVICE
+    scheme: str = ""           # of the proxy to the Service: "https:" first, "" (http) when that fails
 
     def describe(self) -> str:
         return self.url or f"service {self.service} through the API server"
@@ -81,7 +89,7 @@ class Source:
             try:
                 if self.url is not None:
                     return _get_url(self.url + path)
-                return _get_proxy(self.api, self.service, path)
+                return self._get_proxy(path)
             except Refused as err:
                 if err.status != 503:
                     raise
@@ -89,6 +97,22 @@ class Source:
                     raise Unreachable(f"{self.describe()}: {err}") from None
                 time.sleep(0.2)
         raise AssertionError("unreachable")
+
+
+    def _get_proxy(self, path: str) -> dict:
+        if self.scheme:
+            return _get_proxy(self.api, self.service, path, self.scheme)
+        try:
+            document = _get_proxy(self.api, self.service, path, "https:")
+            self.scheme = "https:"
+            return document
+        except Unreachable as secure:
+            try:
+                document = _get_proxy(self.api, self.service, path, "http:")
+            except Unreachable:
+                raise secure from None
+            self.scheme = "http:"
+            return document
 
 
 def _get_url(url: str) -> dict:
@@ -104,21 +128,30 @@ def _get_url(url: str) -> dict:
         raise Unreachable(f"{url}: {getattr(err, 'reason', err)}") from None
 
 
-def _get_proxy(api: Any, service: str, path: str) -> dict:
+def _get_proxy(api: Any, service: str, path: str, scheme: str = "https:") -> dict:
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
     from runtime.kube.api import ApiError
     from runtime.service.webapi import ERROR_PREFIX
 
     namespace, _, rest = service.partition("/")
     name, _, port = rest.partition(":")
-    target = f"{name}:{port}" if port else name
+    target = f"{scheme if scheme == 'https:' else ''}{name}:{port}" if port else f"{scheme}{name}:"
+    token = api.authorization()
     try:
-        return api.get(f"/api/v1/namespaces/{namespace}/services/{target}/proxy{path}", timeout=TIMEOUT_S)
+        return api.get(f"/api/v1/namespaces/{namespace}/services/{target}/proxy{path}", timeout=TIMEOUT_S,
+                       headers={CALLER_HEADER: token} if token else None)
     except ApiError as err:
         # The proxy passes the scheduler's own 4xx through (its message says it is ours); anything
         # else (no such Service, no endpoint, 503) means no scheduler answered.
         if (400 <= err.status < 500 or err.status == 503) and err.message.startswith(ERROR_PREFIX):
-            raise Refused(err.status, err.message[len(ERROR_PREFIX):]) from None
+            message = err.message[len(ERROR_PREFIX):]
+            if err.status == 401 and not token:
+                message += (" (this kubeconfig authenticates without a bearer token, e.g. with a client "
+                            "certificate: use one with a token, e.g. from `kubectl create token`)")
+            raise Refused(err.status, message) from None
+        if err.status == 403:   # the API server's own: no right to its proxy (an offline list would fare no better)
+            raise Refused(403, f"service {service}: {err.message or err.reason} (asking the scheduler through the API "
+                               f"server needs `get services/proxy` on it)") from None
         raise Unreachable(f"service {service}: {err}") from None
     except ValueError as err:   # not JSON: something else answered
         raise Unreachable(f"service {service}: {err}") from None

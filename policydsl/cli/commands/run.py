@@ -13,7 +13,7 @@ import threading
 import uuid
 
 from policydsl.cli.flags import (TOPOLOGY_LABELS_HELP, count, duration, embedded_cluster, existing_path, kube_name,
-                                 listen_address, nonempty, rate, topology_labels)
+                                 listen_address, nonempty, output_folder, rate, topology_labels, url_paths)
 
 HELP = "run the scheduler against a cluster (or the embedded simulator)"
 DESCRIPTION = (
@@ -45,9 +45,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "this after the last one started (and after a pause twice as long as that cycle took); "
                              "a value of at least --schedule-period keeps the fixed period (default: 100ms)")
     parser.add_argument("--metrics-addr", default="127.0.0.1:8080", type=listen_address, metavar="HOST:PORT",
-                        help="serve /metrics, /healthz, /readyz, /policy, the read-only views /api/v1/explain, "
-                             "/api/v1/queues and the dashboard /ui here; port 0 picks one; `off` disables "
-                             "(default: 127.0.0.1:8080)")
+                        help="serve /metrics, /healthz, /readyz, /livez, /policy, the read-only views "
+                             "/api/v1/explain, /api/v1/queues and the dashboard /ui here; port 0 picks one; `off` "
+                             "disables. Against a cluster, any address but loopback is served securely (see "
+                             "--secure-serving) (default: 127.0.0.1:8080)")
+    serving = parser.add_argument_group("secure serving (as kube-scheduler's; docs/observability.md)")
+    secure = serving.add_mutually_exclusive_group()
+    secure.add_argument("--secure-serving", dest="secure_serving", action="store_const", const=True, default=None,
+                        help="HTTPS, every request but the probes authenticated by the API server (TokenReview "
+                             "of its bearer token) and authorized (SubjectAccessReview): /metrics and /policy "
+                             "need `get` on that URL, the views RBAC on pods, queues and hypernodes. The default "
+                             "against a cluster on any address but loopback; also on loopback with this flag")
+    secure.add_argument("--insecure-serving", dest="secure_serving", action="store_const", const=False,
+                        help="plain HTTP without authentication or authorization on any address: whoever reaches "
+                             "the port reads every namespace's waiting pods, their reasons, every queue's figures "
+                             "and the metrics, and nothing on the wire is encrypted. For a trusted network only")
+    serving.add_argument("--tls-cert-file", type=existing_path("the certificate", "file"), metavar="FILE",
+                         help="PEM certificate (chain) to serve with (default: a self-signed one made at start)")
+    serving.add_argument("--tls-private-key-file", type=existing_path("the private key", "file"), metavar="FILE",
+                         help="PEM private key of --tls-cert-file")
+    serving.add_argument("--cert-dir", type=output_folder, metavar="DIR",
+                         help="write the self-signed certificate (not its key) here as policydsl.crt, for "
+                              "clients to trust (default: kept in memory only)")
+    serving.add_argument("--authentication-kubeconfig", type=existing_path("the kubeconfig path", "file"),
+                         metavar="PATH", help="kubeconfig of the API server that reviews tokens (TokenReview) "
+                                              "(default: the scheduler's own connection)")
+    serving.add_argument("--authorization-kubeconfig", type=existing_path("the kubeconfig path", "file"),
+                         metavar="PATH", help="kubeconfig of the API server that authorizes requests "
+                                              "(SubjectAccessReview) (default: the scheduler's own connection)")
+    serving.add_argument("--authorization-always-allow-paths", type=url_paths, default="/healthz,/readyz,/livez",
+                         metavar="PATHS", help="paths served to anyone, without credentials "
+                                               "(default: /healthz,/readyz,/livez)")
     parser.add_argument("--volcano-metrics", action=argparse.BooleanOptionalAction, default=True,
                         help="also export Volcano's scheduler metrics under their names (volcano_*; "
                              "docs/observability.md; default: on)")
@@ -192,16 +220,29 @@ def run(args: argparse.Namespace) -> int:
 
     server = None
     if args.metrics_addr and args.metrics_addr != "off":
+        serving = _serving(args)
+        if serving is None:
+            cluster.stop()
+            return 2
+        tls, gate = serving
         try:
             server = MetricsServer(args.metrics_addr, metrics, ready=ready, healthy=scheduler.health,
-                                   policy=reloader.describe, routes=routes(view, reloader.describe))
+                                   policy=reloader.describe, routes=routes(view, reloader.describe), tls=tls,
+                                   gate=gate, always_allow=args.authorization_always_allow_paths)
         except (OSError, ValueError) as err:
             print(f"policydsl run: cannot serve metrics on {args.metrics_addr}: {err}", file=sys.stderr)
             cluster.stop()
             return 2
         server.start()
-        log.info("metrics on http://%s/metrics", server.address)
-        log.info("dashboard on http://%s/ui", server.address)
+        log.info("metrics on %s/metrics", server.url)
+        log.info("dashboard on %s/ui", server.url)
+        if gate is not None:
+            log.info("serving HTTPS; every request but %s authenticated (TokenReview) and authorized "
+                     "(SubjectAccessReview) by the API server", ",".join(args.authorization_always_allow_paths)
+                     or "none")
+        elif args.secure_serving is False:
+            log.warning("serving plain HTTP without authentication (--insecure-serving): whoever reaches %s "
+                        "reads every view and metric", server.address)
 
     log.info("scheduling pods of %s with policy %s (revision %s) on %s as %s", args.scheduler_name, plan.name,
              plan.revision, where, identity)
@@ -230,6 +271,62 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
     log.info("stopped after %d cycles", scheduler.cycles)
     return 0
+
+
+def _serving(args: argparse.Namespace):  # -> (ssl.SSLContext | None, auth.Gate | None) | None
+    """The serving mode: secure (TLS + delegated authn/authz) against a cluster on any address but
+    loopback, or when asked; plain HTTP on loopback, with --insecure-serving, and for the embedded
+    simulator (no API server to review tokens), which must then stay on loopback. None: refused."""
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
+    from runtime.service.tls import TlsError, is_loopback, server_context
+
+    host = args.metrics_addr.rpartition(":")[0]
+    secure = args.secure_serving
+    if args.cluster:
+        if secure:
+            print("policydsl run: --secure-serving needs an API server to review tokens; the embedded simulator "
+                  "has none (serve it on loopback)", file=sys.stderr)
+            return None
+        if secure is None and not is_loopback(host):
+            print(f"policydsl run: the embedded simulator serves without authentication, so only on loopback: "
+                  f"--metrics-addr {args.metrics_addr} needs --insecure-serving (or a 127.0.0.1 address)",
+                  file=sys.stderr)
+            return None
+        secure = False
+    elif secure is None:
+        secure = not is_loopback(host)
+    given_tls = args.tls_cert_file or args.tls_private_key_file
+    if not secure:
+        if given_tls or args.cert_dir or args.authentication_kubeconfig or args.authorization_kubeconfig:
+            print("policydsl run: --tls-*/--cert-dir/--authentication-kubeconfig/--authorization-kubeconfig are for secure "
+                  "serving, which is off here (--insecure-serving, a loopback address or the embedded simulator)",
+                  file=sys.stderr)
+            return None
+        return None, None
+    try:
+        tls = server_context(args.tls_cert_file, args.tls_private_key_file, (host,), args.cert_dir)
+    except TlsError as err:
+        print(f"policydsl run: {err}", file=sys.stderr)
+        return None
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
+    from policydsl import __version__
+    from runtime.kube.api import ConnectError, connect
+    from runtime.service.auth import Gate
+
+    if args.authentication_kubeconfig and args.authorization_kubeconfig \
+            and args.authentication_kubeconfig != args.authorization_kubeconfig:
+        print("policydsl run: --authentication-kubeconfig and --authorization-kubeconfig must name the same API "
+              "server's kubeconfig (one reviewer serves both)", file=sys.stderr)
+        return None
+    reviewer = args.authentication_kubeconfig or args.authorization_kubeconfig
+    try:
+        # A pool of its own, without the scheduler's rate limiter: reviews never wait behind binds.
+        api = connect(reviewer or args.kubeconfig, None if reviewer else args.context,
+                      user_agent=f"policydsl/{__version__} (reviews)")
+    except ConnectError as err:
+        print(f"policydsl run: secure serving: {err}", file=sys.stderr)
+        return None
+    return tls, Gate(api)
 
 
 def _compile(path: str):  # -> runtime.service.reload.Attempt | None
