@@ -4,7 +4,7 @@ storage objects and the engine's rules all read them; this module imports nothin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -56,3 +56,45 @@ class LabelSelector:
 
     def keys(self) -> set[str]:
         return {k for k, _ in self.match_labels} | {e.key for e in self.match_expressions}
+
+
+class SelectorSet:
+    """Distinct label selectors, numbered, and which of them a label map satisfies (`matched`):
+    two pods of one namespace that satisfy the same selectors are alike to every inter-pod rule
+    whatever their label values, so the task classes key on this rather than on the values
+    (a replica group's own selector sets its pods apart; pods no rule selects share a class).
+    Each selector is indexed by a label pair it requires, so a label map is tried only against
+    the selectors its own pairs name (and those requiring no single pair); the answer is cached
+    by the values of `keys`, the label keys the selectors read."""
+
+    def __init__(self, selectors: Iterable[LabelSelector], keys: tuple[str, ...]):
+        self.keys = keys
+        self._anchored: dict[tuple[str, str], list[tuple[int, LabelSelector]]] = {}
+        self._loose: list[tuple[int, LabelSelector]] = []
+        self._matched: dict[tuple, tuple[int, ...]] = {}
+        for i, selector in enumerate(dict.fromkeys(selectors)):
+            pair = _anchor(selector)
+            if pair is None:
+                self._loose.append((i, selector))
+            else:
+                self._anchored.setdefault(pair, []).append((i, selector))
+
+    def matched(self, labels: Mapping[str, str]) -> tuple[int, ...]:
+        """The numbers of the selectors `labels` satisfies, ascending."""
+        values = tuple([labels.get(k) for k in self.keys])
+        found = self._matched.get(values)
+        if found is None:
+            hits = [i for pair in labels.items() for i, s in self._anchored.get(pair, ()) if s.matches(labels)]
+            hits += [i for i, s in self._loose if s.matches(labels)]
+            found = self._matched[values] = tuple(sorted(hits))
+        return found
+
+
+def _anchor(selector: LabelSelector) -> tuple[str, str] | None:
+    """A label pair every map the selector matches has (None: it requires no single pair)."""
+    if selector.match_labels:
+        return selector.match_labels[0]
+    for expr in selector.match_expressions:
+        if expr.operator == "In" and len(expr.values) == 1:
+            return expr.key, expr.values[0]
+    return None

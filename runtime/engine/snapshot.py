@@ -34,6 +34,7 @@ from runtime.cluster.model import (
 from runtime.cluster.dra import DraSnapshot, dra_snapshot
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
+from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
 from runtime.engine.devices import GPU_INDEX, GPU_NUMBER, DeviceHold, held_for_devices, unhealthy_cards
 from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory, vgpu_class_keys, vgpu_on
@@ -394,7 +395,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         plain, extra_keys = queue_class_keys(plain, extra_keys, jobs, task_job, status)
     if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
         plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
-    columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys)
+    columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys,
+                             rule_selectors(scan.rule_pods, label_keys) if label_keys is not None else None)
     device_names = managed | {d.resource for d in devices}
     classes = []
     for cid, head in enumerate(columns.class_heads):
@@ -603,6 +605,19 @@ def rule_label_keys(rule_pods: list[Pod]) -> tuple[str, ...]:
             if c.selector is not None:
                 keys |= c.selector.keys()
     return tuple(sorted(keys))
+
+
+def rule_selectors(rule_pods: list[Pod], keys: tuple[str, ...]) -> SelectorSet:
+    """The inter-pod selectors of these pods' rules, interned: task classes key on which of them
+    a pod's labels satisfy (runtime.engine.kernels.task_columns)."""
+    selectors = []
+    for rules in {id(pod.rules): pod.rules for pod in rule_pods}.values():
+        for term in (*rules.affinity, *rules.anti_affinity, *(w.term for w in rules.preferred_affinity),
+                     *(w.term for w in rules.preferred_anti_affinity)):
+            if term.selector is not None:
+                selectors.append(term.selector)
+        selectors.extend(c.selector for c in rules.spread if c.selector is not None)
+    return SelectorSet(selectors, keys)
 
 
 class Topology:

@@ -443,13 +443,15 @@ def group_tasks(scan) -> TaskOrder:
 
 def task_columns(pods: list, status: cython.const[cython.schar][::1], plain: cython.const[cython.uchar][::1],
                  task_shape: cython.const[cython.longlong][::1], row_of_shape: cython.const[cython.longlong][::1],
-                 label_keys: tuple = None, extra_keys: dict = None) -> TaskColumns:
+                 label_keys: tuple = None, extra_keys: dict = None, selectors: object = None) -> TaskColumns:
     """Each pending task's class (0 for the others) and each class's first task: a task
     without node constraints or tolerations (`plain`) is classed by its request row alone.
     With `label_keys` (the label keys inter-pod selectors read), every task is also classed by
     its rules, namespace and those of its labels. `extra_keys` (task -> key) tells apart tasks
     whose claims differ (runtime.engine.rules.volumes: the volumes they are bound to, or the shape of
-    the volumes they need)."""
+    the volumes they need). With `selectors` (runtime.cluster.selectors.SelectorSet of the inter-pod
+    selectors), tasks are classed by the selectors their labels satisfy instead of by those labels'
+    values: pods no rule tells apart share a class."""
     t_n: cython.Py_ssize_t = len(pods)
     t: cython.Py_ssize_t
     row: cython.Py_ssize_t
@@ -479,7 +481,8 @@ def task_columns(pods: list, status: cython.const[cython.schar][::1], plain: cyt
             if label_keys is not None:
                 labels = get_slot(pod, M_LABELS)
                 key += (get_slot(pod, M_RULES), get_slot(pod, M_NAMESPACE),
-                        tuple([(k, labels[k]) for k in label_keys if k in labels]))
+                        tuple([(k, labels[k]) for k in label_keys if k in labels]) if selectors is None
+                        else selectors.matched(labels))
             if extra_keys is not None:
                 key += (extra_keys.get(t),)
             found = keyed.get(key)

@@ -28,7 +28,7 @@ import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
-from runtime.engine.extension import MASK_FAIL, MASK_PASS, MASK_RELEASING, Check
+from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,6 +38,8 @@ AFFINITY_MESSAGE = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_MESSAGE = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY_MESSAGE = "node(s) didn't satisfy existing pods anti-affinity rules"
 MAX_NODE_SCORE = 100.0
+# Up to this many nodes, `codes` answers node by node (see there).
+FEW_NODES = 8
 DEFAULT_HARD_WEIGHT = 1
 
 # What a pod carrying a term does to others: repels them (required anti-affinity), or scores
@@ -52,12 +54,21 @@ class _Counts:
         self.domains = domains
         self.live = np.zeros(max(domains.count, 1), dtype=np.int64)
         self.gone = np.zeros(max(domains.count, 1), dtype=np.int64)
+        # Pods counted in any domain, live and leaving: a filter over counts that are all zero
+        # is skipped without looking at the nodes.
+        self.live_total = 0
+        self.gone_total = 0
 
     def add(self, node: int, step: int, leaving: bool) -> int:
         """Returns the node's domain (-1: the node lacks the key, nothing counted)."""
         d = int(self.domains.of[node])
         if d >= 0:
-            (self.gone if leaving else self.live)[d] += step
+            if leaving:
+                self.gone[d] += step
+                self.gone_total += step
+            else:
+                self.live[d] += step
+                self.live_total += step
         return d
 
     def add_rows(self, nodes: np.ndarray, leaving: bool) -> int:
@@ -69,7 +80,18 @@ class _Counts:
         d = d[d >= 0]
         if len(d):
             np.add.at(self.gone if leaving else self.live, d, 1)
+            if leaving:
+                self.gone_total += len(d)
+            else:
+                self.live_total += len(d)
         return len(d)
+
+    def at_row(self, r: int) -> tuple[bool, int, int]:
+        """`at` on the one node row r."""
+        d = int(self.domains.of[r])
+        if d < 0:
+            return False, 0, 0
+        return True, int(self.live[d]), int(self.gone[d])
 
     def at(self, nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(has the key, live count, leaving count) on `nodes` (all when None)."""
@@ -87,6 +109,9 @@ class _Group:
     counts: dict[str, _Counts]
     matched: int = 0                      # live pods matching, on nodes with the keys
     users: list[int] = field(default_factory=list)   # classes whose own terms these are
+    # Classes whose required affinity these terms are and whose pods match them: their filter
+    # reads `matched == 0` (the first pod of a self-affine group), on every node.
+    first_pod_users: list[int] = field(default_factory=list)
 
     def matches(self, pod: Pod, namespace_labels) -> bool:
         return all(t.matches(pod.namespace, pod.labels, namespace_labels) for t in self.terms)
@@ -221,6 +246,8 @@ class PodAffinityRule(CountingRule):
                 ct.preferred += [(-float(w.weight), self._group((w.term,))) for w in rules.preferred_anti_affinity]
             for group in {id(g): g for g in (ct.affinity, *ct.anti, *(g for _, g in ct.preferred)) if g}.values():
                 group.users.append(cid)
+            if ct.affinity is not None and ct.self_affine:
+                ct.affinity.first_pod_users.append(cid)
             for hold in self._hold_index.candidates(pod.labels):
                 if hold.term.matches(pod.namespace, pod.labels, self.ns_labels):
                     (ct.repelled_by if hold.kind == REPELS else ct.scored_by).append(hold)
@@ -246,6 +273,8 @@ class PodAffinityRule(CountingRule):
             fail = np.zeros(size, dtype=bool)
             later = np.zeros(size, dtype=bool)
             for counts in sources:
+                if not (counts.live_total or counts.gone_total):
+                    continue      # no pod counted anywhere: nothing fails or waits
                 has, live, gone = counts.at(nodes)
                 fail |= live > 0
                 later |= gone > 0
@@ -261,7 +290,29 @@ class PodAffinityRule(CountingRule):
             out[AFFINITY_MESSAGE] = (~ok, np.zeros(size, dtype=bool))
         return out
 
+    def _code_at(self, ct: _ClassTerms, r: int) -> int:
+        """`codes` on the one node row r."""
+        later = False
+        for counts in (*(h.counts for h in ct.repelled_by), *(c for g in ct.anti for c in g.counts.values())):
+            if counts.live_total or counts.gone_total:
+                _, live, gone = counts.at_row(r)
+                if live > 0:
+                    return MASK_FAIL
+                later = later or gone > 0
+        if ct.affinity is not None:
+            first = ct.affinity.matched == 0 and ct.self_affine
+            for counts in ct.affinity.counts.values():
+                has, live, _ = counts.at_row(r)
+                if not has or (not first and live <= 0):
+                    return MASK_FAIL
+        return MASK_LATER if later else MASK_PASS
+
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        if nodes is not None and len(nodes) <= FEW_NODES:
+            # A placement re-asks about the node or few it touched: node by node in Python costs
+            # less than the whole-array path's fixed numpy overhead (same answers).
+            ct = self._class(cid)
+            return np.array([self._code_at(ct, r) for r in nodes.tolist()], dtype=np.uint8)
         verdicts = self._verdicts(cid, nodes)
         size = self.snap.n_nodes if nodes is None else len(nodes)
         fail = np.zeros(size, dtype=bool)
@@ -298,26 +349,48 @@ class PodAffinityRule(CountingRule):
         return scores if nodes is None else scores[nodes]
 
     # --- notifications ---------------------------------------------------------------------
-    def _changed(self, cids: list[int], counts: _Counts, node: int, everywhere: bool = False) -> None:
+    def _changed(self, marks: dict, cids: list[int], counts: _Counts, node: int) -> None:
+        """Collects in `marks` (class -> {topology key: nodes}, None: every node) the nodes
+        whose answers a count change in `counts` at `node` may have changed."""
         if not cids:
             return
         d = int(counts.domains.of[node])
-        nodes = None if everywhere or d < 0 else counts.domains.nodes(d)
-        if d < 0 and not everywhere:
+        if d < 0:
             return
+        key = counts.domains.key
         for cid in cids:
+            found = marks.get(cid, ())
+            if found is None or key in found:
+                continue
             # Scores are normalized over all nodes: a change anywhere re-scores the class.
-            self.ssn.mark_dirty(cid, None if self.scores(cid) else nodes)
+            if self.scores(cid):
+                marks[cid] = None
+            else:
+                if not found:
+                    found = marks[cid] = {}
+                found[key] = counts.domains.nodes(d)
 
     def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
         pod = self.snap.pods[t]
+        # A class is told once per move and key: a pod often matches the term it carries itself
+        # (a group's anti-affinity), which would mark the same domain twice.
+        marks: dict[int, dict[str, np.ndarray] | None] = {}
         for group in self._matching(pod):
             before = group.matched
             self._count_group(group, node, step, leaving)
-            crossed = (before == 0) != (group.matched == 0)   # the self-affine first-pod rule flips
+            if (before == 0) != (group.matched == 0):   # the self-affine first-pod rule flips
+                for cid in group.first_pod_users:
+                    marks[cid] = None
             for counts in group.counts.values():
-                self._changed(group.users, counts, node, everywhere=crossed)
+                self._changed(marks, group.users, counts, node)
         if pod.rules:
             for hold in self._holds_of(pod.rules):
                 hold.counts.add(node, step, leaving)
-                self._changed(hold.matched, hold.counts, node)
+                self._changed(marks, hold.matched, hold.counts, node)
+        mark = self.ssn.mark_dirty
+        for cid, by_key in marks.items():
+            if by_key is None:
+                mark(cid, None)
+            else:
+                for nodes in by_key.values():
+                    mark(cid, nodes)

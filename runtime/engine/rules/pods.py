@@ -29,7 +29,7 @@ T = TypeVar("T")
 def profile(snap: Snapshot, pod: Pod) -> Profile:
     labels = pod.labels
     keys = snap.label_keys or ()
-    return pod.namespace, tuple(labels.get(k) for k in keys)
+    return pod.namespace, tuple([labels.get(k) for k in keys])
 
 
 def placed(snap: Snapshot) -> Iterator[tuple[Pod, int]]:

@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 SKEW_MESSAGE = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL_MESSAGE = "node(s) didn't match pod topology spread constraints (missing required label)"
 MAX_NODE_SCORE = 100.0
+# Up to this many nodes, `codes` answers node by node (see there).
+FEW_NODES = 8
 
 
 @dataclass(eq=False)
@@ -181,8 +183,24 @@ class TopologySpreadRule(CountingRule):
         return missing, skewed & ~missing
 
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        if nodes is not None and len(nodes) <= FEW_NODES:
+            # A placement re-asks about the node or few it touched: node by node in Python costs
+            # less than the whole-array path's fixed numpy overhead (same answers).
+            hard = [s for s in self._class(cid) if s.constraint.hard]
+            return np.array([self._code_at(hard, r) for r in nodes.tolist()], dtype=np.uint8)
         missing, skewed = self._verdicts(cid, nodes)
         return np.where(missing | skewed, MASK_FAIL, MASK_PASS).astype(np.uint8)
+
+    @staticmethod
+    def _code_at(hard: list[_Spread], r: int) -> int:
+        """`codes` on the one node row r, given the class's hard constraints."""
+        for s in hard:
+            d = int(s.domains.of[r])
+            if d < 0:
+                return MASK_FAIL
+            if int(s.count[d]) + s.self_match - s.low > s.constraint.max_skew:
+                return MASK_FAIL
+        return MASK_PASS
 
     def checks(self, cid: int) -> list[Check]:
         missing, skewed = self._verdicts(cid, None)
@@ -218,8 +236,16 @@ class TopologySpreadRule(CountingRule):
                 if not s.eligible[node]:
                     continue
                 d = int(s.domains.of[node])
-                s.count[d] += step
-                low = s.minimum()
-                everywhere = low != s.low or not s.constraint.hard
-                s.low = low
-                self.ssn.mark_dirty(s.cid, None if everywhere else s.domains.nodes(d))
+                before = int(s.count[d])
+                s.count[d] = after = before + step
+                # The global minimum can only move if this domain was at it (a pod added) or
+                # drops under it (a pod taken away): else it stays, without a pass over the domains.
+                low = s.minimum() if (before == s.low if step > 0 else after < s.low) else s.low
+                if not s.constraint.hard or low != s.low:
+                    s.low = low
+                    self.ssn.mark_dirty(s.cid, None)     # scores are normalized over all nodes
+                    continue
+                # Every node of the domain shares its verdict: re-asked only when it flips.
+                skew, own = s.constraint.max_skew, s.self_match
+                if (before + own - low > skew) != (after + own - low > skew):
+                    self.ssn.mark_dirty(s.cid, s.domains.nodes(d))
