@@ -133,6 +133,7 @@ class VolumeRule(StatefulRule):
         self._any: dict[str, np.ndarray] = {}            # driver -> (N,) volumes attached (leaving ones too)
         self._live: dict[str, np.ndarray] = {}           # driver -> (N,) volumes attached by live pods
         self._limit: dict[str, np.ndarray] = {}          # driver -> (N,) limit, -1: none
+        self._has_limit: dict[str, bool] = {}            # driver -> some node has a limit
         self._driver_classes: dict[str, set[int]] = defaultdict(set)
         self._named_classes: dict[str, set[int]] = defaultdict(set)   # claim -> classes with it as a slot
         self._placed_by_key = {p.pod.key: p for p in vs.placed}
@@ -346,6 +347,13 @@ class VolumeRule(StatefulRule):
         rwop = tuple(u.key for u in uses if READ_WRITE_ONCE_POD in u.claim.access_modes)
         return _Class(static, checks, slots, overlapping, rwop,
                       {d: tuple(dict.fromkeys(h)) for d, h in drivers.items()})
+
+    def _limited(self, driver: str) -> bool:
+        """Whether some node has an attach limit for the driver."""
+        found = self._has_limit.get(driver)
+        if found is None:
+            found = self._has_limit[driver] = bool((self._limit_of(driver) >= 0).any())
+        return found
 
     def _limit_of(self, driver: str) -> np.ndarray:
         found = self._limit.get(driver)
@@ -596,7 +604,7 @@ class VolumeRule(StatefulRule):
                 self._users[claim.key][slot] += step
                 for cid in self._rwop_classes.get(claim.key, ()):
                     self.ssn.mark_dirty(cid, None)
-        if not self.limits:
+        if not self.limits or not attached:
             return
         dirty = np.array([node], dtype=np.int64)
         for driver, volume in attached:
@@ -610,6 +618,8 @@ class VolumeRule(StatefulRule):
             self._limit_of(driver)
             self._any[driver][node] += int(after_any) - int(before_any)
             self._live[driver][node] += int(after_live) - int(before_live)
+            if not self._limited(driver):
+                continue      # no node limits the driver: its counts change no answer
             for cid in self._driver_classes.get(driver, ()):
                 self.ssn.mark_dirty(cid, dirty)
 
