@@ -35,6 +35,8 @@ from runtime.cluster.topology import Span, room_by_hypernode, span_of
 from runtime.engine.rules.volumes import waits_on_storage
 from runtime.engine.session import Options
 from runtime.engine.snapshot import SnapshotCache, device_plans
+from runtime.simulation import findings as fd
+from runtime.simulation.findings import Finding, Wait, Watch, longest_waits
 from runtime.simulation.metrics import GangViolation, Recorder, RunMetrics, queue_of
 from runtime.simulation.workload import Arrival, Scenario, copy_podgroup, copy_pod
 
@@ -79,9 +81,12 @@ class SimulationResult:
     cycles: int
     stopped: str                                   # drained | until | cycles | cycle limit | horizon
     state: ClusterState = field(repr=False)
-    # What a reader should not miss: thrashing evictions, jobs that never started, device rules
-    # that match no node (one sentence each).
-    findings: tuple[str, ...] = ()
+    # What a reader should not miss (runtime.simulation.findings): head-of-line blocking in
+    # admission, starved queues, jobs naming missing queues, thrashing evictions, jobs that never
+    # started, promises the cluster cannot keep, device rules that match no node.
+    findings: tuple[Finding, ...] = ()
+    # The longest waits, longest first, each with its job's last reasons.
+    longest_waits: tuple[Wait, ...] = ()
     # With HyperNodes (objects, or derived from node labels): each gang's span, the widest while
     # it ran (runtime.cluster.topology.Span), and the free room per HyperNode at the end.
     spans: dict[str, Span] = field(default_factory=dict)
@@ -132,6 +137,9 @@ class Simulation:
         self._cache = SnapshotCache()
         self._unmet: list[UnmetPromise] | None = None   # guarantees the cluster cannot hold (PD215)
         self.spans: dict[str, Span] = {}
+        self.watch = Watch()
+        # job -> (queue, waiting since, its longest wait, started): the longest single wait of each job
+        self._waits: dict[str, tuple[str, float, float, bool]] = {}
 
     # --- events -------------------------------------------------------------------------
     def _push(self, time: float, kind: int, payload: object) -> None:
@@ -284,6 +292,8 @@ class Simulation:
         queue = self._queue_of_job(job)
         if job.waiting_since is not None and job.ready:
             self.recorder.job_started(queue, now - job.waiting_since)
+            if job.measured and now - job.waiting_since >= self._waits.get(job.key, ("", 0.0, 0.0, True))[2]:
+                self._waits[job.key] = (queue, job.waiting_since, now - job.waiting_since, True)
             self.job_starts.setdefault(job.key, now)
             job.waiting_since = None
         elif job.waiting_since is None and not job.ready:
@@ -366,6 +376,7 @@ class Simulation:
                               eviction_jobs(self.state, decisions))
             changed = self._apply(decisions, now)
             self.recorder.sample(now, self.state, ssn, self.options.scheduler_name)
+            self.watch.observe(now, ssn, self._ready)
             ssn.close()
             if self.on_cycle is not None:
                 self.on_cycle(CycleOutcome(cycles, now, decisions))
@@ -379,6 +390,11 @@ class Simulation:
         end = max(limits.until, last_time) if limits.until is not None and limits.cycles is None else last_time
         still = [(self._queue_of_job(job), end - job.waiting_since)
                  for job in self.jobs.values() if job.waiting_since is not None]
+        for job in self.jobs.values():
+            if job.waiting_since is not None and job.measured and \
+                    end - job.waiting_since >= self._waits.get(job.key, ("", 0.0, 0.0, True))[2]:
+                self._waits[job.key] = (self._queue_of_job(job), job.waiting_since, end - job.waiting_since, False)
+        self.watch.finish(end)
         metrics = dataclasses.replace(self.recorder.finish(end, cycles, still), eviction_audit=self.audit.to_dict())
         phases = dict(self.finished_groups)
         phases.update({key: group.phase for key, group in self.state.podgroups.items()})
@@ -387,8 +403,13 @@ class Simulation:
         metrics = dataclasses.replace(metrics, storage_waiting=sum(
             1 for reasons in waiting.values() if any(waits_on_storage(r) for r in reasons)))
         return SimulationResult(metrics, self.placements, self.bind_times, self.job_starts, waiting, phases,
-                                self.evicted, end, cycles, stopped, self.state, self._findings(waiting),
+                                self.evicted, end, cycles, stopped, self.state, self._findings(waiting, end, metrics),
+                                longest_waits=tuple(longest_waits(self._waits, self.watch.last_reasons)),
                                 spans=dict(self.spans), hypernode_room=self._room())
+
+    def _ready(self, key: str) -> bool:
+        job = self.jobs.get(key)
+        return job is not None and job.ready
 
     def _room(self) -> dict[str, dict[str, int]]:
         """Free room per HyperNode in the final state: allocatable less what placed pods request,
@@ -406,28 +427,43 @@ class Simulation:
                         room[resource] -= amount
         return room_by_hypernode(state.topology(), free)
 
-    def _findings(self, waiting: dict[str, tuple[Reason, ...]]) -> tuple[str, ...]:
-        out = []
+    def _findings(self, waiting: dict[str, tuple[Reason, ...]], end: float,
+                  metrics: RunMetrics) -> tuple[Finding, ...]:
+        totals: dict[str, int] = {}
+        for node in self.state.nodes.values():
+            if not node.unschedulable:
+                for resource, amount in node.allocatable.items():
+                    totals[resource] = totals.get(resource, 0) + amount
+        out = self.watch.findings(end, totals, metrics.samples)
         a = self.audit
         if a.thrashing:
             example = f" (e.g. for {a.wasted_pods[0]})" if a.wasted_pods else ""
-            out.append(f"thrashing: {a.wasted} evictions bought nothing within {a.window} cycles{example}, "
-                       f"{a.repeats} pods evicted again within {a.window} cycles, {a.exchanges} evictions "
-                       "traded room back between two queues")
+            out.append(Finding(fd.THRASHING, f"thrashing: {a.wasted} evictions bought nothing within {a.window} "
+                                             f"cycles{example}, {a.repeats} pods evicted again within {a.window} "
+                                             f"cycles, {a.exchanges} evictions traded room back between two queues",
+                               tuple(a.wasted_pods[:1]), a.wasted_pods[0] if a.wasted_pods else None))
+        # Jobs naming a missing queue have their own finding above.
         never = sorted(job.key for job in self.jobs.values() if job.key not in self.job_starts and job.waiting_since
-                       is not None)
+                       is not None and job.key not in self.watch.missing)
         if never:
-            pod = next((k for k in sorted(waiting) if group_key_of(self.state.pods[k]) == never[0]), None)
-            why = f": {waiting[pod][0].message}" if pod and waiting[pod] else ""
-            out.append(f"{len(never)} jobs never started (e.g. {never[0]}{why})")
+            # the example: the one that waited longest, with its own last reason
+            first = min(never, key=lambda k: (self.jobs[k].waiting_since, k))
+            reasons = self.watch.last_reasons.get(first, ())
+            if not reasons:
+                pod = next((k for k in sorted(waiting) if group_key_of(self.state.pods[k]) == first), None)
+                reasons = tuple(r.message for r in waiting.get(pod, ())) if pod else ()
+            why = f": {reasons[0]}" if reasons else ""
+            out.append(Finding(fd.NEVER_STARTED, f"{len(never)} jobs never started (the longest waiting: {first}"
+                                                 f"{why})", tuple(never), first, None))
         for promise in self._unmet or ():
-            out.append(f"{PROMISE_BEYOND_CLUSTER.code} {PROMISE_BEYOND_CLUSTER.name}: {promise.describe()}")
+            out.append(Finding(fd.PROMISE, f"{PROMISE_BEYOND_CLUSTER.code} {PROMISE_BEYOND_CLUSTER.name}: "
+                                           f"{promise.describe()}"))
         for plan in device_plans(self.plan):
             hosts = [n for n in self.state.nodes.values() if n.allocatable.get(plan.resource, 0) > 0
                      and (not plan.models or n.labels.get(plan.model_label) in plan.models)]
             if not hosts:
                 models = f" of model {'/'.join(plan.models)}" if plan.models else ""
-                out.append(f"device {plan.resource}{models} matches no node")
+                out.append(Finding(fd.DEVICE, f"device {plan.resource}{models} matches no node"))
         return tuple(out)
 
 

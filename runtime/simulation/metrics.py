@@ -76,7 +76,10 @@ class QueueMetrics:
     deserved: float | None
     fairness: float | None
     evictions: int
-    waits: tuple[float, ...] = ()
+    waits: tuple[float, ...] = ()            # every measured wait, sorted (those still waiting: so far)
+    # the waits of jobs that started, sorted; `waiting` more are censored (still waiting at the end)
+    started_waits: tuple[float, ...] = ()
+    censored_waits: tuple[float, ...] = ()   # the waits so far of the jobs still waiting at the end, sorted
 
     def to_dict(self) -> dict:
         return {"jobs": self.jobs, "started": self.started, "completed": self.completed, "waiting": self.waiting,
@@ -242,7 +245,8 @@ class Recorder:
                 wait_p95=percentile(waits, 95), wait_p99=percentile(waits, 99), wait_max=max(waits, default=None),
                 share=share, deserved=deserved,
                 fairness=(share / deserved) if deserved else None, evictions=tally.evictions,
-                waits=tuple(sorted(waits)))
+                waits=tuple(sorted(waits)), started_waits=tuple(sorted(tally.waits)),
+                censored_waits=tuple(sorted(waiting_now.get(name, []))))
         resources = sorted({r for s in self.samples for r in s.utilization})
         utilization = {r: _weighted((s.utilization.get(r, 0.0) for s in self.samples), weights) for r in resources}
         contended = [(s, w) for s, w in zip(self.samples, weights) if s.fragmentation]

@@ -648,7 +648,7 @@ def run_cases(cases: list[TestCase]) -> list[Outcome]:
             if problem:
                 failures.append(f"line {assertion.line}: {assertion.text}: {problem}")
         if result.metrics.thrashing and not any(m in a.text for a in case.assertions for m in THRASH_METRICS):
-            failures.append(next(f for f in result.findings if f.startswith("thrashing")) +
+            failures.append(next(f.text for f in result.findings if f.kind == "thrashing") +
                             " (assert wasted_evictions, repeated_evictions or traded_evictions to allow it)")
         outcomes.append(Outcome(case, "failed" if failures else "passed", failures,
                                 seconds=time.perf_counter() - started))

@@ -1,8 +1,11 @@
-"""`--report DIR`: one self-contained HTML page (index.html) with the run's metrics, the policy
-revision and the command that made it, and plots drawn as inline SVG by this module, laid out
-to the page's width: utilization over time, queue shares over time (deserved dashed), pods
-waiting per queue over time, evictions over time, and per-queue wait distributions (empirical
-CDFs). No script, no stylesheet or font from elsewhere."""
+"""`--report DIR`: one self-contained HTML page (index.html): first the run's findings (each with
+the command to run next) and its longest waits with their last reasons, then the metrics, the
+policy revision and the command that made it, and plots drawn as inline SVG by this module, each
+the page's full width: utilization over time, queue shares over time (deserved dashed), pods
+waiting per queue over time, evictions over time (the words "no evictions" when there were
+none), and per-queue wait distributions (empirical CDFs over every job that arrived: jobs that
+never started are censored — the curve stops below 100% and a dashed line marks what is
+unknown). No script, no stylesheet or font from elsewhere."""
 
 from __future__ import annotations
 
@@ -12,12 +15,13 @@ from pathlib import Path
 from typing import Sequence
 
 from runtime.simulation.engine import SimulationResult
-from runtime.simulation.summary import STOP_REASONS, eviction_text, percent, topology_document, wait_text
+from runtime.simulation.summary import (STOP_REASONS, eviction_text, findings_document, percent, topology_document,
+                                        wait_text)
 from runtime.simulation.workload import format_duration
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-WIDTH, HEIGHT = 760, 300
-MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 60, 170, 30, 45
+WIDTH, HEIGHT = 1100, 320           # a full-width plot (the viewBox scales it to the page)
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 60, 320, 30, 45   # room on the right for legends
 MAX_POINTS = 2000
 
 Series = tuple[str, Sequence[tuple[float, float]], bool, int]     # (label, points, dashed, colour)
@@ -70,7 +74,7 @@ def line_chart(title: str, series: list[Series], x_max: float, y_max: float, x_i
 
     esc = html.escape
     # The viewBox scales the chart to its figure's width (the page's layout), the text with it.
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" style="max-width:{WIDTH * 2}px" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{esc(title)}">',
              f'<text x="{MARGIN_LEFT}" y="18" font-size="14" font-weight="bold">{esc(title)}</text>',
              f'<rect x="{MARGIN_LEFT}" y="{MARGIN_TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
@@ -148,18 +152,66 @@ def evictions_chart(result: SimulationResult) -> str:
                       y_is_percent=False)
 
 
+def evictions_figure(result: SimulationResult) -> str:
+    """The evictions plot, or the words "no evictions" when there were none (a flat line says less)."""
+    if not result.metrics.evictions:
+        return '<figure id="evictions"><p class="none">Evictions over time: no evictions.</p></figure>'
+    return f'<figure id="evictions">{evictions_chart(result)}</figure>'
+
+
 def waits_chart(result: SimulationResult) -> str:
+    """Per queue, the fraction of its jobs (all that arrived and were measured) that started
+    within each wait. Jobs that never started are censored: the curve stops at the fraction that
+    started, and a dashed line carries it to the right edge (their waits are only known to be
+    longer than the time they had waited at the end)."""
     series: list[Series] = []
     longest = 0.0
     for i, q in enumerate(result.metrics.queues.values()):
-        if not q.waits:
+        started = q.started_waits
+        censored = q.censored_waits
+        total = len(started) + len(censored)
+        if not total:
             continue
-        n = len(q.waits)
-        points = [(0.0, 0.0)] + [(w, (i + 1) / n) for i, w in enumerate(q.waits)]
-        series.append((f"{q.name} ({n} jobs)", points, False, i))
-        longest = max(longest, q.waits[-1])
-    return line_chart("Wait distribution per queue (fraction of jobs started within)", series,
+        points = [(0.0, 0.0)] + [(w, (k + 1) / total) for k, w in enumerate(started)]
+        label = f"{q.name} ({total} jobs" + (f", {len(censored)} never started: censored)" if censored else ")")
+        series.append((label, points, False, i))
+        longest = max(longest, max(started, default=0.0), max(censored, default=0.0))
+        if censored:
+            level = len(started) / total
+            series.append((f"{q.name}: {len(censored)} still waiting after {format_duration(censored[0])}+",
+                           [(points[-1][0], level), (max(longest, censored[-1]), level)], True, i))
+    return line_chart("Wait distribution per queue (fraction of jobs started within; censored dashed)", series,
                       longest * 1.05 or 1.0, 1.0, x_label="wait")
+
+
+def findings_html(result: SimulationResult, base: str = "") -> str:
+    """The findings, each with its next command (after `base`, the run's command without --report),
+    and the longest waits with their last reasons."""
+    esc = html.escape
+    findings, waits = findings_document(result, base)
+    out = ['<section id="findings">\n<h2>Findings</h2>']
+    if findings:
+        out.append("<ul>")
+        for f in findings:
+            nxt = f'<br><span class="next">next: <code>{esc(f["next"])}</code></span>' if f["next"] else ""
+            out.append(f'<li class="finding" data-kind="{esc(f["kind"])}">{esc(f["text"])}{nxt}</li>')
+        out.append("</ul>")
+    else:
+        out.append("<p>No findings: no head-of-line blocking, starved queue, missing queue, thrashing, or job "
+                   "that never started.</p>")
+    if waits:
+        out.append('<h3>Longest waits</h3>\n<table id="longest-waits">\n<tr><th>job</th><th>queue</th><th>waited</th>'
+                   '<th>from</th><th>until</th><th>last reason</th><th>next</th></tr>')
+        for w in waits:
+            until = format_duration(w["since"] + w["wait"]) if w["started"] else "never started"
+            reason = "; ".join(w["reasons"]) or "-"
+            out.append(f'<tr class="wait"><td>{esc(w["job"])}</td><td>{esc(w["queue"])}</td>'
+                       f'<td>{esc(format_duration(w["wait"]))}</td><td>{esc(format_duration(w["since"]))}</td>'
+                       f'<td>{esc(until)}</td><td class="reason">{esc(reason)}</td>'
+                       f'<td><code>{esc(w["next"] or "")}</code></td></tr>')
+        out.append("</table>")
+    out.append("</section>")
+    return "\n".join(out) + "\n"
 
 
 def topology_html(result: SimulationResult) -> str:
@@ -194,7 +246,7 @@ def topology_html(result: SimulationResult) -> str:
 
 
 def render_html(result: SimulationResult, policy: str, description: str, *, revision: str = "",
-                command: str = "") -> str:
+                command: str = "", base: str = "") -> str:
     m = result.metrics
     esc = html.escape
     header = ""
@@ -214,7 +266,7 @@ def render_html(result: SimulationResult, policy: str, description: str, *, revi
         ("fairness index", "-" if m.fairness is None else f"{m.fairness:.3f}"),
         ("evictions", eviction_text(m)),
         ("gang violations", str(len(m.gang_violations))),
-    ] + [("warning", finding) for finding in result.findings]
+    ]
     cluster_rows = "\n".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in cluster)
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -227,8 +279,12 @@ table {{ border-collapse: collapse; margin: 1em 0; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
 td:first-child, th:first-child {{ text-align: left; }}
 figure {{ margin: 1.5em 0; }}
-.plots {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1em 2em; }}
-.plots figure {{ margin: 0; }}
+.plots figure {{ margin: 0 0 1.5em 0; width: 100%; }}
+#findings {{ border-left: 4px solid #d62728; padding: 0 1em; margin: 1em 0 2em 0; }}
+#findings li {{ margin: 0.6em 0; }}
+.next {{ color: #555; }}
+td.reason {{ text-align: left; max-width: 40em; }}
+.none {{ color: #555; font-style: italic; padding: 2em; border: 1px solid #ddd; }}
 </style>
 </head>
 <body>
@@ -236,7 +292,7 @@ figure {{ margin: 1.5em 0; }}
 <p>{esc(description)}</p>
 {header}<p>Simulated {esc(format_duration(result.end_time))} in {result.cycles} cycles
 ({esc(STOP_REASONS.get(result.stopped, result.stopped))}).</p>
-<h2>Queues</h2>
+{findings_html(result, base)}<h2>Queues</h2>
 <table>
 <tr><th>queue</th><th>jobs</th><th>started</th><th>done</th><th>waiting</th><th>wait p50</th><th>p95</th>
 <th>p99</th><th>share</th><th>deserved</th><th>fairness</th><th>evictions</th></tr>
@@ -251,7 +307,7 @@ figure {{ margin: 1.5em 0; }}
 <figure>{utilization_chart(result)}</figure>
 <figure>{shares_chart(result)}</figure>
 <figure>{waiting_chart(result)}</figure>
-<figure>{evictions_chart(result)}</figure>
+{evictions_figure(result)}
 <figure>{waits_chart(result)}</figure>
 </div>
 </body>
@@ -260,10 +316,10 @@ figure {{ margin: 1.5em 0; }}
 
 
 def write_report(directory: str | Path, result: SimulationResult, policy: str, description: str, *,
-                 revision: str = "", command: str = "") -> Path:
+                 revision: str = "", command: str = "", base: str = "") -> Path:
     """Write DIR/index.html (the folder is created); returns its path. Raises OSError."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     page = folder / "index.html"
-    page.write_text(render_html(result, policy, description, revision=revision, command=command), encoding="utf-8")
+    page.write_text(render_html(result, policy, description, revision=revision, command=command, base=base), encoding="utf-8")
     return page

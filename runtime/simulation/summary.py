@@ -244,7 +244,66 @@ def topology_tables(result: SimulationResult) -> list:
     return out
 
 
-def print_summary(out: Console, result: SimulationResult, policy: str, description: str) -> None:
+def at_text(seconds: float) -> str:
+    """A simulated time as --at reads it back exactly (format_duration drops seconds after an hour)."""
+    whole = int(seconds)
+    if whole != seconds or whole < 3600:
+        return format_duration(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h" + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+
+
+def next_command(base: str, subject: str | None, at: float | None) -> str | None:
+    """The command that explains `subject` at simulated time `at` (None: the end) in the run `base`
+    reproduces; None without a subject or a command."""
+    if not subject or not base:
+        return None
+    return f"{base} --explain {subject}" + (f" --at {at_text(at)}" if at is not None else "")
+
+
+def findings_document(result: SimulationResult, base: str = "") -> tuple[list[dict], list[dict]]:
+    """The findings and the longest waits as -o json (and the report) show them, each with its next command."""
+    findings = [{**f.to_dict(), "next": next_command(base, f.subject, f.at)} for f in result.findings]
+    waits = [{**w.to_dict(), "next": next_command(base, w.job, _wait_at(w))} for w in result.longest_waits]
+    return findings, waits
+
+
+def _wait_at(wait) -> float | None:
+    """When to explain a wait: just before it ended (None: it never ended, so the end of the run)."""
+    if not wait.started:
+        return None
+    return max(wait.since, wait.since + wait.seconds - 1.0)
+
+
+def print_findings(out: Console, result: SimulationResult, base: str = "") -> None:
+    """Under the tables: each finding and each of the longest waits with the command to run next."""
+    from rich.text import Text   # lazy as in fitted(): only the text summary needs it
+
+    findings, waits = findings_document(result, base)
+    if findings:
+        out.print()
+        out.print(Text("findings", style="italic"))
+        for f in findings:
+            out.print(Text.assemble(("warning", "bold"), ": " + f["text"], overflow="fold"))
+            if f["next"]:
+                out.print(Text(f"  next: {f['next']}", overflow="fold"))
+    if waits:
+        out.print()
+        out.print(Text("longest waits", style="italic"))
+        for w in waits:
+            end = f"started at {format_duration(w['since'] + w['wait'])}" if w["started"] else "never started"
+            reason = f": {w['reasons'][0]}" if w["reasons"] else ""
+            out.print(Text(f"{w['job']} (queue {w['queue']}) waited {format_duration(w['wait'])} from "
+                           f"{format_duration(w['since'])}, {end}{reason}", overflow="fold"))
+            if w["next"]:
+                out.print(Text(f"  next: {w['next']}", overflow="fold"))
+    if base and (findings or waits):
+        out.print(Text(f"(the same as an HTML page with plots: {base} --report DIR; docs/simulator.md explains "
+                       "each figure)", overflow="fold"))
+
+
+def print_summary(out: Console, result: SimulationResult, policy: str, description: str, command: str = "") -> None:
     m = result.metrics
     out.print(f"policy {policy} on {description}")
     out.print(f"simulated {format_duration(result.end_time)} in {result.cycles} cycles "
@@ -259,5 +318,4 @@ def print_summary(out: Console, result: SimulationResult, policy: str, descripti
     out.print(cluster_table(m))
     for part in topology_tables(result):
         out.print(fitted(out, part) if isinstance(part, Table) else part)
-    for finding in result.findings:
-        out.print(f"[bold]warning[/bold]: {finding}")
+    print_findings(out, result, command)

@@ -123,6 +123,9 @@ class Scenario:
     durations: dict[str, float]                 # pod key -> seconds it runs once bound
     queue_map: dict[str, str] = field(default_factory=dict)   # example queue -> policy queue
     description: str = ""
+    # Every object of both inputs, Workload generators expanded (runtime.simulation.snapshot_out
+    # writes the state at a time T from them).
+    documents: list[Document] = field(default_factory=list, repr=False)
 
     @property
     def last_arrival(self) -> float:
@@ -195,7 +198,7 @@ def build_scenario(snapshot: list[Document], workload: list[Document], queue_map
             state.remove_podgroup(arrival.podgroup.key)
     arrivals.sort(key=lambda a: (a.time, 0 if a.podgroup is not None else 1,
                                  a.podgroup.key if a.podgroup is not None else a.pod.key))
-    return Scenario(state, arrivals, durations, dict(queue_map or {}), description)
+    return Scenario(state, arrivals, durations, dict(queue_map or {}), description, documents)
 
 
 NAMESPACED_KINDS = ("Pod", "PodGroup", "PersistentVolumeClaim")

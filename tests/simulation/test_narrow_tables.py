@@ -29,7 +29,7 @@ def test_the_main_job_is_whole_at_80_columns(columns, capsys) -> None:
     assert f"{document['fairness']:.3f}" in text
     for resource, value in document["fragmentation"].items():
         assert f"{resource} {value * 100:.1f}%" in text
-    assert document["findings"][0] in text.replace("\n", " ")
+    assert document["findings"][0]["text"] in " ".join(text.split())
 
 
 def test_a_wide_terminal_keeps_one_row_per_queue() -> None:

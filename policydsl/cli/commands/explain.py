@@ -88,9 +88,21 @@ def _offline_cluster(args: argparse.Namespace, api, target: str, why: str) -> in
     return 0
 
 
+def _workload_in(documents) -> str | None:
+    """"FILE: Workload NAME" of the first simulation Workload among the documents (List items
+    included), or None."""
+    # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
+    from runtime.simulation.workload import WORKLOAD_KIND, flatten
+
+    for source, doc in flatten(documents):
+        if isinstance(doc, dict) and doc.get("kind") == WORKLOAD_KIND:
+            return f"{source}: {WORKLOAD_KIND} {(doc.get('metadata') or {}).get('name', '')}".rstrip()
+    return None
+
+
 def _offline_snapshot(args: argparse.Namespace) -> int:
     # imported when the subcommand runs: `policydsl` starts without loading what other subcommands need
-    from runtime.cluster.objects import ObjectError, load_path
+    from runtime.cluster.objects import ObjectError, load_objects, read_documents
     from runtime.engine.session import Options
     from runtime.engine.explanation import UnknownTarget, explain
     from policydsl.cli.inputs import InputError, compile_policy
@@ -104,7 +116,15 @@ def _offline_snapshot(args: argparse.Namespace) -> int:
         print(f"policydsl explain: {err}" if err.exit_code == 2 else str(err), file=sys.stderr)
         return err.exit_code
     try:
-        state = load_path(args.snapshot)
+        documents = read_documents(args.snapshot)
+        workload = _workload_in(documents)
+        if workload is not None:
+            print(f"policydsl explain: {workload}: a simulation workload (objects arriving over time), not a "
+                  f"cluster at one moment. Look inside the simulation instead: policydsl simulate "
+                  f"{args.policy or 'POLICY'} --snapshot {args.snapshot} --explain {args.target} [--at T], or write "
+                  f"the cluster at a time with --at T --snapshot-out FILE and explain that", file=sys.stderr)
+            return 2
+        state = load_objects(documents)
         if args.topology_labels:
             state.label_topology = read_topology_labels(args.topology_labels)
         result = explain(plan, state, args.target, Options(scheduler_name=args.scheduler_name))
