@@ -169,6 +169,11 @@ PLUGINS: dict[str, PluginSpec] = {
             frozenset({"job_enqueued"}),
         ),
         PluginSpec(
+            "pdb", "PodDisruptionBudgets bound the victims of preempt and reclaim: a pod whose eviction would take "
+            "a budget of its namespace below its disruptionsAllowed is no victim.",
+            frozenset({"preemptable", "reclaimable"}),
+        ),
+        PluginSpec(
             "drf", "Dominant resource fairness: lower dominant share first.",
             frozenset({"job_order", "preemptable", "queue_order", "reclaimable", "hierarchy"}),
         ),

@@ -1,6 +1,5 @@
-"""import-volcano and export-volcano carry the cdp, resource-strategy-fit, sla and resourcequota
-plugins and their arguments both ways; pdb (not implemented) stays refused, located, naming what
-to use instead."""
+"""import-volcano and export-volcano carry the cdp, resource-strategy-fit, sla, resourcequota and
+pdb plugins and their arguments both ways; the plugins not implemented stay refused, located."""
 
 from __future__ import annotations
 
@@ -154,7 +153,12 @@ def test_resourcequota_imports_and_exports_back(tmp_path: Path):
     assert plan.plugin("resourcequota") is not None and {"name": "resourcequota"} in plugins
 
 
-@pytest.mark.parametrize("plugin", ["pdb", "usage", "numa-aware", "task-topology", "tdm", "extender", "rescheduling"])
+def test_pdb_imports_and_exports_back(tmp_path: Path):
+    plan, plugins = round_trip(RESOURCEQUOTA.replace("  - name: resourcequota", "  - name: pdb"), tmp_path)
+    assert plan.plugin("pdb") is not None and {"name": "pdb"} in plugins
+
+
+@pytest.mark.parametrize("plugin", ["usage", "numa-aware", "task-topology", "tdm", "extender", "rescheduling"])
 def test_plugins_not_implemented_stay_refused_located(plugin):
     config = RESOURCEQUOTA.replace("  - name: resourcequota", f"  - name: {plugin}")
     result = import_volcano_text(config, "c.conf")

@@ -471,6 +471,18 @@ class ResourceQuota:
     used: Mapping[str, int]
 
 
+@dataclass(frozen=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as the pdb plugin reads it (Volcano reads spec.selector and the
+    disruption controller's status.disruptionsAllowed and status.disruptedPods)."""
+
+    namespace: str
+    name: str
+    selector: "LabelSelector | None"
+    allowed: int
+    disrupted: frozenset[str] = frozenset()
+
+
 @dataclass
 class ClusterState:
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -504,6 +516,9 @@ class ClusterState:
     # ResourceQuotas by namespace/name; None: not read (the connector does not watch them yet,
     # so the resourcequota plugin holds jobs, saying so). Reading objects sets it.
     resource_quotas: dict[str, ResourceQuota] | None = None
+    # PodDisruptionBudgets by namespace/name; None: not read (the connector does not watch them
+    # yet, so the pdb plugin lets no pod be a victim). Reading objects sets it.
+    disruption_budgets: dict[str, DisruptionBudget] | None = None
     _topology: tuple[tuple[int, int, int, int], Topology] | None = field(
         default=None, init=False, repr=False, compare=False)
 

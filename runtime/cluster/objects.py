@@ -22,7 +22,7 @@ from runtime.cluster.kubefields import FieldError
 from runtime.cluster.model import DEQUEUE_STRATEGIES, NodeGroupAffinity
 from runtime.cluster.model import (
     DEFAULT_MAX_PODS, JOB_ALLOCATED_HYPERNODE, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition,
-    NetworkTopology, Node, PodGroup, QueueObject, ResourceQuota, SubGroupPolicy, Taint,
+    DisruptionBudget, NetworkTopology, Node, PodGroup, QueueObject, ResourceQuota, SubGroupPolicy, Taint,
 )
 from runtime.cluster.draspec import (
     read_device_class, read_resource_claim, read_resource_claim_template, read_resource_slice,
@@ -142,6 +142,8 @@ def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | Non
     state = state or ClusterState()
     if state.resource_quotas is None:     # read from objects: a namespace without one has none
         state.resource_quotas = {}
+    if state.disruption_budgets is None:
+        state.disruption_budgets = {}
     problems: list[ObjectProblem] = []
     flat: list[tuple[str, Any]] = []
     for source, doc in documents:
@@ -481,6 +483,29 @@ def _read_resource_quota(obj: dict, state: ClusterState) -> None:
 
 
 _READERS["ResourceQuota"] = _read_resource_quota
+
+# PodDisruptionBudgets (policy/v1), for the pdb plugin: spec.selector and the disruption
+# controller's status (disruptionsAllowed, disruptedPods), which policydsl does not compute.
+KINDS += ("PodDisruptionBudget",)
+
+
+def _read_disruption_budget(obj: dict, state: ClusterState) -> None:
+    namespace, name = kf.name_of(obj)
+    spec, status = kf.mapping(obj, "spec"), kf.mapping(obj, "status")
+    if status.get("disruptionsAllowed") is None:
+        raise FieldError("`status.disruptionsAllowed` is missing: the pdb plugin reads the disruption controller's "
+                         "count, which policydsl does not compute; write it (e.g. `status: {disruptionsAllowed: 1}`)")
+    disrupted = status.get("disruptedPods") or {}
+    if not isinstance(disrupted, dict):
+        raise FieldError("`status.disruptedPods` must be a mapping of pod name to time")
+    if state.disruption_budgets is None:
+        state.disruption_budgets = {}
+    state.disruption_budgets[f"{namespace}/{name}"] = DisruptionBudget(
+        namespace, name, kf.label_selector(spec.get("selector"), "spec.selector"),
+        kf.integer(status.get("disruptionsAllowed"), "status.disruptionsAllowed", 0), frozenset(map(str, disrupted)))
+
+
+_READERS["PodDisruptionBudget"] = _read_disruption_budget
 
 # Volcano's HyperNodes (topology.volcano.sh/v1alpha1), read by runtime.cluster.topology; gangs asking
 # for network topology are placed within them (runtime/engine/actions/topology.py).

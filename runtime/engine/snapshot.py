@@ -187,6 +187,8 @@ class Snapshot:
     # Namespaces' ResourceQuotas (ClusterState.resource_quotas: None when not read), for the
     # resourcequota plugin.
     resource_quotas: dict | None = None
+    # PodDisruptionBudgets (ClusterState.disruption_budgets: None when not read), for the pdb plugin.
+    disruption_budgets: dict | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -449,6 +451,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.dra = dra
     snapshot.resource_quotas = state.resource_quotas
+    snapshot.disruption_budgets = state.disruption_budgets
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     if vgpu_on(plan):
         snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),
