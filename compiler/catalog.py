@@ -187,6 +187,11 @@ PLUGINS: dict[str, PluginSpec] = {
             "capacity", "Queues with explicit per-resource deserved, guarantee and capability, hierarchical.",
             frozenset({"queue_order", "reclaimable", "overused", "allocatable", "job_enqueued", "preemptive",
                        "hierarchy"}),
+            arguments=(
+                Argument("device_class_quota", BOOL, "count the devices of pods' ResourceClaims against queue "
+                         "quotas that name `deviceclass/<DeviceClass>` (Dynamic Resource Allocation)", True,
+                         volcano="capacity.DynamicResourceAllocationEnable"),
+            ),
             conflicts=("proportion",),
         ),
         PluginSpec(
@@ -209,6 +214,12 @@ PLUGINS: dict[str, PluginSpec] = {
                 ("pod_topology_spread", "PodTopologySpreadEnable", "topology spread constraints"),
                 ("node_volume_limits", "NodeVolumeLimitsEnable", "volume count limits"),
                 ("volume_zone", "VolumeZoneEnable", "volume zones"),
+            ) + (
+                Argument("dynamic_resources", BOOL, "allocate pods' ResourceClaims from ResourceSlices "
+                         "(kube-scheduler's DynamicResources)", True,
+                         volcano="predicate.DynamicResourceAllocationEnable",
+                         not_evaluated="policydsl always allocates a pod's ResourceClaims as kube-scheduler does "
+                                       "(a pod placed without its devices would not start); leave it true"),
             ),
         ),
         PluginSpec(
@@ -473,9 +484,16 @@ WELL_KNOWN_DEVICE_RESOURCES = (
 )
 
 
+# A queue's quota on a DeviceClass's devices (runtime.cluster.draquota).
+DEVICE_CLASS_PREFIX = "deviceclass/"
+
+
 def is_known_resource(name: str) -> bool:
-    """Standard names, hugepages, and any `domain/name` extended resource."""
+    """Standard names, hugepages, any `domain/name` extended resource, and a DeviceClass's device
+    count as queues name it (`deviceclass/<class>`, Volcano's capacity DRA quota)."""
     if name in STANDARD_RESOURCES or name.startswith("hugepages-"):
+        return True
+    if name.startswith(DEVICE_CLASS_PREFIX) and len(name) > len(DEVICE_CLASS_PREFIX):
         return True
     domain, slash, rest = name.partition("/")
     return bool(slash and "." in domain and rest)

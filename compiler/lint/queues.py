@@ -394,3 +394,32 @@ PROMISE_BEYOND_CLUSTER = register_code(CodeInfo(
     fix="Lower the guarantees (or deserved shares) to what the cluster, or the parent queue, can hold; "
         "the message names each queue's amount and the room there is.",
 ))
+
+
+# Volcano's capacity plugin counts a DeviceClass's devices under `deviceclass/<class>` (done:
+# runtime.cluster.draquota) and a consumable capacity of them under `<dim>.deviceclass/<class>`
+# (capacity.DRAConsumableCapacityEnable), which is not evaluated.
+DEVICE_CAPACITY_SEPARATOR = ".deviceclass/"
+DEVICE_CAPACITY_QUOTA = CodeInfo(
+    "PD217", "device-capacity-quota", Severity.ERROR,
+    "a queue sets a quota on a DeviceClass's consumable capacity (`<dim>.deviceclass/<class>`)",
+    why="Volcano's capacity plugin can count a dimension of DRA devices' capacity (`memory.deviceclass/<class>`) "
+        "against a queue; policydsl counts devices (`deviceclass/<class>`) but not their capacity, so the quota "
+        "would be accepted and bound nothing.",
+    fix="Bound the queue by the class's device count, `deviceclass/<class>`, instead.",
+    bad=_CAPACITY_HEAD + 'queue vgpu {\n  capability = { "cores.deviceclass/vgpu": 800 }  # expect: PD217\n}\n',
+    good=_CAPACITY_HEAD + 'queue vgpu {\n  capability = { "deviceclass/vgpu": 8 }\n}\n',
+)
+
+
+@rule(DEVICE_CAPACITY_QUOTA)
+def device_capacity_quota(ctx: LintContext) -> Iterator[Diagnostic]:
+    for queue in ctx.queues:
+        for key in ("capability", "deserved", "guarantee", "borrow_limit"):
+            for resource in queue.resources(key):
+                head, sep, tail = resource.partition(DEVICE_CAPACITY_SEPARATOR)
+                if sep and head and tail:
+                    yield finding(DEVICE_CAPACITY_QUOTA,
+                                  f"queue `{queue.name}` sets {key} `{resource}`: a DeviceClass's consumable "
+                                  f"capacity, which is not counted", _value_span(ctx, queue, key, resource),
+                                  f"bound the device count instead: `deviceclass/{tail}`")

@@ -444,6 +444,9 @@ class ConfigReader(NodeReader):
 # plugin): a pure no-op, a warning (PD605).
 DECISION_ARGUMENTS: dict[tuple[str, str], str] = {
     ("capacity", "ancestorReclaimLevel"): "Volcano limits hierarchical reclaim to ancestors this many levels up",
+    ("capacity", "capacity.DRAConsumableCapacityEnable"): "Volcano counts DRA devices' consumable capacity "
+                                                          "(`<dim>.deviceclass/<class>` queue quotas); not evaluated "
+                                                          "yet",
     ("overcommit", "max-queue-overcommit-factor"): "Volcano caps each queue's admitted demand at this factor "
                                                    "of its deserved share",
     ("predicates", "predicate.ProportionalEnable"): "Volcano keeps CPU and memory in proportion to the listed "
@@ -465,7 +468,8 @@ NOT_VOLCANO_ARGUMENTS = {
                                             "volcano.sh/vgpu-podgroup-policy: spread",
 }
 # Switches among DECISION_ARGUMENTS that change nothing when off (Volcano's default): `false` imports as nothing.
-_OFF_BY_DEFAULT = frozenset({"deviceshare.AscendHAMiVNPUEnable", "deviceshare.AscendMindClusterVNPUEnable"})
+_OFF_BY_DEFAULT = frozenset({"deviceshare.AscendHAMiVNPUEnable", "deviceshare.AscendMindClusterVNPUEnable",
+                             "capacity.DRAConsumableCapacityEnable"})
 _DECISION_PREFIXES = {("predicates", "predicate.resources."): "a weight of Volcano's proportional predicate"}
 
 

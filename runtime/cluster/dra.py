@@ -359,6 +359,12 @@ class DraSnapshot:
     class_keys: dict[int, tuple]
     leaving_uids: frozenset[str]
     done_uids: frozenset[str] = frozenset()
+    # The cluster's devices (runtime.cluster.draalloc.Inventory) where the snapshot built them
+    # already (queue quotas on devices count them); None: the rule builds them.
+    inventory: Any = None
+    # Queue quotas on devices (runtime.cluster.draquota): a named claim several waiting tasks
+    # use -> (its charge as (request column, devices) pairs, those tasks).
+    shared_charges: dict[str, tuple[tuple[tuple[int, int], ...], list[int]]] = field(default_factory=dict)
 
 
 def dra_snapshot(dra: Dra, task_pods: list["Pod"], waiting: Iterable[int], pods: Iterable["Pod"]) -> DraSnapshot:

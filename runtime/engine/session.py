@@ -190,6 +190,7 @@ class Session:
             self.used, self.pipelined, self.releasing, snap.job_first, self.job_allocated, self.job_ready,
             self.job_pipelined, self.job_pending, job_queue, self.queue_allocated, self.chain_ptr, self.chains)
         self._fit_columns = np.ones(r, dtype=np.int64)
+        self.check_columns_per_card(np.zeros(r, dtype=bool))
         self._custom_task_order = False
         # Callbacks per point: a list of tiers, each a list of (plugin name, fn).
         self.callbacks: dict[str, list[list[tuple[str, Callable]]]] = {}
@@ -384,6 +385,8 @@ class Session:
     def check_columns_per_card(self, columns: np.ndarray) -> None:
         """Resource columns the device plugin checks card by card: the node fit (and the room a
         task holds on its node) leaves them out."""
+        if self.snap.queue_only is not None:      # DRA device counts: queues count them, no node offers them
+            columns = columns | self.snap.queue_only
         if columns.any():
             self._fit_columns = (~columns).astype(np.int64)
             self.ledger.set_held(self._fit_columns.astype(np.uint8))

@@ -29,9 +29,14 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
 )
 from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
 from runtime.cluster.model import (
-    MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, ClusterState, NetworkTopology, Node, Pod, SettledPods, Taint,
+    MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, QUEUE_ANNOTATION, ClusterState, NetworkTopology, Node, Pod,
+    SettledPods, Taint,
 )
-from runtime.cluster.dra import DraSnapshot, dra_snapshot
+from runtime.cluster.dra import ClaimProblem, DraSnapshot, dra_snapshot
+from runtime.cluster.draalloc import build_inventory
+from runtime.cluster.draquota import (
+    DeviceCharges, charge_devices, class_totals, device_class_of, is_capacity_dimension,
+)
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.selectors import SelectorSet
@@ -187,6 +192,9 @@ class Snapshot:
     # Namespaces' ResourceQuotas (ClusterState.resource_quotas: None when not read), for the
     # resourcequota plugin.
     resource_quotas: dict | None = None
+    # Resource columns only queues count (DRA device counts, `deviceclass/<class>`: no node offers
+    # them; runtime.cluster.draquota): the node fit leaves them out. None: there are none.
+    queue_only: np.ndarray | None = None
     # PodDisruptionBudgets (ClusterState.disruption_budgets: None when not read), for the pdb plugin.
     disruption_budgets: dict | None = None
 
@@ -389,6 +397,15 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         extra_keys = {t: (extra_keys.get(t) if extra_keys else None, dra.class_keys.get(t))
                       for t in set(dra.class_keys) | set(extra_keys or ())}
     queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
+    capacity = plan.plugin("capacity")
+    charges = None if capacity is not None and capacity.arguments.get("device_class_quota") is False else \
+        _dra_quota(state, tasks.pods, status, request, index, dra, scheduler_name, fold, cache.node_positions(state))
+    if charges is not None and charges.tasks:   # tasks charged different device counts are told apart
+        extra_keys = dict(extra_keys or {})
+        for t, row in charges.tasks.items():
+            if status[t] == PENDING:
+                plain[t] = False
+                extra_keys[t] = (extra_keys.get(t), row)
     task_job = np.repeat(np.arange(len(tasks.job_names), dtype=np.int64), np.diff(tasks.job_first))
     jobs = k.build_jobs(state.podgroups, state.priority_classes, state.default_priority, tasks.job_names, tasks.pods,
                         tasks.job_first, task_priority, queue_index, [q.leaf for q in queues], index, r,
@@ -418,6 +435,10 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                 job.problem = queues[job.queue].problem
     settled, settled_pods = _fold_settled(scan.settled, shapes, queue_index, len(queues), r)
     total = cluster_total(nodes.allocatable, nodes.schedulable)
+    if charges is not None:
+        settled = _charge_queues(charges, state, tasks.pods, jobs, total, queue_index, settled, len(queues), r)
+        if dra is not None:
+            dra.inventory, dra.shared_charges = charges.inventory, charges.shared
     capability[0] = np.minimum(capability[0], total)
     snapshot = Snapshot(
         plan=plan, resources=resources, resource_index=index, device_managed=device_managed,
@@ -450,6 +471,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     if state.settled is not None and state.settled.elastic:
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.dra = dra
+    if charges is not None:
+        snapshot.queue_only = np.array([device_class_of(name) is not None for name in resources], dtype=bool)
     snapshot.resource_quotas = state.resource_quotas
     snapshot.disruption_budgets = state.disruption_budgets
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
@@ -473,6 +496,71 @@ def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray)
     for t in dra.held:
         status[t] = HELD
     return dra
+
+
+def _dra_quota(state: ClusterState, task_pods: list[Pod], status: np.ndarray, request: np.ndarray,
+               index: dict[str, int], dra: DraSnapshot | None, scheduler_name: str, fold: bool,
+               node_pos: dict[str, int]) -> DeviceCharges | None:
+    """Queue quotas on DRA devices (runtime.cluster.draquota): where a queue names
+    `deviceclass/<class>`, each task's request row is charged the devices its claims count of
+    the class (in place); a task whose claims cannot be counted is HELD, saying why. None when no
+    queue names a DeviceClass."""
+    columns = {cls: i for name, i in index.items() if (cls := device_class_of(name)) is not None}
+    if not columns:
+        return None
+    pods = [t for t, p in enumerate(task_pods) if p.resource_claims is not None]
+    running = [t for t in pods if status[t] not in (PENDING, SUCCEEDED, HELD)]
+    pending = [t for t in pods if status[t] == PENDING]
+    settled = [(p.annotations.get(QUEUE_ANNOTATION), p) for p in state.pods.values()
+               if fold and p.resource_claims is not None and p.scheduler_name == scheduler_name and not p.group
+               and not p.terminal and p.node_name in node_pos and not p.releasing]
+    charges = charge_devices(state.dra, columns, task_pods, running, pending, settled)
+    for t, row in charges.tasks.items():
+        for col, n in row:
+            request[t, col] += n
+    for t, (message, claim) in charges.held.items():
+        status[t] = HELD
+        if dra is not None:
+            dra.held[t] = ClaimProblem(message, claim)
+    return charges
+
+
+def _charge_queues(charges: DeviceCharges, state: ClusterState, task_pods: list[Pod], jobs: list[JobInfo],
+                   total: np.ndarray, queue_index: dict[str, int], settled: np.ndarray | None, q_n: int,
+                   r: int) -> np.ndarray | None:
+    """The rest of the DRA quota: a class's cluster total (the devices its selectors match), lone
+    settled pods' devices in their queues, and a PodGroup's minResources raised by the devices
+    of the tasks its minMember (or minTaskMember) needs, where it names none of the class itself
+    (Volcano's capacity admits a job on its DRA requests without minResources)."""
+    inventory = charges.inventory = build_inventory(state.dra)
+    for cls, n in class_totals(inventory, charges.columns).items():
+        total[charges.columns[cls]] = n
+    for queue, row in charges.settled.items():
+        q = queue_index.get(queue or cat.DEFAULT_QUEUE, -1)
+        if q < 0:
+            continue
+        if settled is None:
+            settled = np.zeros((q_n, r), dtype=np.int64)
+        for col, n in row.items():
+            settled[q, col] += n
+    for job in jobs:
+        if job.implicit or not any(int(t) in charges.tasks for t in job.tasks):
+            continue
+        needed: list[int] = []
+        if job.min_task_member:
+            for role, n in job.min_task_member.items():
+                needed += [int(t) for t in job.tasks if task_pods[int(t)].task_role == role][:n]
+        else:
+            needed = [int(t) for t in job.tasks[:job.min_member]]
+        devices = np.zeros(r, dtype=np.int64)
+        for t in needed:
+            for col, n in charges.tasks.get(t, ()):
+                devices[col] += n
+        if not devices.any():
+            continue
+        floor = job.min_resources if job.min_resources is not None else np.zeros(r, dtype=np.int64)
+        job.min_resources = np.where(floor > 0, floor, devices)
+    return settled
 
 
 def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarray,
@@ -901,6 +989,11 @@ def _build_queues(state: ClusterState, plan: Plan, index: dict[str, int], r: int
             # Volcano ignores a Queue's affinity without its nodegroup plugin; we say so instead.
             info.problem = (f"queue {name} sets spec.affinity (node groups), which only the nodegroup plugin "
                             f"evaluates, and the policy does not enable it")
+        dimension = next((r for m in (q.capability, q.guarantee, q.deserved) for r in (m or {})
+                          if is_capacity_dimension(r)), None)
+        if dimension is not None and not info.problem:     # lint refuses it in a policy (PD217)
+            info.problem = (f"queue {name} sets {dimension}, a quota on a DeviceClass's consumable capacity, which "
+                            f"is not counted (a class's device count, deviceclass/<class>, is)")
         # A queue whose ancestry is broken hangs under root: walking it would never end or
         # reach nothing. (Only Queue objects can be so: the compiler checks the policy's.)
         info.parent = 0 if info.problem else queue_index[q.parent or cat.ROOT_QUEUE]
@@ -956,7 +1049,7 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
     for ni, node in enumerate(snap.node_objects):
         count = int(node.allocatable.get(device.resource, 0))
         if device.models:
-            model_ok[ni] = node.labels.get(device.model_label) in device.models
+            model_ok[ni] = card_model(node.labels, device.model_label) in device.models
         if count <= 0:
             continue
         if device.card_memory:

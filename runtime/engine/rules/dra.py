@@ -49,7 +49,7 @@ class DraRule(StatefulRule):
         ds: DraSnapshot = snap.dra
         self.ds = ds
         self.n = n = snap.n_nodes
-        self.inv: Inventory = build_inventory(ds.dra)
+        self.inv: Inventory = ds.inventory if ds.inventory is not None else build_inventory(ds.dra)
         rows = {name: i for i, name in enumerate(snap.node_names)}
         self._node_row = rows
         # Which nodes reach each device: node-local ones by row, those of every node, and those
@@ -102,6 +102,9 @@ class DraRule(StatefulRule):
         self.choices: dict[int, list[tuple[ResourceClaim, Allocation]]] = {}
         self._classes: set[int] = set()
         self._named_classes: dict[str, set[int]] = {}
+        # Queue quotas on devices: a shared claim's charge rides on each waiting consumer's request
+        # row until one is placed (runtime.cluster.draquota); claim key -> its placed consumers.
+        self._charged: dict[str, set[int]] = {}
 
     # --- device state ----------------------------------------------------------------------
     def _all_leaving(self, claim: ResourceClaim) -> bool:
@@ -313,11 +316,37 @@ class DraRule(StatefulRule):
                 for cid in self._named_classes.get(c.key, ()):
                     self.ssn.mark_dirty(cid, None)
         self.choices[t] = chosen
+        self._move_charges(t, placed=True)
+
+    def _move_charges(self, t: int, placed: bool) -> None:
+        """The first consumer of a shared claim placed carries its queue charge, the others'
+        rows lose it (they were charged it, as any of them might have come first); the last one
+        unplaced gives it back to them. Rows of placed tasks never change (the ledger takes back
+        what it added). If the first is undone while others stay, the claim goes uncounted for
+        the rest of the cycle (a gang is undone whole, so all of a job's consumers go together)."""
+        for key, (charge, consumers) in self.ds.shared_charges.items():
+            if t not in consumers:
+                continue
+            holders = self._charged.setdefault(key, set())
+            if placed:
+                if not holders:
+                    self._shift(charge, [c for c in consumers if c != t], -1)
+                holders.add(t)
+            else:
+                holders.discard(t)
+                if not holders:
+                    self._shift(charge, [c for c in consumers if c != t], 1)
+
+    def _shift(self, charge, tasks: list[int], sign: int) -> None:
+        request = self.snap.request
+        for col, n in charge:
+            request[tasks, col] += sign * n
 
     def unplaced(self, t: int, node: int) -> None:
         uses = self.ds.uses.get(t)
         if uses is None:
             return
+        self._move_charges(t, placed=False)
         self.choices.pop(t, None)
         for c in uses.claims:
             mine = self._allocated.get(c.key)
