@@ -246,3 +246,22 @@ class Viewer:
 
     def sees_all_namespaces(self) -> bool:
         return self.may(Resource("list", "pods"))
+
+
+MAX_NAMESPACE_REVIEWS = 64   # per request: a list spanning more namespaces shows the rest as hidden
+
+
+def namespaces_visible_to(viewer: Viewer) -> Callable[[str], bool]:
+    """Whether the caller may list pods in a namespace: one review when it may in all, else one per
+    namespace (cached by the gate), at most MAX_NAMESPACE_REVIEWS new ones per request, so a long
+    list across many namespaces costs the API server a bounded number of reviews (the rest hidden)."""
+    if viewer.sees_all_namespaces():
+        return lambda namespace: True
+    seen: dict[str, bool] = {}
+
+    def visible(namespace: str) -> bool:
+        if namespace not in seen:
+            seen[namespace] = len(seen) < MAX_NAMESPACE_REVIEWS and viewer.sees_namespace(namespace)
+        return seen[namespace]
+
+    return visible

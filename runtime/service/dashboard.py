@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.quantities import readable_base_units
-from runtime.service.auth import HYPERNODES, QUEUES, NonResource, Resource
+from runtime.service.auth import HYPERNODES, QUEUES, NonResource, Resource, namespaces_visible_to
 from runtime.service.views import CycleView, HistorySample, LiveView, QueueRow, TopologyFacts
 
 REFRESH_S = 5
@@ -59,7 +59,7 @@ def shown_to(viewer: Any) -> Shown | None:
                   nodes=viewer.may(Resource("list", "nodes")),
                   topology=everything and viewer.may(Resource("list", "hypernodes", group=HYPERNODES)),
                   policy=viewer.may(NonResource("/policy")),
-                  namespace=(lambda namespace: True) if everything else viewer.sees_namespace)
+                  namespace=namespaces_visible_to(viewer))
     return None if everything and shown.queues and shown.nodes and shown.topology and shown.policy else shown
 
 

@@ -23,6 +23,9 @@ handshake runs on the connection's thread within the read deadline, never in the
 with `gate` (runtime/service/auth.py) every request but `always_allow` (the probes) carries a
 bearer token the API server accepts (401 otherwise) and /metrics and /policy need `get` on
 that non-resource URL (403 otherwise); the views get the caller (an auth.Viewer) to filter by.
+Served plainly on loopback (no gate), a request whose Host is not a loopback name or address is
+answered 403: a web page the user visits cannot rebind its own name to 127.0.0.1 and read the
+views through the browser (DNS rebinding).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from runtime.kube.metrics import Metrics
 from runtime.service.auth import ALWAYS_ALLOW_PATHS, Denied, Gate, NonResource, Viewer
+from runtime.service.tls import is_loopback
 
 log = logging.getLogger("policydsl.http")
 
@@ -93,7 +97,7 @@ class MetricsServer:
         if not host or not port.isdigit():
             raise ValueError(f"metrics address must be HOST:PORT, got `{address}`")
         handler = _handler(metrics, ready, healthy, policy, dict(routes or {}), gate=gate,
-                           always_allow=always_allow)
+                           always_allow=always_allow, loopback_hosts=gate is None and is_loopback(host.strip("[]")))
         self._server = _Server((host.strip("[]"), int(port)), handler, read_timeout=read_timeout,
                                write_timeout=write_timeout, max_connections=max_connections,
                                probe_connections=probe_connections, tls=tls)
@@ -265,6 +269,19 @@ class _DeadlineReader(io.RawIOBase):
         return read
 
 
+def _loopback_host(value: str | None) -> bool:
+    """A Host header naming this machine's loopback (or none: HTTP/1.0 clients may send none)."""
+    if not value:
+        return True
+    host = value.strip()
+    if host.startswith("["):
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    host = host.rstrip(".").lower()
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
+
+
 def public_policy(described: object) -> object:
     """The /policy document without what the port must not tell: source paths become names
     relative to the main policy's folder (a file elsewhere, its base name), the watched folders
@@ -297,7 +314,8 @@ def public_policy(described: object) -> object:
 def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: Callable[[], tuple[bool, str]],
              policy: Callable[[], object] | None = None,
              routes: Mapping[str, Route] | None = None, *, gate: Gate | None = None,
-             always_allow: tuple[str, ...] = ALWAYS_ALLOW_PATHS) -> type[BaseHTTPRequestHandler]:
+             always_allow: tuple[str, ...] = ALWAYS_ALLOW_PATHS,
+             loopback_hosts: bool = False) -> type[BaseHTTPRequestHandler]:
     # Longest prefix first: "/api/v1/queues/" before "/api/v1/queues".
     prefixes = sorted(routes or {}, key=len, reverse=True)
 
@@ -354,6 +372,10 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: C
 
         def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
             path, _, query = self.path.partition("?")
+            if loopback_hosts and path not in PROBES and not _loopback_host(self.headers.get("Host")):
+                self._answer(403, b"this port serves loopback names only (Host must be localhost or a loopback "
+                                  b"address)\n", "text/plain")
+                return
             viewer = None
             if gate is not None and path not in always_allow:
                 try:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from runtime.engine.explanation import UnknownTarget
-from runtime.service.auth import HYPERNODES, QUEUES, Resource, Viewer
+from runtime.service.auth import HYPERNODES, QUEUES, Resource, Viewer, namespaces_visible_to
 from runtime.service.dashboard import render
 from runtime.service.server import Route
 from runtime.service.views import (LiveView, explain_document, pending_document, queues_document,
@@ -95,7 +95,8 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
         if sub == "pending":
             document = pending_document(last, name)
             if viewer is not None and document is not None:
-                shown = [j for j in document["jobs"] if viewer.sees_namespace(_namespace_of(j["name"]))]
+                visible = namespaces_visible_to(viewer)
+                shown = [j for j in document["jobs"] if visible(_namespace_of(j["name"]))]
                 document = {**document, "jobs": shown, "listed": len(shown),
                             "hidden": len(document["jobs"]) - len(shown)}
             return _json(200, document)
@@ -115,8 +116,8 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
             return _json(404, {"error": f"unknown view {path}: try {API}/topology"})
         document = topology_document(last)
         if viewer is not None:
-            spans = [g for g in document.get("spans", [])
-                     if viewer.sees_namespace(_namespace_of(str(g.get("podGroup", ""))))]
+            visible = namespaces_visible_to(viewer)
+            spans = [g for g in document.get("spans", []) if visible(_namespace_of(str(g.get("podGroup", ""))))]
             document = {**document, "spans": spans, "hiddenSpans": len(document.get("spans", [])) - len(spans)}
         return _json(200, document)
 
@@ -129,3 +130,4 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
 
 def _namespace_of(key: str) -> str:
     return key.partition("/")[0] if "/" in key else "default"
+

@@ -433,3 +433,47 @@ def test_no_right_to_the_proxy_is_a_refusal_not_an_offline_cycle(tmp_path: Path,
         assert code == 2 and "services/proxy" in err and "offline" not in err, err
     finally:
         fake.server.shutdown()
+
+
+@pytest.mark.parametrize("host, allowed", [("127.0.0.1:8080", True), ("localhost:8080", True), ("localhost", True),
+                                           ("[::1]:8080", True), ("app.localhost", True), ("127.0.0.2", True),
+                                           ("evil.example:8080", False), ("192.168.1.5", False),
+                                           ("127.0.0.1.evil.example", False), ("localhost.evil.example", False)])
+def test_plain_loopback_serving_answers_only_loopback_host_names(host, allowed) -> None:
+    import http.client
+
+    server = MetricsServer("127.0.0.1:0", Metrics(), ready=lambda: (True, "ok"), healthy=lambda: (True, "ok"))
+    server.start()
+    try:
+        connection = http.client.HTTPConnection(*server.address.rsplit(":", 1), timeout=5)
+        connection.putrequest("GET", "/metrics", skip_host=True)
+        connection.putheader("Host", host)
+        connection.endheaders()
+        status = connection.getresponse().status
+        assert (status == 200) is allowed, (host, status)
+        probe = http.client.HTTPConnection(*server.address.rsplit(":", 1), timeout=5)
+        probe.putrequest("GET", "/healthz", skip_host=True)
+        probe.putheader("Host", host)
+        probe.endheaders()
+        assert probe.getresponse().status == 200   # probes whatever the name
+    finally:
+        server.stop()
+
+
+def test_a_list_across_many_namespaces_costs_a_bounded_number_of_reviews() -> None:
+    from runtime.service.auth import MAX_NAMESPACE_REVIEWS, namespaces_visible_to
+
+    class CountingApi:
+        posts = 0
+
+        def post(self, path: str, body: dict) -> dict:
+            CountingApi.posts += 1
+            namespace = body["spec"].get("resourceAttributes", {}).get("namespace", "")
+            return {"status": {"allowed": namespace.startswith("mine")}}
+
+    viewer = Viewer(Gate(CountingApi()), User("tenant"))
+    visible = namespaces_visible_to(viewer)
+    shown = [ns for ns in [f"mine-{i}" for i in range(200)] if visible(ns)]
+    assert len(shown) == MAX_NAMESPACE_REVIEWS            # the rest hidden, never shown unreviewed
+    assert CountingApi.posts == MAX_NAMESPACE_REVIEWS + 1  # + the all-namespaces question
+    assert [visible("mine-0") for _ in range(10)] and CountingApi.posts == MAX_NAMESPACE_REVIEWS + 1
