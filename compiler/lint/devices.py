@@ -78,10 +78,12 @@ def slice_above_card_memory(ctx: LintContext) -> Iterator[Diagnostic]:
 
 SHARING_INCOMPLETE = CodeInfo(
     "PD503", "memory-sharing-incomplete", Severity.ERROR,
-    "`sharing = memory` without `slice` and `card_memory`",
-    why="To share a card by memory the scheduler must know how much memory a card has and what unit it is "
-        "cut into; without them no slice can be counted.",
-    fix="Set both `card_memory` and `slice`.",
+    "`sharing = memory` without `slice`",
+    why="To share a card by memory the scheduler must know what unit it is cut into; without it no slice can be "
+        "counted. A card's memory is `card_memory` where set, else what the node says (the block's memory "
+        "resource in its allocatable, GPU Feature Discovery's nvidia.com/gpu.memory label); a node that says "
+        "neither hosts no share, and pods name it in their reason.",
+    fix="Set `slice` (and `card_memory` when the nodes do not say how much memory a card has).",
     bad=_HEAD + 'device "nvidia.com/gpu" {\n  sharing = memory  # expect: PD503\n  card_memory = 80Gi\n}\n',
     good=_HEAD + 'device "nvidia.com/gpu" {\n  sharing = memory\n  card_memory = 80Gi\n  slice = 10Gi\n}\n',
 )
@@ -92,7 +94,7 @@ def memory_sharing_incomplete(ctx: LintContext) -> Iterator[Diagnostic]:
     for device in ctx.devices:
         if not _shared(device):
             continue
-        missing = [key for key in ("card_memory", "slice") if setting(device.node.settings, key) is None]
+        missing = [key for key in ("slice",) if setting(device.node.settings, key) is None]
         if missing:
             yield finding(SHARING_INCOMPLETE,
                           f"device `{device.resource}` shares cards by memory but sets no "

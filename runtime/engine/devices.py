@@ -14,6 +14,7 @@ Also here: the node annotation by which volcano-sh/devices takes cards out of se
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -133,4 +134,87 @@ def unhealthy_cards(annotations: Mapping[str, str]) -> set[int]:
             out.add(int(part.strip()))
         except ValueError:
             continue
+    return out
+
+
+# --- what the node's own device software says about its cards ------------------------------
+# NVIDIA GPU Feature Discovery (k8s-device-plugin docs/gpu-feature-discovery): the model, the
+# memory of one card in MiB and the number of cards. Under MIG's `single` strategy the three
+# describe the MIG devices nvidia.com/gpu then counts; under `mixed`, each device type
+# nvidia.com/mig-<g>g.<mem>gb has its own `<type>.memory` and `<type>.count`.
+GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_MEMORY = "nvidia.com/gpu.memory"
+GFD_COUNT = "nvidia.com/gpu.count"
+MIG_PREFIX = "nvidia.com/mig-"
+MIB = 1024 * 1024
+# HAMi's device plugin registers each card with its NUMA node: `UUID,count,memory MiB,cores,type,
+# numa,health:` per card (HAMi's docs/develop/protocol.md), or a JSON list of {id, ..., numa} in
+# later releases.
+HAMI_REGISTER = "hami.io/node-nvidia-register"
+
+
+def _label_int(labels: Mapping[str, str], key: str) -> int | None:
+    try:
+        value = int(str(labels.get(key, "")).strip())
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def gfd_card_memory(labels: Mapping[str, str], resource: str, advertised: int) -> int | None:
+    """Bytes of one advertised card of `resource` by GPU Feature Discovery's labels, or None when
+    they do not say. Only NVIDIA's resources; a MIG resource reads its own type's labels. When the
+    node advertises more of the resource than GFD counts cards (time-slicing replicas of one card),
+    a card's memory is divided among them, so a card's memory is never counted twice."""
+    if not resource.startswith("nvidia.com/"):
+        return None
+    if resource.startswith(MIG_PREFIX):
+        memory, count = _label_int(labels, resource + ".memory"), _label_int(labels, resource + ".count")
+    else:
+        memory, count = _label_int(labels, GFD_MEMORY), _label_int(labels, GFD_COUNT)
+    if memory is None:
+        return None
+    total = memory * MIB
+    if count and advertised > count:
+        return total * count // advertised
+    return total
+
+
+def card_model(labels: Mapping[str, str], model_label: str) -> str | None:
+    """The node's card model: the device block's `model_label` where the node has it (our own
+    label overrides), else GPU Feature Discovery's nvidia.com/gpu.product; None when neither."""
+    value = labels.get(model_label)
+    if value:
+        return value
+    return labels.get(GFD_PRODUCT) or None
+
+
+def hami_numa_groups(annotations: Mapping[str, str]) -> dict[int, int]:
+    """Card index -> NUMA node from HAMi's register annotation; {} when absent or unreadable
+    (a card without a readable NUMA field is left out: no group is guessed for it)."""
+    value = annotations.get(HAMI_REGISTER, "").strip()
+    if not value:
+        return {}
+    out: dict[int, int] = {}
+    if value.startswith("["):
+        try:
+            cards = json.loads(value)
+        except ValueError:
+            return {}
+        for i, card in enumerate(cards if isinstance(cards, list) else []):
+            numa = card.get("numa") if isinstance(card, dict) else None
+            if isinstance(numa, int) and not isinstance(numa, bool) and numa >= 0:
+                out[i] = numa
+        return out
+    entries = [e for e in value.split(":") if "," in e]
+    for i, entry in enumerate(entries):
+        items = entry.split(",")
+        if len(items) < 7:
+            continue
+        try:
+            numa = int(items[5])
+        except ValueError:
+            continue
+        if numa >= 0:
+            out[i] = numa
     return out

@@ -41,7 +41,8 @@ from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
-from runtime.engine.devices import GPU_INDEX, GPU_NUMBER, DeviceHold, held_for_devices, unhealthy_cards
+from runtime.engine.devices import (GPU_INDEX, GPU_NUMBER, DeviceHold, card_model, gfd_card_memory,
+                                    hami_numa_groups, held_for_devices, unhealthy_cards)
 from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory, vgpu_class_keys, vgpu_on
 
 
@@ -1057,7 +1058,8 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
         elif mem_res and node.allocatable.get(mem_res):
             per_card = node.allocatable[mem_res] * unit // count
         else:
-            per_card = 0
+            # GPU Feature Discovery's labels; 0: unknown (the pod's reason says so).
+            per_card = gfd_card_memory(node.labels, device.resource, count) or 0
         islands: dict[int, int] = {}
         if topo_label and node.labels.get(topo_label):
             try:
@@ -1066,6 +1068,8 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
                         islands[c] = g
             except ValueError:
                 islands = {}
+        elif device.topology == "numa":
+            islands = hami_numa_groups(node.annotations)     # our label above overrides HAMi's register
         first_card[ni] = len(card_node)
         broken = unhealthy_cards(node.annotations) if device.resource == GPU_NUMBER else ()
         for c in range(count):

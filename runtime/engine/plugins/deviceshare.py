@@ -24,6 +24,7 @@ from compiler.quantities import format_base_units
 from runtime.engine.plugins.base import Plugin
 from runtime.engine.extension import Check, StatefulRule
 from runtime.engine import devices_vgpu as vg
+from runtime.engine.devices import GFD_MEMORY, GFD_PRODUCT, card_model
 from runtime.engine.snapshot import DeviceInventory, DeviceNeed, Snapshot, device_need
 
 TOPOLOGY_BONUS = 100.0
@@ -39,6 +40,22 @@ class DeviceHooks:
         self.inventories = snap.devices
         self.policy_override = policy_override
         self._needs: dict[int, list[tuple[int, DeviceNeed]]] = {}
+        self._known: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def known(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) bool per node for inventory i: its card memory is known (a shared plan), its card
+        model is named (a plan with models): neither is ever assumed."""
+        if i not in self._known:
+            inv, n = self.inventories[i], self.snap.n_nodes
+            memory = np.ones(n, dtype=bool)
+            if inv.plan.sharing == "memory":
+                memory[inv.card_node[inv.card_memory <= 0]] = False
+            model = np.ones(n, dtype=bool)
+            if inv.plan.models:
+                model = np.array([card_model(node.labels, inv.plan.model_label) is not None
+                                  for node in self.snap.node_objects], dtype=bool)
+            self._known[i] = (memory, model)
+        return self._known[i]
 
     def needs(self, t: int) -> list[tuple[int, DeviceNeed]]:
         cached = self._needs.get(t)
@@ -74,11 +91,19 @@ class DeviceHooks:
             has = np.bincount(inv.card_node[in_service], minlength=n) >= need.cards
             broken = len(in_service) - int(in_service.sum())
             out.append((f"node(s) had too few {res} cards" + (" in service" if broken else ""), has))
+            memory_known, model_known = self.known(i)
+            if inv.plan.sharing == "memory":
+                source = f", no allocatable {inv.memory_resource}" if inv.memory_resource else ""
+                out.append((f"node(s) did not say how much memory a {res} card has (no `card_memory` in the "
+                            f"device block{source}, no GPU Feature Discovery label {GFD_MEMORY})", memory_known))
             if inv.plan.models:
+                labels = inv.plan.model_label if inv.plan.model_label == GFD_PRODUCT \
+                    else f"{inv.plan.model_label} or {GFD_PRODUCT}"
+                out.append((f"node(s) did not name their {res} card model (no label {labels})", model_known))
                 out.append((f"node(s) had no {res} of model {'/'.join(inv.plan.models)}", inv.model_ok))
             ok = self._card_ok(inv, need)
             fits = np.bincount(inv.card_node[ok], minlength=n) >= need.cards
-            out.append((self._short_message(inv, need, has & inv.model_ok & ~fits), fits))
+            out.append((self._short_message(inv, need, has & inv.model_ok & memory_known & ~fits), fits))
         return out
 
     def _short_message(self, inv: DeviceInventory, need: DeviceNeed, short: np.ndarray) -> str:
