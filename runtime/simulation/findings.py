@@ -9,8 +9,8 @@ does not (cycles the simulator skips change nothing, so the condition held throu
 
 From these, at the end (`Watch.findings`):
 - head-of-line blocking: a held job whose hold lasted at least LONG_SPAN and behind which
-  jobs were refused admission on a resource its minResources holds (a refusal naming a queue
-  counts only behind jobs in that queue's subtree);
+  jobs were refused admission on a resource its minResources holds (a refusal by a queue's
+  limit counts only behind jobs in that queue's subtree);
 - starved siblings: a queue none of whose jobs was admitted for at least LONG_SPAN while
   some were refused, and a sibling queue (same parent) held a job it could not place for at
   least LONG_SPAN of that span;
@@ -103,6 +103,10 @@ def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(0.0, min(a1, b1) - max(a0, b0))
 
 
+def _count(items: list, noun: str) -> str:
+    return f"{len(items)} {noun}" + ("" if len(items) == 1 else "s")
+
+
 def _names(jobs: list[str]) -> str:
     shown = ", ".join(jobs[:MAX_NAMED])
     return shown + (f" and {len(jobs) - MAX_NAMED} more" if len(jobs) > MAX_NAMED else "")
@@ -150,7 +154,10 @@ class Watch:
             if before == PG_PENDING and phase != PG_PENDING:
                 self.admitted.setdefault(job.queue_name, []).append(now)
             if phase == PG_PENDING:
-                enqueue = next((r for r in job_reasons if r.kind == d.ENQUEUE), None)
+                # refused admission: by an enqueue plugin (cluster-wide, overcommit) or by its queue's
+                # or an ancestor's limit at admission (a QUEUE reason naming resources: proportion, capacity)
+                enqueue = next((r for r in job_reasons if r.kind == d.ENQUEUE or
+                                (r.kind == d.QUEUE and r.details.get("resources"))), None)
                 if enqueue is not None:
                     refused.add(key)
                     if key not in self._refused_open:
@@ -260,7 +267,7 @@ class Watch:
                                                                                    samples))]
             text = (f"{HEAD_OF_LINE}: {span.job} (queue {span.queue}) was admitted at {format_duration(span.start)} "
                     f"and held {room} of admission room for {format_duration(stop - span.start)} without being "
-                    f"placed ({span.reason or 'no reason recorded'}); {len(waiters)} jobs waited for admission "
+                    f"placed ({span.reason or 'no reason recorded'}); {_count(waiters, 'job')} waited for admission "
                     f"behind it (queue {', '.join(queues)}): {_names(waiters)}")
             if idle:
                 text += f"; meanwhile idle on average: {', '.join(idle)}"

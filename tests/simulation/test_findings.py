@@ -130,3 +130,17 @@ def test_the_built_in_example_names_train_3_and_the_notebooks_behind_it(capsys) 
         <= set(train3["jobs"])
     assert "idle on average: nvidia.com/gpu" in train3["text"]
     assert any("queue online" in f["text"] for f in found["starved queue"])
+
+
+def test_blocking_behind_a_queue_limit_counts_only_that_queues_jobs(capsys, tmp_path: Path) -> None:
+    """Queue a may hold cpu 10 (capability): ns/big (8, never placed) holds 8 of it, so ns/next
+    (5, queue a) is refused by queue a's limit; ns/other (queue b) is admitted and runs."""
+    objects = [node("n1", cpu="20", memory="64Gi"), queue("a", capability={"cpu": "10"}), queue("b")]
+    objects += _job("big", "a", "8", "1s", node_selector={"disk": "ssd"})
+    objects += _job("next", "a", "5", "1m")
+    objects += _job("other", "b", "5", "1m", duration="5m")
+    document = _run(capsys, tmp_path, objects)
+    [blocking] = _kinds(document)["head-of-line blocking"]
+    assert blocking["jobs"] == ["ns/big", "ns/next"]
+    assert "1 job waited for admission behind it (queue a)" in blocking["text"]
+    assert document["queues"]["b"]["started"] == 1
