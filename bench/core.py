@@ -47,6 +47,15 @@
    and that every hard gang was placed; the compiled and pure-Python paths decide alike (at a
    tenth of the size).
 
+10. HAMi vGPU (`deviceshare { vgpu = true }`): 2,000 nodes with 8 cards of 40 GiB each in HAMi's
+   register annotation (volcano.sh/node-vgpu-register, split 10), 20,000 pods in gangs of 8 each
+   asking one vGPU of mixed memory and cores (2 to 20 GiB, 0 to 50%); placements per second against
+   the same cycle with each pod asking a whole card (`nvidia.com/gpu: 1`, 8 per node: 16,000 fit),
+   in one run (`cost` = with ÷ without). Checked by this script's own count from the pods' requests
+   and the cards the bindings name: every vGPU pod placed, none over a card's memory, 100% of its
+   cores or its split count; the compiled and pure-Python paths decide alike (at a tenth of the size).
+   `--vgpu-only` runs this section alone.
+
 The machine may be shared: best-of-N is the figure, and the load average at the start and
 the spread (median, worst) say how noisy the run was. The cluster state is frozen out of the
 garbage collector's reach once built (`freeze_state`), as a long-running scheduler would.
@@ -83,6 +92,7 @@ from runtime.cluster.selectors import LabelSelector, MatchExpression  # noqa: E4
 from runtime.cluster.model import NetworkTopology  # noqa: E402
 from runtime.cluster.topology import HyperNode, Member  # noqa: E402
 from runtime.engine.snapshot import SnapshotCache, build_snapshot  # noqa: E402
+from runtime.engine import devices_vgpu as vg  # noqa: E402
 from runtime.cluster.storage import (  # noqa: E402
     WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim, PodClaim, StorageClass,
 )
@@ -371,6 +381,96 @@ def topology_cycles(plan, nodes: int, pods: int, repeat: int) -> dict:
     return out
 
 
+# --- section 10: HAMi vGPU ---------------------------------------------------------------------
+
+VGPU_CARDS = 8
+VGPU_CARD_MIB = 40960
+VGPU_SPLIT = 10
+# The pods' asks cycle through these (MiB per card, percent of a card's cores).
+VGPU_ASKS = ((4096, 10), (8192, 25), (10240, 20), (20480, 50), (2048, 0), (5120, 30))
+VGPU_POLICY = POLICY.replace("  plugin binpack\n", "  plugin binpack\n  plugin deviceshare { vgpu = true }\n", 1)
+
+
+def make_vgpu_cluster(nodes: int, pods: int, with_vgpu: bool) -> ClusterState:
+    """Section 10's cluster: nodes of 64 CPUs; with vGPU, each node's VGPU_CARDS cards in HAMi's
+    register annotation (volcano.sh/node-vgpu-register) and its vgpu-number/-memory/-cores
+    allocatable, each pod one vGPU of VGPU_ASKS (by pod); without, each node `nvidia.com/gpu:
+    VGPU_CARDS` and each pod `nvidia.com/gpu: 1`. Gangs of 8 over the queues."""
+    state = ClusterState()
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        allocatable = {"cpu": 64000, "memory": 512 * GiB, "pods": 110}
+        annotations = {}
+        if with_vgpu:
+            allocatable.update({vg.VGPU_NUMBER: VGPU_CARDS * VGPU_SPLIT, vg.VGPU_MEMORY: VGPU_CARDS * VGPU_CARD_MIB,
+                                vg.VGPU_CORES: VGPU_CARDS * 100})
+            annotations[vg.REGISTER] = "".join(f"GPU-{n:05d}-{i},{VGPU_SPLIT},{VGPU_CARD_MIB},NVIDIA-A100,true,hami-core:"
+                                               for i in range(VGPU_CARDS))
+        else:
+            allocatable["nvidia.com/gpu"] = VGPU_CARDS
+        state.add_node(Node(name, allocatable, labels={"kubernetes.io/hostname": name}, annotations=annotations))
+    for g in range(pods // 8):
+        name = f"job-{g:05d}"
+        state.add_podgroup(PodGroup("bench", name, min_member=8, queue=f"q{g % QUEUES}", phase="Inqueue",
+                                    uid=f"pg-{g}", creation=float(g)))
+        for r in range(8):
+            memory, cores = VGPU_ASKS[(g * 8 + r) % len(VGPU_ASKS)]
+            requests = {"cpu": 1000, "memory": 4 * GiB}
+            requests.update({vg.VGPU_NUMBER: 1, vg.VGPU_MEMORY: memory, vg.VGPU_CORES: cores} if with_vgpu
+                            else {"nvidia.com/gpu": 1})
+            state.add_pod(Pod("bench", f"{name}-{r}", requests, uid=f"{g}-{r}", group=name, creation=float(g)))
+    return state
+
+
+def vgpu_checked(state: ClusterState, decisions) -> dict:
+    """This script's own check of section 10, from the pods' requests and the cards the bindings
+    name (places in the node's register): no card over its memory, 100% of its cores or its split
+    count; every bound pod one card."""
+    pods = {f"{p.namespace}/{p.name}": p for p in state.pods.values()}
+    memory: dict = {}
+    cores: dict = {}
+    tasks: dict = {}
+    one_card = True
+    for b in decisions.bindings:
+        cards = b.devices.get(vg.VGPU_NUMBER, ())
+        one_card &= len(cards) == 1
+        requests = pods[b.pod].requests
+        for c in cards:
+            key = (b.node, c)
+            memory[key] = memory.get(key, 0) + requests[vg.VGPU_MEMORY]
+            cores[key] = cores.get(key, 0) + requests.get(vg.VGPU_CORES, 0)
+            tasks[key] = tasks.get(key, 0) + 1
+    within = (all(m <= VGPU_CARD_MIB for m in memory.values()) and all(c <= 100 for c in cores.values())
+              and all(t <= VGPU_SPLIT for t in tasks.values()))
+    return {"cards_used": len(tasks), "within_cards": within and one_card,
+            "peak_card_memory_mib": max(memory.values(), default=0), "peak_card_cores": max(cores.values(), default=0)}
+
+
+def vgpu_cycles(plan, nodes: int, pods: int, repeat: int) -> dict:
+    """Section 10: best compiled cycle with vGPU asks and with whole cards instead; the card check;
+    both paths alike (at a tenth of the size)."""
+    out, state, decisions = with_and_without(plan, lambda with_vgpu: make_vgpu_cluster(nodes, pods, with_vgpu), repeat)
+    out.update(nodes=nodes, cards=nodes * VGPU_CARDS, pods=pods, **vgpu_checked(state, decisions))
+    small = make_vgpu_cluster(max(nodes // 10, 10), max(pods // 10, 80), True)
+    decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
+    out["identical_decisions"] = decided[0] == decided[1]
+    return out
+
+
+def vgpu_section(scale: int, repeat: int, result: dict) -> bool:
+    """Section 10 run and printed; whether its checks hold."""
+    compilation = compile_text(VGPU_POLICY, "bench-vgpu.policy")
+    out = result["vgpu"] = vgpu_cycles(compilation.plan, 2000 // scale, 20000 // scale, repeat)
+    w, wo = out["with"], out["without"]
+    print(f"vGPU {out['nodes']} nodes / {out['cards']} cards (HAMi register) / {out['pods']} pods of mixed memory and "
+          f"cores: {w['placements_per_s']:,} placements/s ({w['placements']} placed, {w['cycle_s'] * 1000:.1f} ms, cpu "
+          f"{w['cycle_cpu_s'] * 1000:.1f} ms), whole cards (nvidia.com/gpu) {wo['placements_per_s']:,}/s "
+          f"({wo['placements']} placed, {wo['cycle_s'] * 1000:.1f} ms, cpu {wo['cycle_cpu_s'] * 1000:.1f} ms) "
+          f"(cost {out['cost']}x; best of {repeat}); {out['cards_used']} cards used, within each card's memory, "
+          f"cores and split: {out['within_cards']}; compiled and Python decide alike: {out['identical_decisions']}")
+    return out["within_cards"] and out["identical_decisions"] and w["placements"] == out["pods"]
+
+
 def freeze_state() -> None:
     """Move everything alive now (the cluster state just built) out of the garbage collector's
     reach. A scheduler's cluster state lives as long as the process; left in the collector's
@@ -421,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
+    parser.add_argument("--vgpu-only", action="store_true", help="only section 10 (HAMi vGPU against whole cards)")
     parser.add_argument("--repeat", type=int, default=7,
                         help="cycles measured per path, compiled and pure Python alike (the best counts)")
     args = parser.parse_args(argv)
@@ -431,6 +532,12 @@ def main(argv: list[str] | None = None) -> int:
     plan = compilation.plan
     scale = 10 if args.quick else 1
     result: dict = {"load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
+    if args.vgpu_only:
+        print(f"load average {result['load_average_1m']} on {result['cpus']} cpus")
+        ok = vgpu_section(scale, args.repeat, result)
+        if args.json:
+            print(json.dumps(result))
+        return 0 if ok else 1
 
     # 1. the main cycle, compiled
     nodes, pods, jobs = 5000 // scale, 20000 // scale, 2000 // scale
@@ -553,6 +660,11 @@ def main(argv: list[str] | None = None) -> int:
     if not (topo["identical_decisions"] and topo["share_within_tier1"] == 1.0
             and topo["hard_gangs_placed"] == topo["hard_gangs"]):
         print("the topology cycle spread a hard gang, left one unplaced, or the paths decided differently",
+              file=sys.stderr)
+        return 1
+    # 10. HAMi vGPU
+    if not vgpu_section(scale, args.repeat, result):
+        print("the vGPU cycle over-committed a card, left a pod unplaced, or the paths decided differently",
               file=sys.stderr)
         return 1
     if args.json:

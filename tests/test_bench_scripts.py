@@ -54,6 +54,17 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     assert topology["hard_gangs"] == topology["hard_gangs_placed"] == topology["hard_gangs_within_tier1"] > 0
     assert topology["share_within_tier1"] == 1.0 and topology["identical_decisions"] is True
     assert sorted(topology["hypernodes_by_tier"]) == ["1", "2", "3"]
+    # Section 10 (HAMi vGPU): the script exits 1 unless every vGPU pod is placed within its card's
+    # memory, cores and split count (its own count from the pods' requests) and both paths decide alike.
+    vgpu = result["vgpu"]
+    assert vgpu["with"]["placements"] == vgpu["pods"] > 0 and vgpu["within_cards"] is True
+    assert vgpu["identical_decisions"] is True and vgpu["peak_card_memory_mib"] <= 40960
+    assert 0 < vgpu["without"]["placements"] <= vgpu["cards"]
+
+
+def test_core_vgpu_section_runs_alone() -> None:
+    _, result = run_script("core.py", "--vgpu-only", "--quick", "--repeat", "1")
+    assert set(result) == {"load_average_1m", "cpus", "vgpu"} and result["vgpu"]["within_cards"] is True
 
 
 @pytest.mark.parametrize("write", ["configmap", "replace", "inplace"])

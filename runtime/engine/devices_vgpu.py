@@ -192,23 +192,29 @@ class VgpuInventory:
     used_core: np.ndarray
     node_mode: list[str | None]  # per node: its mode, None without vGPUs
     first: dict[int, int]        # node -> its first card
+    _every: np.ndarray | None = None
 
     def allowed(self, annotations: Mapping[str, str]) -> np.ndarray:
         """(C,) bool: cards the pod's type and UUID annotations let it use."""
         if not any(k in annotations for k in FILTERS):
-            return np.ones(len(self.uuid), dtype=bool)
+            if self._every is None:     # one shared answer for the pods that narrow nothing
+                self._every = np.ones(len(self.uuid), dtype=bool)
+                self._every.flags.writeable = False
+            return self._every
         return np.array([type_allowed(annotations, t) and uuid_allowed(annotations, u)
                          for t, u in zip(self.type, self.uuid)], dtype=bool)
 
-    def fit(self, need: VgpuNeed) -> np.ndarray:
-        """(C,) bool: cards that take one more device of `need` now."""
-        ok = self.healthy & self.usable & (self.used_num < self.split)
-        ok &= self.memory - self.used_mem >= need.memory_on(self.memory)
-        ok &= self.used_core + need.cores <= 100
+    def fit(self, need: VgpuNeed, cards: slice | np.ndarray | None = None) -> np.ndarray:
+        """(C,) bool: cards that take one more device of `need` now (only `cards` when given)."""
+        at = slice(None) if cards is None else cards
+        used_num, used_core, memory = self.used_num[at], self.used_core[at], self.memory[at]
+        ok = self.healthy[at] & self.usable[at] & (used_num < self.split[at])
+        ok &= memory - self.used_mem[at] >= need.memory_on(memory)
+        ok &= used_core + need.cores <= 100
         if need.cores == 100:
-            ok &= self.used_num == 0
+            ok &= used_num == 0
         if need.cores == 0:
-            ok &= self.used_core < 100
+            ok &= used_core < 100
         return ok
 
     def take(self, c: int, need: VgpuNeed, sign: int = 1) -> None:

@@ -291,6 +291,7 @@ class VgpuRule(StatefulRule):
         self._allowed: dict[int, np.ndarray] = {}       # task -> cards its annotations allow
         self._registered = np.array([mode is not None for mode in inventory.node_mode], dtype=bool)
         self._hami = np.array([mode == vg.HAMI_CORE for mode in inventory.node_mode], dtype=bool)
+        self._card_count = np.bincount(inventory.card_node, minlength=ssn.snap.n_nodes)
 
     def need(self, t: int) -> vg.VgpuNeed | None:
         if t not in self._needs:
@@ -345,19 +346,36 @@ class VgpuRule(StatefulRule):
         return message + f"; node {self.ssn.snap.node_names[node]}'s cards have {figures} free"
 
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        if nodes is not None and len(nodes) <= 64:
+            return self._few_codes(self._head(cid), nodes)
         mask = np.ones(self.ssn.snap.n_nodes, dtype=bool)
         for _, passing in self._node_checks(self._head(cid)):
             mask &= passing
         mask = mask.astype(np.uint8)
         return mask if nodes is None else mask[nodes]
 
+    def _few_codes(self, t: int, nodes: np.ndarray) -> np.ndarray:
+        """codes() for a few nodes (those a placement changed), card by card on those nodes only:
+        the same answer as the full mask, without a pass over every card of the cluster."""
+        need, allowed, inv = self.need(t), self.allowed(t), self.inv
+        out = np.zeros(len(nodes), dtype=np.uint8)
+        for i, node in enumerate(nodes.tolist()):
+            first = inv.first.get(node)
+            if first is None or not self._hami[node]:
+                continue
+            cards = slice(first, first + int(self._card_count[node]))
+            out[i] = int(np.count_nonzero(inv.fit(need, cards) & allowed[cards])) >= need.cards
+        return out
+
     def checks(self, cid: int) -> list[Check]:
         return [Check(m, p) for m, p in self._node_checks(self._head(cid))]
 
     def _choose(self, t: int, node: int) -> list[int]:
-        need = self.need(t)
-        on_node = np.flatnonzero(self.inv.card_node == node)
-        ok = on_node[(self.inv.fit(need) & self.allowed(t))[on_node]]
+        need, first = self.need(t), self.inv.first.get(node)
+        if first is None:
+            return []
+        cards = slice(first, first + int(self._card_count[node]))
+        ok = first + np.flatnonzero(self.inv.fit(need, cards) & self.allowed(t)[cards])
         return self.inv.order(ok, self.policy)[:need.cards]
 
     def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
