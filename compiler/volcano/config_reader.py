@@ -398,6 +398,11 @@ class ConfigReader(NodeReader):
                     if dropped is not None:
                         dropped.append(f"{key}: {value} ({why})")
                     continue
+                if arg is None and (spec.name, key) in SPEED_ONLY_ARGUMENTS:
+                    self.report(codes.UNKNOWN_ARGUMENT, f"plugin `{spec.name}`: `{key}` is not imported "
+                                f"({SPEED_ONLY_ARGUMENTS[spec.name, key]})", src.span(entry.key_node),
+                                "nothing to do: the policy's decisions are Volcano's with or without it")
+                    continue
                 if arg is None:
                     known = list(by_key) + [k + ".<resource>" for k in lists] + (
                         [spec.weight_volcano] if spec.weight_volcano else [])
@@ -460,6 +465,12 @@ DECISION_ARGUMENTS: dict[tuple[str, str], str] = {
                                                                "yet",
     ("deviceshare", "deviceshare.GPUExclusiveRules"): "Volcano keeps pods matching these rules off each other's "
                                                       "GPUs; not evaluated yet",
+}
+# Arguments Volcano reads only to go faster, its decisions the same either way: a warning (PD605)
+# that says so, rather than calling a real argument unknown.
+SPEED_ONLY_ARGUMENTS: dict[tuple[str, str], str] = {
+    ("predicates", "predicate.CacheEnable"): "Volcano's cache of predicate results per pod template: speed only, "
+                                             "the same nodes pass",
 }
 # Keys written as if Volcano read them, which it never did: the hint says where the meaning lives.
 NOT_VOLCANO_ARGUMENTS = {
