@@ -34,9 +34,10 @@ def compile_policy(path: str | Path) -> Plan:
     return _raise(result.error_text(path), EXIT_USAGE if result.unreadable else EXIT_FINDINGS)
 
 
-def load_inputs(plan: Plan, snapshot: str | Path | None, workload: str | Path | None) -> Scenario:
+def load_inputs(plan: Plan, snapshot: str | Path | None, workload: str | Path | None,
+                rename: dict[str, str] | None = None) -> Scenario:
     try:
-        return load_scenario(plan, snapshot, workload)
+        return load_scenario(plan, snapshot, workload, rename)
     except ObjectError as err:
         return _raise(problems_text(err), EXIT_USAGE)
 

@@ -59,10 +59,13 @@ class Comparison:
                 "metrics": [m.to_dict() for m in self.metrics]}
 
 
-def _metric_rows(result: SimulationResult) -> dict[str, tuple[float | None, str]]:
+def _metric_rows(result: SimulationResult, labels: dict[str, str] | None = None) -> dict[str, tuple[float | None, str]]:
+    """The run's metrics by name; `labels` (queue -> the name its rows go by) lets a queue the
+    two policies name differently compare with itself."""
     m = result.metrics
     rows: dict[str, tuple[float | None, str]] = {}
     for name, q in m.queues.items():
+        name = (labels or {}).get(name, name)
         rows[f"queue {name} wait p50"] = (q.wait_p50, "s")
         rows[f"queue {name} wait p95"] = (q.wait_p95, "s")
         rows[f"queue {name} wait p99"] = (q.wait_p99, "s")
@@ -81,11 +84,14 @@ def _metric_rows(result: SimulationResult) -> dict[str, tuple[float | None, str]
     return rows
 
 
-def compare(old: SimulationResult, new: SimulationResult) -> Comparison:
+def compare(old: SimulationResult, new: SimulationResult, renamed: dict[str, str] | None = None) -> Comparison:
+    """`renamed`: old queue name -> new, for policies that name the same queue differently."""
     pods = sorted(set(old.placements) | set(new.placements))
     placements = tuple(PlacementChange(p, old.placements.get(p), new.placements.get(p)) for p in pods
                        if old.placements.get(p) != new.placements.get(p))
-    old_rows, new_rows = _metric_rows(old), _metric_rows(new)
+    label = {new_name: f"{new_name} (was {old_name})" for old_name, new_name in (renamed or {}).items()}
+    old_rows = _metric_rows(old, {old_name: label[new_name] for old_name, new_name in (renamed or {}).items()})
+    new_rows = _metric_rows(new, label)
     metrics = []
     for name in list(old_rows) + [n for n in new_rows if n not in old_rows]:
         before, unit = old_rows.get(name, (None, ""))

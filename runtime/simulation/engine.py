@@ -317,7 +317,11 @@ class Simulation:
 
     def _queue_of_job(self, job: _Job) -> str:
         group = self.state.podgroups.get(job.key)
-        return group.queue if group is not None else "default"
+        if group is not None:
+            return group.queue
+        # A group-less pod is its own job: its queue annotation says where it goes.
+        pod = next((p for key in job.pods if (p := self.state.pods.get(key)) is not None), None)
+        return queue_of(self.state, pod) if pod is not None else "default"
 
     # --- the loop -----------------------------------------------------------------------
     def run(self) -> SimulationResult:

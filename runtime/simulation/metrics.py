@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from runtime.cluster.model import ClusterState, Pod, group_key_of
+from runtime.cluster.model import ClusterState, Pod
 from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
 
 
@@ -260,11 +260,8 @@ class Recorder:
 
 
 def queue_of(state: ClusterState, pod: Pod) -> str:
-    if pod.group:
-        group = state.podgroups.get(group_key_of(pod))
-        if group is not None:
-            return group.queue
-    return "default"
+    """The pod's job's queue: its PodGroup's, else its queue annotation's, else default."""
+    return state.queue_name_of(pod)
 
 
 def _holding_times(samples: list[Sample], end: float) -> list[float]:

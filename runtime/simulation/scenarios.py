@@ -16,6 +16,7 @@ from pathlib import Path
 
 from compiler import catalog as cat
 from compiler.plan import Plan
+from runtime.cluster.model import QUEUE_ANNOTATION
 from runtime.cluster.objects import read_documents
 from runtime.simulation.workload import WORKLOAD_KIND, Document, Scenario, build_scenario, flatten
 
@@ -65,8 +66,9 @@ def queue_mapping(plan: Plan, example_queues: tuple[str, ...] = EXAMPLE_QUEUES) 
     return mapping
 
 
-def _remap(documents: list[Document], mapping: dict[str, str]) -> list[Document]:
-    """The example's documents with queues renamed; Queue objects of renamed queues dropped."""
+def remap_queues(documents: list[Document], mapping: dict[str, str]) -> list[Document]:
+    """The documents with queues renamed (PodGroups, Workload jobs, and group-less pods' queue
+    annotation); Queue objects of renamed queues dropped."""
     out: list[Document] = []
     for source, doc in flatten(documents):
         kind = doc.get("kind") if isinstance(doc, dict) else None
@@ -80,14 +82,18 @@ def _remap(documents: list[Document], mapping: dict[str, str]) -> list[Document]
             for job in doc.get("spec", {}).get("jobs", []):
                 if isinstance(job, dict) and job.get("queue") in mapping:
                     job["queue"] = mapping[job["queue"]]
+        elif kind == "Pod":
+            annotations = doc.get("metadata", {}).get("annotations") or {}
+            if isinstance(annotations, dict) and annotations.get(QUEUE_ANNOTATION) in mapping:
+                annotations[QUEUE_ANNOTATION] = mapping[annotations[QUEUE_ANNOTATION]]
         out.append((source, doc))
     return out
 
 
 def example_scenario(plan: Plan) -> Scenario:
     mapping = queue_mapping(plan)
-    cluster = _remap(read_documents(EXAMPLE_CLUSTER), mapping)
-    workload = _remap(read_documents(EXAMPLE_WORKLOAD), mapping)
+    cluster = remap_queues(read_documents(EXAMPLE_CLUSTER), mapping)
+    workload = remap_queues(read_documents(EXAMPLE_WORKLOAD), mapping)
     shown = ", ".join(f"{k} -> {v}" for k, v in mapping.items() if k != v)
     description = "built-in example: 8 nodes (2 with 8 GPUs), about an hour of API, notebook, ETL and training jobs"
     if shown:
@@ -95,16 +101,20 @@ def example_scenario(plan: Plan) -> Scenario:
     return build_scenario(cluster, workload, mapping, description)
 
 
-def load_scenario(plan: Plan, snapshot: str | Path | None = None, workload: str | Path | None = None) -> Scenario:
-    """The run's inputs from files (see `scenario_from_documents`). Raises ObjectError naming
-    bad objects."""
+def load_scenario(plan: Plan, snapshot: str | Path | None = None, workload: str | Path | None = None,
+                  rename: dict[str, str] | None = None) -> Scenario:
+    """The run's inputs from files (see `scenario_from_documents`), with queues renamed as
+    `rename` says (old name -> new). Raises ObjectError naming bad objects."""
     parts = []
     if snapshot is not None:
         parts.append(f"snapshot {snapshot}")
     if workload is not None:
         parts.append(f"workload {workload}")
-    return scenario_from_documents(plan, read_documents(snapshot) if snapshot is not None else None,
-                                   read_documents(workload) if workload is not None else None, ", ".join(parts))
+    documents = [read_documents(path) if path is not None else None for path in (snapshot, workload)]
+    if rename:
+        documents = [remap_queues(d, rename) if d is not None else None for d in documents]
+        parts.append("queues renamed " + ", ".join(f"{old} -> {new}" for old, new in rename.items()))
+    return scenario_from_documents(plan, documents[0], documents[1], ", ".join(parts))
 
 
 def scenario_from_documents(plan: Plan, snapshot: list[Document] | None, workload: list[Document] | None,

@@ -35,6 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology-labels", type=topology_labels, metavar="LABELS|FILE", help=TOPOLOGY_LABELS_HELP)
     parser.add_argument("--scheduler-name", default="volcano", type=kube_name("scheduler name"), metavar="NAME",
                         help="schedule pods with this schedulerName (default volcano)")
+    parser.add_argument("--rename-queue", action="append", default=[], type=queue_rename, metavar="OLD=NEW",
+                        help="NEW names OLD's queue (a migration that renames queues): the NEW run's inputs put "
+                             "OLD's jobs in NEW, and OLD's figures compare with NEW's (repeatable)")
+
+
+def queue_rename(text: str) -> tuple[str, str]:
+    """`OLD=NEW`, two queue names."""
+    old, sep, new = text.partition("=")
+    if not sep or not old.strip() or not new.strip() or "=" in new:
+        raise argparse.ArgumentTypeError(f"`{text}`: give OLD=NEW, two queue names")
+    return old.strip(), new.strip()
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -76,12 +87,17 @@ def run(args: argparse.Namespace) -> int:
     from policydsl.cli.inputs import InputError, compile_policy, load_inputs, run_limits
     from runtime.simulation.summary import console, fitted
 
+    renamed = dict(args.rename_queue)
     try:
         limits = run_limits(args.cycles, args.until, args.period)
         runs = []
         for path in (args.old, args.new):
             plan = compile_policy(path)
-            scenario = load_inputs(plan, args.snapshot, args.workload)
+            if path == args.new and renamed:
+                unknown = sorted(n for n in renamed.values() if plan.queue(n) is None)
+                if unknown:
+                    raise InputError(f"--rename-queue: {', '.join(unknown)} is not a queue of {args.new}")
+            scenario = load_inputs(plan, args.snapshot, args.workload, renamed if path == args.new else None)
             if args.topology_labels:
                 scenario.initial.label_topology = label_topology_input(args.topology_labels)
             runs.append((plan, scenario))
@@ -91,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = Options(scheduler_name=args.scheduler_name)
     old, new = (simulate(plan, scenario, limits, options) for plan, scenario in runs)
-    result = compare(old, new)
+    result = compare(old, new, renamed)
     if args.output == "json":
         sys.stdout.write(json.dumps({"old": runs[0][0].name, "new": runs[1][0].name, **result.to_dict()},
                                     indent=2, sort_keys=True) + "\n")
