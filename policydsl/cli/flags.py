@@ -335,3 +335,11 @@ def queue_name(text: str) -> str:
     if not text.strip() or "/" in text or text in (".", ".."):
         raise argparse.ArgumentTypeError(f"`{text}` is not a queue name")
     return text
+
+
+def queue_rename(text: str) -> tuple[str, str]:
+    """`OLD=NEW`: two queue names (diff --rename-queue)."""
+    old, sep, new = text.partition("=")
+    if not sep or "=" in new:
+        raise argparse.ArgumentTypeError(f"`{text}`: give OLD=NEW, two queue names")
+    return queue_name(old.strip()), queue_name(new.strip())

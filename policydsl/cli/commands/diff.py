@@ -7,7 +7,7 @@ import json
 import sys
 
 from policydsl.cli.flags import (TOPOLOGY_LABELS_HELP, add_output_arguments, count, existing_path, kube_name,
-                                 label_topology_input, simulated_time, topology_labels)
+                                 label_topology_input, queue_rename, simulated_time, topology_labels)
 
 HELP = "compare two policies on the same cluster and workload: placements that differ and metric deltas"
 DESCRIPTION = (
@@ -38,14 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rename-queue", action="append", default=[], type=queue_rename, metavar="OLD=NEW",
                         help="NEW names OLD's queue (a migration that renames queues): the NEW run's inputs put "
                              "OLD's jobs in NEW, and OLD's figures compare with NEW's (repeatable)")
-
-
-def queue_rename(text: str) -> tuple[str, str]:
-    """`OLD=NEW`, two queue names."""
-    old, sep, new = text.partition("=")
-    if not sep or not old.strip() or not new.strip() or "=" in new:
-        raise argparse.ArgumentTypeError(f"`{text}`: give OLD=NEW, two queue names")
-    return old.strip(), new.strip()
 
 
 def _value(value: float | None, unit: str) -> str:
