@@ -136,7 +136,13 @@ class Gate:
         self._decisions = _TtlCache(self.max_cached, self.clock)
 
     # --- authentication ------------------------------------------------------------------------
-    def authenticate(self, headers: Mapping[str, str] | Any) -> User:
+    def authenticate(self, headers: Mapping[str, str] | Any, certificate: Mapping[str, Any] | None = None) -> User:
+        """The caller: a client certificate the TLS handshake verified against --client-ca-file
+        (as kube's x509 authenticator, tried first), else a bearer token through TokenReview."""
+        if certificate:
+            user = user_of_certificate(certificate)
+            if user is not None:
+                return user
         token = bearer_token(headers)
         if token is None:
             raise Denied(401, "Unauthorized: send a bearer token (Authorization: Bearer TOKEN) the API server "
@@ -217,6 +223,17 @@ def describe(attributes: Attributes) -> str:
     where = f" in namespace {attributes.namespace!r}" if attributes.namespace else " in all namespaces" \
         if attributes.resource not in ("queues", "hypernodes") else ""
     return f"{attributes.verb} {what}{name}{where}"
+
+
+def user_of_certificate(certificate: Mapping[str, Any]) -> User | None:
+    """A verified client certificate as kube's x509 authenticator reads it: the subject's CN is
+    the user name, each O a group (and system:authenticated); None without a CN."""
+    names: list[tuple[str, str]] = [pair for rdn in certificate.get("subject") or () for pair in rdn]
+    common = [value for key, value in names if key == "commonName"]
+    if not common or not common[0]:
+        return None
+    groups = tuple(value for key, value in names if key == "organizationName")
+    return User(name=common[0], groups=(*groups, "system:authenticated"))
 
 
 def _user_of(raw: Mapping[str, Any]) -> User:

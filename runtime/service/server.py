@@ -269,6 +269,15 @@ class _DeadlineReader(io.RawIOBase):
         return read
 
 
+def peer_certificate(connection) -> dict | None:
+    """The client's certificate as the TLS handshake verified it (None on plain HTTP or without one)."""
+    getter = getattr(connection, "getpeercert", None)
+    try:
+        return getter() or None if getter is not None else None
+    except ValueError:      # the handshake is not done: no certificate to speak of
+        return None
+
+
 def _loopback_host(value: str | None) -> bool:
     """A Host header naming this machine's loopback (or none: HTTP/1.0 clients may send none)."""
     if not value:
@@ -379,7 +388,7 @@ def _handler(metrics: Metrics, ready: Callable[[], tuple[bool, str]], healthy: C
             viewer = None
             if gate is not None and path not in always_allow:
                 try:
-                    viewer = Viewer(gate, gate.authenticate(self.headers))
+                    viewer = Viewer(gate, gate.authenticate(self.headers, peer_certificate(self.connection)))
                     if path in ("/metrics", "/policy"):
                         viewer.require(NonResource(path))
                 except Denied as err:

@@ -27,14 +27,23 @@ class TlsError(Exception):
 
 
 def server_context(cert_file: str | None, key_file: str | None, hosts: tuple[str, ...] = (),
-                   cert_dir: str | None = None) -> ssl.SSLContext:
+                   cert_dir: str | None = None, client_ca_file: str | None = None) -> ssl.SSLContext:
     """A TLS 1.2+ server context with the given pair, or a self-signed one for `hosts` (and
     localhost, 127.0.0.1, ::1 and this host's name), whose certificate (not its key) is written to
-    `cert_dir`/policydsl.crt when given, for clients to trust."""
+    `cert_dir`/policydsl.crt when given, for clients to trust. With `client_ca_file` (kube-scheduler's
+    --client-ca-file), a client may present a certificate that CA signed: it is then who the
+    certificate's CN says, in its O groups (auth.user_of_certificate); one it did not sign fails
+    the handshake. A client without a certificate still may send a bearer token."""
     if bool(cert_file) != bool(key_file):
         raise TlsError("--tls-cert-file and --tls-private-key-file go together")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if client_ca_file:
+        try:
+            context.load_verify_locations(cafile=client_ca_file)
+        except (OSError, ssl.SSLError) as err:
+            raise TlsError(f"cannot use {client_ca_file} as the client CA: {err}") from None
+        context.verify_mode = ssl.CERT_OPTIONAL
     if cert_file and key_file:
         try:
             context.load_cert_chain(cert_file, key_file)

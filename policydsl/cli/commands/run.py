@@ -64,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="PEM certificate (chain) to serve with (default: a self-signed one made at start)")
     serving.add_argument("--tls-private-key-file", type=existing_path("the private key", "file"), metavar="FILE",
                          help="PEM private key of --tls-cert-file")
+    serving.add_argument("--client-ca-file", type=existing_path("the client CA", "file"), metavar="FILE",
+                         help="trust client certificates this CA signed: the caller is the certificate's CN, in its "
+                              "O groups, authorized by SubjectAccessReview like a token (kube-scheduler's "
+                              "--client-ca-file)")
     serving.add_argument("--cert-dir", type=output_folder, metavar="DIR",
                          help="write the self-signed certificate (not its key) here as policydsl.crt, for "
                               "clients to trust (default: kept in memory only)")
@@ -297,14 +301,16 @@ def _serving(args: argparse.Namespace):  # -> (ssl.SSLContext | None, auth.Gate 
         secure = not is_loopback(host)
     given_tls = args.tls_cert_file or args.tls_private_key_file
     if not secure:
-        if given_tls or args.cert_dir or args.authentication_kubeconfig or args.authorization_kubeconfig:
+        if given_tls or args.cert_dir or args.client_ca_file or args.authentication_kubeconfig \
+                or args.authorization_kubeconfig:
             print("policydsl run: --tls-*/--cert-dir/--authentication-kubeconfig/--authorization-kubeconfig are for secure "
                   "serving, which is off here (--insecure-serving, a loopback address or the embedded simulator)",
                   file=sys.stderr)
             return None
         return None, None
     try:
-        tls = server_context(args.tls_cert_file, args.tls_private_key_file, (host,), args.cert_dir)
+        tls = server_context(args.tls_cert_file, args.tls_private_key_file, (host,), args.cert_dir,
+                             args.client_ca_file)
     except TlsError as err:
         print(f"policydsl run: {err}", file=sys.stderr)
         return None
