@@ -47,6 +47,18 @@
    and that every hard gang was placed; the compiled and pure-Python paths decide alike (at a
    tenth of the size).
 
+9. Dynamic Resource Allocation: 1,000 nodes each publishing a ResourceSlice of 8 GPUs (in the
+   shape of kubernetes-sigs/dra-example-driver's: model, index, memory capacity), a DeviceClass
+   with a CEL selector on the driver, 8,000 pods in gangs of 8 each with a ResourceClaim of its
+   own (made from a template, as kube-controller-manager makes them) asking one GPU with a CEL
+   selector (four variants: memory at least 16, 32, 40 or 80Gi); placements per second against
+   the same pods asking one whole card as an extended resource (`nvidia.com/gpu: 1`, 8 per
+   node), in one run (`cost` = with ÷ without). The CEL cost: the time spent evaluating
+   selectors in the best cycle (each distinct (class, selectors, device) evaluated once per
+   cycle, then cached), per claim. Checked by this script's own count: every pod placed, no
+   device in two allocations, each allocated device on its pod's node; the compiled and
+   pure-Python paths decide alike (at a tenth of the size).
+
 10. HAMi vGPU (`deviceshare { vgpu = true }`): 2,000 nodes with 8 cards of 40 GiB each in HAMi's
    register annotation (volcano.sh/node-vgpu-register, split 10), 20,000 pods in gangs of 8 each
    asking one vGPU of mixed memory and cores (2 to 20 GiB, 0 to 50%); placements per second against
@@ -60,7 +72,9 @@ The machine may be shared: best-of-N is the figure, and the load average at the 
 the spread (median, worst) say how noisy the run was. The cluster state is frozen out of the
 garbage collector's reach once built (`freeze_state`), as a long-running scheduler would.
 
-    python bench/core.py [--json] [--quick] [--repeat N]
+    python bench/core.py [--json] [--quick] [--repeat N] [--sections 6,7]
+
+--sections runs only the listed self-contained sections (5 to 8), e.g. the rule costs alone.
 
 With --json the last line is one JSON object.
 """
@@ -93,6 +107,11 @@ from runtime.cluster.model import NetworkTopology  # noqa: E402
 from runtime.cluster.topology import HyperNode, Member  # noqa: E402
 from runtime.engine.snapshot import SnapshotCache, build_snapshot  # noqa: E402
 from runtime.engine import devices_vgpu as vg  # noqa: E402
+from runtime.cluster import draalloc  # noqa: E402
+from runtime.cluster.dra import (  # noqa: E402
+    ClaimSpec, Device, DeviceClass, DeviceRequest, PodResourceClaim, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice, SubRequest,
+)
 from runtime.cluster.storage import (  # noqa: E402
     WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim, PodClaim, StorageClass,
 )
@@ -302,6 +321,117 @@ def storage_cycles(plan, nodes: int, pods: int, jobs: int, repeat: int) -> dict:
                               and all(state.storage.volumes[v].node_affinity[0][0].values[0] == node
                                       for v, node in picked if v))
     small = make_storage_cluster(max(nodes // 10, 30), max(pods // 10, 120), max(jobs // 10, 12), True)
+    decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
+    out["identical_decisions"] = decided[0] == decided[1]
+    return out
+
+
+DRA_DRIVER = "gpu.example.com"
+DRA_DEVICES = 8          # per node
+DRA_SELECTORS = tuple(f'device.capacity["{DRA_DRIVER}"].memory.compareTo(quantity("{size}Gi")) >= 0'
+                      for size in (16, 32, 40, 80))
+
+
+def make_dra_cluster(nodes: int, pods: int, with_claims: bool) -> ClusterState:
+    """Section 9's cluster: nodes of 64 CPUs; with the claims, each node's ResourceSlice of
+    DRA_DEVICES GPUs of 80Gi and each pod a claim of its own for one GPU with one of
+    DRA_SELECTORS (by gang); without, each node `nvidia.com/gpu: DRA_DEVICES` and each pod
+    `nvidia.com/gpu: 1`. Gangs of 8 over the queues."""
+    state = ClusterState()
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        allocatable = {"cpu": 64000, "memory": 512 * GiB, "pods": 110}
+        if not with_claims:
+            allocatable["nvidia.com/gpu"] = DRA_DEVICES
+        state.add_node(Node(name, allocatable, labels={"kubernetes.io/hostname": name}))
+        if with_claims:
+            devices = tuple(Device(f"gpu-{i}", attributes=(("index", i), ("model", "LATEST-GPU-MODEL")),
+                                   capacity=(("memory", 80 * GiB * 1000),)) for i in range(DRA_DEVICES))
+            state.dra.slices[f"{name}-gpus"] = ResourceSlice(f"{name}-gpus", DRA_DRIVER, name, generation=1,
+                                                             node_name=name, devices=devices)
+    if with_claims:
+        state.dra.classes["gpu"] = DeviceClass("gpu", (f'device.driver == "{DRA_DRIVER}"',))
+        state.dra.instantiates_templates = False      # the controller's claims are listed, as on a cluster
+    for g in range(pods // 8):
+        name = f"job-{g:05d}"
+        state.add_podgroup(PodGroup("bench", name, min_member=8, queue=f"q{g % QUEUES}", phase="Inqueue",
+                                    uid=f"pg-{g}", creation=float(g)))
+        spec = ClaimSpec((DeviceRequest("gpu", SubRequest("gpu", "gpu", (DRA_SELECTORS[g % len(DRA_SELECTORS)],))),))
+        template = f"gpu-{g % len(DRA_SELECTORS)}"
+        if with_claims:
+            state.dra.templates[f"bench/{template}"] = ResourceClaimTemplate("bench", template, spec)
+        for r in range(8):
+            uid = f"{g}-{r}"
+            requests = {"cpu": 1000, "memory": 8 * GiB}
+            pod = Pod("bench", f"{name}-{r}", requests if with_claims else {**requests, "nvidia.com/gpu": 1},
+                      uid=uid, group=name, creation=float(g))
+            if with_claims:
+                claim = f"{pod.name}-gpu"
+                pod.resource_claims = (PodResourceClaim("gpu", template=template, generated=claim),)
+                state.dra.claims[f"bench/{claim}"] = ResourceClaim("bench", claim, spec, uid=f"c-{uid}", owner_uid=uid)
+            state.add_pod(pod)
+    return state
+
+
+class CelTimer:
+    """Times every CEL selector evaluation of the structured allocator (the first per (class,
+    selectors, device) in a cycle: the inventory caches the answer) while in use."""
+
+    def __init__(self):
+        self.seconds, self.evaluations, self._original = 0.0, 0, draalloc.compile_selector
+
+    def __enter__(self):
+        original, timer = self._original, self
+
+        class Timed:
+            def __init__(self, selector):
+                self.selector = selector
+
+            def matches(self, device):
+                start = time.perf_counter()
+                try:
+                    return self.selector.matches(device)
+                finally:
+                    timer.seconds += time.perf_counter() - start
+                    timer.evaluations += 1
+
+        draalloc.compile_selector = lambda expression: Timed(original(expression))
+        return self
+
+    def __exit__(self, *exc):
+        draalloc.compile_selector = self._original
+
+
+def dra_checked(state: ClusterState, decisions) -> bool:
+    """This script's own check of section 9: every pod placed, no device in two allocations, each
+    device allocated on its pod's node (node-local slices: the pool is the node's name)."""
+    nodes_of = {b.pod: b.node for b in decisions.bindings}
+    devices = [(r.pool, r.device, nodes_of.get(pod)) for pod, chosen in decisions.claims.items()
+               for _, allocation in chosen for r in allocation.devices]
+    return (len(nodes_of) == len(state.pods) == len(decisions.claims) == len(devices)
+            and len({(pool, device) for pool, device, _ in devices}) == len(devices)
+            and all(pool == node for pool, _, node in devices))
+
+
+def dra_cycles(plan, nodes: int, pods: int, repeat: int) -> dict:
+    """Section 9: best compiled cycle with the claims and with extended resources instead; the CEL
+    time of the best cycle with the claims, per claim; the allocation check; both paths alike."""
+    out, state, decisions = with_and_without(plan, lambda with_claims: make_dra_cluster(nodes, pods, with_claims),
+                                             repeat)
+    out.update(nodes=nodes, devices=nodes * DRA_DEVICES, pods=pods, claims=len(state.dra.claims),
+               selectors=len(DRA_SELECTORS))
+    cel = []
+    for _ in range(max(1, min(repeat, 3))):
+        with CelTimer() as timer:
+            one_cycle(plan, state, False, SnapshotCache())
+        cel.append((timer.seconds, timer.evaluations))
+    seconds, evaluations = min(cel)
+    out["cel"] = {"seconds": round(seconds, 4), "evaluations": evaluations,
+                  "per_claim_us": round(seconds / max(out["claims"], 1) * 1e6, 1),
+                  "per_evaluation_us": round(seconds / max(evaluations, 1) * 1e6, 1),
+                  "share_of_cycle": round(seconds / out["with"]["cycle_s"], 3)}
+    out["allocations_checked"] = dra_checked(state, decisions)
+    small = make_dra_cluster(max(nodes // 10, 10), max(pods // 10, 80), True)
     decided = [one_cycle(plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
     out["identical_decisions"] = decided[0] == decided[1]
     return out
@@ -517,6 +647,44 @@ def spread(seconds: list[float]) -> dict:
             "worst_s": round(seconds[-1], 4), "runs": len(seconds)}
 
 
+def only_sections(plan, args, scale: int, result: dict) -> int:
+    """`--sections`: the self-contained sections asked for, their figures and checks as in a
+    full run (exit 1 when a check fails)."""
+    wanted = {int(x) for x in args.sections.split(",") if x.strip()}
+    unknown = wanted - {5, 6, 7, 8}
+    if unknown:
+        print(f"--sections: only sections 5 to 8 run alone (not {sorted(unknown)})", file=sys.stderr)
+        return 2
+    print(f"load average {result['load_average_1m']} on {result['cpus']} cpus")
+    ok = True
+    if 5 in wanted:
+        out = result["settled"] = settled_cycles(plan, 1000 // scale, 10000 // scale, 200 // scale, args.repeat)
+        print(f"settled: " + ", ".join(f"{n} {out[n]['cycle_s'] * 1000:.1f} ms" for n in ("listed", "folded", "counted"))
+              + f"; identical decisions: {out['identical_decisions']}")
+        ok &= out["identical_decisions"]
+    runs = [(6, "placement_rules", lambda: rules_cycles(plan, 5000 // scale, 20000 // scale, 50 // scale, args.repeat)),
+            (7, "storage", lambda: storage_cycles(plan, 5000 // scale, 20000 // scale, 2000 // scale, args.repeat)),
+            (8, "topology", lambda: topology_cycles(plan, 5000 // scale, 20000 // scale,
+                                                    min(args.repeat, TOPOLOGY_REPEAT)))]
+    for number, name, run in runs:
+        if number not in wanted:
+            continue
+        out = result[name] = run()
+        w, wo = out["with"], out["without"]
+        print(f"section {number} ({name}): with {w['cycle_s'] * 1000:.1f} ms = {w['placements_per_s']:,} placements/s "
+              f"(cpu {w['cycle_cpu_s'] * 1000:.1f} ms), without {wo['cycle_s'] * 1000:.1f} ms = "
+              f"{wo['placements_per_s']:,}/s (cpu {wo['cycle_cpu_s'] * 1000:.1f} ms): cost {out['cost']}x "
+              f"(cpu {w['cycle_cpu_s'] / max(wo['cycle_cpu_s'], 1e-9):.2f}x); best of {args.repeat}; "
+              f"compiled and Python decide alike: {out['identical_decisions']}"
+              + (f"; volumes checked: {out['volumes_checked']}" if number == 7 else "")
+              + (f"; hard gangs within tier 1: {out['share_within_tier1']}" if number == 8 else ""))
+        ok &= out["identical_decisions"] and out.get("volumes_checked", True) \
+            and out.get("share_within_tier1", 1.0) == 1.0 and out.get("hard_gangs_placed") == out.get("hard_gangs")
+    if args.json:
+        print(json.dumps(result))
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
@@ -524,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vgpu-only", action="store_true", help="only section 10 (HAMi vGPU against whole cards)")
     parser.add_argument("--repeat", type=int, default=7,
                         help="cycles measured per path, compiled and pure Python alike (the best counts)")
+    parser.add_argument("--sections", default="",
+                        help="only these of the self-contained sections 5-8, comma-separated (e.g. 6,7)")
     args = parser.parse_args(argv)
     compilation = compile_text(POLICY, "bench.policy")
     if not compilation.ok:
@@ -538,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(result))
         return 0 if ok else 1
+    if args.sections:
+        return only_sections(plan, args, scale, result)
 
     # 1. the main cycle, compiled
     nodes, pods, jobs = 5000 // scale, 20000 // scale, 2000 // scale
@@ -661,6 +833,22 @@ def main(argv: list[str] | None = None) -> int:
             and topo["hard_gangs_placed"] == topo["hard_gangs"]):
         print("the topology cycle spread a hard gang, left one unplaced, or the paths decided differently",
               file=sys.stderr)
+        return 1
+
+    # 9. Dynamic Resource Allocation
+    dra = dra_cycles(plan, 1000 // scale, 8000 // scale, args.repeat)
+    result["dra"] = dra
+    cel = dra["cel"]
+    print(f"DRA {dra['nodes']} nodes publishing {dra['devices']} devices / {dra['pods']} pods, {dra['claims']} claims "
+          f"with CEL selectors: {dra['with']['placements_per_s']:,} placements/s "
+          f"({dra['with']['cycle_s'] * 1000:.1f} ms), whole cards as an extended resource "
+          f"{dra['without']['placements_per_s']:,}/s ({dra['without']['cycle_s'] * 1000:.1f} ms) (cost {dra['cost']}x; "
+          f"best of {args.repeat}); CEL {cel['seconds'] * 1000:.1f} ms per cycle = {cel['per_claim_us']} us per claim "
+          f"({cel['evaluations']} evaluations, {cel['per_evaluation_us']} us each, {cel['share_of_cycle']:.1%} of the "
+          f"cycle); allocations checked: {dra['allocations_checked']}; "
+          f"compiled and Python decide alike: {dra['identical_decisions']}")
+    if not (dra["identical_decisions"] and dra["allocations_checked"]):
+        print("the DRA cycle broke an allocation invariant or the paths decided differently", file=sys.stderr)
         return 1
     # 10. HAMi vGPU
     if not vgpu_section(scale, args.repeat, result):

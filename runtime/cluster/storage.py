@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from runtime.cluster.selectors import LabelSelector, MatchExpression, SelectorTerm
@@ -110,8 +111,10 @@ class PersistentVolumeClaim:
     owner_uid: str = ""                            # the controller ownerReference's uid
     resource_version: str = ""
 
-    @property
+    @cached_property
     def key(self) -> str:
+        # Cached: the volume rule asks it several times per placement (a frozen dataclass's
+        # cached_property writes the instance's dict directly; it is no field).
         return f"{self.namespace}/{self.name}"
 
     @property
