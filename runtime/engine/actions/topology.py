@@ -8,10 +8,14 @@ restricted to the HyperNode's nodes by rules/hypernodes.py, its statement discar
 best is placed for real. As Volcano, the best is the one the network-topology-aware plugin scores
 highest (`Session.hypernode_order`, plugins/network_topology.py) when the policy enables it, a
 ready gang before a pipelined one and ties by name. Without the plugin (Volcano then has no score
-and takes the first candidate), a documented stand-in rule, deterministic: a ready gang before a
-pipelined one, then the most of the job's tasks placed, then the least free room left in the
-HyperNode for the resources the job requests (binpack: whole HyperNodes stay free for other
-gangs), then the name.
+and takes the first candidate), a documented stand-in rule, deterministic: a ready gang first,
+in the HyperNode that would have the least free room left, for the resources the job requests,
+once the gang's need is placed (binpack: whole HyperNodes stay free for other gangs), then the
+name; where no HyperNode makes it ready, the most of its tasks placed, then the least room left.
+Candidates are tried in that rank (`trial_order`), and the first where the gang is ready is
+kept: no later one could rank above it, so a tier of a hundred HyperNodes costs one or two dry
+runs, not a hundred (with the plugin, while the job has no pod placed: the score's tie-break
+counts placed pods, so such a job tries them all).
 A job with pods already placed (elastic, reserved, or after a restart) is tried only in the
 HyperNodes that hold them all (their lowest common HyperNode and its ancestors) and, while it has
 one placed, the HyperNode its PodGroup's volcano.sh/job-allocated-hypernode annotation records.
@@ -103,6 +107,7 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
     try:
         for _, names in levels:
             results = []
+            candidates: list[tuple[str, np.ndarray, np.ndarray]] = []
             for name in names:
                 leaves = everything if name == CLUSTER else tree.leaves.get(name, frozenset())
                 if not placed_names <= leaves:
@@ -112,6 +117,9 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                 rooms.append((name, room))
                 if len(rows) == 0 or (room[columns] < need_req[columns]).any():
                     continue                  # cannot hold the gang whatever the order: no dry run
+                candidates.append((name, rows, room))
+            ordered, first_ready_wins = trial_order(ssn, j, candidates, need_req, columns, bool(placed_names))
+            for name, rows in ordered:
                 allowed = np.zeros(snap.n_nodes, dtype=bool)
                 allowed[rows] = True
                 rule.restrict(classes, name, allowed)
@@ -120,6 +128,8 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                     return False              # nothing to place
                 if outcome[0]:
                     results.append((-outcome[0], -outcome[1], outcome[2], name, allowed, rows))
+                    if first_ready_wins and outcome[0] == READY:
+                        break                 # no later candidate can rank above it
             if results:
                 if ssn.hypernode_order is not None:
                     # The network-topology-aware plugin's score, as Volcano's selectBestHyperNode;
@@ -127,7 +137,9 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                     scores = ssn.hypernode_order(j, {r[3]: r[5] for r in results})
                     key = lambda r: (r[0], -scores[r[3]], r[3])      # noqa: E731
                 else:
-                    key = lambda r: r[:4]                           # noqa: E731
+                    # A ready gang first (the first ready in trial order, the only one tried),
+                    # else the most tasks placed, the least room left, the name.
+                    key = lambda r: r[:4] if r[0] != -READY else (r[0],)      # noqa: E731
                 _, _, _, name, allowed, _ = min(results, key=key)
                 rule.restrict(classes, name, allowed)
                 tried = attempt(ssn, j, one_task)
@@ -143,6 +155,31 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
         tried = attempt(ssn, j, one_task)
         return finish(ssn, j, tried) if tried is not None else False
     return wait(ssn, j, shortage_text(ssn, need, need_req, rooms, highest, placed_names))
+
+
+def trial_order(ssn: Session, j: int, candidates: list[tuple[str, np.ndarray, np.ndarray]], need_req: np.ndarray,
+                columns: np.ndarray, has_placed: bool) -> tuple[list[tuple[str, np.ndarray]], bool]:
+    """The order to dry-run a tier's candidate HyperNodes in, and whether the first where the
+    gang is ready wins (so the search stops there instead of trying every HyperNode of the tier).
+    With the network-topology-aware plugin, its score does not depend on the dry run while the
+    job has no pod placed (the score's tie-break counts placed pods): best score first, then the
+    name, is the order the choice ranks ready outcomes in. Without it, the stand-in rule ranks a
+    ready gang by the room the HyperNode would have left once the gang's need is placed, least
+    first (binpack), then the name. A job with placed pods under the plugin tries them all."""
+    if ssn.hypernode_order is not None:
+        if has_placed:
+            return [(name, rows) for name, rows, _ in candidates], False
+        scores = ssn.hypernode_order(j, {name: rows for name, rows, _ in candidates})
+        ranked = sorted(candidates, key=lambda c: (-scores[c[0]], c[0]))
+        return [(name, rows) for name, rows, _ in ranked], True
+
+    def left_after(candidate: tuple[str, np.ndarray, np.ndarray]) -> float:
+        _, rows, room = candidate
+        total = ssn.snap.allocatable[rows].sum(axis=0)
+        return float(sum((room[c] - need_req[c]) / total[c] for c in columns.tolist() if total[c] > 0))
+
+    ranked = sorted(candidates, key=lambda c: (left_after(c), c[0]))
+    return [(name, rows) for name, rows, _ in ranked], True
 
 
 def placed_nodes(ssn: Session, tasks: np.ndarray) -> set[str]:
