@@ -54,6 +54,12 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     assert topology["hard_gangs"] == topology["hard_gangs_placed"] == topology["hard_gangs_within_tier1"] > 0
     assert topology["share_within_tier1"] == 1.0 and topology["identical_decisions"] is True
     assert sorted(topology["hypernodes_by_tier"]) == ["1", "2", "3"]
+    # Section 9 (DRA): the script exits 1 unless its own check finds every pod placed with a device
+    # of its node that no other claim holds, and both paths decide alike.
+    dra = result["dra"]
+    assert dra["with"]["placements"] == dra["pods"] == dra["claims"] > 0
+    assert dra["allocations_checked"] is True and dra["identical_decisions"] is True
+    assert dra["cel"]["evaluations"] > 0 and dra["cel"]["per_claim_us"] > 0
     # Section 10 (HAMi vGPU): the script exits 1 unless every vGPU pod is placed within its card's
     # memory, cores and split count (its own count from the pods' requests) and both paths decide alike.
     vgpu = result["vgpu"]

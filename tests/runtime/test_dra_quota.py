@@ -290,3 +290,18 @@ def test_a_queue_object_with_a_capacity_dimension_holds_its_jobs(pure):
     assert bound(decisions) == {}
     [reason] = decisions.reasons_for("ns/a")
     assert "cores.deviceclass/gpu" in reason.message and "not counted" in reason.message
+
+
+def test_a_hard_topology_gang_with_counted_devices_is_placed_within_its_hypernode(pure):
+    """The device columns are the queue's, not a HyperNode's room: a hard tier-1 gang of 4 one-GPU
+    pods fits the HyperNode whose node has 4 free devices."""
+    hypernodes = [{"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                   "metadata": {"name": f"s{i}"},
+                   "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": f"node-{i}"}}}]}}
+                  for i in (1, 2)]
+    group = podgroup_doc("g", 4, queue="team")
+    group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    docs = [*GPU_CLUSTER, *hypernodes, group, *one_gpu_pods(4, "g")]
+    decisions = run_cycle(capacity_plan(CAP4), state_of(docs), Options(pure_python=pure))
+    nodes = bound(decisions)
+    assert len(nodes) == 4 and len(set(nodes.values())) == 1

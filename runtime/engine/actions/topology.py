@@ -209,6 +209,8 @@ def gang_need(ssn: Session, j: int) -> tuple[int, np.ndarray]:
     need = max(job.min_member - have, 1)
     pending = [t for t in job.tasks.tolist() if ssn.status[t] == PENDING][:need]
     req = ssn.snap.request[pending].sum(axis=0) if pending else np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
+    if ssn.snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
+        req[ssn.snap.queue_only] = 0
     return len(pending) or need, req
 
 
@@ -438,6 +440,8 @@ def place_sub_group(ssn: Session, stmt, j: int, group: SubGroup, region: Candida
     placed = required_nodes(ssn, j, group.tasks)
     pending = [t for t in group.tasks.tolist() if t in waiting and ssn.status[t] == PENDING]
     need = snap.request[pending].sum(axis=0) if pending else np.zeros(snap.request.shape[1], dtype=np.int64)
+    if snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
+        need[snap.queue_only] = 0
     levels, why = sub_group_levels(ssn, group, region[0], region[1], placed, need)
     if levels is None:
         reason = d.Reason(d.GANG, f"{sub_group_said(ssn, j, group)}: {why}", {"topology": True})
