@@ -74,7 +74,7 @@ garbage collector's reach once built (`freeze_state`), as a long-running schedul
 
     python bench/core.py [--json] [--quick] [--repeat N] [--sections 6,7]
 
---sections runs only the listed self-contained sections (5 to 8), e.g. the rule costs alone.
+--sections runs only the listed self-contained sections (5 to 9), e.g. the rule costs alone.
 
 With --json the last line is one JSON object.
 """
@@ -651,9 +651,9 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
     """`--sections`: the self-contained sections asked for, their figures and checks as in a
     full run (exit 1 when a check fails)."""
     wanted = {int(x) for x in args.sections.split(",") if x.strip()}
-    unknown = wanted - {5, 6, 7, 8}
+    unknown = wanted - {5, 6, 7, 8, 9}
     if unknown:
-        print(f"--sections: only sections 5 to 8 run alone (not {sorted(unknown)})", file=sys.stderr)
+        print(f"--sections: only sections 5 to 9 run alone (not {sorted(unknown)})", file=sys.stderr)
         return 2
     print(f"load average {result['load_average_1m']} on {result['cpus']} cpus")
     ok = True
@@ -665,7 +665,8 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
     runs = [(6, "placement_rules", lambda: rules_cycles(plan, 5000 // scale, 20000 // scale, 50 // scale, args.repeat)),
             (7, "storage", lambda: storage_cycles(plan, 5000 // scale, 20000 // scale, 2000 // scale, args.repeat)),
             (8, "topology", lambda: topology_cycles(plan, 5000 // scale, 20000 // scale,
-                                                    min(args.repeat, TOPOLOGY_REPEAT)))]
+                                                    min(args.repeat, TOPOLOGY_REPEAT))),
+            (9, "dra", lambda: dra_cycles(plan, 1000 // scale, 8000 // scale, args.repeat))]
     for number, name, run in runs:
         if number not in wanted:
             continue
@@ -677,8 +678,11 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
               f"(cpu {w['cycle_cpu_s'] / max(wo['cycle_cpu_s'], 1e-9):.2f}x); best of {args.repeat}; "
               f"compiled and Python decide alike: {out['identical_decisions']}"
               + (f"; volumes checked: {out['volumes_checked']}" if number == 7 else "")
-              + (f"; hard gangs within tier 1: {out['share_within_tier1']}" if number == 8 else ""))
+              + (f"; hard gangs within tier 1: {out['share_within_tier1']}" if number == 8 else "")
+              + (f"; CEL {out['cel']['per_claim_us']} us per claim ({out['cel']['share_of_cycle']:.1%} of the cycle); "
+                 f"allocations checked: {out['allocations_checked']}" if number == 9 else ""))
         ok &= out["identical_decisions"] and out.get("volumes_checked", True) \
+            and out.get("allocations_checked", True) \
             and out.get("share_within_tier1", 1.0) == 1.0 and out.get("hard_gangs_placed") == out.get("hard_gangs")
     if args.json:
         print(json.dumps(result))
@@ -693,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7,
                         help="cycles measured per path, compiled and pure Python alike (the best counts)")
     parser.add_argument("--sections", default="",
-                        help="only these of the self-contained sections 5-8, comma-separated (e.g. 6,7)")
+                        help="only these of the self-contained sections 5-9, comma-separated (e.g. 6,7)")
     args = parser.parse_args(argv)
     compilation = compile_text(POLICY, "bench.policy")
     if not compilation.ok:

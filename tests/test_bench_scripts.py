@@ -68,6 +68,11 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     assert 0 < vgpu["without"]["placements"] <= vgpu["cards"]
 
 
+def test_core_dra_section_runs_alone() -> None:
+    _, result = run_script("core.py", "--sections", "9", "--quick", "--repeat", "1")
+    assert result["dra"]["allocations_checked"] is True and result["dra"]["with"]["placements"] == 800
+
+
 def test_core_vgpu_section_runs_alone() -> None:
     _, result = run_script("core.py", "--vgpu-only", "--quick", "--repeat", "1")
     assert set(result) == {"load_average_1m", "cpus", "vgpu"} and result["vgpu"]["within_cards"] is True
