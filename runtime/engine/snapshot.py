@@ -42,7 +42,7 @@ from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
 from runtime.engine.devices import (GPU_INDEX, GPU_NUMBER, DeviceHold, card_model, gfd_card_memory,
-                                    hami_numa_groups, held_for_devices, unhealthy_cards)
+                                    hami_numa_groups, held_for_devices, held_for_vgpu_quota, unhealthy_cards)
 from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory, vgpu_class_keys, vgpu_on
 
 
@@ -482,6 +482,9 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                                              {name: i for i, name in enumerate(snapshot.node_names)})
     # Last, over the finished tasks: a held task keeps its class, which only pending tasks use.
     snapshot.device_held = held_for_devices(tasks.pods, request, status, PENDING, index, devices, vgpu_on(plan))
+    for t in snapshot.device_held:
+        status[t] = HELD
+    snapshot.device_held.update(held_for_vgpu_quota(snapshot, PENDING, UNLIMITED))
     for t in snapshot.device_held:
         status[t] = HELD
     return snapshot
