@@ -119,8 +119,8 @@ class NormalPodScore(StatefulRule):
         return total / self.total_weight * self.weight
 
     def moved(self, t: int, node: int, sign: int) -> None:
-        if self.hn_used is None:
-            return                  # summed from the session's arrays when first asked
+        if self.hn_used is None or not self.concerned:
+            return                  # summed from the session's arrays when first asked; or no class scored
         held = self.member[:, node]
         held = held[held >= 0]
         if len(held) == 0:
