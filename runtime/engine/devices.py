@@ -254,6 +254,12 @@ def held_for_vgpu_quota(snap, pending: int, unlimited: int) -> dict[int, DeviceH
     columns = {r: snap.resource_index[r] for r in (vg.VGPU_MEMORY, vg.VGPU_CORES) if r in snap.resource_index}
     if not columns or snap.vgpu is None:
         return {}
+    # Only the columns some queue below the root bounds: most clusters bound none, and pay nothing per pod.
+    cols = list(columns.values())
+    bounded = (snap.capability[1:, cols] < unlimited).any() or (snap.guarantee[1:, cols] > 0).any() \
+        or (snap.deserved is not None and (snap.deserved[1:, cols] < unlimited).any())
+    if not bounded:
+        return {}
     out: dict[int, DeviceHold] = {}
     asking = np.flatnonzero(snap.status == pending)
     for t in asking.tolist():

@@ -43,6 +43,8 @@ NO_VGPU = "  capability = { cpu: 64 }"
     ("two cards of cores in a cores-bounded queue", CORE_CAP, {vg.VGPU_NUMBER: 2, vg.VGPU_MEMORY: 1000,
                                                               vg.VGPU_CORES: 30}, False, "2 x 30% of a card's cores"),
     ("two cards of memory, only cores bounded", CORE_CAP, {vg.VGPU_NUMBER: 2, vg.VGPU_MEMORY: 1000}, True, None),
+    ("guarantee names the memory", '  guarantee = { "volcano.sh/vgpu-memory": 1000 }',
+     {vg.VGPU_NUMBER: 2, vg.VGPU_MEMORY: 1000}, False, "queue team's guarantee names volcano.sh/vgpu-memory"),
     ("queue bounds no vGPU", NO_VGPU, {vg.VGPU_NUMBER: 2, vg.VGPU_MEMORY: 1000, vg.VGPU_CORES: 30}, True, None),
 ])
 def test_a_per_card_charge_a_queue_would_count_short_waits_naming_it(pure, case, queue_body, requests, placed,
