@@ -27,6 +27,7 @@ from compiler.lint.queues import PROMISE_BEYOND_CLUSTER
 from compiler.plan import Plan
 from runtime.engine.actions import registry as action_registry
 from runtime.engine.cycle import collect, open_session
+from runtime.engine.devices import card_model
 from runtime.cluster.decisions import Decisions, Reason
 from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues
 from runtime.engine.queueshare import UnmetPromise, unmet_promises
@@ -464,7 +465,7 @@ class Simulation:
                                            f"{promise.describe()}"))
         for plan in device_plans(self.plan):
             hosts = [n for n in self.state.nodes.values() if n.allocatable.get(plan.resource, 0) > 0
-                     and (not plan.models or n.labels.get(plan.model_label) in plan.models)]
+                     and (not plan.models or card_model(n.labels, plan.model_label) in plan.models)]
             if not hosts:
                 models = f" of model {'/'.join(plan.models)}" if plan.models else ""
                 out.append(Finding(fd.DEVICE, f"device {plan.resource}{models} matches no node"))
