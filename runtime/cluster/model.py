@@ -355,7 +355,6 @@ class PodGroup:
         """Whether the group or one of its sub-group policies asks for network topology."""
         return self.network_topology is not None or any(p.network_topology is not None for p in self.sub_groups)
 
-
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
