@@ -66,6 +66,11 @@ def test_a_missing_hypernode_crd_is_no_hypernodes_synced_said_once_and_looked_fo
             while "s1" not in cache.snapshot().hypernodes and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert cache.snapshot().hypernodes["s1"].tier == 1
+            # The reflector says so just after it publishes the HyperNodes: wait for the line.
+            deadline = time.monotonic() + 5
+            while not any("served by the API server now" in r.getMessage() for r in caplog.records) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert any("served by the API server now" in r.getMessage() for r in caplog.records)
         finally:
             cache._stop.set()
