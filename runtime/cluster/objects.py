@@ -24,9 +24,7 @@ from runtime.cluster.model import (
     DEFAULT_MAX_PODS, JOB_ALLOCATED_HYPERNODE, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition,
     DisruptionBudget, NetworkTopology, Node, PodGroup, QueueObject, ResourceQuota, SubGroupPolicy, Taint,
 )
-from runtime.cluster.draspec import (
-    read_device_class, read_resource_claim, read_resource_claim_template, read_resource_slice,
-)
+from runtime.cluster.draspec import DRA_KINDS, add_dra_object
 from runtime.cluster.podspec import read_pod
 from runtime.cluster.devices import vgpu_container_problem
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
@@ -514,24 +512,11 @@ _READERS["HyperNode"] = lambda obj, state: state.add_hypernode(read_hypernode(ob
 
 # Dynamic Resource Allocation (resource.k8s.io/v1), read by runtime.cluster.draspec; pods' claims are
 # allocated devices by runtime.engine.rules.dra.
-KINDS += ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+KINDS += DRA_KINDS
 
 
 def _read_dra(obj: dict, state: ClusterState) -> None:
-    kind = obj.get("kind")
-    dra = state.dra
-    if kind == "DeviceClass":
-        cls = read_device_class(obj)
-        dra.classes[cls.name] = cls
-    elif kind == "ResourceSlice":
-        piece = read_resource_slice(obj)
-        dra.slices[piece.name] = piece
-    elif kind == "ResourceClaim":
-        claim = read_resource_claim(obj)
-        dra.claims[claim.key] = claim
-    else:
-        template = read_resource_claim_template(obj)
-        dra.templates[template.key] = template
+    add_dra_object(state.dra, obj)
 
 
 for _kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"):
