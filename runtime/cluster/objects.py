@@ -519,7 +519,7 @@ def _read_dra(obj: dict, state: ClusterState) -> None:
     add_dra_object(state.dra, obj)
 
 
-for _kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"):
+for _kind in DRA_KINDS:
     _READERS[_kind] = _read_dra
 
 

@@ -33,7 +33,9 @@ from placement_checker import read_placement
 
 from .connector_helpers import Objects, SchedulerProcess
 from .kube_helpers import KubeCluster
-from .test_vcjob import NODE_LABEL, POLICY, TIMEOUT, Task, VcJobs, vcjob_body, wait_admitted, wait_podgroup
+from .test_vcjob import (  # noqa: F401 - vcjobs is the fixture this file shares
+    NODE_LABEL, POLICY, TIMEOUT, Task, VcJobs, vcjob_body, vcjobs, wait_admitted, wait_podgroup,
+)
 from .volcano_controller import VolcanoController
 
 pytestmark = pytest.mark.integration
@@ -41,15 +43,6 @@ pytestmark = pytest.mark.integration
 TOPOLOGY = "/apis/topology.volcano.sh/v1alpha1"
 TASK_SPEC_LABEL = "volcano.sh/task-spec"
 PARTITION_LABEL = "volcano.sh/partition-id"
-
-
-@pytest.fixture
-def vcjobs(objects: Objects) -> Iterator[VcJobs]:
-    made = VcJobs(objects)
-    try:
-        yield made
-    finally:
-        made.cleanup()  # before `objects` removes the pods, so the controller makes no new ones
 
 
 @pytest.fixture
