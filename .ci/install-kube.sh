@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Make a real etcd + kube-apiserver + kube-scheduler, and Volcano's job
-# controllers, available for the integration tests (tests/integration,
+# Make a real etcd + kube-apiserver + kube-scheduler + kube-controller-manager,
+# and Volcano's job controllers, available for the integration tests (tests/integration,
 # policydsl/cli/devcluster.py).
 #
 #   etcd                   Debian's etcd-server package (apt-get), unless already on PATH.
 #   kube-apiserver         built with the local Go toolchain from the k8s.io/kubernetes
 #   kube-scheduler         Go module, at the release pinned in tools/kube/go.mod.
+#   kube-controller-manager  (only its resourceclaim controller runs, in
+#                          tests/integration/test_dra_side_by_side.py: it makes
+#                          pods' ResourceClaims from their ResourceClaimTemplates)
 #   vc-controller-manager  Volcano's job/PodGroup/Queue controllers, which
 #                          tests/integration/test_vcjob.py runs: built by
 #                          bench/e2e/build.sh (the one place that builds Volcano)
@@ -43,14 +46,14 @@ else
     log "installed $(etcd --version 2>/dev/null | head -n1)"
 fi
 
-# --- kube-apiserver / kube-scheduler ----------------------------------------
+# --- kube-apiserver / kube-scheduler / kube-controller-manager ----------------------------------------
 # The single source of truth for the version is the wrapper go.mod.
 version="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$wrapper_dir/go.mod")"
 [ -n "$version" ] || die "could not read the k8s.io/kubernetes version from $wrapper_dir/go.mod"
 
 cache_root="${POLICYDSL_CACHE:-$HOME/.cache/policydsl}/kube/$version"
 bin_dir="$cache_root/bin"
-commands=(kube-apiserver kube-scheduler)
+commands=(kube-apiserver kube-scheduler kube-controller-manager)
 
 build_kube() {
     missing=()

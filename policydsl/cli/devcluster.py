@@ -2,15 +2,19 @@
 
 `up()` starts Debian's etcd and a kube-apiserver built from the k8s.io/kubernetes
 Go module (see .ci/install-kube.sh) on loopback ports, installs the Volcano CRDs
-from deploy/crds/ and returns. There is no kubelet, controller-manager or
-scheduler: nodes are plain Node objects that tests create, and whatever
-schedules is the thing under test. The processes are detached, so a cluster
-outlives the Python process that started it; `down()` stops it by the pids
-recorded in DIR/devcluster.json.
+from deploy/crds/ and returns. There is no kubelet and no scheduler: nodes are
+plain Node objects that tests create, and whatever schedules is the thing under
+test. kube-controller-manager, from the same module, runs only when asked
+(`start_controller_manager`, `up --controllers`) and then only the controllers
+named: e.g. the resourceclaim controller, which makes pods' ResourceClaims from
+their ResourceClaimTemplates as on a real cluster. The processes are detached,
+so a cluster outlives the Python process that started it; `down()` stops it by
+the pids recorded in DIR/devcluster.json.
 
 Command line, for benchmarks and poking around:
 
     python -m policydsl.cli.devcluster up DIR     # prints the kubeconfig path
+    python -m policydsl.cli.devcluster up DIR --controllers resourceclaim-controller
     python -m policydsl.cli.devcluster down DIR
 """
 
@@ -43,6 +47,10 @@ DEFAULT_CRDS_DIR = REPO_ROOT / "deploy" / "crds"
 INSTALL_HINT = "run `bash .ci/install-kube.sh` from the repository root"
 
 STATE_FILE = "devcluster.json"
+CONTROLLER_MANAGER = "kube-controller-manager"
+# kube-controller-manager's name (v1.37, cmd/kube-controller-manager/names) of the controller that
+# makes a pod's ResourceClaims from its ResourceClaimTemplates and clears `reservedFor` of pods gone.
+RESOURCECLAIM_CONTROLLER = "resourceclaim-controller"
 KUBECONFIG_FILE = "kubeconfig"
 
 # Generous: the first start of a cold apiserver on a loaded 2-core machine
@@ -79,6 +87,7 @@ class DevCluster:
     etcd_peer_port: int
     apiserver_port: int
     etcd_data_dir: Path  # on tmpfs when available; removed by down()
+    controller_manager_pid: int = 0  # 0: not running (start_controller_manager starts it)
 
     def api_client(self) -> Any:
         """A new `kubernetes.client.ApiClient` authenticated as the admin user."""
@@ -113,6 +122,17 @@ def kube_bin_dir(version: str | None = None) -> Path:
     """Where .ci/install-kube.sh puts the binaries it builds (outside the repo)."""
     cache = os.environ.get("POLICYDSL_CACHE") or str(Path.home() / ".cache" / "policydsl")
     return Path(cache) / "kube" / (version or pinned_kube_version()) / "bin"
+
+
+def controller_manager_binary(version: str | None = None) -> Path:
+    """kube-controller-manager of the pinned version from the build cache, or how to build it."""
+    path = kube_bin_dir(version) / CONTROLLER_MANAGER
+    if not os.access(path, os.X_OK):
+        raise DevClusterError(
+            f"missing {CONTROLLER_MANAGER}: {INSTALL_HINT} (builds it from the same k8s.io/kubernetes "
+            f"{version or pinned_kube_version()} module as kube-apiserver into {path.parent}; a few minutes)"
+        )
+    return path
 
 
 def find_binaries() -> KubeBinaries:
@@ -222,11 +242,81 @@ def down(directory: Path) -> None:
     if not state.exists():
         return
     cluster = DevCluster.from_json(state.read_text())
-    # apiserver first, so it does not spend its last seconds retrying a dead etcd.
+    # Clients first, then the apiserver, so it does not spend its last seconds retrying a dead etcd.
+    if cluster.controller_manager_pid:
+        _stop_pid(cluster.controller_manager_pid, CONTROLLER_MANAGER)
     _stop_pid(cluster.apiserver_pid, "kube-apiserver")
     _stop_pid(cluster.etcd_pid, "etcd")
     shutil.rmtree(cluster.etcd_data_dir, ignore_errors=True)
     state.unlink(missing_ok=True)
+
+
+def start_controller_manager(directory: Path, controllers: Sequence[str] = (RESOURCECLAIM_CONTROLLER,)) -> DevCluster:
+    """Start kube-controller-manager against the cluster in `directory`, running only `controllers`
+    (its `--controllers` names), wait until it serves /healthz and record its pid: `down()` or
+    `stop_controller_manager` stops it. Returns the updated cluster; a running one is kept as is.
+
+    No leader election (one instance), no service-account credentials per controller (it acts as
+    the admin, as the tests do), serving on a free loopback port with a certificate it makes."""
+    directory = Path(directory).resolve()
+    cluster = DevCluster.from_json((directory / STATE_FILE).read_text())
+    if cluster.controller_manager_pid and _alive(cluster.controller_manager_pid, CONTROLLER_MANAGER):
+        return cluster
+    if not controllers:
+        raise DevClusterError("start_controller_manager: name at least one controller")
+    binary = controller_manager_binary(cluster.kube_version)
+    logs = directory / "logs"
+    logs.mkdir(exist_ok=True)
+    cert_dir = directory / "pki" / CONTROLLER_MANAGER
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    (port,) = _free_ports(1)
+    log = logs / f"{CONTROLLER_MANAGER}.log"
+    pid = _spawn(
+        [
+            str(binary),
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--authentication-kubeconfig={cluster.kubeconfig}",
+            f"--authorization-kubeconfig={cluster.kubeconfig}",
+            # The API server publishes no front-proxy CA (kube-system/extension-apiserver-authentication
+            # is never filled here): without this every lookup of it logs an error.
+            "--authentication-skip-lookup=true",
+            f"--controllers={','.join(controllers)}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={cert_dir}",
+            "--profiling=false",
+            "--v=2",  # logs each claim it creates from a template
+        ],
+        log,
+    )
+    started = DevCluster(**{**asdict(cluster), "controller_manager_pid": pid})
+    (directory / STATE_FILE).write_text(started.to_json())
+    try:
+        # /healthz is served without authentication once its controllers run.
+        _wait_until(
+            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz"),
+            what=f"{CONTROLLER_MANAGER} /healthz",
+            pid=(pid, CONTROLLER_MANAGER),
+            log=log,
+            timeout=READY_TIMEOUT_S,
+        )
+    except BaseException:
+        stop_controller_manager(directory)
+        raise
+    return started
+
+
+def stop_controller_manager(directory: Path) -> DevCluster:
+    """Stop the kube-controller-manager `start_controller_manager` started (if any)."""
+    directory = Path(directory).resolve()
+    cluster = DevCluster.from_json((directory / STATE_FILE).read_text())
+    if cluster.controller_manager_pid:
+        _stop_pid(cluster.controller_manager_pid, CONTROLLER_MANAGER)
+    stopped = DevCluster(**{**asdict(cluster), "controller_manager_pid": 0})
+    (directory / STATE_FILE).write_text(stopped.to_json())
+    return stopped
 
 
 def stop_apiserver(directory: Path) -> DevCluster:
@@ -620,10 +710,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m policydsl.cli.devcluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("directory", type=Path)
+    parser.add_argument("--controllers", default="",
+                        help="also run kube-controller-manager with these controllers (comma-separated names, "
+                             f"e.g. {RESOURCECLAIM_CONTROLLER})")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            print(up(args.directory).kubeconfig)
+            cluster = up(args.directory)
+            if args.controllers:
+                try:
+                    start_controller_manager(args.directory, [c for c in args.controllers.split(",") if c])
+                except BaseException:
+                    down(args.directory)
+                    raise
+            print(cluster.kubeconfig)
         else:
             down(args.directory)
     except DevClusterError as exc:

@@ -1,4 +1,4 @@
-// Wrapper module that builds kube-apiserver and kube-scheduler from the
+// Wrapper module that builds kube-apiserver, kube-scheduler and kube-controller-manager from the
 // k8s.io/kubernetes Go module for the integration tests (see .ci/install-kube.sh).
 //
 // k8s.io/kubernetes is not meant to be used as a dependency: its own go.mod
