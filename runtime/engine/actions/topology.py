@@ -36,6 +36,7 @@ spread, and a soft one is placed anywhere."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
@@ -103,21 +104,26 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
     need, need_req = gang_need(ssn, j)
     columns = np.flatnonzero(need_req > 0)
     rooms: list[tuple[str, np.ndarray]] = []          # the HyperNodes the search looked at, with their room
-    everything = frozenset(snap.node_names)
+
+    def leaves_of(name: str) -> frozenset[str]:
+        return frozenset(snap.node_names) if name == CLUSTER else tree.leaves.get(name, frozenset())
+
     try:
+        free = node_free(ssn)
         for _, names in levels:
             results = []
-            candidates: list[tuple[str, np.ndarray, np.ndarray]] = []
-            for name in names:
-                leaves = everything if name == CLUSTER else tree.leaves.get(name, frozenset())
-                if not placed_names <= leaves:
+            level_rows, level_room = rule.rooms(names, leaves_of, free)
+            short = (level_room[:, columns] < need_req[columns]).any(axis=1)
+            picked: list[int] = []
+            for i, name in enumerate(names):
+                if placed_names and not placed_names <= leaves_of(name):
                     continue
-                rows = rule.rows(name, leaves)
-                room = free_room(ssn, rows)
-                rooms.append((name, room))
-                if len(rows) == 0 or (room[columns] < need_req[columns]).any():
+                rooms.append((name, level_room[i]))
+                if len(level_rows[i]) == 0 or short[i]:
                     continue                  # cannot hold the gang whatever the order: no dry run
-                candidates.append((name, rows, room))
+                picked.append(i)
+            candidates = Candidates([names[i] for i in picked], [level_rows[i] for i in picked],
+                                    level_room[picked], rule.totals(names, leaves_of)[picked])
             ordered, first_ready_wins = trial_order(ssn, j, candidates, need_req, columns, bool(placed_names))
             for name, rows in ordered:
                 allowed = np.zeros(snap.n_nodes, dtype=bool)
@@ -157,7 +163,17 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
     return wait(ssn, j, shortage_text(ssn, need, need_req, rooms, highest, placed_names))
 
 
-def trial_order(ssn: Session, j: int, candidates: list[tuple[str, np.ndarray, np.ndarray]], need_req: np.ndarray,
+@dataclass(frozen=True)
+class Candidates:
+    """A tier's HyperNodes that could hold the gang: names, node rows, free room and allocatable
+    (rows of the last two by candidate, columns by resource)."""
+    names: list[str]
+    rows: list[np.ndarray]
+    room: np.ndarray
+    total: np.ndarray
+
+
+def trial_order(ssn: Session, j: int, candidates: Candidates, need_req: np.ndarray,
                 columns: np.ndarray, has_placed: bool) -> tuple[list[tuple[str, np.ndarray]], bool]:
     """The order to dry-run a tier's candidate HyperNodes in, and whether the first where the
     gang is ready wins (so the search stops there instead of trying every HyperNode of the tier).
@@ -166,20 +182,21 @@ def trial_order(ssn: Session, j: int, candidates: list[tuple[str, np.ndarray, np
     name, is the order the choice ranks ready outcomes in. Without it, the stand-in rule ranks a
     ready gang by the room the HyperNode would have left once the gang's need is placed, least
     first (binpack), then the name. A job with placed pods under the plugin tries them all."""
+    pairs = list(zip(candidates.names, candidates.rows))
     if ssn.hypernode_order is not None:
         if has_placed:
-            return [(name, rows) for name, rows, _ in candidates], False
-        scores = ssn.hypernode_order(j, {name: rows for name, rows, _ in candidates})
-        ranked = sorted(candidates, key=lambda c: (-scores[c[0]], c[0]))
-        return [(name, rows) for name, rows, _ in ranked], True
-
-    def left_after(candidate: tuple[str, np.ndarray, np.ndarray]) -> float:
-        _, rows, room = candidate
-        total = ssn.snap.allocatable[rows].sum(axis=0)
-        return float(sum((room[c] - need_req[c]) / total[c] for c in columns.tolist() if total[c] > 0))
-
-    ranked = sorted(candidates, key=lambda c: (left_after(c), c[0]))
-    return [(name, rows) for name, rows, _ in ranked], True
+            return pairs, False
+        scores = ssn.hypernode_order(j, dict(pairs))
+        return sorted(pairs, key=lambda c: (-scores[c[0]], c[0])), True
+    # Σ over the requested resources of (room - need) / allocatable, column by column in the
+    # order a per-candidate sum would take (equal sums must stay equal: the name breaks ties).
+    left = np.zeros(len(pairs), dtype=np.float64)
+    for c in columns.tolist():
+        total = candidates.total[:, c]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            left += np.where(total > 0, (candidates.room[:, c] - need_req[c]) / np.where(total > 0, total, 1), 0.0)
+    order = sorted(range(len(pairs)), key=lambda i: (float(left[i]), pairs[i][0]))
+    return [pairs[i] for i in order], True
 
 
 def placed_nodes(ssn: Session, tasks: np.ndarray) -> set[str]:
@@ -220,6 +237,12 @@ def free_room(ssn: Session, rows: np.ndarray) -> np.ndarray:
         return np.zeros(ssn.snap.allocatable.shape[1], dtype=np.int64)
     free = ssn.snap.allocatable[rows] - ssn.used[rows] + ssn.releasing[rows] - ssn.pipelined[rows]
     return np.maximum(free, 0).sum(axis=0)
+
+
+def node_free(ssn: Session) -> np.ndarray:
+    """`free_room`'s per-node terms for every node: a HyperNode's room is their sum over its rows."""
+    snap = ssn.snap
+    return np.maximum(snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined, 0)
 
 
 def dry_run(ssn: Session, j: int, one_task: bool, attempt: Callable, rows: np.ndarray,

@@ -52,12 +52,35 @@ def hypernode_binpack(weights: Mapping[int, float], allocatable: np.ndarray, use
     return total / total_weight if total_weight > 0 else 0.0
 
 
+def hypernode_binpack_many(weights: Mapping[int, float], allocatable: np.ndarray, used: np.ndarray,
+                           request: np.ndarray) -> np.ndarray:
+    """`hypernode_binpack` of one request on many HyperNodes at once (rows of `allocatable` and
+    `used`), with the same operations in the same order, so the scores are equal bit for bit
+    (ties between HyperNodes are decided on equal scores)."""
+    n = allocatable.shape[0]
+    total = np.zeros(n, dtype=np.float64)
+    over = np.zeros(n, dtype=bool)
+    total_weight = 0.0
+    for c, w in weights.items():
+        req = float(request[c])
+        if req <= 0:
+            continue
+        alloc, use = allocatable[:, c].astype(np.float64), used[:, c].astype(np.float64)
+        over |= use + req > alloc
+        with np.errstate(divide="ignore", invalid="ignore"):
+            total += np.where(over, 0.0, w * (use + req) / np.where(alloc > 0, alloc, 1.0))
+        total_weight += w
+    if total_weight <= 0:
+        return np.zeros(n, dtype=np.float64)
+    return np.where(over, 0.0, total / total_weight)
+
+
 class NormalPodScore(StatefulRule):
     """The node score of pods without network topology: the fading-weighted HyperNode binpack."""
 
     name = "network-topology-aware"
 
-    def __init__(self, plugin: "NetworkTopologyPlugin", ssn):
+    def __init__(self, plugin: "NetworkTopologyPlugin", ssn, plain: set[int]):
         self.plugin = plugin
         self.ssn = ssn
         snap = ssn.snap
@@ -67,10 +90,6 @@ class NormalPodScore(StatefulRule):
         lo, hi = self.tiers[0], self.tiers[-1]
         self.tier_weights = {t: fading ** (t - 1) for t in range(lo, hi + 1)}   # 0 ** 0 == 1, as Go's
         self.total_weight = sum(self.tier_weights.values())
-        plain = set()
-        for job in snap.jobs:
-            if not asks_topology(job):
-                plain.update(int(c) for c in snap.task_class[job.tasks].tolist())
         # A class shared by both kinds of job is scored as a plain pod's (its tasks look alike).
         self.concerned = plain
         # node row → (tier, HyperNode index) for each tier; HyperNode index → its rows.
@@ -108,8 +127,9 @@ class NormalPodScore(StatefulRule):
         snap = self.ssn.snap
         request = np.asarray(snap.classes[cid].request, dtype=np.float64)
         alloc, used = self.sums()
-        per_hn = np.array([hypernode_binpack(self.plugin.columns, alloc[i], used[i], request) if len(r) else 0.0
-                           for i, r in enumerate(self.rows)], dtype=np.float64)
+        filled = np.array([len(r) > 0 for r in self.rows], dtype=bool)
+        per_hn = np.where(filled, hypernode_binpack_many(self.plugin.columns, alloc, used, request), 0.0) \
+            if len(self.rows) else np.zeros(0, dtype=np.float64)
         rows = np.arange(snap.n_nodes) if nodes is None else nodes
         total = np.zeros(len(rows), dtype=np.float64)
         for t, w in self.tier_weights.items():
@@ -152,9 +172,22 @@ class NetworkTopologyPlugin(Plugin):
         self.ssn = ssn
         if self.spec.enabled("hypernode_order"):     # a Volcano switch, not an extension point here
             ssn.hypernode_order = self.hypernode_order
+        # A HyperNode's rows (kept, so `is` is a safe test) and their allocatable, for this session.
+        self._alloc_sums: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if (self.args.get("normal_pod_binpack", True) and self.spec.enabled("node_order")
                 and snap.hypernodes is not None and snap.hypernodes.tiers):
-            self.register(ssn, "node_order", NormalPodScore(self, ssn))
+            plain = {int(c) for job in snap.jobs if not asks_topology(job)
+                     for c in snap.task_class[job.tasks].tolist()}
+            if plain:       # no pod without topology: nothing to score, nothing to keep per cycle
+                self.register(ssn, "node_order", NormalPodScore(self, ssn, plain))
+
+    def allocatable_of(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """The allocatable of a HyperNode's rows, summed once per session for the same rows
+        (a sub-group's candidates come as new arrays each time: summed each time)."""
+        kept = self._alloc_sums.get(name)
+        if kept is None or kept[0] is not rows:
+            kept = self._alloc_sums[name] = (rows, self.ssn.snap.allocatable[rows].sum(axis=0))
+        return kept[1]
 
     def hypernode_order(self, j: int, candidates: dict[str, np.ndarray],
                         tasks: list[int] | None = None) -> dict[str, float]:
@@ -168,9 +201,12 @@ class NetworkTopologyPlugin(Plugin):
         request = snap.request[tasks].sum(axis=0).astype(np.float64) if tasks else \
             np.zeros(snap.request.shape[1], dtype=np.float64)
         used = ssn.used + ssn.pipelined
-        scores = {name: hypernode_binpack(self.columns, snap.allocatable[rows].sum(axis=0),
-                                          used[rows].sum(axis=0), request) if len(rows) else 0.0
-                  for name, rows in candidates.items()}
+        names = list(candidates)
+        width = snap.allocatable.shape[1]
+        allocs = np.array([self.allocatable_of(name, candidates[name]) for name in names]).reshape(len(names), width)
+        useds = np.array([used[candidates[name]].sum(axis=0) for name in names]).reshape(len(names), width)
+        many = hypernode_binpack_many(self.columns, allocs, useds, request)
+        scores = {name: float(many[i]) if len(candidates[name]) else 0.0 for i, name in enumerate(names)}
         if scores:
             top = max(scores.values())
             best = [name for name, s in scores.items() if s == top]
