@@ -512,11 +512,11 @@ class ClusterState:
     # Opt-in: HyperNodes derived from node labels (runtime.cluster.topology_labels) while the
     # cluster has no HyperNode objects; objects, when there are any, win.
     label_topology: LabelTopology | None = None
-    # ResourceQuotas by namespace/name; None: not read (the connector does not watch them yet,
-    # so the resourcequota plugin holds jobs, saying so). Reading objects sets it.
+    # ResourceQuotas by namespace/name; None: not read (the connector watches them only while the
+    # resourcequota plugin is on, and until listed the plugin holds jobs, saying so). Reading objects sets it.
     resource_quotas: dict[str, ResourceQuota] | None = None
-    # PodDisruptionBudgets by namespace/name; None: not read (the connector does not watch them
-    # yet, so the pdb plugin lets no pod be a victim). Reading objects sets it.
+    # PodDisruptionBudgets by namespace/name; None: not read (the connector watches them only while
+    # the pdb plugin is on, and until listed the plugin lets no pod be a victim). Reading objects sets it.
     disruption_budgets: dict[str, DisruptionBudget] | None = None
     _topology: tuple[tuple[int, int, int, int], Topology] | None = field(
         default=None, init=False, repr=False, compare=False)

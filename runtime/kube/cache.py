@@ -3,7 +3,10 @@
 One thread per resource (Nodes, Pods, PodGroups, Queues, PriorityClasses, Namespaces, Volcano's
 HyperNodes, and the
 storage pods claim: PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) lists, then watches
-from the list's resourceVersion. A watch that ends (server timeout, dropped connection, API
+from the list's resourceVersion. ResourceQuotas and PodDisruptionBudgets are watched only while a
+plugin of the policy reads them (`watch_for_plugins`: resourcequota, pdb); until they are listed
+(or when the role may not list them) the state holds None for them, "not read", and those plugins
+hold jobs or spare victims, saying so, instead of taking "none" for an answer. A watch that ends (server timeout, dropped connection, API
 server restart) resumes from the last resourceVersion it saw (bookmarks keep it fresh); only
 when the server answers 410 Gone — that version is no longer in its window — does the thread
 list again and replace everything it holds for that resource. Connection errors back off
@@ -30,7 +33,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +52,9 @@ from runtime.cluster.topology import TOPOLOGY_API
 from runtime.cluster.topology_labels import LabelTopology
 
 log = logging.getLogger("policydsl.kube.cache")
+# What a plugin does while the kind it reads is not read (the plugins' reasons say the same).
+UNREAD = {"resourcequota": "holds every job with minResources at enqueue",
+          "pdb": "lets no pod be a preempt/reclaim victim"}
 
 PAGE_SIZE = 500
 WATCH_SECONDS = (240, 480)  # the server ends each watch after a random time in this range
@@ -63,6 +69,9 @@ class Resource:
     path: str  # list and watch, all namespaces
     api_version: str
     optional: bool = False  # a CRD that may be missing: 404 on the list means none of them, not an error
+    # Watched only while this plugin of the policy is on (WATCHED_FOR_PLUGINS); a list answering
+    # 403 (a role without it) or 404 leaves it unread (None in the state), never "none of them".
+    plugin: str = ""
 
 
 NODES = Resource("Node", "/api/v1/nodes", "v1")
@@ -87,6 +96,12 @@ DRA_RESOURCES = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, CLAIM_TEMPLAT
 # Volcano's network topology (runtime.cluster.topology), cluster-scoped; its CRD is often not installed.
 HYPERNODES = Resource("HyperNode", f"/apis/{TOPOLOGY_API}/hypernodes", TOPOLOGY_API, optional=True)
 RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, HYPERNODES, QUEUES, PODGROUPS, *STORAGE_RESOURCES, *DRA_RESOURCES, PODS)
+# What only one plugin reads, watched while it is on (ClusterCache.watch_for_plugins): namespaces'
+# ResourceQuotas (resourcequota, at enqueue) and PodDisruptionBudgets (pdb, choosing victims).
+RESOURCE_QUOTAS = Resource("ResourceQuota", "/api/v1/resourcequotas", "v1", plugin="resourcequota")
+DISRUPTION_BUDGETS = Resource("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", "policy/v1",
+                              plugin="pdb")
+WATCHED_FOR_PLUGINS = (RESOURCE_QUOTAS, DISRUPTION_BUDGETS)
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,8 @@ class ClusterCache:
         self._in_play: dict[str, Pod] = {}
         self._gangs: dict[str, Gang] = {}  # PodGroup key -> our pods naming it
         self._synced: dict[str, threading.Event] = {r.kind: threading.Event() for r in RESOURCES}
+        self._resources: list[Resource] = list(RESOURCES)   # watched: RESOURCES and those plugins asked for
+        self._started = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # Objects that could not be read, by (kind, key): logged once per resourceVersion; a
@@ -154,11 +171,32 @@ class ClusterCache:
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        for resource in RESOURCES:
-            thread = threading.Thread(target=self._reflect, args=(resource,), name=f"watch-{resource.kind}",
-                                      daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        with self._lock:
+            self._started = True
+            resources = list(self._resources)
+        for resource in resources:
+            self._start_reflector(resource)
+
+    def _start_reflector(self, resource: Resource) -> None:
+        thread = threading.Thread(target=self._reflect, args=(resource,), name=f"watch-{resource.kind}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def watch_for_plugins(self, plugins: Iterable[str]) -> None:
+        """Watch the kinds the named plugins read (WATCHED_FOR_PLUGINS), from now on: the first
+        policy's at start, a reloaded policy's when it turns such a plugin on (it keeps being
+        watched if a later policy turns it off). The cache counts as synced again once listed."""
+        wanted = set(plugins)
+        with self._lock:
+            new = [r for r in WATCHED_FOR_PLUGINS if r.plugin in wanted and r not in self._resources]
+            for resource in new:
+                self._synced[resource.kind] = threading.Event()
+                self._resources.append(resource)
+            started = self._started
+        for resource in new:
+            log.info("%s: watched, since the policy's %s plugin reads them", resource.kind, resource.plugin)
+            if started:
+                self._start_reflector(resource)
 
     def stop(self) -> None:
         self._stop.set()
@@ -168,11 +206,11 @@ class ClusterCache:
 
     @property
     def synced(self) -> bool:
-        return all(event.is_set() for event in self._synced.values())
+        return all(event.is_set() for event in list(self._synced.values()))
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        for event in self._synced.values():
+        for event in list(self._synced.values()):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not event.wait(left):
                 return False
@@ -205,6 +243,8 @@ class ClusterCache:
                 hypernodes=dict(src.hypernodes), hypernode_generation=src.hypernode_generation,
                 dra=src.dra.copy(),
                 label_topology=src.label_topology,
+                resource_quotas=None if src.resource_quotas is None else dict(src.resource_quotas),
+                disruption_budgets=None if src.disruption_budgets is None else dict(src.disruption_budgets),
             )
             assumed = list(self._assumed.items())
             state.dra.claims.update(self._assumed_claims)
@@ -423,6 +463,18 @@ class ClusterCache:
                     try:
                         version = self._list(resource)
                     except ApiError as err:
+                        if resource.plugin and err.status in (404, 403):
+                            if not absent_said:
+                                log.warning("%s: %s %s (the scheduler's ClusterRole may not list it, "
+                                            "deploy/rbac.yaml): not read, so the %s plugin %s; looked for again "
+                                            "every %.0fs", resource.kind, err.status, resource.path, resource.plugin,
+                                            UNREAD[resource.plugin], ABSENT_RETRY_S)
+                                absent_said = True
+                            self._unread(resource)
+                            self._synced[resource.kind].set()
+                            failing_since, delay = None, BACKOFF_S[0]
+                            self._stop.wait(ABSENT_RETRY_S)
+                            continue
                         if not (resource.optional and err.status in (404, 403)):
                             raise
                         # The CRD is not installed (404), or our role predates it (403): none of
@@ -457,7 +509,7 @@ class ClusterCache:
             except ApiError as err:
                 if self._stop.is_set():
                     return
-                if err.status == 410 or (resource.optional and err.status == 404):  # 404: its CRD went away
+                if err.status == 410 or ((resource.optional or resource.plugin) and err.status == 404):  # 404: its CRD went away
                     self._on_restart(resource.kind, "expired" if err.status == 410 else "error")
                     version = None
                     continue
@@ -518,6 +570,14 @@ class ClusterCache:
             yield version
 
     # --- applying objects (caller holds the lock) ----------------------------------------------
+    def _unread(self, resource: Resource) -> None:
+        """A kind a plugin reads that could not be listed: not read (None), until it is."""
+        with self._lock:
+            if resource is RESOURCE_QUOTAS:
+                self._state.resource_quotas = None
+            elif resource is DISRUPTION_BUDGETS:
+                self._state.disruption_budgets = None
+
     def _replace(self, resource: Resource, items: list[dict[str, Any]]) -> None:
         with self._lock:
             st = self._state
@@ -554,6 +614,10 @@ class ClusterCache:
                 if st.hypernodes:
                     st.hypernodes = {}
                     st.hypernode_generation += 1
+            elif resource is RESOURCE_QUOTAS:
+                st.resource_quotas = {}
+            elif resource is DISRUPTION_BUDGETS:
+                st.disruption_budgets = {}
             self._invalid = {k: v for k, v in self._invalid.items() if k[0] != resource.kind}
             for item in items:
                 self._upsert(resource, item)
@@ -651,6 +715,12 @@ class ClusterCache:
                 hypernode = convert.hypernode_from(obj)
                 if st.hypernodes.get(hypernode.name) != hypernode:   # a status update changes nothing here
                     st.add_hypernode(hypernode)
+            elif resource is RESOURCE_QUOTAS:
+                if st.resource_quotas is not None:     # else listed again (after 403/404) before it counts
+                    st.resource_quotas[key] = convert.resource_quota_from(obj)
+            elif resource is DISRUPTION_BUDGETS:
+                if st.disruption_budgets is not None:
+                    st.disruption_budgets[key] = convert.disruption_budget_from(obj)
         except convert.ObjectError as err:
             meta = obj.get("metadata") or {}
             version = str(meta.get("resourceVersion", ""))
@@ -708,6 +778,12 @@ class ClusterCache:
             self._assumed_claims.pop(key, None)
         elif resource is HYPERNODES:
             st.remove_hypernode(key)
+        elif resource is RESOURCE_QUOTAS:
+            if st.resource_quotas is not None:
+                st.resource_quotas.pop(key, None)
+        elif resource is DISRUPTION_BUDGETS:
+            if st.disruption_budgets is not None:
+                st.disruption_budgets.pop(key, None)
 
     def _forget_pod(self, key: str) -> None:
         self._state.pods.pop(key, None)
@@ -807,4 +883,4 @@ def _conditions(status: dict[str, Any]) -> list[Condition]:
                       str(c.get("message", ""))) for c in status.get("conditions") or [] if isinstance(c, dict)]
 
 
-__all__ = ["ClusterCache", "Resource", "RESOURCES", "Gone"]
+__all__ = ["ClusterCache", "Resource", "RESOURCES", "WATCHED_FOR_PLUGINS", "Gone"]

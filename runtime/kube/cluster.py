@@ -50,6 +50,7 @@ from runtime.kube.metrics import Metrics
 from runtime.cluster.model import PG_INQUEUE, PG_PENDING, PG_RUNNING, ClusterState, Pod, PodGroup, group_key_of
 from runtime.cluster.objects import ObjectProblem
 from runtime.engine.queueshare import UnmetPromise
+from compiler.plan import Plan
 
 UNSCHEDULABLE = "Unschedulable"    # the PodGroup condition, and the reason of its Warning Event
 ZERO_WEIGHT = "ZeroWeight"         # a Queue of weight 0 where a plugin shares by weight
@@ -183,6 +184,11 @@ class KubeCluster:
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self.cache.wait_synced(timeout)
+
+    def watch_for(self, plan: Plan) -> None:
+        """Watch, from now on, the kinds only some plugins read (ResourceQuotas for resourcequota,
+        PodDisruptionBudgets for pdb: runtime.kube.cache.WATCHED_FOR_PLUGINS) if the plan has them."""
+        self.cache.watch_for_plugins(plugin.name for tier in plan.tiers for plugin in tier.plugins)
 
     def snapshot(self, fold_settled: bool = False) -> ClusterState:
         """The cache's picture, less what cannot be bound: pods of namespaces being deleted are

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.cluster.model import POD_FAILED, POD_SUCCEEDED, ClusterState, Node, Pod, PodGroup, QueueObject
+from runtime.cluster.model import (
+    POD_FAILED, POD_SUCCEEDED, ClusterState, DisruptionBudget, Node, Pod, PodGroup, QueueObject, ResourceQuota,
+)
 from runtime.cluster.objects import ObjectError, read_object
 from runtime.cluster.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from runtime.cluster.topology import TOPOLOGY_API, HyperNode
@@ -104,6 +106,20 @@ def csinode_from(obj: dict[str, Any]) -> CSINode:
     return next(iter(scratch.storage.csinodes.values()))
 
 
+def resource_quota_from(obj: dict[str, Any]) -> ResourceQuota:
+    """A namespace's ResourceQuota (status.hard and status.used, as the resourcequota plugin reads them)."""
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "ResourceQuota", "v1"), scratch)
+    return next(iter((scratch.resource_quotas or {}).values()))
+
+
+def disruption_budget_from(obj: dict[str, Any]) -> DisruptionBudget:
+    """A PodDisruptionBudget (spec.selector, the disruption controller's status), for the pdb plugin."""
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "PodDisruptionBudget", "policy/v1"), scratch)
+    return next(iter((scratch.disruption_budgets or {}).values()))
+
+
 def pod_matters(pod: Pod, scheduler_name: str) -> bool:
     """Pods the scheduler must know: its own (to place, or counting for their gang), and every
     other pod that holds room on a node."""
@@ -121,5 +137,6 @@ def object_key(obj: dict[str, Any]) -> str:
 
 __all__ = [
     "ObjectError", "PriorityClass", "node_from", "pod_from", "namespace_from", "podgroup_from", "queue_from", "priority_class_from",
-    "volume_from", "claim_from", "storage_class_from", "csinode_from", "pod_matters", "object_key",
+    "volume_from", "claim_from", "storage_class_from", "csinode_from", "resource_quota_from", "disruption_budget_from",
+    "pod_matters", "object_key",
 ]

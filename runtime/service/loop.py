@@ -162,6 +162,7 @@ class Scheduler:
         self.failed_cycles = 0                      # in a row, up to the last cycle
         self.metrics.set_active_policy(plan.name, plan.revision)
         cluster.on_work(self._on_work)
+        self._watch_for(plan)
 
     def _on_work(self) -> None:
         # Called for every pod that arrives: setting an Event takes its lock and wakes waiters,
@@ -189,11 +190,19 @@ class Scheduler:
                 previous = self._plan
                 self._plan, self._next_plan = self._next_plan, None
                 self._snapshot_cache = SnapshotCache()
+                self._watch_for(self._plan)
                 if self._plan.revision != previous.revision:
                     log.info("policy %s revision %s active from cycle %d on (was revision %s)",
                              self._plan.name, self._plan.revision, self.cycles + 1, previous.revision)
                     self.metrics.set_active_policy(self._plan.name, self._plan.revision)
             return self._plan
+
+    def _watch_for(self, plan: Plan) -> None:
+        # The Kubernetes connector watches some kinds only for the plugins that read them
+        # (KubeCluster.watch_for); other connections (embedded, benches) read every kind they hold.
+        watch_for = getattr(self.cluster, "watch_for", None)
+        if watch_for is not None:
+            watch_for(plan)
 
     # --- health -------------------------------------------------------------------------------
     def health(self) -> tuple[bool, str]:

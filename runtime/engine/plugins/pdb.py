@@ -8,8 +8,9 @@ candidate that takes some budget below zero is no victim.
 Differences from Volcano (runtime/README.md): a pod without labels is a victim like any other
 (Volcano leaves it out, though no budget can match it); the pods this cycle already evicted use
 their budgets' disruptions (Volcano starts each call from the status, so several preemptors in
-one cycle could together take more than a budget allows); and where budgets are not read (a live
-cluster: the connector does not watch them yet) no pod is a victim, rather than any."""
+one cycle could together take more than a budget allows); and while budgets are not read (the
+connector, which watches them while this plugin is on, has not listed them yet, or its role may
+not list them) no pod is a victim, rather than any."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ class PdbPlugin(Plugin):
 
         def evictable(preemptor: int, candidates: list[int]) -> list[int]:
             if snap.disruption_budgets is None:
-                log.warning("pdb: PodDisruptionBudgets are not read on a live cluster yet; no pod is a victim")
+                log.warning("pdb: PodDisruptionBudgets are not read yet (the connector lists them while the pdb "
+                            "plugin is on); no pod is a victim")
                 return []
             # Evicted this cycle (releasing now, not at the snapshot), statements not yet committed included.
             allowed = [b.allowed - int(((ssn.status[m] == RELEASING) & (snap.status[m] != RELEASING)).sum())

@@ -6,12 +6,13 @@ controller wrote them): the PodGroup's minResources on the resources the quota l
 name (`cpu`, `memory`, `pods`, `nvidia.com/gpu`; `requests.cpu` is another name and is not
 compared, as in Volcano), added to what the quota says is used and to the minResources of the
 namespace's jobs admitted earlier in this cycle, must stay within hard; else REJECT with Volcano's
-text. A job without minResources is admitted without asking, as Volcano's enqueue does.
+text. A job without minResources is admitted without asking, as Volcano's enqueue does. On a live
+cluster the connector watches ResourceQuotas while this plugin is on (runtime.kube.cache).
 
 Differences (runtime/README.md): only jobs enqueue admits count as admitted earlier in the cycle
-(Volcano counts every job this plugin permitted, even one a later plugin rejected); and where
-ResourceQuotas are not read (a live cluster: the connector does not watch them yet) a job with
-minResources waits, saying so, instead of being admitted without its quota."""
+(Volcano counts every job this plugin permitted, even one a later plugin rejected); and while
+ResourceQuotas are not read (the connector has not listed them yet, or its role may not list them)
+a job with minResources waits, saying so, instead of being admitted without its quota."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from runtime.engine.extension import PERMIT, REJECT
 from runtime.engine.plugins.base import Plugin
 from runtime.engine.session import Verdict
 
-NOT_READ = ("ResourceQuotas are not read on a live cluster yet (the connector does not watch them), so the "
-            "resourcequota plugin cannot admit a job with minResources; remove the plugin or run on a snapshot")
+NOT_READ = ("ResourceQuotas are not read yet (the connector lists them while the resourcequota plugin is on; "
+            "its log says if the scheduler's role may not list them), so the resourcequota plugin cannot admit "
+            "a job with minResources")
 
 
 def _figures(values: dict[str, int]) -> str:
