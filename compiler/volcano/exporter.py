@@ -5,7 +5,8 @@ holds what the author wrote, so defaults stay implicit on both sides and a Volca
 survives import then export with the same keys. Names come from the catalog (`Flag.volcano`,
 `Argument.volcano`, `PluginSpec.weight_volcano`). Anything Volcano has no place for (device
 rules, borrowing settings, a score weight without a Volcano key, ...) is a warning pointing
-at the policy text, and is left out.
+at the policy text, and is left out. One default is written out: a policy that uses Dynamic
+Resource Allocation gets `predicate.DynamicResourceAllocationEnable: true`, which Volcano leaves off.
 """
 
 from __future__ import annotations
@@ -109,6 +110,40 @@ def _plugin(plugin: dict, path: tuple, report: Report) -> dict:
     return entry
 
 
+# Volcano's predicates plugin allocates pods' ResourceClaims only with this switch on, and it is
+# off by default (plugins/predicates/predicates.go); policydsl always allocates them.
+DRA_PREDICATE_SWITCH = "predicate.DynamicResourceAllocationEnable"
+
+
+def _dra_use(ir: dict) -> tuple | None:
+    """Where the policy says it schedules DRA devices, as an IR path: a queue quota naming a
+    DeviceClass (`deviceclass/<class>`), or capacity's `device_class_quota` set; None if nowhere."""
+    for q, queue in enumerate(ir["queues"]):
+        for key in ("capability", "deserved", "guarantee"):
+            if any(str(r).startswith(cat.DEVICE_CLASS_PREFIX) for r in queue.get(key) or {}):
+                return ("queues", q, key)
+    for t, tier in enumerate(ir["tiers"]):
+        for p, plugin in enumerate(tier["plugins"]):
+            if plugin["name"] == "capacity" and plugin["arguments"].get("device_class_quota"):
+                return ("tiers", t, "plugins", p, "arguments", "device_class_quota")
+    return None
+
+
+def _export_dra_switch(ir: dict, tiers: list[dict], report: Report) -> None:
+    """A policy that uses DRA exports Volcano's predicate switch on where it leaves it implicit
+    (Volcano's default is off, ours on): else the config would bind pods without their devices."""
+    use = _dra_use(ir)
+    if use is None:
+        return
+    entries = [entry for tier in tiers for entry in tier["plugins"] if entry["name"] == "predicates"]
+    for entry in entries:
+        entry.setdefault("arguments", {}).setdefault(DRA_PREDICATE_SWITCH, True)
+    if not entries:
+        report("the policy counts Dynamic Resource Allocation devices, but has no `predicates` plugin: Volcano "
+               "allocates pods' ResourceClaims only there (policydsl allocates them regardless)", use,
+               f"add `plugin predicates` (exported with {DRA_PREDICATE_SWITCH}: true)")
+
+
 def scheduler_config(ir: dict, report: Report) -> dict:
     """The Volcano scheduler config for a policy's IR, as plain data."""
     config: dict[str, Any] = {"actions": _Quoted(", ".join(map(cat.volcano_action, ir["actions"])))}
@@ -116,6 +151,7 @@ def scheduler_config(ir: dict, report: Report) -> dict:
         {"plugins": [_plugin(plugin, ("tiers", t, "plugins", p), report) for p, plugin in enumerate(tier["plugins"])]}
         for t, tier in enumerate(ir["tiers"])
     ]
+    _export_dra_switch(ir, config["tiers"], report)
     configurations = []
     for action, arguments in ir["action_arguments"].items():
         if not arguments:

@@ -305,3 +305,60 @@ def test_a_hard_topology_gang_with_counted_devices_is_placed_within_its_hypernod
     decisions = run_cycle(capacity_plan(CAP4), state_of(docs), Options(pure_python=pure))
     nodes = bound(decisions)
     assert len(nodes) == 4 and len(set(nodes.values())) == 1
+
+
+DRA_POLICY = ('policy "t" version 1\nactions [enqueue, allocate]\ntier {\n  plugin predicates\n  plugin capacity\n}\n'
+              'queue gpus {\n  capability = { cpu: 64, "deviceclass/gpu.example.com": 8 }\n}\n')
+
+
+def _exported_config(text: str, tmp_path: Path, name: str = "p.policy") -> tuple[dict, list]:
+    path = tmp_path / name
+    path.write_text(text)
+    result = export_volcano(str(path))
+    assert result.exit_code == 0 and result.text is not None, [d.message for d in result.errors]
+    [config] = [d for d in yaml.safe_load_all(result.text) if d and "tiers" in d]
+    return config, result.diagnostics
+
+
+def _predicates_arguments(config: dict) -> dict | None:
+    [entry] = [p for t in config["tiers"] for p in t["plugins"] if p["name"] == "predicates"]
+    return entry.get("arguments")
+
+
+def test_a_policy_using_dra_exports_the_predicate_switch_on_and_round_trips(tmp_path: Path):
+    """Volcano's predicates allocate ResourceClaims only with predicate.DynamicResourceAllocationEnable,
+    off by default (predicates.go); ours always allocate: a policy whose queues count DeviceClass
+    devices exports the switch on though it never wrote it, and the export imports back to a policy
+    that exports the same config (a fixed point)."""
+    config, diagnostics = _exported_config(DRA_POLICY, tmp_path)
+    assert _predicates_arguments(config) == {"predicate.DynamicResourceAllocationEnable": True}
+    assert not [d for d in diagnostics if d.code == "PD610"]
+    imported = import_volcano_text(yaml.safe_dump(config), "back.conf")
+    assert imported.exit_code == 0, [d.message for d in imported.diagnostics]
+    compiled = compile_text(imported.text)
+    assert compiled.ok and compiled.plan.plugin("predicates").arguments["dynamic_resources"] is True
+    again, _ = _exported_config(imported.text, tmp_path, "back.policy")
+    assert again == config
+
+
+@pytest.mark.parametrize("policy_text, expected", [
+    # no DRA named anywhere: the default stays implicit (Volcano's real configs export back unchanged)
+    (DRA_POLICY.replace(', "deviceclass/gpu.example.com": 8', ""), None),
+    # written by the author: exported once, as written
+    (DRA_POLICY.replace("  plugin predicates\n", "  plugin predicates {\n    dynamic_resources = true\n  }\n"),
+     {"predicate.DynamicResourceAllocationEnable": True}),
+    # capacity's DRA switch set, no device quota yet: the policy uses DRA all the same
+    (DRA_POLICY.replace(', "deviceclass/gpu.example.com": 8', "")
+     .replace("  plugin capacity\n", "  plugin capacity {\n    device_class_quota = true\n  }\n"),
+     {"predicate.DynamicResourceAllocationEnable": True}),
+], ids=["no-dra", "explicit", "capacity-switch"])
+def test_the_predicate_switch_is_written_only_where_the_policy_uses_dra(policy_text, expected, tmp_path: Path):
+    config, _ = _exported_config(policy_text, tmp_path)
+    assert _predicates_arguments(config) == expected
+
+
+def test_a_policy_using_dra_without_predicates_is_warned_located(tmp_path: Path):
+    text = DRA_POLICY.replace("  plugin predicates\n", "  plugin gang\n")
+    _, diagnostics = _exported_config(text, tmp_path)
+    [warning] = [d for d in diagnostics if d.code == "PD610" and "ResourceClaims" in d.message]
+    assert warning.span is not None and warning.span.line == 8 and "plugin predicates" in warning.hint
