@@ -281,6 +281,16 @@ PLUGINS: dict[str, PluginSpec] = {
             scores=True,
         ),
         PluginSpec(
+            "task-topology", "A job's tasks by their affinity to each other (its PodGroup's "
+            "volcano.sh/task-topology-affinity, -anti-affinity and -task-order annotations, task names from pods' "
+            "volcano.sh/task-spec): tasks that like each other are put in buckets, placed bucket by bucket in the "
+            "annotated order, and scored onto the nodes their bucket is on; tasks that dislike each other away from "
+            "each other. A malformed annotation holds the job, naming it.",
+            frozenset({"task_order", "node_order", "job_valid"}),
+            scores=True,
+            weight_volcano="task-topology.weight",
+        ),
+        PluginSpec(
             "resource-strategy-fit", "Scores nodes per resource: MostAllocated (pack) or LeastAllocated (spread), "
             "each resource weighted (a key ending in `*` weighs every resource it prefixes); a pod may choose with "
             "volcano.sh/resource-strategy-scoring-type and volcano.sh/resource-strategy-weight. With `sra_weight`, "

@@ -153,12 +153,39 @@ def test_resourcequota_imports_and_exports_back(tmp_path: Path):
     assert plan.plugin("resourcequota") is not None and {"name": "resourcequota"} in plugins
 
 
+TASK_TOPOLOGY = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: task-topology
+    arguments:
+      task-topology.weight: 10
+  - name: proportion
+"""
+
+
+def test_task_topology_imports_and_exports_back(tmp_path: Path):
+    plan, plugins = round_trip(TASK_TOPOLOGY, tmp_path)
+    assert plan.plugin("task-topology").weight == 10
+    assert {"name": "task-topology", "arguments": {"task-topology.weight": 10}} in plugins
+
+
+def test_a_task_topology_weight_that_is_not_a_number_is_located():
+    result = import_volcano_text(TASK_TOPOLOGY.replace("task-topology.weight: 10", "task-topology.weight: ten"),
+                                 "c.conf")
+    [diag] = result.diagnostics
+    assert result.exit_code == 1 and diag.code == "PD607" and (diag.span.line, diag.span.column) == (10, 29)
+
+
 def test_pdb_imports_and_exports_back(tmp_path: Path):
     plan, plugins = round_trip(RESOURCEQUOTA.replace("  - name: resourcequota", "  - name: pdb"), tmp_path)
     assert plan.plugin("pdb") is not None and {"name": "pdb"} in plugins
 
 
-@pytest.mark.parametrize("plugin", ["usage", "numa-aware", "task-topology", "tdm", "extender", "rescheduling"])
+@pytest.mark.parametrize("plugin", ["usage", "numa-aware", "tdm", "extender", "rescheduling"])
 def test_plugins_not_implemented_stay_refused_located(plugin):
     config = RESOURCEQUOTA.replace("  - name: resourcequota", f"  - name: {plugin}")
     result = import_volcano_text(config, "c.conf")

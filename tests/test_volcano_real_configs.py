@@ -55,10 +55,6 @@ DELIBERATE: dict[str, tuple[frozenset[str], str, str]] = {
     "custom_plugin_block11_volcano_scheduler_conf.yaml": (
         frozenset({"PD604"}), "`magic`, the doc's example of a plugin built into a custom scheduler",
         "- a plugin Volcano does not ship (a custom build's"),
-    "how_to_use_cdp_plugin_block2_volcano_scheduler_conf.yaml": (
-        frozenset({"PD604"}), "task-topology is not evaluated", "- `task-topology`"),
-    "how_to_use_task_topology_plugin_block2_volcano_scheduler_conf.yaml": (
-        frozenset({"PD604"}), "task-topology is not evaluated", "- `task-topology`"),
     "how_to_use_extender_block2_volcano_scheduler_conf.yaml": (
         frozenset({"PD604"}), "extender (HTTP callouts) is not evaluated", "- `extender`"),
     "how_to_use_numa_aware_block5_volcano_scheduler_conf.yaml": (

@@ -349,6 +349,10 @@ class PodGroup:
     # The sla plugin's waiting time: the annotations volcano.sh/sla-waiting-time, then
     # sla-waiting-time, as written (Volcano reads the first that parses).
     sla_waiting_times: tuple[str, ...] = ()
+    # The task-topology plugin's annotations (volcano.sh/task-topology-affinity, -anti-affinity,
+    # -task-order) as (key, value) pairs, as written; Volcano's job controller copies a Job's
+    # annotations to the PodGroup it creates.
+    task_topology: tuple[tuple[str, str], ...] = ()
 
     @property
     def asks_topology(self) -> bool:

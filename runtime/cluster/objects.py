@@ -243,6 +243,9 @@ def scheduled_time(obj: dict) -> float | None:
 
 # A PodGroup's sla waiting time annotations, in the order Volcano reads them (api/job_info.go).
 SLA_WAITING_TIME_KEYS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
+# A PodGroup's task-topology annotations, in the order Volcano's plugin reads them.
+TASK_TOPOLOGY_KEYS = ("volcano.sh/task-topology-affinity", "volcano.sh/task-topology-anti-affinity",
+                      "volcano.sh/task-topology-task-order")
 # PodGroup spec fields the scheduler reads but does not evaluate yet (runtime/README.md).
 PODGROUP_NOT_EVALUATED: tuple[str, ...] = ()
 # The fields of a spec.subGroupPolicy entry this scheduler evaluates (Volcano v1.14's
@@ -346,6 +349,7 @@ def _read_podgroup(obj: dict, state: ClusterState) -> None:
         network_topology=read_network_topology(spec.get("networkTopology")), sub_groups=sub_groups,
         allocated_hypernode=annotations.get(JOB_ALLOCATED_HYPERNODE, ""),
         sla_waiting_times=tuple(annotations[k] for k in SLA_WAITING_TIME_KEYS if k in annotations),
+        task_topology=tuple((k, annotations[k]) for k in TASK_TOPOLOGY_KEYS if k in annotations),
     ))
 
 

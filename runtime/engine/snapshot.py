@@ -413,6 +413,11 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                         cat.DEFAULT_QUEUE)
     if plan.plugin("nodegroup") is not None:     # its answer depends on the queue: a class never spans two
         plain, extra_keys = queue_class_keys(plain, extra_keys, jobs, task_job, status)
+    if plan.plugin("task-topology") is not None:     # a class's node score is its bucket's: one bucket each
+        # Lazy: the plugins package imports this module.
+        from runtime.engine.plugins.task_topology import topology_class_keys
+        plain, extra_keys = topology_class_keys(plain, extra_keys, jobs, task_job, tasks.pods, status,
+                                                scan.node[tasks.order], nodes.names, request, tuple(resources))
     if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
         plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
     columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys,

@@ -7,7 +7,7 @@ import pytest
 
 from compiler import catalog as cat
 from runtime.engine.cycle import open_session
-from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, SpreadConstraint, HostPort
+from runtime.cluster.model import ClusterState, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint, HostPort
 from runtime.cluster.selectors import LabelSelector
 from runtime.cluster.topology import HyperNode, Member
 from runtime.engine.plugins import catalog_mismatches, registry
@@ -65,6 +65,12 @@ def _everything_cluster() -> ClusterState:
     pod(state, "ruled", labels={"app": "x"}, rules=rules)
     # A HyperNode: network-topology-aware scores plain pods' nodes by it.
     state.add_hypernode(HyperNode("s0", 1, "", (Member("Node", exact="n1"), Member("Node", exact="n2"))))
+    # task-topology: a job whose tasks like each other, and one whose annotation names no task of it.
+    for name, value in (("tt", "ps,worker"), ("tt-bad", "ps,chief")):
+        state.add_podgroup(PodGroup("ns", name, min_member=1, phase="Inqueue", uid=f"pg-{name}",
+                                    task_topology=(("volcano.sh/task-topology-affinity", value),)))
+        for role in ("ps", "worker"):
+            pod(state, f"{name}-{role}", group=name, annotations={"volcano.sh/task-spec": role})
     return state
 
 

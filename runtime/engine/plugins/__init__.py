@@ -13,7 +13,7 @@ from compiler import catalog as cat
 from runtime.engine.extension import POINTS
 from runtime.engine.plugins import (
     binpack, capacity, cdp, conformance, deviceshare, drf, gang, network_topology, nodegroup, nodeorder, overcommit,
-    pdb, predicates, priority, proportion, resource_strategy_fit, resourcequota, sla,
+    pdb, predicates, priority, proportion, resource_strategy_fit, resourcequota, sla, task_topology,
 )
 from runtime.engine.plugins.base import CatalogMismatch, Plugin
 
@@ -40,7 +40,7 @@ def registry() -> dict[str, type[Plugin]]:
     plugins = {m.PLUGIN.name: m.PLUGIN for m in (priority, gang, conformance, drf, proportion, capacity, overcommit,
                                                  predicates, nodeorder, binpack, deviceshare,
                                                  network_topology, nodegroup, cdp, resource_strategy_fit, sla,
-                                                 resourcequota, pdb)}
+                                                 resourcequota, pdb, task_topology)}
     problems = catalog_mismatches(plugins)
     if problems:
         raise CatalogMismatch("; ".join(problems))

@@ -1,0 +1,283 @@
+"""The task-topology plugin, on both kernels.
+
+Volcano v1.14.1's pkg/scheduler/plugins/task-topology/topology_test.go has one table,
+Test_readTopologyFromPgAnnotations, translated below case by case. The rest checks the plugin's
+decisions against Volcano's source (topology.go calcBucketScore / TaskOrderFn, manager.go
+buildBucket) with figures worked out by hand, and cycles whose placements are checked from the
+bindings alone: `ps` tasks (self anti-affinity) on different nodes, each `worker` beside a `ps`."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.cluster.model import ClusterState, PodGroup
+from runtime.engine.cycle import open_session, run_cycle
+from runtime.engine.kernels.codes import ALLOCATED
+from runtime.engine.plugins.task_topology import (
+    AFFINITY, ANTI_AFFINITY, TASK_ORDER, BucketScore, TaskTopology, read_topology,
+)
+from runtime.engine.session import Options
+from runtime_helpers import GiB, node, placements, pod, policy
+
+TASK_SPEC = "volcano.sh/task-spec"
+
+
+@pytest.fixture(params=[False, True], ids=["compiled", "python"])
+def pure(request):
+    return request.param
+
+
+def topology_policy(weight: int = 10, extra: str = "") -> object:
+    return policy("tier {\n  plugin priority\n  plugin gang\n  plugin conformance\n}\n"
+                  f"tier {{\n  plugin drf\n  plugin predicates\n  plugin task-topology weight {weight}\n"
+                  f"  plugin proportion\n{extra}}}\n")
+
+
+def tf_job(state: ClusterState, annotations: dict[str, str], roles: dict[str, int], name: str = "tf",
+           cpu: int = 1000, nodes: dict[str, str] | None = None, min_member: int | None = None) -> None:
+    state.add_podgroup(PodGroup("ns", name, min_member=sum(roles.values()) if min_member is None else min_member,
+                                phase="Inqueue", uid=f"pg-{name}", task_topology=tuple(annotations.items())))
+    for role, count in roles.items():
+        for i in range(count):
+            pname = f"{name}-{role}-{i}"
+            pod(state, pname, cpu=cpu, group=name, annotations={TASK_SPEC: role},
+                node_name=(nodes or {}).get(pname))
+
+
+# --- Test_readTopologyFromPgAnnotations ---------------------------------------------------------
+
+PS_WORKER_CHIEF_EVALUATOR = ["ps", "ps", "worker", "worker", "chief", "evaluator"]
+
+
+@pytest.mark.parametrize("roles, annotations, topology, problem", [
+    pytest.param(PS_WORKER_CHIEF_EVALUATOR,
+                 {AFFINITY: "ps,worker;ps,chief", ANTI_AFFINITY: "ps;worker,chief",
+                  TASK_ORDER: "ps,worker,chief,evaluator"},
+                 TaskTopology((("ps", "worker"), ("ps", "chief")), (("ps",), ("worker", "chief")),
+                              ("ps", "worker", "chief", "evaluator")), None, id="correct annotation"),
+    pytest.param(["ps-some", "ps-some", "worker-another-some", "worker-another-some", "chief-kk", "evaluator-tt"],
+                 {AFFINITY: "ps-some,worker-another-some;ps-some,chief-kk",
+                  ANTI_AFFINITY: "ps-some;worker-another-some,chief-kk",
+                  TASK_ORDER: "ps-some,worker-another-some,chief-kk,evaluator-tt"},
+                 TaskTopology((("ps-some", "worker-another-some"), ("ps-some", "chief-kk")),
+                              (("ps-some",), ("worker-another-some", "chief-kk")),
+                              ("ps-some", "worker-another-some", "chief-kk", "evaluator-tt")), None,
+                 id="correct annotation with tasks whose names contain `-`"),
+    pytest.param([], {}, None, None, id="nil annotation"),
+    pytest.param(PS_WORKER_CHIEF_EVALUATOR,
+                 {AFFINITY: "$%GF$^trtqwrg^", ANTI_AFFINITY: "ps;worker,chief;#@FGEW^vfa897bgs;;",
+                  TASK_ORDER: "ps,worker,chief,evaluator,,,"},
+                 None, "task `$%GF$^trtqwrg^` is not a task of the job", id="invalid annotation"),
+    pytest.param(["ps", "ps", "worker", "worker"],
+                 {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps", TASK_ORDER: "ps,worker,chief"},
+                 None, f"{TASK_ORDER} `ps,worker,chief`: task `chief` is not a task of the job",
+                 id="invalid task name"),
+    pytest.param(["ps", "ps", "worker", "worker"],
+                 {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps,ps", TASK_ORDER: "ps,worker"},
+                 None, f"{ANTI_AFFINITY} `ps,ps`: task `ps` is named twice in one group", id="duplicate task name"),
+    pytest.param(PS_WORKER_CHIEF_EVALUATOR,
+                 {AFFINITY: "ps,worker;ps,,chief,;", ANTI_AFFINITY: "ps;worker,chief;;;",
+                  TASK_ORDER: "ps,worker,chief,evaluator,,,"},
+                 TaskTopology((("ps", "worker"), ("ps", "", "chief", ""), ("",)),
+                              (("ps",), ("worker", "chief"), ("",), ("",), ("",)),
+                              ("ps", "worker", "chief", "evaluator", "", "", "")), None, id="redundant punctuations"),
+])
+def test_read_topology_from_pg_annotations(roles, annotations, topology, problem):
+    got, why = read_topology(annotations, roles)
+    assert got == topology
+    if problem is None:
+        assert why is None
+    else:
+        assert why is not None and problem in why
+
+
+# --- buckets, task order and the node score ----------------------------------------------------
+
+def bucket_rule(ssn) -> BucketScore:
+    return next(r for r in ssn.stateful_scorers if isinstance(r, BucketScore))
+
+
+def tid(ssn, name: str) -> int:
+    return next(t for t, p in enumerate(ssn.snap.pods) if p.name == name)
+
+
+def test_buckets_follow_affinity_and_balance_requests(pure):
+    # manager.go buildBucket: ps first (self anti-affinity, priority 4, beats worker's 3); ps-1 dislikes
+    # ps-0's bucket (-1) so opens its own; each worker likes both (+1) and goes to the lighter bucket.
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps"}, {"ps": 2, "worker": 4})
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    jb = next(iter(bucket_rule(ssn).managers.values()))
+    buckets = [sorted(ssn.snap.pods[t].name for t in b.order) for b in jb.buckets]
+    assert buckets == [["tf-ps-0", "tf-worker-0", "tf-worker-2"], ["tf-ps-1", "tf-worker-1", "tf-worker-3"]]
+    assert jb.bucket_max == 3
+    # TaskOrderFn: in the same bucket ps (priority 4) before worker (3); equal buckets by index.
+    order = [ssn.snap.pods[t].name for t in ssn.pending_tasks(ssn.snap.jobs[0].index)]
+    assert order == ["tf-ps-0", "tf-worker-0", "tf-worker-2", "tf-ps-1", "tf-worker-1", "tf-worker-3"]
+
+
+def test_the_user_order_goes_first(pure):
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker", TASK_ORDER: "worker,ps"}, {"ps": 1, "worker": 2})
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    order = [ssn.snap.pods[t].name for t in ssn.pending_tasks(0)]
+    assert order == ["tf-worker-0", "tf-worker-1", "tf-ps-0"]
+
+
+def test_tasks_in_no_bucket_come_last(pure):
+    # evaluator is named only in the task order: in no bucket, so after every bucketed task.
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker", TASK_ORDER: "evaluator,ps,worker"}, {"evaluator": 1, "ps": 1, "worker": 1})
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    assert [ssn.snap.pods[t].name for t in ssn.pending_tasks(0)] == ["tf-ps-0", "tf-worker-0", "tf-evaluator-0"]
+
+
+def test_the_node_score(pure):
+    # calcBucketScore: bucket 0 is {ps-0, worker-0}; bucketMaxSize 2; weight 10 -> x 10 x 100 / 2.
+    state = ClusterState()
+    node(state, "big", cpu=8000, memory=32 * GiB)
+    node(state, "one", cpu=1500, memory=32 * GiB)       # room for one of the bucket's two tasks
+    node(state, "none", cpu=500, memory=32 * GiB)       # not even the task itself: 0
+    tf_job(state, {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps"}, {"ps": 2, "worker": 2})
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    rule = bucket_rule(ssn)
+    cid = int(ssn.snap.task_class[tid(ssn, "tf-ps-0")])
+    big, one, none = (ssn.snap.node_names.index(n) for n in ("big", "one", "none"))
+    scores = rule.score(cid, None)
+    assert (scores[big], scores[one], scores[none]) == (2 * 500.0, 1 * 500.0, 0.0)
+    # ps-0 placed on big (AllocateFunc): its bucket has one pending task left, and one task on big.
+    stmt = ssn.new_statement()
+    stmt.place(tid(ssn, "tf-ps-0"), big, ALLOCATED)
+    worker = int(ssn.snap.task_class[tid(ssn, "tf-worker-0")])
+    assert rule.score(worker, None)[big] == (1 + 1) * 500.0
+    assert rule.score(worker, None)[one] == 1 * 500.0
+    # ps-1 dislikes the ps now on big: -1 there.
+    ps1 = int(ssn.snap.task_class[tid(ssn, "tf-ps-1")])
+    assert rule.score(ps1, None)[big] == (2 - 1) * 500.0
+    # Undone (a statement discarded), as if never placed.
+    stmt.discard()
+    assert rule.score(cid, None)[big] == 2 * 500.0 and rule.score(ps1, None)[big] == 2 * 500.0
+
+
+def running_checker(bindings: dict[str, str]) -> None:
+    """Independent of the engine: each ps on its own node, each worker on a node with a ps."""
+    ps_nodes = [n for p, n in bindings.items() if "-ps-" in p]
+    assert len(ps_nodes) == len(set(ps_nodes)), bindings
+    for p, n in bindings.items():
+        if "-worker-" in p:
+            assert n in ps_nodes, (p, n, bindings)
+
+
+def test_ps_apart_and_workers_beside_them(pure):
+    state = ClusterState()
+    for n in ("n1", "n2", "n3"):
+        node(state, n, cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps"}, {"ps": 2, "worker": 4})
+    got = placements(run_cycle(topology_policy(extra="  plugin nodeorder\n"), state, Options(pure_python=pure)))
+    assert len(got) == 6
+    running_checker(got)
+    assert sorted(got.values()).count("n3") == 0      # nodeorder alone would spread onto n3
+
+
+def test_without_the_plugin_the_job_lands_elsewhere(pure):
+    # The same job under nodeorder alone (least requested spreads): some worker lands away from the ps.
+    state = ClusterState()
+    for n in ("n1", "n2", "n3"):
+        node(state, n, cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps"}, {"ps": 2, "worker": 4})
+    plain = policy("tier {\n  plugin priority\n  plugin gang\n}\ntier {\n  plugin predicates\n  plugin proportion\n"
+                   "  plugin nodeorder\n}\n")
+    got = placements(run_cycle(plain, state, Options(pure_python=pure)))
+    with pytest.raises(AssertionError):
+        running_checker(got)
+
+
+def test_a_running_ps_draws_its_workers_and_keeps_its_sibling_away(pure):
+    # A ps already on n2 makes a bucket of n2 (bound tasks first); the pending worker likes it.
+    state = ClusterState()
+    for n in ("n1", "n2", "n3"):
+        node(state, n, cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps"}, {"ps": 2, "worker": 1},
+           nodes={"tf-ps-0": "n2"}, min_member=1)
+    got = placements(run_cycle(topology_policy(extra="  plugin binpack\n"), state, Options(pure_python=pure)))
+    assert got["ns/tf-worker-0"] == "n2"
+    assert got["ns/tf-ps-1"] != "n2"          # its running sibling counts (a difference: runtime/README.md)
+    running_checker({**got, "ns/tf-ps-0": "n2"})
+
+
+def test_a_bucket_that_fits_a_node_stays_together(pure):
+    # One bucket (ps and workers all like each other) of four 1-CPU tasks, nodes of 4 CPUs: after
+    # ps-0, its node scores 1 (there) + 3 (pending, all fit) against 3 elsewhere; 250 a task at
+    # weight 10 outweighs least-requested spreading.
+    state = ClusterState()
+    for n in ("n1", "n2", "n3"):
+        node(state, n, cpu=4000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker;worker"}, {"ps": 1, "worker": 3})
+    got = placements(run_cycle(topology_policy(extra="  plugin nodeorder\n"), state, Options(pure_python=pure)))
+    assert len(got) == 4 and len(set(got.values())) == 1, got
+
+
+def test_a_bucket_counts_only_the_tasks_a_node_has_room_for(pure):
+    # Nodes of 3 CPUs, a bucket of six 1-CPU tasks: after ps-0 on n1, n1 scores 1 + 5 - 3 (two more
+    # fit) and n2 0 + 5 - 2 (three fit): equal, so the other scorers decide (Volcano's formula).
+    state = ClusterState()
+    for n in ("n1", "n2"):
+        node(state, n, cpu=3000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker;worker"}, {"ps": 1, "worker": 5})
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    rule = bucket_rule(ssn)
+    ssn.new_statement().place(tid(ssn, "tf-ps-0"), 0, ALLOCATED)
+    worker = int(ssn.snap.task_class[tid(ssn, "tf-worker-0")])
+    unit = 10 * 100.0 / 6
+    assert rule.score(worker, None).tolist() == pytest.approx([3 * unit, 3 * unit])
+
+
+@pytest.mark.parametrize("annotations, named", [
+    ({AFFINITY: "ps,chief"}, f"{AFFINITY} `ps,chief`: task `chief` is not a task of the job"),
+    ({ANTI_AFFINITY: "worker,worker"}, f"{ANTI_AFFINITY} `worker,worker`: task `worker` is named twice"),
+    ({AFFINITY: "ps,worker", TASK_ORDER: "ps,evaluator"}, f"{TASK_ORDER} `ps,evaluator`"),
+])
+def test_a_malformed_annotation_holds_the_job_naming_it(annotations, named, pure):
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    tf_job(state, annotations, {"ps": 1, "worker": 1})
+    decisions = run_cycle(topology_policy(), state, Options(pure_python=pure))
+    assert placements(decisions) == {}
+    messages = [r.message for r in decisions.reasons_for("ns/tf-ps-0")]
+    assert any(named in m and "task-topology" in m for m in messages), messages
+
+
+def test_jobs_without_annotations_are_placed_as_before(pure):
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    state.add_podgroup(PodGroup("ns", "plain", min_member=2, phase="Inqueue", uid="pg-plain"))
+    for i in range(2):
+        pod(state, f"plain-{i}", group="plain")
+    decisions = run_cycle(topology_policy(), state, Options(pure_python=pure))
+    assert placements(decisions) == {"ns/plain-0": "n1", "ns/plain-1": "n1"}
+
+
+def test_a_task_role_from_the_label_is_a_task_but_in_no_bucket(pure):
+    # getTaskRole reads the annotation, then the label (so the check passes); getTaskName reads only
+    # the annotation, so a pod named by its label alone is in no bucket and comes last.
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    state.add_podgroup(PodGroup("ns", "tf", min_member=2, phase="Inqueue", uid="pg-tf",
+                                task_topology=((AFFINITY, "ps,worker"),)))
+    pod(state, "tf-a", group="tf", labels={TASK_SPEC: "ps"})
+    pod(state, "tf-b", group="tf", annotations={TASK_SPEC: "worker"})
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    assert ssn.job_valid(0) is None
+    assert [ssn.snap.pods[t].name for t in ssn.pending_tasks(0)] == ["tf-b", "tf-a"]
+
+
+def test_the_annotations_are_read_from_podgroup_objects():
+    from runtime.cluster.objects import load_objects
+    docs = [("t.yaml", {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                        "metadata": {"name": "pg", "namespace": "ns",
+                                     "annotations": {TASK_ORDER: "ps,worker", AFFINITY: "ps,worker", "other": "x"}},
+                        "spec": {"minMember": 1}})]
+    assert load_objects(docs).podgroups["ns/pg"].task_topology == ((AFFINITY, "ps,worker"), (TASK_ORDER, "ps,worker"))
