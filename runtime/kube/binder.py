@@ -90,6 +90,33 @@ class _PredicateClock:
 _PREDICATE_CLOCK = _PredicateClock()
 
 
+class _NodeOrder:
+    """The device plugins serve a node's pending pods oldest first: volcano-sh/devices by
+    volcano.sh/predicate-time, HAMi's volcano-vgpu-device-plugin by volcano.sh/vgpu-time, while
+    the kubelet calls Allocate in the order the pods reach the node. So the pods with cards bound
+    to one node must be bound in the order of their times: a Binding's times are stamped right
+    before it is sent, under its node's lock, which is held until the answer (pipelined requests
+    on one connection are served in order), and stamped again on a retry. Locks are taken in
+    name order, all at once, so two batches never wait on each other."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    def locks(self, nodes: set[str]) -> list[threading.Lock]:
+        with self._guard:
+            return [self._locks.setdefault(n, threading.Lock()) for n in sorted(nodes)]
+
+
+def _stamp(body: dict) -> None:
+    """Stamp a Binding's device times afresh (nanoseconds, strictly increasing: vgpu-time too,
+    which Volcano writes in seconds, so that pods bound in one second are told apart)."""
+    annotations = body["metadata"].get("annotations") or {}
+    for key in (PREDICATE_TIME_ANNOTATION, vg.ASSIGNED_TIME):
+        if key in annotations:
+            annotations[key] = str(_PREDICATE_CLOCK.next())
+
+
 def binding_body(binding: Binding, pod: Pod, node: Node | None = None) -> dict:
     """The Binding: the pod's UID as a precondition and, with cards, the annotations Volcano's
     deviceshare puts on the Binding (the API server copies them onto the pod as it binds it):
@@ -118,6 +145,7 @@ class Binder:
         self.may_write = may_write
         self.attempts = attempts
         self.node_of = node_of          # the cache's Node by name: HAMi vGPU's annotations need its cards
+        self._order = _NodeOrder()
 
     def bind_all(self, items: Sequence[tuple[Binding, Pod | None]]) -> Iterator[tuple[int, BindOutcome]]:
         """(position in `items`, outcome) for every item, each as soon as it is known: pods
@@ -132,9 +160,19 @@ class Binder:
         for attempt in range(self.attempts):
             if not pending:
                 return
-            # Leadership is checked after the rate limiter's wait, right before anything is sent.
-            answers = self.api.post_many([(_binding_path(pod), body) for _, _, pod, body in pending],
-                                         allowed=self.may_write)
+            ordered = {binding.node for _, binding, _, body in pending if _stamped(body)}
+            locks = self._order.locks(ordered)
+            for lock in locks:
+                lock.acquire()
+            try:
+                for _, _, _, body in pending:
+                    _stamp(body)
+                # Leadership is checked after the rate limiter's wait, right before anything is sent.
+                answers = self.api.post_many([(_binding_path(pod), body) for _, _, pod, body in pending],
+                                             allowed=self.may_write)
+            finally:
+                for lock in locks:
+                    lock.release()
             if answers is None:
                 for i, binding, _, _ in pending:
                     yield i, BindOutcome(binding.pod, binding.node, FAILED, "no longer the leader")
@@ -169,6 +207,11 @@ class Binder:
         if attempt + 1 >= self.attempts:  # the last round's failure is final
             return BindOutcome(binding.pod, binding.node, FAILED, str(error), status=error.status)
         return None
+
+
+def _stamped(body: dict) -> bool:
+    annotations = body["metadata"].get("annotations") or {}
+    return PREDICATE_TIME_ANNOTATION in annotations or vg.ASSIGNED_TIME in annotations
 
 
 def permanent(error: ApiError) -> bool:

@@ -18,6 +18,8 @@ from runtime.cluster.objects import load_text
 from runtime.engine.devices import GPU_INDEX, PREDICATE_TIME, UNHEALTHY_GPU_IDS
 from runtime.kube.binder import binding_body
 from runtime.cluster.decisions import Binding
+from tests import device_plugin_standin as standin
+from tests.device_plugin_standin import volcano_allocate
 from tests.runtime.runtime_helpers import GiB, cycle, node, placements, pod, policy
 
 NUMBER, MEMORY = "volcano.sh/gpu-number", "volcano.sh/gpu-memory"
@@ -275,23 +277,14 @@ def test_no_card_is_over_committed_and_no_unhealthy_card_used(nodes, pods, numbe
 
 # --- the device plugin's side: which pending pod an Allocate call serves ----------------------
 
-def stand_in_allocate(pending: list[dict]) -> dict:
-    """volcano-sh/devices (share mode), from its documented behaviour: on a kubelet Allocate call
-    it lists the node's pending pods that carry volcano.sh/gpu-index and are not served yet, and
-    serves the one with the earliest volcano.sh/predicate-time (a pod without one sorts first, in
-    list order: the API lists by name)."""
-    candidates = [p for p in pending if not p.get("served") and GPU_INDEX in p["annotations"]]
-    chosen = min(candidates, key=lambda p: int(p["annotations"].get(PREDICATE_TIME, 0)))
-    chosen["served"] = True
-    return chosen
-
-
 @pytest.mark.parametrize("with_time", [True, False])
 def test_each_pod_gets_the_cards_chosen_for_it_when_the_plugin_serves_by_predicate_time(with_time) -> None:
     """Shared-GPU pods bound to one node in successive cycles, before the kubelet admits any: it
-    admits them in bind order and calls Allocate once per pod; the device plugin, seeing only the
-    annotations, must hand each the cards the scheduler chose for it. The API lists pods by name,
-    not by bind order, so without predicate-time the plugin serves the wrong pod."""
+    admits them in bind order and calls Allocate once per pod; the device plugin (the stand-in of
+    tests/device_plugin_standin.py, also run on the dev cluster by
+    tests/integration/test_device_plugin_standin.py), seeing only the annotations, must hand each
+    the cards the scheduler chose for it. The API lists pods by name, not by bind order, so
+    without predicate-time the plugin serves the wrong pod."""
     state = ClusterState()
     gpu_node(state, "g0", cards=4, mib_per_card=16384)
     listed, bind_order = [], []
@@ -302,11 +295,18 @@ def test_each_pod_gets_the_cards_chosen_for_it_when_the_plugin_serves_by_predica
         notes = dict(binding_body(binding, state.pods[binding.pod])["metadata"]["annotations"])
         if not with_time:
             notes.pop(PREDICATE_TIME)
-        listed.append({"pod": binding.pod, "annotations": notes, "chosen": notes[GPU_INDEX]})
+        listed.append({"metadata": {"name": binding.pod.split("/")[1], "namespace": "ns", "annotations": notes},
+                       "spec": {"containers": [{"resources": {"limits": {MEMORY: "12288"}}}]},
+                       "status": {"phase": "Pending"}})
         bind_order.append(binding.pod)
         state.apply(decisions)
-    listed.sort(key=lambda p: p["pod"])
-    served = {name: stand_in_allocate(listed)["chosen"] for name in bind_order}
-    chosen = {p["pod"]: p["chosen"] for p in listed}
+    listed.sort(key=lambda p: p["metadata"]["name"])
+    served = {}
+    for admitted in bind_order:
+        answer = volcano_allocate(listed, MEMORY, 12288)
+        next(p for p in listed if standin.key(p) == answer.pod)["metadata"]["annotations"].update(answer.writes)
+        served[admitted] = answer.cards
+    chosen = {standin.key(p): tuple(int(c) for c in p["metadata"]["annotations"][GPU_INDEX].split(","))
+              for p in listed}
     assert len(set(chosen.values())) == 4
     assert (served == chosen) is with_time
