@@ -291,6 +291,17 @@ PLUGINS: dict[str, PluginSpec] = {
             weight_volcano="task-topology.weight",
         ),
         PluginSpec(
+            "numa-aware", "Places a Guaranteed pod's exclusive CPUs on NUMA nodes as the kubelet's CPU and topology "
+            "managers would (each node's Numatopology from Volcano's resource exporter): a pod with "
+            "volcano.sh/numa-topology-policy passes only nodes whose static CPU manager and topology manager "
+            "policy (best-effort, restricted, single-numa-node) match it and admit its containers' CPUs; other "
+            "Guaranteed pods are checked under the node's policy; nodes where its CPUs span fewer NUMA nodes "
+            "score higher.",
+            frozenset({"predicate", "node_order"}),
+            scores=True,
+            weight_volcano="weight",
+        ),
+        PluginSpec(
             "resource-strategy-fit", "Scores nodes per resource: MostAllocated (pack) or LeastAllocated (spread), "
             "each resource weighted (a key ending in `*` weighs every resource it prefixes); a pod may choose with "
             "volcano.sh/resource-strategy-scoring-type and volcano.sh/resource-strategy-weight. With `sra_weight`, "

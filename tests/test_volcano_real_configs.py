@@ -57,8 +57,6 @@ DELIBERATE: dict[str, tuple[frozenset[str], str, str]] = {
         "- a plugin Volcano does not ship (a custom build's"),
     "how_to_use_extender_block2_volcano_scheduler_conf.yaml": (
         frozenset({"PD604"}), "extender (HTTP callouts) is not evaluated", "- `extender`"),
-    "how_to_use_numa_aware_block5_volcano_scheduler_conf.yaml": (
-        frozenset({"PD604"}), "numa-aware is not evaluated", "- `numa-aware`"),
     "usage_based_scheduling_block2.yaml": (
         frozenset({"PD604"}), "usage (node metrics) is not evaluated", "- `usage`"),
     "usage_based_scheduling_block4.yaml": (

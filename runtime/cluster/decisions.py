@@ -123,6 +123,9 @@ class Decisions:
     # (claim, its allocation) each, written (status.allocation, status.reservedFor) before the
     # Binding (runtime.engine.rules.dra).
     claims: dict[str, tuple[tuple["ResourceClaim", "Allocation"], ...]] = field(default_factory=dict)
+    # Bindings' exclusive CPUs as the numa-aware plugin assigned them: pod -> CPU ids of its node's
+    # Numatopology (the scheduler's view holds them until the exporter reports: ClusterState.numa_take).
+    numa: dict[str, frozenset[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         out = {

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 from compiler.catalog import DEFAULT_QUEUE
 from runtime.cluster.selectors import LabelSelector, SelectorTerm
 from runtime.cluster.dra import Dra, release_pod, with_allocation
+from runtime.cluster.numa import NumaTopology
 from runtime.cluster.storage import Storage, bind_claims
 from runtime.cluster.topology import HyperNode, Topology, resolve
 from runtime.cluster.topology_labels import LabelTopology, derive_hypernodes
@@ -235,6 +236,9 @@ class Pod:
     volumes: tuple["PodClaim", ...] | None = None
     # Its spec.resourceClaims (Dynamic Resource Allocation: runtime.cluster.dra); None: no claims.
     resource_claims: tuple["PodResourceClaim", ...] | None = None
+    # A Guaranteed pod's exclusive CPUs per regular container (runtime.cluster.numa.exclusive_cpus,
+    # 0: the shared pool); None: not Guaranteed. The numa-aware plugin places them on NUMA nodes.
+    numa_cpus: tuple[int, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -522,6 +526,12 @@ class ClusterState:
     # PodDisruptionBudgets by namespace/name; None: not read (the connector watches them only while
     # the pdb plugin is on, and until listed the plugin lets no pod be a victim). Reading objects sets it.
     disruption_budgets: dict[str, DisruptionBudget] | None = None
+    # Volcano's resource exporter's Numatopology objects by node name (runtime.cluster.numa), as the
+    # scheduler sees them: the CPUs its placements took since the exporter's last report taken out.
+    numatopologies: dict[str, NumaTopology] = field(default_factory=dict)
+    # The exclusive CPUs the numa-aware plugin gave a pod it bound: pod key -> (node, CPU ids); the
+    # pod gives them back when it finishes or leaves (the kubelet frees them, the exporter reports it).
+    numa_held: dict[str, tuple[str, frozenset[int]]] = field(default_factory=dict)
     _topology: tuple[tuple[int, int, int, int], Topology] | None = field(
         default=None, init=False, repr=False, compare=False)
 
@@ -562,6 +572,7 @@ class ClusterState:
 
     def remove_pod(self, key: str) -> None:
         self.pods.pop(key, None)
+        self.numa_give_back(key)
 
     def add_podgroup(self, group: PodGroup) -> None:
         self.podgroups[group.key] = group
@@ -582,6 +593,36 @@ class ClusterState:
     def remove_hypernode(self, name: str) -> None:
         if self.hypernodes.pop(name, None) is not None:
             self.hypernode_generation += 1
+
+    def add_numatopology(self, topology: NumaTopology) -> None:
+        """The exporter's report of a node, as Volcano's cache takes it (api/node_info.go
+        RefreshNumaSchedulerInfoByCrd): a report with at least as many free CPUs as the last one
+        replaces the scheduler's view (pods left); one with fewer replaces it only when the view
+        does not already have fewer (this scheduler's own placements, not reported yet)."""
+        seen = self.numatopologies.get(topology.name)
+        if seen is not None and topology.reported < seen.reported and len(seen.free_cpus) < len(topology.free_cpus):
+            topology = dataclasses.replace(seen, reported=topology.reported)     # the view keeps our placements
+        self.numatopologies[topology.name] = topology
+
+    def remove_numatopology(self, name: str) -> None:
+        self.numatopologies.pop(name, None)
+
+    def numa_take(self, pod: str, node: str, cpus: frozenset[int]) -> None:
+        """A bound pod holds these CPUs of its node's Numatopology (ours until the exporter reports)."""
+        topology = self.numatopologies.get(node)
+        if topology is None or not cpus:
+            return
+        self.numatopologies[node] = topology.with_free_cpus(topology.free_cpus - cpus)
+        self.numa_held[pod] = (node, cpus)
+
+    def numa_give_back(self, pod: str) -> None:
+        """The pod finished or left: its exclusive CPUs are free again."""
+        held = self.numa_held.pop(pod, None)
+        if held is None:
+            return
+        topology = self.numatopologies.get(held[0])
+        if topology is not None:
+            self.numatopologies[held[0]] = topology.with_free_cpus(topology.free_cpus | held[1])
 
     def topology(self) -> Topology:
         """The HyperNodes resolved against the nodes, kept while neither generation changes
@@ -641,6 +682,8 @@ class ClusterState:
             if binding.devices:
                 pod.annotations[GPU_INDEX_ANNOTATION] = ",".join(
                     str(c) for cards in binding.devices.values() for c in cards)
+            if binding.pod in decisions.numa:
+                self.numa_take(binding.pod, binding.node, decisions.numa[binding.pod])
         for eviction in decisions.evictions:
             pod = self.pods.get(eviction.pod)
             if pod is not None:
@@ -660,6 +703,7 @@ class ClusterState:
         of a job; the simulator decides whether to.)"""
         gone = [k for k, p in self.pods.items() if p.releasing]
         for key in gone:
+            self.numa_give_back(key)
             if self.pods[key].resource_claims:     # its claims no longer reserved for it
                 release_pod(self.dra, self.pods[key].uid, self.dra.claims)
             del self.pods[key]
@@ -668,6 +712,7 @@ class ClusterState:
     def complete_pod(self, key: str, phase: str = POD_SUCCEEDED) -> None:
         pod = self.pods[key]
         pod.phase = phase
+        self.numa_give_back(key)
 
     def shallow_copy(self) -> "ClusterState":
         """A state whose maps are new and whose objects are shared: what a connection hands each
@@ -692,6 +737,7 @@ class ClusterState:
             namespaces={**self.namespaces, **other.namespaces},
             storage=self.storage.merged_with(other.storage),
             hypernodes={**self.hypernodes, **other.hypernodes},
+            numatopologies={**self.numatopologies, **other.numatopologies},
             dra=self.dra.merged_with(other.dra),
             label_topology=other.label_topology or self.label_topology,
         )

@@ -28,6 +28,7 @@ from runtime.cluster.draspec import DRA_KINDS, add_dra_object
 from runtime.cluster.podspec import read_pod
 from runtime.cluster.devices import vgpu_container_problem
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
+from runtime.cluster.numa import read_numatopology
 from runtime.cluster.topology import read_hypernode
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -513,6 +514,11 @@ _READERS["PodDisruptionBudget"] = _read_disruption_budget
 # for network topology are placed within them (runtime/engine/actions/topology.py).
 KINDS += ("HyperNode",)
 _READERS["HyperNode"] = lambda obj, state: state.add_hypernode(read_hypernode(obj))
+
+# Volcano's resource exporter's Numatopology objects (nodeinfo.volcano.sh/v1alpha1), one per node,
+# for the numa-aware plugin (runtime.cluster.numa).
+KINDS += ("Numatopology",)
+_READERS["Numatopology"] = lambda obj, state: state.add_numatopology(read_numatopology(obj))
 
 # Dynamic Resource Allocation (resource.k8s.io/v1), read by runtime.cluster.draspec; pods' claims are
 # allocated devices by runtime.engine.rules.dra.

@@ -44,6 +44,7 @@ from runtime.cluster.model import (
     WeightedTerm,
 )
 from runtime.cluster.draspec import pod_resource_claims
+from runtime.cluster.numa import exclusive_cpus
 from runtime.cluster.selectors import LabelSelector, MatchExpression
 from runtime.cluster.storagespec import pod_volumes
 
@@ -102,7 +103,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
         creation=kf.timestamp(meta), releasing=bool(meta.get("deletionTimestamp")),
         rules=rules if rules else None, scheduling_gates=tuple(gates), preemption_policy=policy,
         unsupported=odd_volume, volumes=volumes, resource_claims=pod_resource_claims(spec, status),
-        nominated_node=str(status.get("nominatedNodeName") or "") or None,
+        nominated_node=str(status.get("nominatedNodeName") or "") or None, numa_cpus=exclusive_cpus(spec),
     )
 
 

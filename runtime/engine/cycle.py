@@ -121,6 +121,9 @@ def collect(ssn: Session) -> d.Decisions:
         bound = {b.pod for b in out.bindings}
         out.claims = {snap.task_keys[t]: tuple(chosen) for t, chosen in ssn.dra_rule.choices.items()
                       if chosen and snap.task_keys[t] in bound}
+    numa = ssn.plugins.get("numa-aware")
+    if numa is not None:      # the exclusive CPUs of bound pods (the scheduler's view holds them)
+        out.numa = numa.bound_cpus({b.pod for b in out.bindings})
     # Where each job asking for topology now runs (the PodGroup annotation), when that changed.
     out.hypernodes = job_hypernodes(ssn)
     keys = snap.task_keys

@@ -38,6 +38,7 @@ from runtime.cluster.draquota import (
     DeviceCharges, charge_devices, class_totals, device_class_of, is_capacity_dimension,
 )
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
+from runtime.cluster.numa import numa_class_keys, numa_policy_unevaluated
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
@@ -198,6 +199,8 @@ class Snapshot:
     queue_only: np.ndarray | None = None
     # PodDisruptionBudgets (ClusterState.disruption_budgets: None when not read), for the pdb plugin.
     disruption_budgets: dict | None = None
+    # Nodes' Numatopology objects by node name (ClusterState.numatopologies), for the numa-aware plugin.
+    numatopologies: dict = field(default_factory=dict)
 
     @property
     def n_nodes(self) -> int:
@@ -420,6 +423,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                                                 scan.node[tasks.order], nodes.names, request, tuple(resources))
     if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
         plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
+    if plan.plugin("numa-aware") is not None:     # it answers for a class by its first pod's CPUs and policy
+        plain, extra_keys = numa_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
     columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys,
                              rule_selectors(scan.rule_pods, label_keys) if label_keys is not None else None)
     device_names = managed | {d.resource for d in devices}
@@ -481,6 +486,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.queue_only = np.array([device_class_of(name) is not None for name in resources], dtype=bool)
     snapshot.resource_quotas = state.resource_quotas
     snapshot.disruption_budgets = state.disruption_budgets
+    snapshot.numatopologies = state.numatopologies
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     if vgpu_on(plan):
         snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),
@@ -490,6 +496,9 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     for t in snapshot.device_held:
         status[t] = HELD
     snapshot.device_held.update(held_for_vgpu_quota(snapshot, PENDING, UNLIMITED))
+    if plan.plugin("numa-aware") is None:
+        snapshot.device_held.update({t: DeviceHold(*why) for t, why in
+                                     numa_policy_unevaluated(tasks.pods, status, PENDING).items()})
     for t in snapshot.device_held:
         status[t] = HELD
     return snapshot

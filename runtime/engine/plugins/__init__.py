@@ -15,6 +15,7 @@ from runtime.engine.plugins import (
     binpack, capacity, cdp, conformance, deviceshare, drf, gang, network_topology, nodegroup, nodeorder, overcommit,
     pdb, predicates, priority, proportion, resource_strategy_fit, resourcequota, sla, task_topology,
 )
+from runtime.engine.plugins import numa_aware
 from runtime.engine.plugins.base import CatalogMismatch, Plugin
 
 
@@ -41,6 +42,7 @@ def registry() -> dict[str, type[Plugin]]:
                                                  predicates, nodeorder, binpack, deviceshare,
                                                  network_topology, nodegroup, cdp, resource_strategy_fit, sla,
                                                  resourcequota, pdb, task_topology)}
+    plugins[numa_aware.PLUGIN.name] = numa_aware.PLUGIN
     problems = catalog_mismatches(plugins)
     if problems:
         raise CatalogMismatch("; ".join(problems))
