@@ -191,6 +191,9 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
+    # status.images: each image's names and size in bytes, as the kubelet reports them (the
+    # nodeorder plugin's image locality, runtime.engine.images).
+    images: tuple[tuple[tuple[str, ...], int], ...] = ()
 
 
 # Slots: the snapshot's kernels read a pod's fields by member offset (runtime/engine/kernels/passes.py).
@@ -232,6 +235,9 @@ class Pod:
     # When its PodScheduled condition turned True (seconds; the simulator's clock when it binds
     # there): the cdp plugin's cooldown counts from it. None: not known (never protected).
     scheduled_at: float | None = None
+    # Its containers' images as written, init containers first, one per container (the nodeorder
+    # plugin's image locality, runtime.engine.images).
+    images: tuple[str, ...] = ()
     # The PersistentVolumeClaims its volumes name (runtime.cluster.storage.PodClaim); None: no claims.
     volumes: tuple["PodClaim", ...] | None = None
     # Its spec.resourceClaims (Dynamic Resource Allocation: runtime.cluster.dra); None: no claims.

@@ -216,12 +216,36 @@ def _read_node(obj: dict, state: ClusterState) -> None:
     state.add_node(Node(
         name=name, allocatable=allocatable, labels=kf.strings(meta.get("labels"), "metadata.labels"),
         taints=tuple(taints), unschedulable=bool(spec.get("unschedulable", False)),
-        annotations=kf.strings(meta.get("annotations"), "metadata.annotations"),
+        annotations=kf.strings(meta.get("annotations"), "metadata.annotations"), images=_node_images(status),
     ))
+
+
+def _node_images(status: dict) -> tuple[tuple[tuple[str, ...], int], ...]:
+    """status.images: (names, sizeBytes) each; an entry without names names nothing and is skipped."""
+    out = []
+    for i, image in enumerate(kf.listing(status, "images")):
+        if not isinstance(image, dict):
+            raise FieldError(f"`status.images[{i}]` must be a mapping with names and sizeBytes")
+        names = image.get("names") or []
+        if not isinstance(names, list):
+            raise FieldError(f"`status.images[{i}].names` must be a list of image names")
+        if names:
+            out.append((tuple(str(n) for n in names),
+                        kf.integer(image.get("sizeBytes", 0), f"status.images[{i}].sizeBytes", 0)))
+    return tuple(out)
+
+
+def _container_images(obj: dict) -> tuple[str, ...]:
+    """The image of each init container, then of each container (kube-scheduler's ImageLocality order;
+    "" for a container naming none, which still counts in the score's scale)."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    return tuple(str(c.get("image") or "") for kind in ("initContainers", "containers")
+                 for c in (spec.get(kind) or []) if isinstance(c, dict))
 
 
 def _read_pod(obj: dict, state: ClusterState) -> None:
     pod = read_pod(obj, state.priority_classes)
+    pod.images = _container_images(obj)
     pod.unsupported = pod.unsupported or vgpu_container_problem(obj)
     pod.scheduled_at = scheduled_time(obj)
     state.add_pod(pod)

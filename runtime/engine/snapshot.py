@@ -40,6 +40,7 @@ from runtime.cluster.draquota import (
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.numa import numa_class_keys, numa_policy_unevaluated
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
+from runtime.engine.images import image_class_keys, image_locality_weight, node_images
 from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
 from runtime.engine.devices import (GPU_INDEX, GPU_NUMBER, DeviceHold, card_model, gfd_card_memory,
@@ -400,6 +401,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         plain[list(dra.uses)] = False
         extra_keys = {t: (extra_keys.get(t) if extra_keys else None, dra.class_keys.get(t))
                       for t in set(dra.class_keys) | set(extra_keys or ())}
+    if image_locality_weight(plan) and node_images(nodes.objects).any:   # nodeorder scores a class by its images
+        plain, extra_keys = image_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
     queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
     capacity = plan.plugin("capacity")
     charges = None if capacity is not None and capacity.arguments.get("device_class_quota") is False else \

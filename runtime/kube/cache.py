@@ -120,8 +120,9 @@ class Gone(Exception):
 
 
 def _static(node: Node) -> tuple:
-    """What the snapshot's cached node arrays depend on."""
-    return (node.allocatable, node.labels, node.taints, node.unschedulable)
+    """What the snapshot's cached node arrays (and the image index built from their nodes,
+    runtime.engine.images) depend on."""
+    return (node.allocatable, node.labels, node.taints, node.unschedulable, node.images)
 
 
 class ClusterCache:

@@ -1,14 +1,15 @@
 """nodeorder: kube-scheduler style scorers (0–100 each) times their weights, times the
 plugin's weight. least-requested, most-requested and balanced-allocation (over cpu and memory)
 are the score kernel's terms; preferred node affinity and PreferNoSchedule taint toleration
-are static per-class arrays; inter-pod affinity (`podaffinity`) and topology spread
-(`podtopologyspread`) are stateful scorers (runtime.engine.rules). (imagelocality has a weight but no
-scorer: see runtime/README.md.)"""
+are static per-class arrays, and so is image locality (`imagelocality`: kube-scheduler's
+ImageLocality over the nodes' status.images, runtime.engine.images); inter-pod affinity
+(`podaffinity`) and topology spread (`podtopologyspread`) are stateful scorers (runtime.engine.rules)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from runtime.engine.images import image_locality, node_images
 from runtime.engine.plugins.base import Plugin
 from runtime.engine.session import KernelScore
 from runtime.engine.plugins.predicates import pod_affinity_state, spread_state
@@ -34,6 +35,8 @@ class NodeOrderPlugin(Plugin):
             requested_resources=tuple(snap.resource_index[name] for name in NODEORDER_RESOURCES)))
         affinity_w = float(self.args.get("nodeaffinity", 2)) * weight
         taint_w = float(self.args.get("tainttoleration", 3)) * weight
+        image_w = float(self.args.get("imagelocality", 1)) * weight
+        images = node_images(snap.node_objects) if image_w else None
 
         def static(cls: TaskClass):
             out = None
@@ -52,6 +55,10 @@ class NodeOrderPlugin(Plugin):
                 top = bad.max()
                 score = (100.0 * (top - bad) / top) if top > 0 else np.full(snap.n_nodes, 100.0)
                 out = score * taint_w if out is None else out + score * taint_w
+            if images is not None and images.any:
+                local = image_locality(images, snap.pods[cls.head])
+                if local is not None:
+                    out = local * image_w if out is None else out + local * image_w
             return out
 
         self.register(ssn, "node_order", static)
