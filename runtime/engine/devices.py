@@ -78,6 +78,16 @@ def device_hold(requests: Mapping[str, int], plans: list[DevicePlan], evaluated:
                               f"{_why_not(resource)}; it is not placed without its cards")
     for plan in plans:
         memory = plan.memory_resource or GPU_MEMORY
+        if plan.sharing == "memory" and plan.resource == GPU_NUMBER and memory == GPU_MEMORY \
+                and requests.get(GPU_NUMBER, 0) > 0 and requests.get(GPU_MEMORY, 0) > 0:
+            # Volcano (v1.14.1 gpushare Allocate) puts the memory on one card, then overwrites
+            # volcano.sh/gpu-index with gpu-number idle cards that its filter never checked, still
+            # charging the first card: no placement of both that volcano-sh/devices would serve.
+            return DeviceHold(f"resources {GPU_NUMBER}",
+                              f"pod asks for {GPU_NUMBER} beside {GPU_MEMORY}: GPU sharing places a pod's "
+                              f"{GPU_MEMORY} on one card and volcano-sh/devices serves no card count beside it "
+                              f"(ask {GPU_MEMORY} alone to share a card, or {GPU_NUMBER} alone with deviceshare's "
+                              "`gpu_number` for whole cards); it is not placed")
         if plan.sharing == "memory" and not plan.card_memory and requests.get(plan.resource, 0) > 0 \
                 and not requests.get(memory, 0):
             # A shared plan knows a card request only by its memory: without it the card's share

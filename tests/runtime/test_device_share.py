@@ -70,6 +70,11 @@ def reason(decisions, key: str) -> str:
     # GPU share places card memory: a card count alone has no share of a card (Volcano's
     # HasDeviceRequest is false for it, and volcano-sh/devices serves it nothing).
     (SHARING, {NUMBER: 1}, "without volcano.sh/gpu-memory"),
+    # Both: Volcano's gpushare Allocate (v1.14.1) writes the memory's card to volcano.sh/gpu-index,
+    # then overwrites it with gpu-number idle cards its filter never checked (and keeps the first
+    # card charged): no placement volcano-sh/devices would serve as both ask, so the pod waits.
+    (SHARING, {NUMBER: 1, MEMORY: 4096}, "volcano.sh/gpu-number beside volcano.sh/gpu-memory"),
+    (SHARING, {NUMBER: 2, MEMORY: 4096}, "volcano.sh/gpu-number beside volcano.sh/gpu-memory"),
 ])
 def test_a_device_request_no_plan_places_waits_naming_it(pure, plan, requests, named) -> None:
     state = ClusterState()

@@ -5,6 +5,9 @@ pod by the sum of every pod's request for an extended resource against the node'
 whatever cards the pods share, so the scheduler must not bind more of it to a node than the node
 has, even where every card's memory still fits. The checker here sums requests per node on its
 own, from the pods' requests and bindings.
+
+Since issue 28, a GPU-sharing pod asking gpu-number beside gpu-memory is not placed at all (no
+placement of both is served by volcano-sh/devices; runtime/README.md): it waits naming both.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ GPU_NODE = {NUMBER: 4, MEMORY: 65536}
 
 @pytest.mark.parametrize("pure", [False, True])
 @pytest.mark.parametrize("count, pods, fit", [
-    (2, 3, 2),      # 3 pods of 2 cards: 6 of 4 if all went to one node
-    (1, 6, 4),      # 6 pods of 1 card sharing cards: 6 of 4
-    (1, 4, 4),
+    (2, 3, 0),      # 3 pods of 2 cards: 6 of 4 if all went to one node
+    (1, 6, 0),      # 6 pods of 1 card sharing cards: 6 of 4
+    (1, 4, 0),
 ])
 def test_a_node_never_gets_more_of_its_card_count_than_it_has(pure, count, pods, fit) -> None:
     state = ClusterState()
@@ -39,3 +42,5 @@ def test_a_node_never_gets_more_of_its_card_count_than_it_has(pure, count, pods,
         per_node[where] = per_node.get(where, 0) + state.pods[name].requests[NUMBER]
     assert all(used <= GPU_NODE[NUMBER] for used in per_node.values()), per_node
     assert len(bound) == fit, bound
+    for i in range(pods):
+        assert f"{NUMBER} beside {MEMORY}" in " ".join(r.message for r in decisions.reasons_for(f"ns/p{i}"))
