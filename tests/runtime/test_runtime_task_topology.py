@@ -281,3 +281,23 @@ def test_the_annotations_are_read_from_podgroup_objects():
                                      "annotations": {TASK_ORDER: "ps,worker", AFFINITY: "ps,worker", "other": "x"}},
                         "spec": {"minMember": 1}})]
     assert load_objects(docs).podgroups["ns/pg"].task_topology == ((AFFINITY, "ps,worker"), (TASK_ORDER, "ps,worker"))
+
+
+def test_a_gated_task_keeps_its_class_out_of_the_buckets(pure):
+    # A gated ps is held (never placed): its class is the plain one another job shares, and that job's
+    # pod is placed as without the plugin; the worker still goes by its bucket.
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    state.add_podgroup(PodGroup("ns", "tf", min_member=1, phase="Inqueue", uid="pg-tf",
+                                task_topology=((AFFINITY, "ps,worker"),)))
+    pod(state, "tf-ps-0", group="tf", annotations={TASK_SPEC: "ps"}, scheduling_gates=("wait",))
+    pod(state, "tf-worker-0", group="tf", annotations={TASK_SPEC: "worker"})
+    state.add_podgroup(PodGroup("ns", "other", min_member=1, phase="Inqueue", uid="pg-other"))
+    pod(state, "other-0", group="other")
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    rule = bucket_rule(ssn)
+    other = int(ssn.snap.task_class[tid(ssn, "other-0")])
+    assert not rule.scores(other)
+    assert rule.scores(int(ssn.snap.task_class[tid(ssn, "tf-worker-0")]))
+    got = placements(run_cycle(topology_policy(), state, Options(pure_python=pure)))
+    assert got == {"ns/tf-worker-0": "n1", "ns/other-0": "n1"}

@@ -282,6 +282,8 @@ def topology_class_keys(plain: np.ndarray, class_keys: dict | None, jobs: list, 
             continue
         for bucket in jb.buckets:
             for t in bucket.order:
+                if int(status[t]) != PENDING:
+                    continue        # held: never placed, and its class is not the bucket's
                 plain[t] = False
                 out[t] = (out.get(t), "task-topology", job.index, bucket.index, jb.name_of[t])
                 changed = True
@@ -305,6 +307,8 @@ class BucketScore(StatefulRule):
         for j, jb in managers.items():
             for bucket in jb.buckets:
                 for t in bucket.order:
+                    if int(snap.status[t]) != PENDING:
+                        continue    # held: its class is no bucket's (topology_class_keys)
                     cid = int(snap.task_class[t])
                     self.of_class[cid] = (j, bucket.index, jb.name_of[t])
                     self.classes_of_bucket.setdefault((j, bucket.index), set()).add(cid)
