@@ -301,3 +301,12 @@ def test_a_gated_task_keeps_its_class_out_of_the_buckets(pure):
     assert rule.scores(int(ssn.snap.task_class[tid(ssn, "tf-worker-0")]))
     got = placements(run_cycle(topology_policy(), state, Options(pure_python=pure)))
     assert got == {"ns/tf-worker-0": "n1", "ns/other-0": "n1"}
+
+
+def test_with_both_points_off_a_malformed_annotation_holds_nothing(pure):
+    state = ClusterState()
+    node(state, "n1", cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,chief"}, {"ps": 1, "worker": 1})
+    off = policy("tier {\n  plugin priority\n  plugin gang\n}\ntier {\n  plugin predicates\n  plugin proportion\n"
+                 "  plugin task-topology {\n    enable_task_order = false\n    enable_node_order = false\n  }\n}\n")
+    assert placements(run_cycle(off, state, Options(pure_python=pure))) == {"ns/tf-ps-0": "n1", "ns/tf-worker-0": "n1"}

@@ -10,7 +10,8 @@ the PodGroup it creates; a task's name is its pod's `volcano.sh/task-spec` annot
 - `volcano.sh/task-topology-anti-affinity: "ps;worker,chief"`: the same, best on different nodes;
 - `volcano.sh/task-topology-task-order: "ps,worker"`: tasks listed first are placed first.
 Every name must be a task of the job, and no group may name a task twice; otherwise the job
-waits with a reason naming the annotation (Volcano logs it and places the job without the plugin).
+waits with a reason naming the annotation (Volcano logs it and places the job without the plugin),
+while the plugin's task_order or node_order is on.
 
 As Volcano's, at session open, for each job with pending tasks and annotations:
 - its tasks named in an affinity or anti-affinity group are put in buckets: tasks on a node
@@ -432,7 +433,8 @@ class TaskTopologyPlugin(Plugin):
         if managers:
             self.register(ssn, "task_order", task_order)
             self.register(ssn, "node_order", BucketScore(ssn, managers, weight))
-        if problems:
+        # A job is held for its annotations only while the plugin reads them for something.
+        if problems and (self.spec.enabled("task_order") or self.spec.enabled("node_order")):
             self.register(ssn, "job_valid", valid)
 
 
