@@ -29,6 +29,7 @@ from runtime.engine.actions import registry as action_registry
 from runtime.engine.cycle import collect, open_session
 from runtime.engine.devices import card_model
 from runtime.cluster.decisions import Decisions, Reason
+from runtime.cluster.dra import release_pod
 from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues
 from runtime.engine.queueshare import UnmetPromise, unmet_promises
 from runtime.cluster.model import POD_PENDING, PG_COMPLETED, ClusterState, Pod, group_key_of
@@ -201,12 +202,20 @@ class Simulation:
             job = self._job_of(pod, now)
             job.pods.add(pod.key)
 
+    def _release_claims(self, pod: Pod) -> None:
+        """A pod done or gone leaves its ResourceClaims' consumers, as kube-controller-manager's
+        resourceclaim controller takes it out (a template's claim made for it goes, another claim
+        left without consumers is deallocated): their devices are free again."""
+        if pod.resource_claims:
+            release_pod(self.state.dra, pod.uid, self.state.dra.claims)
+
     def _complete(self, key: str, uid: str, now: float) -> None:
         pod = self.state.pods.get(key)
         # A stale event: the pod was evicted (and recreated) since it was bound.
         if pod is None or pod.uid != uid or pod.releasing or not pod.node_name or pod.terminal:
             return
         self.state.complete_pod(key)
+        self._release_claims(pod)
         if not self._mine(pod):
             self.state.remove_pod(key)
             return
@@ -229,6 +238,7 @@ class Simulation:
         """Evicted pods leave; their job's controller recreates them pending."""
         releasing = [p for p in self.state.pods.values() if p.releasing]
         for pod in releasing:
+            self._release_claims(pod)
             self.state.remove_pod(pod.key)
             if not self._mine(pod) or group_key_of(pod) not in self.jobs:
                 continue
@@ -406,7 +416,8 @@ class Simulation:
         waiting = {k: v for k, v in self.waiting_reasons.items()
                    if k in self.state.pods and not self.state.pods[k].node_name}
         metrics = dataclasses.replace(metrics, storage_waiting=sum(
-            1 for reasons in waiting.values() if any(waits_on_storage(r) for r in reasons)))
+            1 for reasons in waiting.values() if any(waits_on_storage(r) for r in reasons)),
+            devices=self.recorder.device_usage(self.state, end))
         return SimulationResult(metrics, self.placements, self.bind_times, self.job_starts, waiting, phases,
                                 self.evicted, end, cycles, stopped, self.state, self._findings(waiting, end, metrics),
                                 longest_waits=tuple(longest_waits(self._waits, self.watch.last_reasons)),

@@ -17,6 +17,9 @@ Definitions (docs/simulator.md repeats them):
   resources alone, all of them considered; selectors and taints aside), time-averaged over
   the time pods wait; for the memory of a device shared by memory slices the same is measured
   per card (idle card memory no waiting slice fits);
+- *device usage* (Dynamic Resource Allocation) of a DeviceClass = devices claims hold ÷ devices
+  the ResourceSlices publish that its selectors match, time-averaged; and both counts per node at
+  the end (runtime.simulation.devices);
 - all time averages weight each sample (taken after every cycle) by how long it held.
 """
 
@@ -28,6 +31,7 @@ from typing import Iterable
 
 from runtime.cluster.model import ClusterState, Pod
 from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
+from runtime.simulation.devices import ClassUsage, DeviceMeter, usage
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:
@@ -59,6 +63,7 @@ class Sample:
     fragmentation: dict[str, float]     # resource -> fragmented part of free (only while pods wait)
     fairness: float | None              # Jain's index over queues with waiting pods
     evictions: int = 0                  # evictions so far (cumulative)
+    devices: dict[str, float] = field(default_factory=dict)  # DeviceClass -> allocated ÷ published
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,8 @@ class RunMetrics:
     eviction_audit: dict = field(default_factory=dict)
     # Pods still waiting at the end whose reasons name their storage (runtime.engine.rules.volumes).
     storage_waiting: int = 0
+    # DeviceClass -> its devices published and allocated (runtime.simulation.devices); empty without DRA.
+    devices: dict[str, ClassUsage] = field(default_factory=dict)
 
     @property
     def thrashing(self) -> bool:
@@ -129,6 +136,7 @@ class RunMetrics:
                                        for v in self.gang_violations[:20]],
             "eviction_audit": dict(self.eviction_audit), "thrashing": self.thrashing,
             "storage_waiting": self.storage_waiting,
+            **({"devices": {cls: u.to_dict() for cls, u in self.devices.items()}} if self.devices else {}),
         }
 
 
@@ -153,6 +161,7 @@ class Recorder:
         self.samples: list[Sample] = []
         self.violations: list[GangViolation] = []
         self.evictions = 0
+        self.device_meter = DeviceMeter()
 
     def tally(self, queue: str) -> _QueueTally:
         return self.tallies.setdefault(queue, _QueueTally())
@@ -222,8 +231,16 @@ class Recorder:
         fragmentation = node_fragmentation(state, used_by_node, resources, waiting_pods) if waiting_pods else {}
         if waiting_pods:
             fragmentation.update(card_fragmentation(snap.devices, [p.requests for p in waiting_pods]))
+        devices = self.device_meter.fractions(state.dra) if state.dra.slices else {}
         self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
-                                   self.evictions))
+                                   self.evictions, devices))
+
+    def device_usage(self, state: ClusterState, end: float) -> dict[str, ClassUsage]:
+        """Each DeviceClass's devices at the end (`state`) and their mean use over the samples."""
+        if not state.dra.slices:
+            return {}
+        return usage(self.device_meter.counts(state.dra), [s.devices for s in self.samples],
+                     _holding_times(self.samples, end))
 
     def finish(self, end: float, cycles: int, still_waiting: Iterable[tuple[str, float]]) -> RunMetrics:
         waiting_now: dict[str, list[float]] = {}

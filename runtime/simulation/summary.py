@@ -172,6 +172,30 @@ def eviction_text(metrics: RunMetrics) -> str:
 
 
 TOPOLOGY_ROWS = 30          # HyperNodes and gangs listed in the text summary (the JSON and the report list all)
+DEVICE_NODE_ROWS = 30       # nodes listed per DeviceClass in the text summary (the JSON lists all)
+
+
+def device_tables(metrics: RunMetrics) -> list:
+    """The text summary's device usage (Dynamic Resource Allocation): per DeviceClass, devices
+    allocated of those published at the end and the mean over the run, then per node at the end
+    (the fullest first)."""
+    if not metrics.devices:
+        return []
+    classes = Table(box=box.SIMPLE, show_edge=False, title="devices (DRA)", title_justify="left")
+    for column in ("DeviceClass", "allocated at the end", "published", "mean use"):
+        classes.add_column(column, overflow="fold", justify="left" if column == "DeviceClass" else "right")
+    nodes = Table(box=box.SIMPLE, show_edge=False, title="devices per node at the end", title_justify="left")
+    for column in ("DeviceClass", "node", "allocated", "published"):
+        nodes.add_column(column, overflow="fold", justify="left" if column in ("DeviceClass", "node") else "right")
+    for cls, use in metrics.devices.items():
+        classes.add_row(cls, str(use.allocated), str(use.published),
+                        "-" if use.utilization is None else percent(use.utilization))
+        ranked = sorted(use.nodes.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0]))
+        for node, (published, allocated) in ranked[:DEVICE_NODE_ROWS]:
+            nodes.add_row(cls, node, str(allocated), str(published))
+        if len(ranked) > DEVICE_NODE_ROWS:
+            nodes.add_row(cls, f"... {len(ranked) - DEVICE_NODE_ROWS} more (-o json)", "", "")
+    return [classes, nodes]
 
 
 def topology_document(result: SimulationResult) -> dict | None:
@@ -318,4 +342,6 @@ def print_summary(out: Console, result: SimulationResult, policy: str, descripti
     out.print(cluster_table(m))
     for part in topology_tables(result):
         out.print(fitted(out, part) if isinstance(part, Table) else part)
+    for table in device_tables(m):
+        out.print(fitted(out, table))
     print_findings(out, result, command)
