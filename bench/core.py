@@ -68,13 +68,24 @@
    cores or its split count; the compiled and pure-Python paths decide alike (at a tenth of the size).
    `--vgpu-only` runs this section alone.
 
+11. Volcano's numa-aware, nodegroup and task-topology plugins on: 2,000 nodes of 64 CPUs in two NUMA
+   nodes (a Numatopology each: static CPU manager, single-numa-node topology manager) in 10 node
+   groups, the 20 queues two to a group (`node_groups`), 16,000 Guaranteed pods in gangs of 8 (a
+   `ps` of 8 CPUs and seven `worker`s of 4, volcano.sh/numa-topology-policy: single-numa-node,
+   task-topology affinity ps,worker and anti-affinity ps); placements per second against section
+   1's policy on the same pods without what the plugins read, in one run (`cost` = with ÷
+   without), best of at most 3. Checked by this script's own count from the bindings and their
+   CPUs (Decisions.numa): every pod placed, its CPUs within one NUMA node, no CPU given twice,
+   every pod in its queue's group; the compiled and pure-Python paths decide alike (at a tenth of
+   the size). `--sections 11` runs this section alone.
+
 The machine may be shared: best-of-N is the figure, and the load average at the start and
 the spread (median, worst) say how noisy the run was. The cluster state is frozen out of the
 garbage collector's reach once built (`freeze_state`), as a long-running scheduler would.
 
     python bench/core.py [--json] [--quick] [--repeat N] [--sections 6,7]
 
---sections runs only the listed self-contained sections (5 to 9), e.g. the rule costs alone.
+--sections runs only the listed self-contained sections (5 to 9, 11), e.g. the rule costs alone.
 
 With --json the last line is one JSON object.
 """
@@ -103,7 +114,8 @@ from runtime.cluster.model import (  # noqa: E402
     QUEUE_ANNOTATION, ClusterState, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint, settles,
 )
 from runtime.cluster.selectors import LabelSelector, MatchExpression  # noqa: E402
-from runtime.cluster.model import NetworkTopology  # noqa: E402
+from runtime.cluster.model import NODEGROUP_LABEL, TASK_SPEC_ANNOTATION as TASK_SPEC, NetworkTopology  # noqa: E402
+from runtime.cluster.numa import NUMA_POLICY_ANNOTATION, CpuInfo, NumaTopology  # noqa: E402
 from runtime.cluster.topology import HyperNode, Member  # noqa: E402
 from runtime.engine.snapshot import SnapshotCache, build_snapshot  # noqa: E402
 from runtime.engine import devices_vgpu as vg  # noqa: E402
@@ -132,6 +144,9 @@ tier {
 """ + "\n".join(f"queue q{i} {{ weight = {1 + i % 4} }}" for i in range(QUEUES)) + "\n"
 
 TOPOLOGY_REPEAT = 3      # section 8's cycles take seconds each: best of at most this many
+NUMA_REPEAT = 3          # section 11's too
+TASK_TOPOLOGY_AFFINITY = "volcano.sh/task-topology-affinity"
+TASK_TOPOLOGY_ANTI = "volcano.sh/task-topology-anti-affinity"
 GANG_SIZES = (8, 16, 24, 32, 40, 48, 56, 64)
 # Section 8's tree: nodes per tier-1 HyperNode, then children per HyperNode of tiers 2 and 3.
 TOPOLOGY_FANOUT = (20, 10, 5)
@@ -601,6 +616,118 @@ def vgpu_section(scale: int, repeat: int, result: dict) -> bool:
     return out["within_cards"] and out["identical_decisions"] and w["placements"] == out["pods"]
 
 
+# --- section 11: numa-aware, nodegroup and task-topology -------------------------------------
+
+NUMA_NODES_PER_HOST = 2
+NUMA_CPUS = 32                # per NUMA node: one socket of 16 cores, two threads each
+NUMA_GROUPS = 10              # node groups (volcano.sh/nodegroup-name), two queues each
+NUMA_POLICY_ON = POLICY.replace("  plugin binpack\n", "  plugin binpack\n  plugin nodegroup\n  plugin numa-aware\n"
+                                "  plugin task-topology\n", 1).replace(
+    "\n".join(f"queue q{i} {{ weight = {1 + i % 4} }}" for i in range(QUEUES)),
+    "\n".join(f"queue q{i} {{\n  weight = {1 + i % 4}\n  node_groups = [\"g{i % NUMA_GROUPS}\"]\n}}"
+              for i in range(QUEUES)))
+
+
+def numatopology_of(name: str) -> "NumaTopology":
+    """A node's Numatopology as Volcano's resource exporter reports it: static CPU manager,
+    single-numa-node topology manager, every CPU free, cpuDetail by NUMA node = socket."""
+    cpus = {c: CpuInfo(c // NUMA_CPUS, c // NUMA_CPUS, (c % NUMA_CPUS) // 2)
+            for c in range(NUMA_NODES_PER_HOST * NUMA_CPUS)}
+    return NumaTopology(name, "static", "single-numa-node", {"cpu": frozenset(cpus)}, cpus,
+                        reported=len(cpus))
+
+
+def make_numa_cluster(nodes: int, pods: int, with_plugins: bool) -> ClusterState:
+    """Section 11's cluster: nodes of 64 CPUs in two NUMA nodes; gangs of 8 Guaranteed pods (one
+    `ps` of 8 CPUs, seven `worker`s of 4 CPUs) over the queues. With the plugins: each node a
+    Numatopology and a node group (nodes split evenly over NUMA_GROUPS), each pod
+    volcano.sh/numa-topology-policy: single-numa-node, each PodGroup task-topology affinity
+    ps,worker and anti-affinity ps; without, none of that (same requests)."""
+    state = ClusterState()
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        labels = {"kubernetes.io/hostname": name}
+        if with_plugins:
+            labels[NODEGROUP_LABEL] = f"g{n * NUMA_GROUPS // nodes}"
+            state.add_numatopology(numatopology_of(name))
+        state.add_node(Node(name, {"cpu": NUMA_NODES_PER_HOST * NUMA_CPUS * 1000, "memory": 512 * GiB, "pods": 110},
+                            labels=labels))
+    for g in range(pods // 8):
+        name = f"job-{g:05d}"
+        topology = ((TASK_TOPOLOGY_AFFINITY, "ps,worker"), (TASK_TOPOLOGY_ANTI, "ps")) if with_plugins else ()
+        state.add_podgroup(PodGroup("bench", name, min_member=8, queue=f"q{g % QUEUES}", phase="Inqueue",
+                                    uid=f"pg-{g}", creation=float(g), task_topology=topology))
+        for r in range(8):
+            task, cpus = ("ps", 8) if r == 0 else ("worker", 4)
+            annotations = {TASK_SPEC: task}
+            if with_plugins:
+                annotations[NUMA_POLICY_ANNOTATION] = "single-numa-node"
+            state.add_pod(Pod("bench", f"{name}-{r}", {"cpu": cpus * 1000, "memory": 4 * GiB}, uid=f"{g}-{r}",
+                              group=name, creation=float(g), annotations=annotations, numa_cpus=(cpus,)))
+    return state
+
+
+def numa_checked(state: ClusterState, decisions) -> dict:
+    """This script's own check of section 11, from the bindings, Decisions.numa and the node
+    labels: every pod bound got its CPUs, all within one NUMA node of its node, none given
+    twice; every pod on a node of its queue's group."""
+    pods = {f"{p.namespace}/{p.name}": p for p in state.pods.values()}
+    queue_of = {f"{g.namespace}/{g.name}": g.queue for g in state.podgroups.values()}
+    taken: dict[str, set[int]] = {}
+    one_numa = twice = in_group = 0
+    for b in decisions.bindings:
+        pod = pods[b.pod]
+        cpus = decisions.numa.get(b.pod, frozenset())
+        one_numa += len(cpus) == pod.numa_cpus[0] and len({c // NUMA_CPUS for c in cpus}) == 1
+        twice += bool(taken.setdefault(b.node, set()) & cpus)
+        taken[b.node] |= cpus
+        group = state.nodes[b.node].labels.get(NODEGROUP_LABEL)
+        queue = queue_of[f"{pod.namespace}/{pod.group}"]
+        in_group += group == f"g{int(queue[1:]) % NUMA_GROUPS}"
+    placed = len(decisions.bindings)
+    return {"pods_within_one_numa_node": one_numa, "cpus_given_twice": twice, "pods_in_their_group": in_group,
+            "numa_checked": placed > 0 and one_numa == placed and twice == 0 and in_group == placed}
+
+
+def numa_cycles(nodes: int, pods: int, repeat: int) -> dict:
+    """Section 11: best compiled cycle with numa-aware, nodegroup and task-topology on against
+    section 1's policy on the same pods without what they read, in one run; the check; both
+    paths alike (at a tenth of the size)."""
+    plans = {name: compile_text(text, f"bench-{name}.policy").plan
+             for name, text in (("with", NUMA_POLICY_ON), ("without", POLICY))}
+    out: dict = {}
+    for name, with_it in (("without", False), ("with", True)):
+        plan = plans[name]
+        state = make_numa_cluster(nodes, pods, with_it)
+        freeze_state()
+        cache = SnapshotCache()
+        one_cycle(plan, state, False, cache)
+        (seconds, placed, parts, decisions), _, cpu = best_of(plan, state, False, cache, repeat)
+        out[name] = {"cycle_s": round(seconds, 4), "cycle_cpu_s": round(cpu, 4), "placements": placed,
+                     "placements_per_s": round(placed / seconds), "phases": parts}
+    out["cost"] = round(out["with"]["cycle_s"] / out["without"]["cycle_s"], 2)
+    out.update(nodes=nodes, pods=pods, gangs=pods // 8, **numa_checked(state, decisions))
+    small = make_numa_cluster(max(nodes // 10, NUMA_GROUPS), max(pods // 10, 80), True)
+    decided = [one_cycle(plans["with"], small, pure, SnapshotCache())[3] for pure in (False, True)]
+    out["identical_decisions"] = decided[0].to_json() == decided[1].to_json() and decided[0].numa == decided[1].numa
+    return out
+
+
+def numa_section(scale: int, repeat: int, result: dict) -> bool:
+    """Section 11 run and printed; whether its checks hold."""
+    out = result["numa"] = numa_cycles(2000 // scale, 16000 // scale, min(repeat, NUMA_REPEAT))
+    w, wo = out["with"], out["without"]
+    print(f"numa-aware + nodegroup + task-topology {out['nodes']} nodes (2 NUMA nodes x {NUMA_CPUS} CPUs, "
+          f"{NUMA_GROUPS} node groups) / {out['pods']} Guaranteed pods in {out['gangs']} gangs: "
+          f"{w['placements_per_s']:,} placements/s ({w['placements']} placed, {w['cycle_s'] * 1000:.1f} ms, cpu "
+          f"{w['cycle_cpu_s'] * 1000:.1f} ms), plugins off {wo['placements_per_s']:,}/s ({wo['placements']} placed, "
+          f"{wo['cycle_s'] * 1000:.1f} ms, cpu {wo['cycle_cpu_s'] * 1000:.1f} ms) (cost {out['cost']}x; best of "
+          f"{min(repeat, NUMA_REPEAT)}); within one NUMA node {out['pods_within_one_numa_node']}/{w['placements']}, "
+          f"in their group {out['pods_in_their_group']}/{w['placements']}, CPUs given twice {out['cpus_given_twice']}; "
+          f"compiled and Python decide alike: {out['identical_decisions']}")
+    return out["numa_checked"] and out["identical_decisions"] and w["placements"] == out["pods"]
+
+
 def freeze_state() -> None:
     """Move everything alive now (the cluster state just built) out of the garbage collector's
     reach. A scheduler's cluster state lives as long as the process; left in the collector's
@@ -651,9 +778,9 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
     """`--sections`: the self-contained sections asked for, their figures and checks as in a
     full run (exit 1 when a check fails)."""
     wanted = {int(x) for x in args.sections.split(",") if x.strip()}
-    unknown = wanted - {5, 6, 7, 8, 9}
+    unknown = wanted - {5, 6, 7, 8, 9, 11}
     if unknown:
-        print(f"--sections: only sections 5 to 9 run alone (not {sorted(unknown)})", file=sys.stderr)
+        print(f"--sections: only sections 5 to 9 and 11 run alone (not {sorted(unknown)})", file=sys.stderr)
         return 2
     print(f"load average {result['load_average_1m']} on {result['cpus']} cpus")
     ok = True
@@ -684,6 +811,8 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
         ok &= out["identical_decisions"] and out.get("volumes_checked", True) \
             and out.get("allocations_checked", True) \
             and out.get("share_within_tier1", 1.0) == 1.0 and out.get("hard_gangs_placed") == out.get("hard_gangs")
+    if 11 in wanted:
+        ok &= numa_section(scale, args.repeat, result)
     if args.json:
         print(json.dumps(result))
     return 0 if ok else 1
@@ -697,7 +826,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7,
                         help="cycles measured per path, compiled and pure Python alike (the best counts)")
     parser.add_argument("--sections", default="",
-                        help="only these of the self-contained sections 5-9, comma-separated (e.g. 6,7)")
+                        help="only these of the self-contained sections 5-9 and 11, comma-separated (e.g. 6,7)")
     args = parser.parse_args(argv)
     compilation = compile_text(POLICY, "bench.policy")
     if not compilation.ok:
@@ -858,6 +987,11 @@ def main(argv: list[str] | None = None) -> int:
     if not vgpu_section(scale, args.repeat, result):
         print("the vGPU cycle over-committed a card, left a pod unplaced, or the paths decided differently",
               file=sys.stderr)
+        return 1
+    # 11. numa-aware, nodegroup and task-topology
+    if not numa_section(scale, args.repeat, result):
+        print("the NUMA cycle split a pod's CPUs, gave a CPU twice, left a group, left a pod unplaced, or the paths "
+              "decided differently", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result))

@@ -66,6 +66,17 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     assert vgpu["with"]["placements"] == vgpu["pods"] > 0 and vgpu["within_cards"] is True
     assert vgpu["identical_decisions"] is True and vgpu["peak_card_memory_mib"] <= 40960
     assert 0 < vgpu["without"]["placements"] <= vgpu["cards"]
+    # Section 11 (numa-aware, nodegroup, task-topology): the script exits 1 unless its own check finds
+    # every pod placed with its CPUs in one NUMA node, none twice, in its queue's group, paths alike.
+    numa = result["numa"]
+    assert numa["with"]["placements"] == numa["without"]["placements"] == numa["pods"] > 0
+    assert numa["numa_checked"] is True and numa["identical_decisions"] is True and numa["cpus_given_twice"] == 0
+
+
+def test_core_numa_section_runs_alone() -> None:
+    _, result = run_script("core.py", "--sections", "11", "--quick", "--repeat", "1")
+    numa = result["numa"]
+    assert numa["numa_checked"] is True and numa["with"]["placements"] == numa["pods"] == 1600
 
 
 def test_core_dra_section_runs_alone() -> None:

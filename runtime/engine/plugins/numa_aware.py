@@ -41,6 +41,7 @@ import numpy as np
 from runtime.cluster.numa import NUMA_POLICIES, NUMA_POLICY_ANNOTATION, NumaTopology, pod_numa_policy
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check, StatefulRule
 from runtime.engine.plugins.base import Plugin
+from runtime.engine.snapshot import PENDING
 
 MAX_NODE_SCORE = 100
 Hint = tuple  # (NUMA node bitmask or None for "any NUMA node", preferred)
@@ -239,10 +240,16 @@ class NodeCpus:
     free: frozenset[int]
 
     @classmethod
-    def of(cls, topology: NumaTopology) -> "NodeCpus":
-        cpus = CpuTopology.of(topology)
-        reserved = take_by_topology(cpus, frozenset(topology.cpus), topology.reserved_cpus) or frozenset()
-        return cls(topology, cpus, reserved, topology.free_cpus)
+    def of(cls, topology: NumaTopology, shapes: dict) -> "NodeCpus":
+        """`shapes`: CpuTopology and reserved CPUs by cpuDetail and reservation, shared by nodes
+        of one shape (a fleet has a few), so their answers can be shared too (NumaRule.outcome)."""
+        key = (frozenset(topology.cpus.items()), topology.reserved_cpus)
+        shape = shapes.get(key)
+        if shape is None:
+            cpus = CpuTopology.of(topology)
+            reserved = take_by_topology(cpus, frozenset(topology.cpus), topology.reserved_cpus) or frozenset()
+            shape = shapes[key] = (cpus, reserved)
+        return cls(topology, shape[0], shape[1], topology.free_cpus)
 
 
 def place_containers(node: NodeCpus, policy: str, containers: tuple[int, ...]) -> tuple[bool, frozenset[int]]:
@@ -264,9 +271,10 @@ def place_containers(node: NodeCpus, policy: str, containers: tuple[int, ...]) -
 # --- the rule -----------------------------------------------------------------------------------
 
 @dataclass
-class ClassAnswer:
-    """A class's answer per node: the failure cause (PASS: passes), the NUMA nodes its CPUs would
-    span, and the node's version it was computed at (-1: not yet)."""
+class Answer:
+    """The answer per node for one (policy, containers) ask, which many task classes share (they
+    differ by queue, bucket, ...): the failure cause (PASS: passes), the NUMA nodes its CPUs
+    would span, and the node's version it was computed at (-1: not yet)."""
 
     cause: np.ndarray
     spans: np.ndarray
@@ -284,25 +292,34 @@ class NumaRule(StatefulRule):
         self.weight = weight
         n = snap.n_nodes
         self.nodes: list[NodeCpus | None] = [None] * n
+        shapes: dict = {}
         for i, name in enumerate(snap.node_names):
             topology = snap.numatopologies.get(name)
             if topology is not None:
-                self.nodes[i] = NodeCpus.of(topology)
+                self.nodes[i] = NodeCpus.of(topology, shapes)
         self.version = np.zeros(n, dtype=np.int64)
-        self.answers: dict[int, ClassAnswer] = {}
+        self.answers: dict[tuple, Answer] = {}
+        # place_containers' outcome by (shape, free CPUs, policy, containers): nodes of one shape
+        # with the same CPUs free answer alike (at first, every node of a shape).
+        self.outcomes: dict[tuple, tuple[bool, frozenset[int]]] = {}
         self.assigned: dict[int, tuple[int, frozenset[int]]] = {}   # task -> (node, CPUs)
-        self.concerned: set[int] = set()
+        self.ask: dict[int, tuple[str, tuple[int, ...]]] = {}       # concerned class -> (policy, containers)
         self.scored: set[int] = set()
         for cls in snap.classes:
             pod = snap.pods[cls.head]
             if pod.numa_cpus is None:
                 continue
-            self.concerned.add(cls.index)
-            if pod_numa_policy(pod.annotations) not in ("", "none"):
+            policy = pod_numa_policy(pod.annotations)
+            self.ask[cls.index] = (policy, pod.numa_cpus)
+            if policy not in ("", "none"):
                 self.scored.add(cls.index)
+        # Classes asked since they last had no pending task, by ask: only they are told of changes
+        # (a class with nothing pending is asked again only after an undo, which marks it whole).
+        self.pending = np.bincount(snap.task_class[ssn.status == PENDING], minlength=len(snap.classes))
+        self.live: dict[tuple, set[int]] = {}
 
     def filters(self, cid: int) -> bool:
-        return cid in self.concerned
+        return cid in self.ask
 
     def scores(self, cid: int) -> bool:
         return cid in self.scored and self.weight != 0
@@ -324,29 +341,42 @@ class NumaRule(StatefulRule):
         elif node is None or node.topology.cpu_manager_policy != "static" \
                 or node.topology.topology_manager_policy in ("", "none"):
             return PASS, 0
-        admitted, taken = place_containers(node, node.topology.topology_manager_policy, containers)
+        admitted, taken = self.outcome(node, containers)
         if not admitted:
             return UNALIGNED, 0
         return PASS, len({node.cpus.numa_of[c] for c in taken})
 
-    def _answer(self, cid: int, rows: np.ndarray | None) -> ClassAnswer:
-        snap = self.ssn.snap
-        n = snap.n_nodes
-        answer = self.answers.get(cid)
+    def outcome(self, node: NodeCpus, containers: tuple[int, ...]) -> tuple[bool, frozenset[int]]:
+        """place_containers under the node's policy, shared by nodes of one shape and free CPUs."""
+        policy = node.topology.topology_manager_policy
+        key = (id(node.cpus), node.free, policy, containers)
+        found = self.outcomes.get(key)
+        if found is None:
+            found = self.outcomes[key] = place_containers(node, policy, containers)
+        return found
+
+    def _refresh(self, ask: tuple, rows: np.ndarray | None) -> Answer:
+        n = self.ssn.snap.n_nodes
+        answer = self.answers.get(ask)
         if answer is None:
-            answer = self.answers[cid] = ClassAnswer(np.zeros(n, dtype=np.int8), np.zeros(n, dtype=np.int64),
-                                                     np.full(n, -1, dtype=np.int64))
+            answer = self.answers[ask] = Answer(np.zeros(n, dtype=np.int8), np.zeros(n, dtype=np.int64),
+                                                np.full(n, -1, dtype=np.int64))
         which = np.arange(n) if rows is None else rows
         stale = which[answer.version[which] != self.version[which]]
         if len(stale):
-            pod = snap.pods[snap.classes[cid].head]
-            policy, containers = pod_numa_policy(pod.annotations), pod.numa_cpus
+            policy, containers = ask
             for row in stale.tolist():
                 answer.cause[row], answer.spans[row] = self._answer_node(policy, containers, row)
             answer.version[stale] = self.version[stale]
         if rows is None:
             answer.most = int(answer.spans[answer.cause == PASS].max(initial=0))
         return answer
+
+    def _answer(self, cid: int, rows: np.ndarray | None) -> Answer:
+        ask = self.ask[cid]
+        if self.pending[cid] > 0:
+            self.live.setdefault(ask, set()).add(cid)
+        return self._refresh(ask, rows)
 
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         answer = self._answer(cid, nodes)
@@ -355,8 +385,7 @@ class NumaRule(StatefulRule):
 
     def checks(self, cid: int) -> list[Check]:
         answer = self._answer(cid, None)
-        pod = self.ssn.snap.pods[self.ssn.snap.classes[cid].head]
-        policy = pod_numa_policy(pod.annotations)
+        policy = self.ask[cid][0]
         messages = {
             BAD_POLICY: f"pod's {NUMA_POLICY_ANNOTATION} `{policy}` is none of {', '.join(NUMA_POLICIES)}",
             NO_TOPOLOGY: "node(s) had no Numatopology (nodeinfo.volcano.sh/v1alpha1, Volcano's resource exporter) "
@@ -386,20 +415,34 @@ class NumaRule(StatefulRule):
     def _changed(self, node: int) -> None:
         self.version[node] += 1
         rows = np.array([node], dtype=np.int64)
-        for cid in self.concerned:
-            answer = self.answers.get(cid)
-            if answer is not None and cid in self.scored:
+        mark = self.ssn.mark_dirty
+        for ask, answer in self.answers.items():
+            classes = self.live.get(ask)
+            if not classes:
+                continue
+            whole = False
+            if ask[0] not in ("", "none"):
                 # The score's scale is the most NUMA nodes any passing node would use: when it
                 # moves, every node scores anew.
                 before = answer.most
-                self._answer(cid, rows)
+                self._refresh(ask, rows)
                 answer.most = int(answer.spans[answer.cause == PASS].max(initial=0))
-                if answer.most != before:
-                    self.ssn.mark_dirty(cid, None)
-                    continue
-            self.ssn.mark_dirty(cid, rows)
+                whole = answer.most != before
+            for cid in classes:
+                mark(cid, None if whole else rows)
+
+    def _counted(self, t: int, step: int) -> None:
+        cid = int(self.ssn.snap.task_class[t])
+        if cid not in self.ask:
+            return
+        self.pending[cid] -= step
+        if self.pending[cid] == 0 and step > 0:
+            self.live.get(self.ask[cid], set()).discard(cid)
+        elif self.pending[cid] == 1 and step < 0:
+            self.ssn.mark_dirty(cid, None)      # its changes were not followed while nothing was pending
 
     def placed(self, t: int, node: int) -> None:
+        self._counted(t, 1)
         pod = self.ssn.snap.pods[t]
         target = self.nodes[node]
         if pod.numa_cpus is None or target is None:
@@ -407,7 +450,7 @@ class NumaRule(StatefulRule):
         policy = target.topology.topology_manager_policy
         if target.topology.cpu_manager_policy != "static" or policy in ("", "none"):
             return
-        admitted, taken = place_containers(target, policy, pod.numa_cpus)
+        admitted, taken = self.outcome(target, pod.numa_cpus)
         if not taken:
             return
         self.assigned[t] = (node, taken)
@@ -415,6 +458,7 @@ class NumaRule(StatefulRule):
         self._changed(node)
 
     def unplaced(self, t: int, node: int) -> None:
+        self._counted(t, -1)
         held = self.assigned.pop(t, None)
         if held is None:
             return
