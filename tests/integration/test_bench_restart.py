@@ -1,0 +1,59 @@
+"""The restart and failover benchmark (python -m bench.e2e.restart) at a tiny scale: it runs every
+scheduler it can over the existing pods, each binds the probe, the failover hands over, and the
+report says so. No timing is asserted: the figures depend on the machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _restart(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench.e2e.restart", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.integration
+def test_tiny_restart_and_failover_bind_their_probes(tmp_path: Path) -> None:
+    from bench.e2e import binaries
+
+    try:
+        binaries.vc_scheduler()
+        only = "policydsl,kube-scheduler,vc-scheduler"
+    except binaries.MissingBinary:
+        only = "policydsl,kube-scheduler"
+    results = tmp_path / "restart.json"
+    done = _restart("--nodes", "20", "--pods", "200", "--gang-size", "4", "--only", only, "--lease-duration", "3",
+                    "--timeout", "120", "--workdir", str(tmp_path / "work"), "--json", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(results.read_text())
+    assert [s["scheduler"] for s in document["starts"]] == only.split(",")
+    for start in document["starts"]:
+        assert start["error"] == "" and start["seconds_to_bind"] > 0 and start["rss_mib"] > 0, start
+    failover = document["failover"]
+    assert failover["error"] == "", failover
+    # The standby waited the lease out (killed, not released), then bound the probe.
+    assert failover["kill_to_lease_s"] > 0 and failover["lease_to_bind_s"] > 0, failover
+    assert failover["kill_to_bind_s"] >= failover["lease_seen_to_bind_s"] > 0, failover
+    assert "| policydsl (ours) |" in done.stdout and "lease taken → probe bound" in done.stdout
+    # The existing pods were created bound, in jobs of 4 with a Running PodGroup, spread over every node.
+    jobs = [json.loads(line) for line in (tmp_path / "work" / "runs" / "existing.jsonl").read_text().splitlines()]
+    assert len(jobs) == 50
+    group, *pods = jobs[0]
+    assert group["body"]["kind"] == "PodGroup" and group["body"]["status"]["phase"] == "Running"
+    assert [p["body"]["spec"]["nodeName"] for p in pods] == [f"bench-node-{i:05d}" for i in range(4)]
+    nodes = {p["body"]["spec"]["nodeName"] for job in jobs for p in job[1:]}
+    assert len(nodes) == 20
+
+
+def test_bad_sizes_are_usage_errors() -> None:
+    for args, message in ((["--nodes", "0"], "--nodes"), (["--nodes", "2", "--pods", "500"], "100 pods a node"),
+                          (["--only", "slurm"], "unknown slurm")):
+        done = _restart(*args, timeout=60)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
