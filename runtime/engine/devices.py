@@ -36,6 +36,21 @@ VGPU_RESOURCES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.s
                   "volcano.sh/vgpu-cores")
 # Every resource whose device plugin needs the scheduler's card choice.
 CHOSEN_BY_SCHEDULER = (GPU_NUMBER, GPU_MEMORY, *VGPU_RESOURCES)
+# Ascend NPUs shared as Volcano's device code defines them: HAMi's vNPU (AscendHAMiVNPUEnable;
+# how_to_use_vnpu.md and Volcano's default device config: a chip count `huawei.com/Ascend<chip>`
+# with its `huawei.com/Ascend<chip>-memory`) and MindCluster's vNPU (AscendMindClusterVNPUEnable:
+# `huawei.com/npu-core`). Their device plugins serve the chips the scheduler wrote, and neither
+# mode is evaluated here: with device sharing on, a pod asking one waits naming it. (MindCluster's
+# whole-chip names, e.g. huawei.com/Ascend910, are chosen by their device plugin: ordinary.)
+ASCEND_VNPU_CHIPS = ("huawei.com/Ascend310P", "huawei.com/Ascend910A", "huawei.com/Ascend910B2",
+                     "huawei.com/Ascend910B3", "huawei.com/Ascend910B4", "huawei.com/Ascend910B4-1")
+ASCEND_NPU_CORE = "huawei.com/npu-core"
+
+
+def is_ascend_vnpu(resource: str) -> bool:
+    """Whether `resource` is an Ascend vNPU resource of Volcano's device code (see above)."""
+    return resource in ASCEND_VNPU_CHIPS or resource == ASCEND_NPU_CORE or \
+        (resource.startswith("huawei.com/Ascend") and resource.endswith("-memory"))
 
 
 @dataclass(frozen=True)
@@ -69,8 +84,18 @@ def _why_not(resource: str) -> str:
            "volcano-sh/devices"
 
 
-def device_hold(requests: Mapping[str, int], plans: list[DevicePlan], evaluated: set[str]) -> DeviceHold | None:
-    """Why a pod asking `requests` cannot be placed with cards its device plugin honours, or None."""
+def device_hold(requests: Mapping[str, int], plans: list[DevicePlan], evaluated: set[str],
+                sharing: bool = False) -> DeviceHold | None:
+    """Why a pod asking `requests` cannot be placed with cards its device plugin honours, or None.
+    `sharing`: the policy turned device sharing on (a device plan, or deviceshare's `vgpu`)."""
+    if sharing:
+        for resource in sorted(r for r, amount in requests.items()
+                               if amount > 0 and is_ascend_vnpu(r) and r not in evaluated):
+            return DeviceHold(f"resources {resource}",
+                              f"pod asks for {resource}, an Ascend vNPU resource whose device plugin serves the "
+                              "chips the scheduler chose; this scheduler does not evaluate Ascend vNPU yet "
+                              "(Volcano's AscendHAMiVNPUEnable / AscendMindClusterVNPUEnable), so it is not placed "
+                              "without its chips")
     for resource in CHOSEN_BY_SCHEDULER:
         if requests.get(resource, 0) > 0 and resource not in evaluated:
             return DeviceHold(f"resources {resource}",
@@ -107,6 +132,9 @@ def held_for_devices(pods: list, requests: np.ndarray, status: np.ndarray, pendi
     `vgpu`: deviceshare places HAMi vGPU (its resources are evaluated, its pods checked for what
     of vGPU is not: runtime.engine.devices_vgpu.vgpu_hold)."""
     columns = [resource_index[r] for r in CHOSEN_BY_SCHEDULER if r in resource_index]
+    sharing = vgpu or bool(plans)
+    if sharing:
+        columns += [i for r, i in resource_index.items() if is_ascend_vnpu(r)]
     if not columns:
         return {}
     asking = np.flatnonzero((requests[:, columns] > 0).any(axis=1) & (status == pending))
@@ -115,7 +143,7 @@ def held_for_devices(pods: list, requests: np.ndarray, status: np.ndarray, pendi
     evaluated = evaluated_resources(plans) | (set(VGPU_RESOURCES) if vgpu else set())
     out = {}
     for t in asking.tolist():
-        why = device_hold(pods[t].requests, plans, evaluated)
+        why = device_hold(pods[t].requests, plans, evaluated, sharing)
         if why is None and vgpu and any(pods[t].requests.get(r, 0) > 0 for r in VGPU_RESOURCES):
             why = _vgpu_hold(pods[t])
         if why is not None:
@@ -125,8 +153,9 @@ def held_for_devices(pods: list, requests: np.ndarray, status: np.ndarray, pendi
 
 def _vgpu_hold(pod) -> DeviceHold | None:
     if vg.vgpu_need(pod.requests) is None:
-        return DeviceHold(f"resources {vg.VGPU_CORES}",
-                          f"pod asks for vGPU cores or memory percentage without {vg.VGPU_NUMBER} or "
+        asked = [r for r in (vg.VGPU_CORES, vg.VGPU_PERCENT) if pod.requests.get(r, 0) > 0]
+        return DeviceHold(f"resources {asked[0]}",
+                          f"pod asks for {' and '.join(asked)} without {vg.VGPU_NUMBER} or "
                           f"{vg.VGPU_MEMORY}: Volcano places no vGPU for it; it is not placed without its cards")
     field_why = vg.vgpu_hold(pod)
     return DeviceHold(*field_why) if field_why is not None else None
