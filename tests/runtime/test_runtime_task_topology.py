@@ -146,20 +146,20 @@ def test_the_node_score(pure):
     rule = bucket_rule(ssn)
     cid = int(ssn.snap.task_class[tid(ssn, "tf-ps-0")])
     big, one, none = (ssn.snap.node_names.index(n) for n in ("big", "one", "none"))
-    scores = rule.score(cid, None)
+    scores = rule.volcano_score(cid, None)
     assert (scores[big], scores[one], scores[none]) == (2 * 500.0, 1 * 500.0, 0.0)
     # ps-0 placed on big (AllocateFunc): its bucket has one pending task left, and one task on big.
     stmt = ssn.new_statement()
     stmt.place(tid(ssn, "tf-ps-0"), big, ALLOCATED)
     worker = int(ssn.snap.task_class[tid(ssn, "tf-worker-0")])
-    assert rule.score(worker, None)[big] == (1 + 1) * 500.0
-    assert rule.score(worker, None)[one] == 1 * 500.0
+    assert rule.volcano_score(worker, None)[big] == (1 + 1) * 500.0
+    assert rule.volcano_score(worker, None)[one] == 1 * 500.0
     # ps-1 dislikes the ps now on big: -1 there.
     ps1 = int(ssn.snap.task_class[tid(ssn, "tf-ps-1")])
-    assert rule.score(ps1, None)[big] == (2 - 1) * 500.0
+    assert rule.volcano_score(ps1, None)[big] == (2 - 1) * 500.0
     # Undone (a statement discarded), as if never placed.
     stmt.discard()
-    assert rule.score(cid, None)[big] == 2 * 500.0 and rule.score(ps1, None)[big] == 2 * 500.0
+    assert rule.volcano_score(cid, None)[big] == 2 * 500.0 and rule.volcano_score(ps1, None)[big] == 2 * 500.0
 
 
 def running_checker(bindings: dict[str, str]) -> None:
@@ -232,7 +232,7 @@ def test_a_bucket_counts_only_the_tasks_a_node_has_room_for(pure):
     ssn.new_statement().place(tid(ssn, "tf-ps-0"), 0, ALLOCATED)
     worker = int(ssn.snap.task_class[tid(ssn, "tf-worker-0")])
     unit = 10 * 100.0 / 6
-    assert rule.score(worker, None).tolist() == pytest.approx([3 * unit, 3 * unit])
+    assert rule.volcano_score(worker, None).tolist() == pytest.approx([3 * unit, 3 * unit])
 
 
 @pytest.mark.parametrize("annotations, named", [
@@ -310,3 +310,44 @@ def test_with_both_points_off_a_malformed_annotation_holds_nothing(pure):
     off = policy("tier {\n  plugin priority\n  plugin gang\n}\ntier {\n  plugin predicates\n  plugin proportion\n"
                  "  plugin task-topology {\n    enable_task_order = false\n    enable_node_order = false\n  }\n}\n")
     assert placements(run_cycle(off, state, Options(pure_python=pure))) == {"ns/tf-ps-0": "n1", "ns/tf-worker-0": "n1"}
+
+
+def test_the_cached_scores_stay_those_of_a_fresh_score(pure):
+    # The rule re-scores only the nodes a placement can change (the node itself, and for a bucket
+    # task the nodes its bucket did not fit whole): after each placement, and after undoing them,
+    # every waiting class's cached scores equal a score of every node from scratch, and differ from
+    # Volcano's by one constant per class on the nodes the task fits.
+    state = ClusterState()
+    for i, cpu in enumerate((2000, 3000, 4000, 6000, 9000)):
+        node(state, f"n{i}", cpu=cpu, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker;worker", ANTI_AFFINITY: "ps"}, {"ps": 2, "worker": 6})
+    tf_job(state, {AFFINITY: "a,b", ANTI_AFFINITY: "a;b"}, {"a": 2, "b": 3}, name="ab", cpu=1500)
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    rule = bucket_rule(ssn)
+    classes = sorted(rule.of_class)
+
+    def check() -> None:
+        for cid in classes:
+            if not rule.waiting[cid]:
+                continue        # nothing of it left to place: its scores are asked again only once undone
+            cp = ssn.fresh_placement(cid)
+            fresh = ssn.class_static_score(ssn.snap.classes[cid]) + rule.score(cid, None)
+            assert cp.score.tolist() == pytest.approx(fresh.tolist()), cid
+            exact = rule.volcano_score(cid, None)
+            fits = exact != 0
+            if fits.any():
+                assert len(set(np_round(rule.score(cid, None)[fits] - exact[fits]))) == 1
+
+    check()
+    stmt = ssn.new_statement()
+    order = [t for j in (0, 1) for t in ssn.pending_tasks(j)]
+    for step, t in enumerate(order):
+        n = [3, 4, 0, 1, 2][step % 5]
+        stmt.place(t, n, ALLOCATED)
+        check()
+    stmt.discard()
+    check()
+
+
+def np_round(values) -> list[float]:
+    return [round(float(v), 6) for v in values]

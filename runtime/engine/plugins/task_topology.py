@@ -305,6 +305,11 @@ class BucketScore(StatefulRule):
         self.of_class: dict[int, tuple[int, int, str]] = {}
         self.classes_of_bucket: dict[tuple[int, int], set[int]] = {}
         self.classes_of_job: dict[int, set[int]] = {}
+        # A placement anywhere changes its node's room, and so these classes' score there: only
+        # classes scored already (their placement exists) and with tasks still waiting are told.
+        self.waiting: dict[int, int] = {}
+        self.scored: set[int] = set()
+        self.live: set[int] = set()
         for j, jb in managers.items():
             for bucket in jb.buckets:
                 for t in bucket.order:
@@ -314,6 +319,7 @@ class BucketScore(StatefulRule):
                     self.of_class[cid] = (j, bucket.index, jb.name_of[t])
                     self.classes_of_bucket.setdefault((j, bucket.index), set()).add(cid)
                     self.classes_of_job.setdefault(j, set()).add(cid)
+                    self.waiting[cid] = self.waiting.get(cid, 0) + 1
         # Volcano compares Idle + Releasing: every resource but the pod count and per-card columns.
         self.columns = np.array([name != "pods" and not managed for name, managed
                                  in zip(snap.resources, snap.device_managed.tolist())], dtype=bool)
@@ -322,8 +328,19 @@ class BucketScore(StatefulRule):
         return cid in self.of_class and self.weight != 0
 
     def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        """Volcano's score less a constant of the class (its bucket's tasks placed this cycle, by
+        unit, on every node the task fits): the same choices, and a placement from a bucket then
+        re-scores only the nodes the bucket did not fit whole (`moved`), not every node."""
+        return self.volcano_score(cid, nodes, offset=True)
+
+    def volcano_score(self, cid: int, nodes: np.ndarray | None, offset: bool = False) -> np.ndarray:
+        """Volcano's NodeOrderFn of class cid's tasks on `nodes` (all when None)."""
         ssn, snap = self.ssn, self.ssn.snap
         j, b, name = self.of_class[cid]
+        if cid not in self.scored:
+            self.scored.add(cid)
+            if self.waiting.get(cid, 0) > 0:
+                self.live.add(cid)
         jb = self.managers[j]
         bucket = jb.buckets[b]
         rows = np.arange(snap.n_nodes) if nodes is None else nodes
@@ -332,7 +349,7 @@ class BucketScore(StatefulRule):
         req = np.asarray(snap.classes[cid].request, dtype=np.int64)[cols]
         fits = (free >= req).all(axis=1)
         pending = [t for t in bucket.order if bucket.pending[t]]
-        base = np.full(snap.n_nodes, float(len(pending)), dtype=np.float64)
+        base = np.full(snap.n_nodes, float(len(bucket.order) if offset else len(pending)), dtype=np.float64)
         for n, count in bucket.node.items():
             base[n] += count
         for n, counts in jb.on_node.items():
@@ -357,9 +374,23 @@ class BucketScore(StatefulRule):
             out *= MAX_NODE_SCORE / jb.bucket_max
         return np.where(fits, out, 0.0)
 
+    def room_changed(self, node: int) -> None:
+        at = np.array([node], dtype=np.int64)
+        for cid in self.live:
+            self.ssn.mark_dirty(cid, at)
+
     def moved(self, t: int, node: int, sign: int) -> None:
         ssn = self.ssn
-        ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)    # the node's room changed
+        cid = int(ssn.snap.task_class[t])
+        if cid in self.waiting:
+            self.waiting[cid] -= sign
+            if self.waiting[cid] > 0 and cid in self.scored:
+                if cid not in self.live:        # back from done (undone): rooms changed meanwhile
+                    self.live.add(cid)
+                    ssn.mark_dirty(cid, None)
+            else:
+                self.live.discard(cid)
+        self.room_changed(node)
         j = int(ssn.snap.task_job[t])
         jb = self.managers.get(j)
         if jb is None:
@@ -372,6 +403,12 @@ class BucketScore(StatefulRule):
             return
         if bucket.pending[t] is (sign < 0):
             return      # told twice (never expected): the counts stay as they are
+        # The nodes where the bucket's pending request, before or after, does not fit whole: there
+        # the tasks taken out change; elsewhere only the pending count, a constant `score` leaves out.
+        snap, cols = ssn.snap, self.columns
+        larger = bucket.request if sign > 0 else bucket.request + snap.request[t]
+        free = (snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined)[:, cols]
+        over = np.flatnonzero(~(larger[cols] <= free).all(axis=1))
         if sign > 0:
             bucket.pending[t] = False
             bucket.request -= ssn.snap.request[t]
@@ -381,7 +418,7 @@ class BucketScore(StatefulRule):
         bucket.node[node] = bucket.node.get(node, 0) + sign
         bucket.bound += sign
         for cid in self.classes_of_bucket.get((j, bucket.index), ()):
-            ssn.mark_dirty(cid, None)
+            ssn.mark_dirty(cid, over)
 
     def placed(self, t: int, node: int) -> None:
         self.moved(t, node, 1)
@@ -390,7 +427,7 @@ class BucketScore(StatefulRule):
         self.moved(t, node, -1)
 
     def evicted(self, t: int, node: int) -> None:
-        self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)   # releasing room changed
+        self.room_changed(node)     # its releasing room changed
 
     def unevicted(self, t: int, node: int) -> None:
         self.evicted(t, node)
