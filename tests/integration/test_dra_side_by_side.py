@@ -19,7 +19,8 @@ what each scheduler wrote: no device in two claims, every request got its count 
 published and satisfying its class's and request's selectors, every `matchAttribute` held, each
 bound pod's claims allocated and reserved for it, on devices its node reaches, with a node
 selector its node matches. Both must have no violation; ours must bind and allocate at least as
-many as kube-scheduler.
+many as kube-scheduler. A last test stops the controller to see ours wait for a template's claim,
+then allocate the one the controller makes.
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def _setup(objects: Objects, scheduler: str) -> None:
               "shared": _claim_spec(cls), "three": _claim_spec(cls, 3, same_model=True)}
     for name, spec in claims.items():
         api.post(f"{API}/namespaces/{ns}/resourceclaims",
-                 {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name}, "spec": spec})
+                 {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+                  "spec": spec})
     api.post(f"{API}/namespaces/{ns}/resourceclaimtemplates",
              {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": TEMPLATE},
               "spec": {"spec": _claim_spec(cls)}})
@@ -288,7 +290,8 @@ def check_dra(classes: list[dict[str, Any]], slices: list[dict[str, Any]], claim
                 violations.append(f"claim {name}: device {key} is not published")
         for request in claim["spec"]["devices"]["requests"]:
             exactly = request["exactly"]
-            got = [devices.get((r["driver"], r["pool"], r["device"])) for r in results if r["request"] == request["name"]]
+            got = [devices.get((r["driver"], r["pool"], r["device"]))
+                   for r in results if r["request"] == request["name"]]
             if len(got) != exactly.get("count", 1):
                 violations.append(f"claim {name}: request {request['name']} got {len(got)} devices, "
                                   f"asked {exactly.get('count', 1)}")
@@ -465,6 +468,49 @@ def test_policydsl_allocates_without_violation_and_as_many_as_kube_scheduler(
     assert outcome.bound["shared-0"] == outcome.bound["shared-1"], report
 
 
+def test_policydsl_waits_for_the_claim_the_controller_makes(kube_cluster: KubeCluster, claim_controller: None,
+                                                          objects: Objects, in_process) -> None:
+    """With the resourceclaim controller stopped, a pod asking through a template waits, saying it
+    waits for the controller's claim, and no claim is made; once the controller runs, the claim it
+    makes (owned by the pod, named in the pod's status) is the one allocated and the pod bound."""
+    directory, ns, name = kube_cluster.cluster.directory, objects.namespace, unique_scheduler_name()
+    cls = f"{DRIVER}-{ns}"
+    devcluster.stop_controller_manager(directory)
+    try:
+        objects.api.post(f"{API}/deviceclasses", _device_class(cls))
+        objects.cluster_objects.append(f"{API}/deviceclasses/{cls}")
+        node = f"{ns}-n0"
+        objects.node(node, cpu="8", labels={RUN_LABEL: ns},
+                     taints=[{"key": RUN_LABEL, "value": ns, "effect": "NoSchedule"}])
+        objects.api.post(f"{API}/resourceslices", _slice(node, NODES[1]))
+        objects.cluster_objects.append(f"{API}/resourceslices/{node}-{DRIVER}")
+        objects.api.post(f"{API}/namespaces/{ns}/resourceclaimtemplates",
+                         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                          "metadata": {"name": TEMPLATE}, "spec": {"spec": _claim_spec(cls)}})
+        objects.api.post(f"/api/v1/namespaces/{ns}/pods",
+                         _pod("worker", name, ns, {"resourceClaimTemplateName": TEMPLATE}))
+        scheduler = in_process(name)
+        wait_for(lambda: scheduler.sees(ns, 1, nodes=1), "the cache to see the pod and its node")
+        (reason,) = scheduler.cycle().decisions.reasons_for(f"{ns}/worker")
+        assert "waiting for dynamic resource controller to create the resourceclaim" in reason.message, reason
+        assert objects.api.get(f"{API}/namespaces/{ns}/resourceclaims")["items"] == []
+        assert not objects.bound()
+    finally:
+        devcluster.start_controller_manager(directory)
+    try:
+        scheduler.cycle_until(lambda: objects.bound().get("worker") == node, 30, "the pod bound")
+        pod = objects.pods()["worker"]
+        (made,) = _pod_claim_names(pod)
+        (claim,) = objects.api.get(f"{API}/namespaces/{ns}/resourceclaims")["items"]
+        assert claim["metadata"]["name"] == made
+        owners = [o["uid"] for o in claim["metadata"]["ownerReferences"] if o.get("controller")]
+        assert owners == [pod["metadata"]["uid"]]
+        assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+        assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+    finally:
+        _cleanup(objects)
+
+
 def test_checker_reports_each_violation() -> None:
     """The checker itself, on hand-written objects (no cluster): each rule it keeps, broken once."""
     cls = _device_class("c")
@@ -479,7 +525,8 @@ def test_checker_reports_each_violation() -> None:
         return {"metadata": {"name": name}, "spec": spec,
                 "status": {"allocation": {"devices": {"results": [
                     {"request": "gpu", "driver": DRIVER, "pool": pool, "device": device} for pool, device in results]},
-                    "nodeSelector": selector}, "reservedFor": [{"resource": "pods", "name": p, "uid": p} for p in pods]}}
+                    "nodeSelector": selector},
+                    "reservedFor": [{"resource": "pods", "name": p, "uid": p} for p in pods]}}
 
     def pod(name: str, node: str, claim_name: str) -> dict[str, Any]:
         return {"metadata": {"name": name, "uid": name},
