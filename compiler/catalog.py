@@ -349,6 +349,71 @@ PLUGINS: dict[str, PluginSpec] = {
             default_weight=0.0,
             weight_volcano="deviceshare.ScheduleWeight",
         ),
+        PluginSpec(
+            "usage", "Node load: a node whose CPU or memory load (averaged over 10 minutes, read from the "
+            "metrics source every `metrics_interval`, off the scheduling path) is above its threshold takes no new "
+            "pod, and less loaded nodes score higher; a node without load figures of the last 5 minutes passes "
+            "and scores 0, as Volcano's.",
+            frozenset({"predicate", "node_order"}),
+            arguments=(
+                Argument("cpu_weight", INT, "weight of CPU load in the score", 1, {"min": 0}, volcano="cpu.weight"),
+                Argument("memory_weight", INT, "weight of memory load in the score", 1, {"min": 0},
+                         volcano="memory.weight"),
+                Argument("cpu_threshold", INT, "CPU load (percent) above which a node takes no new pod", 80,
+                         {"min": 0}, volcano="thresholds.cpu"),
+                Argument("memory_threshold", INT, "memory load (percent) above which a node takes no new pod", 80,
+                         {"min": 0}, volcano="thresholds.mem"),
+                Argument("metrics_type", SYMBOL, "where node load is read: prometheus or elasticsearch (Volcano's "
+                         "`metrics.type`); unset: no load is read and the plugin does nothing, as Volcano's", None,
+                         {"allowed": ["prometheus", "elasticsearch"]}, volcano="metrics.type"),
+                Argument("metrics_address", STRING, "the metrics source's URL (Volcano's `metrics.address`)", None,
+                         {"regex": r"^https?://\S+$"}, volcano="metrics.address"),
+                Argument("metrics_interval", STRING, "how often node load is read, a duration such as 30s", "30s",
+                         {"regex": r"^\+?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$"}, volcano="metrics.interval"),
+                Argument("metrics_insecure_skip_verify", BOOL, "do not verify the metrics source's TLS certificate",
+                         False, volcano="metrics.tls.insecureSkipVerify"),
+                Argument("elasticsearch_index", STRING, "the Elasticsearch index searched", "metricbeat-*",
+                         volcano="metrics.elasticsearch.index"),
+                Argument("elasticsearch_hostname_field", STRING, "the Elasticsearch field holding the node name",
+                         "host.hostname", volcano="metrics.elasticsearch.hostnameFieldName"),
+            ),
+            scores=True,
+            default_weight=5.0,
+            weight_volcano="usage.weight",
+        ),
+        PluginSpec(
+            "extender", "An HTTP extender (Volcano's protocol): each configured verb is a POST to "
+            "`url_prefix`/verb with Volcano's JSON body, bounded by `http_timeout` per call and a budget per cycle; "
+            "when it fails, `ignorable` goes on without it (logged), else the pods it concerns wait naming it.",
+            frozenset({"predicate", "node_order", "preemptable", "reclaimable", "overused", "job_enqueued"}),
+            arguments=(
+                Argument("url_prefix", STRING, "the extender's base URL", None, {"regex": r"^https?://\S+$"},
+                         volcano="extender.urlPrefix"),
+                Argument("http_timeout", STRING, "the time one call may take, a duration such as 100ms", "1s",
+                         {"regex": r"^\+?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$"},
+                         volcano="extender.httpTimeout"),
+                Argument("on_session_open_verb", STRING, "verb called as each cycle opens", None,
+                         volcano="extender.onSessionOpenVerb"),
+                Argument("on_session_close_verb", STRING, "verb called as each cycle closes", None,
+                         volcano="extender.onSessionCloseVerb"),
+                Argument("predicate_verb", STRING, "verb filtering nodes (task, node)", None,
+                         volcano="extender.predicateVerb"),
+                Argument("prioritize_verb", STRING, "verb scoring nodes (task, nodes)", None,
+                         volcano="extender.prioritizeVerb"),
+                Argument("preemptable_verb", STRING, "verb choosing preempt victims", None,
+                         volcano="extender.preemptableVerb"),
+                Argument("reclaimable_verb", STRING, "verb choosing reclaim victims", None,
+                         volcano="extender.reclaimableVerb"),
+                Argument("queue_overused_verb", STRING, "verb saying whether a queue is overused", None,
+                         volcano="extender.queueOverusedVerb"),
+                Argument("job_enqueueable_verb", STRING, "verb admitting jobs (enqueue)", None,
+                         volcano="extender.jobEnqueueableVerb"),
+                Argument("ignorable", BOOL, "when the extender fails, go on without it (else the pods, jobs or "
+                         "queues it concerns wait, naming it and the error)", False, volcano="extender.ignorable"),
+                Argument("managed_resources", STRINGS, "the extender concerns only pods asking one of these "
+                         "resources (empty: every pod)", [], volcano="extender.managedResources"),
+            ),
+        ),
     )
 }
 

@@ -362,3 +362,47 @@ def argument_not_evaluated(ctx: LintContext) -> Iterator[Diagnostic]:
             yield finding(ARGUMENT_NOT_EVALUATED,
                           f"{plugin.name}'s `{written.key.value} = {_show(value)}` is refused: "
                           f"{arg.not_evaluated}", written.key.span, "remove it (leave it at its default)")
+
+
+USAGE_BLIND = CodeInfo(
+    "PD425", "usage-without-metrics", Severity.WARNING, "the usage plugin with no metrics source to read node load from",
+    why="The usage plugin filters and scores nodes by their CPU and memory load, read from the metrics source "
+        "its metrics_type and metrics_address name (Volcano's `metrics` section). Without one it reads no load: "
+        "every node passes its filter and scores 0, as in Volcano, so the plugin does nothing.",
+    fix="Set metrics_type (prometheus or elasticsearch) and metrics_address, or remove the plugin.",
+    bad=_HEAD + "tier {\n  plugin predicates\n  plugin usage  # expect: PD425\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n  plugin usage {\n    metrics_type = prometheus\n"
+         "    metrics_address = \"http://prometheus:9090\"\n  }\n}\n",
+)
+
+
+@rule(USAGE_BLIND)
+def usage_without_metrics(ctx: LintContext) -> Iterator[Diagnostic]:
+    plugin = ctx.plugin_named("usage")
+    if plugin is None:
+        return
+    missing = [a for a in ("metrics_type", "metrics_address") if not plugin.explicit_arguments.get(a)]
+    if missing:
+        yield finding(USAGE_BLIND, "plugin usage reads no node load without " + " and ".join(f"`{m}`" for m in missing)
+                      + ": every node passes its filter and scores 0", plugin.node.name.span,
+                      "set metrics_type and metrics_address (Volcano's `metrics` section)")
+
+
+EXTENDER_NOWHERE = CodeInfo(
+    "PD426", "extender-without-url", Severity.ERROR, "the extender plugin with no `url_prefix`",
+    why="Every question the extender plugin asks is a POST to url_prefix/verb; without a url_prefix there is "
+        "nowhere to ask, and every call fails (Volcano would post to `/verb`).",
+    fix="Set url_prefix to the extender's base URL, such as \"http://127.0.0.1:8713\".",
+    bad=_HEAD + "tier {\n  plugin predicates\n  plugin extender {  # expect: PD426\n"
+        "    predicate_verb = \"predicate\"\n  }\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n  plugin extender {\n    url_prefix = \"http://127.0.0.1:8713\"\n"
+         "    predicate_verb = \"predicate\"\n  }\n}\n",
+)
+
+
+@rule(EXTENDER_NOWHERE)
+def extender_without_url(ctx: LintContext) -> Iterator[Diagnostic]:
+    plugin = ctx.plugin_named("extender")
+    if plugin is not None and not plugin.explicit_arguments.get("url_prefix"):
+        yield finding(EXTENDER_NOWHERE, "plugin extender has no `url_prefix`: it has nowhere to ask",
+                      plugin.node.name.span, "set url_prefix to the extender's base URL")

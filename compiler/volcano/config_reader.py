@@ -30,7 +30,7 @@ from compiler.volcano.located_yaml import (
     lookup,
 )
 from compiler.volcano.model import PluginConfig, SchedulerConfig, TierConfig
-from compiler.volcano.nested_args import NESTED_KEYS, read_nested
+from compiler.volcano.nested_args import METRICS_SECTION, NESTED_KEYS, USAGE, read_metrics, read_nested
 from compiler.volcano.reading import Invalid, NodeReader, part_span
 from policydsl.diagnostics import Severity, Span, did_you_mean
 
@@ -128,6 +128,7 @@ class ConfigReader(NodeReader):
         tiers: list[TierConfig] = []
         configurations: dict[str, dict[str, Any]] = {}
         have_actions = False
+        metrics = None
         for entry in self.mapping_entries(src, node):
             if entry.key == "actions":
                 have_actions = True
@@ -136,9 +137,19 @@ class ConfigReader(NodeReader):
                 tiers = self.tiers(src, entry.value)
             elif entry.key == "configurations":
                 self.configurations(src, entry.value, configurations)
+            elif entry.key == METRICS_SECTION:
+                metrics = (read_metrics(self, src, entry.value), entry)
             else:
                 self.report(codes.NOT_IMPORTED, f"`{entry.key}` is not part of a scheduling policy; not imported",
                             src.span(entry.key_node), "keep it in the scheduler's own config or flags")
+        if metrics is not None:
+            (values, _type), section = metrics
+            usage = next((p for tier in tiers for p in tier.plugins if p.name == USAGE), None)
+            if usage is None:
+                self.report(codes.NOT_IMPORTED, "`metrics` feeds only the usage plugin, which this config does not "
+                            "have; not imported", src.span(section.key_node), "add the usage plugin to use node load")
+            else:
+                usage.arguments.update(values)    # the policy keeps the source with the plugin that reads it
         canonical = sorted(actions, key=cat.CANONICAL_ACTION_ORDER.index)
         written = tuple(actions) if canonical != actions else ()
         if written:
@@ -343,8 +354,11 @@ class ConfigReader(NodeReader):
         if not is_mapping(node):
             self.report(codes.BAD_VALUE, f"`arguments` must be a mapping, got {kind_of(node)}", src.span(node))
             return None
-        by_key = {a.volcano: a for a in spec.arguments if a.volcano}
         nested = NESTED_KEYS.get(spec.name, ())     # read by compiler.volcano.nested_args
+        # Arguments read from a nested mapping or the config's `metrics` section are not plugin keys.
+        by_key = {a.volcano: a for a in spec.arguments
+                  if a.volcano and a.volcano not in nested and a.volcano.split(".")[0] not in nested
+                  and not a.volcano.startswith(METRICS_SECTION + ".")}
         lists = {a.volcano: a for a in spec.arguments
                  if a.volcano and a.kind == cat.RESOURCE_WEIGHTS and a.volcano.split(".")[0] not in nested}
         weight = None
@@ -465,6 +479,11 @@ DECISION_ARGUMENTS: dict[tuple[str, str], str] = {
                                                                "yet",
     ("deviceshare", "deviceshare.GPUExclusiveRules"): "Volcano keeps pods matching these rules off each other's "
                                                       "GPUs; not evaluated yet",
+    ("extender", "extender.jobReadyVerb"): "Volcano asks the extender whether a job is ready; not evaluated yet",
+    ("extender", "extender.allocateFuncVerb"): "Volcano tells the extender of each placement and undoes it on an "
+                                               "error; not evaluated yet",
+    ("extender", "extender.deallocateFuncVerb"): "Volcano tells the extender of each placement undone; not "
+                                                 "evaluated yet",
 }
 # Arguments Volcano reads only to go faster, its decisions the same either way: a warning (PD605)
 # that says so, rather than calling a real argument unknown.

@@ -22,7 +22,7 @@ from compiler.quantities import format_base_units
 from compiler.volcano import codes
 from compiler.volcano.config_reader import CONFIG_KEY
 from compiler.volcano.model import AFFINITY_SETTINGS, TranslationResult
-from compiler.volcano.nested_args import EXPORTERS
+from compiler.volcano.nested_args import EXPORTERS, METRICS_SECTION, USAGE, export_metrics
 from policydsl.diagnostics import Diagnostic, make
 
 QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -169,6 +169,11 @@ def scheduler_config(ir: dict, report: Report) -> dict:
             configurations.append({"name": cat.volcano_action(action), "arguments": exported})
     if configurations:
         config["configurations"] = configurations
+    # The usage plugin's metrics source is the config's top-level `metrics` section in Volcano.
+    metrics = next((export_metrics(p["arguments"]) for tier in ir["tiers"] for p in tier["plugins"]
+                    if p["name"] == USAGE), None)
+    if metrics:
+        config[METRICS_SECTION] = metrics
     for d, device in enumerate(ir["devices"]):
         report(f"device rules for `{device['resource']}` have no Volcano equivalent; not exported", ("devices", d),
                "Volcano picks a device mode with deviceshare arguments (deviceshare.GPUSharingEnable, "

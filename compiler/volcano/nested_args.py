@@ -10,16 +10,31 @@ error here (Volcano drops it with a log line)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from yaml.nodes import Node
 
+from compiler import catalog as cat
 from compiler.volcano import codes
-from compiler.volcano.located_yaml import YamlText, is_mapping, is_null, kind_of
+from compiler.volcano.located_yaml import YamlText, is_mapping, is_null, is_scalar, is_sequence, kind_of, lookup
 from compiler.volcano.reading import Invalid
 
 RSF = "resource-strategy-fit"
-NESTED_KEYS = {RSF: ("resources", "sra", "proportional")}
+USAGE, EXTENDER = "usage", "extender"
+MANAGED_RESOURCES = "extender.managedResources"
+NESTED_KEYS = {RSF: ("resources", "sra", "proportional"), USAGE: ("thresholds",), EXTENDER: (MANAGED_RESOURCES,)}
+# usage's thresholds (Volcano's `thresholds: {cpu: N, mem: N}`), by Volcano key.
+USAGE_THRESHOLDS = {"cpu": "cpu_threshold", "mem": "memory_threshold"}
+# The config's top-level `metrics` section (Volcano's MetricsConfiguration, a flat map of strings):
+# its keys are the usage plugin's metrics_* arguments (catalog: volcano key `metrics.<key>`).
+METRICS_SECTION = "metrics"
+# Volcano's metrics types this import does not read: the reason and the alternative.
+METRICS_TYPES_REFUSED = {
+    "prometheus_adaptor": "the custom metrics API (node_cpu_usage_avg / node_memory_usage_avg through the "
+                          "API server) is not read; point `type: prometheus` and `address` at the Prometheus "
+                          "behind the adapter instead",
+}
 
 
 def _valid_pattern(key: str) -> bool:
@@ -31,9 +46,33 @@ def read_nested(reader: Any, src: YamlText, plugin: str, key: str, node: Node, o
     """Read nested argument `key` of `plugin` into `out` (policy argument names), reporting located."""
     if is_null(node):
         return
+    if key == MANAGED_RESOURCES:
+        out["managed_resources"] = _string_list(reader, src, node)
+        return
     if not is_mapping(node):
         raise Invalid(f"expected a mapping, got {kind_of(node)}")
     entries = {e.key: e for e in reader.mapping_entries(src, node)}
+    if key == "thresholds":
+        for name, entry in entries.items():
+            target = USAGE_THRESHOLDS.get(name)
+            if target is None:
+                reader.report(codes.UNKNOWN_ARGUMENT, f"`thresholds` has no field `{name}`; not imported (Volcano "
+                              "reads only cpu and mem)", src.span(entry.key_node), "its fields: cpu, mem")
+                continue
+            # Volcano takes the value only as a YAML integer (anything else becomes threshold 0, which
+            # filters every loaded node): said here instead.
+            if not (getattr(entry.value, "tag", "") == "tag:yaml.org,2002:int"):
+                reader.report(codes.BAD_VALUE, f"`thresholds.{name}`: expected a whole percent such as 80, got "
+                              f"`{getattr(entry.value, 'value', kind_of(entry.value))}` (Volcano reads anything else "
+                              "as 0, which filters every loaded node)", src.span(entry.value))
+                continue
+            value = reader.number(entry.value, integer=True)
+            if value < 0:
+                reader.report(codes.BAD_VALUE, f"`thresholds.{name}`: {value} is below the minimum 0",
+                              src.span(entry.value))
+                continue
+            out[target] = value
+        return
     if key == "resources":
         for resource, entry in entries.items():
             if not _valid_pattern(resource):
@@ -80,6 +119,86 @@ def read_nested(reader: Any, src: YamlText, plugin: str, key: str, node: Node, o
             dropped.append(f"proportional.enable: true ({why})")
 
 
+def _string_list(reader: Any, src: YamlText, node: Node) -> list[str]:
+    """A YAML list of strings (Volcano's framework.Get[[]string]); anything else is located."""
+    if not is_sequence(node):
+        raise Invalid(f"expected a list of resource names, got {kind_of(node)}")
+    names = []
+    for item in node.value:
+        if not is_scalar(item) or is_null(item):
+            raise Invalid(f"expected a resource name, got {kind_of(item)}")
+        names.append(str(item.value).strip())
+    return names
+
+
+def read_metrics(reader: Any, src: YamlText, node: Node) -> tuple[dict[str, Any], Any]:
+    """The config's `metrics` section as the usage plugin's arguments, and the key node of its
+    `type` (for a finding on all of it). Volcano reads a flat map of strings: a nested mapping (the
+    design doc writes `tls:` and `elasticsearch:` so) makes Volcano v1.14.1 fail to load the config,
+    so it is an error here, naming the flat key Volcano reads."""
+    out: dict[str, Any] = {}
+    if is_null(node):
+        return out, None
+    if not is_mapping(node):
+        reader.report(codes.BAD_VALUE, f"`metrics` must be a mapping of strings, got {kind_of(node)}", src.span(node))
+        return out, None
+    by_key = {a.volcano[len(METRICS_SECTION) + 1:]: a for a in cat.PLUGINS[USAGE].arguments
+              if a.volcano and a.volcano.startswith(METRICS_SECTION + ".")}
+    for entry in reader.mapping_entries(src, node):
+        if is_mapping(entry.value):
+            inner = [e.key for e in reader.mapping_entries(src, entry.value)]
+            flat = ", ".join(f"`{entry.key}.{k}`" for k in inner) or f"`{entry.key}.<key>`"
+            reader.report(codes.BAD_VALUE, f"`metrics.{entry.key}` is a mapping, but Volcano reads `metrics` as flat "
+                          f"strings and fails to load this config; write {flat} instead", src.span(entry.key_node))
+            continue
+        arg = by_key.get(entry.key)
+        if entry.key == "type" and is_scalar(entry.value) and str(entry.value.value).strip() in METRICS_TYPES_REFUSED:
+            value = str(entry.value.value).strip()
+            reader.report(codes.BAD_VALUE, f"`metrics.type: {value}` is not read: {METRICS_TYPES_REFUSED[value]}",
+                          src.span(entry.value))
+            continue
+        if entry.key in ("elasticsearch.username", "elasticsearch.password"):
+            if is_null(entry.value) or str(entry.value.value) == "":
+                continue    # empty: Volcano sends no credentials either
+            reader.report(codes.BAD_VALUE, f"`metrics.{entry.key}` is not imported: a policy holds no credentials",
+                          src.span(entry.key_node), "give the Elasticsearch behind a proxy that adds them, or none")
+            continue
+        if arg is None:
+            reader.report(codes.UNKNOWN_ARGUMENT, f"`metrics` has no key `{entry.key}` Volcano reads; not imported",
+                          src.span(entry.key_node), "its keys: " + ", ".join(sorted(by_key)))
+            continue
+        try:
+            value = reader.argument_value(arg, entry.value)
+            if isinstance(value, str) and "regex" in arg.rules and not re.fullmatch(arg.rules["regex"], value):
+                raise Invalid(f"`{value}` is not what `{arg.name}` takes: {arg.doc}")
+        except Invalid as err:
+            reader.report(codes.BAD_VALUE, f"`metrics.{entry.key}`: {err}", src.span(entry.value))
+            continue
+        out[arg.name] = value
+    return out, lookup(node, "type")
+
+
+def export_usage(arguments: dict[str, Any]) -> dict[str, Any]:
+    """usage's thresholds as Volcano's nested `thresholds` (only those set)."""
+    thresholds = {key: arguments[name] for key, name in USAGE_THRESHOLDS.items() if name in arguments}
+    return {"thresholds": thresholds} if thresholds else {}
+
+
+def export_metrics(arguments: dict[str, Any]) -> dict[str, str]:
+    """The usage plugin's metrics_* arguments as Volcano's top-level `metrics` section (strings)."""
+    out: dict[str, str] = {}
+    for arg in cat.PLUGINS[USAGE].arguments:
+        if arg.volcano and arg.volcano.startswith(METRICS_SECTION + ".") and arg.name in arguments:
+            value = arguments[arg.name]
+            out[arg.volcano[len(METRICS_SECTION) + 1:]] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def export_extender(arguments: dict[str, Any]) -> dict[str, Any]:
+    managed = arguments.get("managed_resources")
+    return {MANAGED_RESOURCES: list(managed)} if managed else {}
+
+
 def _number(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
@@ -102,4 +221,8 @@ def export_rsf(arguments: dict[str, Any]) -> dict[str, Any]:
 
 EXPORTERS: dict[str, tuple[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]]] = {
     RSF: (frozenset({"most_allocated", "least_allocated", "sra_resources", "sra_weight", "proportional"}), export_rsf),
+    USAGE: (frozenset({"cpu_threshold", "memory_threshold", "metrics_type", "metrics_address", "metrics_interval",
+                       "metrics_insecure_skip_verify", "elasticsearch_index", "elasticsearch_hostname_field"}),
+            export_usage),
+    EXTENDER: (frozenset({"managed_resources"}), export_extender),
 }

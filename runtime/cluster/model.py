@@ -32,6 +32,7 @@ from runtime.cluster.topology_labels import LabelTopology, derive_hypernodes
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.cluster.decisions import Decisions, Reason
     from runtime.cluster.dra import PodResourceClaim
+    from runtime.cluster.nodeusage import NodeUsage
     from runtime.cluster.storage import PodClaim
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
@@ -532,6 +533,9 @@ class ClusterState:
     # PodDisruptionBudgets by namespace/name; None: not read (the connector watches them only while
     # the pdb plugin is on, and until listed the plugin lets no pod be a victim). Reading objects sets it.
     disruption_budgets: dict[str, DisruptionBudget] | None = None
+    # Nodes' load by node name (runtime.cluster.nodeusage: the usage plugin's metrics source, read
+    # off the scheduling path); None: no load is read (the plugin's filter passes and it scores 0).
+    node_usage: dict[str, NodeUsage] | None = None
     # Volcano's resource exporter's Numatopology objects by node name (runtime.cluster.numa), as the
     # scheduler sees them: the CPUs its placements took since the exporter's last report taken out.
     numatopologies: dict[str, NumaTopology] = field(default_factory=dict)

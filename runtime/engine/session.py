@@ -730,6 +730,8 @@ class Session:
         session is a reference cycle: freed only by a full garbage collection, which must then
         walk and free the whole snapshot at a random later moment. Closed, it goes with its
         last reference. A closed session answers no plugin question; its arrays stay readable."""
+        for plugin in self.plugins.values():
+            plugin.on_session_close(self)
         self.callbacks = {}
         self._flat = {}
         self.order_columns = {}

@@ -200,6 +200,8 @@ class Snapshot:
     queue_only: np.ndarray | None = None
     # PodDisruptionBudgets (ClusterState.disruption_budgets: None when not read), for the pdb plugin.
     disruption_budgets: dict | None = None
+    # Nodes' load by name (ClusterState.node_usage: None when none is read), for the usage plugin.
+    node_usage: dict | None = None
     # Nodes' Numatopology objects by node name (ClusterState.numatopologies), for the numa-aware plugin.
     numatopologies: dict = field(default_factory=dict)
 
@@ -489,6 +491,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.queue_only = np.array([device_class_of(name) is not None for name in resources], dtype=bool)
     snapshot.resource_quotas = state.resource_quotas
     snapshot.disruption_budgets = state.disruption_budgets
+    snapshot.node_usage = state.node_usage
     snapshot.numatopologies = state.numatopologies
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     if vgpu_on(plan):

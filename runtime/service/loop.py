@@ -36,6 +36,7 @@ from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queu
 from runtime.cluster.connection import FOREIGN_SCHEDULER, ApplyReport, ClusterConnection, QueueUsage
 from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, group_key_of
+from runtime.cluster.nodeusage import NodeUsageFeed
 from runtime.cluster.objects import check_queues
 from runtime.service.views import CycleView, LiveView, SessionFacts, session_facts, with_podgroup_phases
 from runtime.engine.session import Session
@@ -160,6 +161,8 @@ class Scheduler:
         self._last_error_logged = 0.0
         self._failing_since: float | None = None  # cycles have raised since then (monotonic)
         self.failed_cycles = 0                      # in a row, up to the last cycle
+        # Node load for the usage plugin, read off the scheduling path (runtime.cluster.nodeusage).
+        self.node_usage = NodeUsageFeed()
         self.metrics.set_active_policy(plan.name, plan.revision)
         cluster.on_work(self._on_work)
         self._watch_for(plan)
@@ -203,6 +206,12 @@ class Scheduler:
         watch_for = getattr(self.cluster, "watch_for", None)
         if watch_for is not None:
             watch_for(plan)
+
+    def _read_load(self, plan: Plan, state: ClusterState) -> None:
+        """The usage plugin's node load: the figures its metrics source last gave (never waited for)."""
+        usage = plan.plugin("usage")
+        if state.node_usage is None:     # a connection that brings its own figures keeps them
+            state.node_usage = self.node_usage.figures(usage.arguments if usage is not None else None, state.nodes)
 
     # --- health -------------------------------------------------------------------------------
     def health(self) -> tuple[bool, str]:
@@ -294,6 +303,7 @@ class Scheduler:
                       and bool(set(plan.actions) & VICTIM_ACTIONS))
         state = self.cluster.snapshot(fold_settled=fold or optimistic)
         self._drop_invalid(state, plan)
+        self._read_load(plan, state)
         want_facts = self._facts_due(plan, started)
         record = CycleRecord(want_facts=want_facts)
         snapshotted = time.perf_counter()
@@ -307,6 +317,7 @@ class Scheduler:
             self._list_victims = LIST_VICTIMS_CYCLES
             state = self.cluster.snapshot(fold_settled=False)
             self._drop_invalid(state, plan)
+            self._read_load(plan, state)
             record = CycleRecord(want_facts=want_facts)
             decisions = run_cycle(plan, state, dataclasses.replace(options, fold_settled=False),
                                   self._snapshot_cache, observer=record)

@@ -16,6 +16,7 @@ from runtime.engine.plugins import (
     pdb, predicates, priority, proportion, resource_strategy_fit, resourcequota, sla, task_topology,
 )
 from runtime.engine.plugins import numa_aware
+from runtime.engine.plugins import extender, usage
 from runtime.engine.plugins.base import CatalogMismatch, Plugin
 
 
@@ -43,6 +44,7 @@ def registry() -> dict[str, type[Plugin]]:
                                                  network_topology, nodegroup, cdp, resource_strategy_fit, sla,
                                                  resourcequota, pdb, task_topology)}
     plugins[numa_aware.PLUGIN.name] = numa_aware.PLUGIN
+    plugins.update({m.PLUGIN.name: m.PLUGIN for m in (usage, extender)})
     problems = catalog_mismatches(plugins)
     if problems:
         raise CatalogMismatch("; ".join(problems))

@@ -39,3 +39,6 @@ class Plugin:
 
     def on_session_open(self, ssn: "Session") -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def on_session_close(self, ssn: "Session") -> None:
+        """As the session closes (Volcano's OnSessionClose): most plugins have nothing to do."""
