@@ -245,6 +245,30 @@ def topology_html(result: SimulationResult) -> str:
     return "\n".join(out) + "\n"
 
 
+def devices_html(result: SimulationResult) -> str:
+    """Device usage per DeviceClass and per node at the end ("" without DRA objects)."""
+    devices = result.metrics.devices
+    if not devices:
+        return ""
+    esc = html.escape
+    out = ['<h2>Devices (Dynamic Resource Allocation)</h2>\n<p>Per DeviceClass, the published devices its '
+           'selectors match and how many claims hold at the end; mean use is allocated ÷ published over the '
+           'run.</p>\n<table id="device-classes">\n<tr><th>DeviceClass</th><th>allocated at the end</th>'
+           '<th>published</th><th>mean use</th></tr>']
+    for cls, use in devices.items():
+        mean = "-" if use.utilization is None else percent(use.utilization)
+        out.append(f'<tr class="device-class" data-class="{esc(cls)}"><td>{esc(cls)}</td><td>{use.allocated}</td>'
+                   f'<td>{use.published}</td><td>{mean}</td></tr>')
+    out.append('</table>\n<table id="device-nodes">\n<tr><th>DeviceClass</th><th>node</th><th>allocated</th>'
+               '<th>published</th></tr>')
+    for cls, use in devices.items():
+        for node, (published, allocated) in sorted(use.nodes.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0])):
+            out.append(f'<tr class="device-node" data-class="{esc(cls)}" data-node="{esc(node)}"><td>{esc(cls)}</td>'
+                       f'<td>{esc(node)}</td><td>{allocated}</td><td>{published}</td></tr>')
+    out.append("</table>")
+    return "\n".join(out) + "\n"
+
+
 def render_html(result: SimulationResult, policy: str, description: str, *, revision: str = "",
                 command: str = "", base: str = "") -> str:
     m = result.metrics
@@ -302,7 +326,7 @@ td.reason {{ text-align: left; max-width: 40em; }}
 <table>
 {cluster_rows}
 </table>
-{topology_html(result)}<h2>Plots</h2>
+{topology_html(result)}{devices_html(result)}<h2>Plots</h2>
 <div class="plots">
 <figure>{utilization_chart(result)}</figure>
 <figure>{shares_chart(result)}</figure>

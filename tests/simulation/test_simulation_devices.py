@@ -91,3 +91,14 @@ def test_simulate_prints_device_usage_as_json_and_text(capsys, tmp_path: Path):
     code, out, err = run_cli(capsys, "simulate", policy, "--snapshot", objects, "--until", "40s")
     assert code == 0, err
     assert "devices (DRA)" in out and "devices per node at the end" in out and ALL_NODES in out
+
+
+def test_the_report_shows_device_usage(capsys, tmp_path: Path):
+    policy = write_policy(tmp_path / "dra.policy", POLICY)
+    objects = write_objects(tmp_path / "snapshot.yaml", snapshot())
+    code, _, err = run_cli(capsys, "simulate", policy, "--snapshot", objects, "--until", "40s",
+                           "--report", tmp_path / "report")
+    assert code == 0, err
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert '<tr class="device-class" data-class="gpu"><td>gpu</td><td>3</td><td>7</td><td>50.0%</td></tr>' in page
+    assert f'data-class="gpu" data-node="{ALL_NODES}"' in page
