@@ -46,6 +46,7 @@ from runtime.cluster.model import (
 from runtime.cluster.dra import DeviceClass, ResourceClaim
 from runtime.cluster.draspec import DRA_API, add_dra_object, remove_dra_object
 from runtime.cluster.kubefields import FieldError
+from runtime.cluster.numa import NUMATOPOLOGY_API
 from runtime.cluster.objects import ObjectProblem
 from runtime.cluster.storage import SELECTED_NODE, ClaimRef, PersistentVolume, PersistentVolumeClaim
 from runtime.cluster.topology import TOPOLOGY_API
@@ -54,7 +55,8 @@ from runtime.cluster.topology_labels import LabelTopology
 log = logging.getLogger("policydsl.kube.cache")
 # What a plugin does while the kind it reads is not read (the plugins' reasons say the same).
 UNREAD = {"resourcequota": "holds every job with minResources at enqueue",
-          "pdb": "lets no pod be a preempt/reclaim victim"}
+          "pdb": "lets no pod be a preempt/reclaim victim",
+          "numa-aware": "passes no node for a pod asking a NUMA policy (no node has a Numatopology)"}
 
 PAGE_SIZE = 500
 WATCH_SECONDS = (240, 480)  # the server ends each watch after a random time in this range
@@ -101,7 +103,10 @@ RESOURCES = (PRIORITY_CLASSES, NAMESPACES, NODES, HYPERNODES, QUEUES, PODGROUPS,
 RESOURCE_QUOTAS = Resource("ResourceQuota", "/api/v1/resourcequotas", "v1", plugin="resourcequota")
 DISRUPTION_BUDGETS = Resource("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", "policy/v1",
                               plugin="pdb")
-WATCHED_FOR_PLUGINS = (RESOURCE_QUOTAS, DISRUPTION_BUDGETS)
+# Volcano's resource exporter's Numatopology objects (numa-aware); its CRD may be missing (404: none read).
+NUMATOPOLOGIES = Resource("Numatopology", f"/apis/{NUMATOPOLOGY_API}/numatopologies", NUMATOPOLOGY_API,
+                          plugin="numa-aware")
+WATCHED_FOR_PLUGINS = (RESOURCE_QUOTAS, DISRUPTION_BUDGETS, NUMATOPOLOGIES)
 
 
 @dataclass(frozen=True)
@@ -246,6 +251,7 @@ class ClusterCache:
                 label_topology=src.label_topology,
                 resource_quotas=None if src.resource_quotas is None else dict(src.resource_quotas),
                 disruption_budgets=None if src.disruption_budgets is None else dict(src.disruption_budgets),
+                numatopologies=dict(src.numatopologies), numa_held=dict(src.numa_held),
             )
             assumed = list(self._assumed.items())
             state.dra.claims.update(self._assumed_claims)
@@ -358,6 +364,12 @@ class ClusterCache:
             pod = self._state.pods.get(key)
             if pod is not None and pod.node_name is None:
                 self._assumed[key] = (node, annotations)
+
+    def assume_numa(self, key: str, node: str, cpus: frozenset[int]) -> None:
+        """The exclusive CPUs the numa-aware plugin gave a pod being bound: out of the scheduler's
+        view of its node until the exporter reports (ClusterState.numa_take)."""
+        with self._lock:
+            self._state.numa_take(key, node, cpus)
 
     def device_classes(self) -> dict[str, DeviceClass]:
         with self._lock:
@@ -578,6 +590,8 @@ class ClusterCache:
                 self._state.resource_quotas = None
             elif resource is DISRUPTION_BUDGETS:
                 self._state.disruption_budgets = None
+            elif resource is NUMATOPOLOGIES:
+                self._state.numatopologies = {}
 
     def _replace(self, resource: Resource, items: list[dict[str, Any]]) -> None:
         with self._lock:
@@ -619,6 +633,9 @@ class ClusterCache:
                 st.resource_quotas = {}
             elif resource is DISRUPTION_BUDGETS:
                 st.disruption_budgets = {}
+            elif resource is NUMATOPOLOGIES:     # listed again: each report merges with the view (add_numatopology)
+                listed = {str((item.get("metadata") or {}).get("name", "")) for item in items}
+                st.numatopologies = {k: v for k, v in st.numatopologies.items() if k in listed}
             self._invalid = {k: v for k, v in self._invalid.items() if k[0] != resource.kind}
             for item in items:
                 self._upsert(resource, item)
@@ -722,6 +739,8 @@ class ClusterCache:
             elif resource is DISRUPTION_BUDGETS:
                 if st.disruption_budgets is not None:
                     st.disruption_budgets[key] = convert.disruption_budget_from(obj)
+            elif resource is NUMATOPOLOGIES:
+                st.add_numatopology(convert.numatopology_from(obj))
         except convert.ObjectError as err:
             meta = obj.get("metadata") or {}
             version = str(meta.get("resourceVersion", ""))
@@ -785,6 +804,8 @@ class ClusterCache:
         elif resource is DISRUPTION_BUDGETS:
             if st.disruption_budgets is not None:
                 st.disruption_budgets.pop(key, None)
+        elif resource is NUMATOPOLOGIES:
+            st.remove_numatopology(key)
 
     def _forget_pod(self, key: str) -> None:
         self._state.pods.pop(key, None)

@@ -384,6 +384,8 @@ class KubeCluster:
             # Assumed before the request goes out: the next cycle may start before it answers.
             self.cache.assume_bound(binding.pod, binding.node,
                                     device_annotations(binding, pod, self.cache.node(binding.node)))
+            if binding.pod in decisions.numa:
+                self.cache.assume_numa(binding.pod, binding.node, decisions.numa[binding.pod])
             gang = gangs.get(group_key_of(pod)) if pod is not None else None
             if pod is not None and binding.pod in decisions.claims:    # its ResourceClaims are written first
                 chosen = decisions.claims[binding.pod]

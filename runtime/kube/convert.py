@@ -16,6 +16,7 @@ from runtime.cluster.model import (
 )
 from runtime.cluster.objects import ObjectError, read_object
 from runtime.cluster.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+from runtime.cluster.numa import NUMATOPOLOGY_API, NumaTopology
 from runtime.cluster.topology import TOPOLOGY_API, HyperNode
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
@@ -58,6 +59,13 @@ def hypernode_from(obj: dict[str, Any]) -> HyperNode:
     scratch = ClusterState()
     read_object(_with_kind(obj, "HyperNode", TOPOLOGY_API), scratch)
     return next(iter(scratch.hypernodes.values()))
+
+
+def numatopology_from(obj: dict[str, Any]) -> NumaTopology:
+    """A node's Numatopology (nodeinfo.volcano.sh/v1alpha1, Volcano's resource exporter), for numa-aware."""
+    scratch = ClusterState()
+    read_object(_with_kind(obj, "Numatopology", NUMATOPOLOGY_API), scratch)
+    return next(iter(scratch.numatopologies.values()))
 
 
 def queue_from(obj: dict[str, Any]) -> QueueObject:

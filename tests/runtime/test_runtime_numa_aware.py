@@ -355,3 +355,59 @@ def test_an_exporter_report_replaces_the_view_as_volcano_does():
     # A report with fewer free CPUs than the last one but more than the view: the view stays.
     state.add_numatopology(read_numatopology(topology_doc("n1", free="0-5")))
     assert state.numatopologies["n1"].free_cpus == frozenset({6, 7})
+
+
+# --- the connector ------------------------------------------------------------------------------
+def test_the_connector_watches_numatopologies_while_the_plugin_is_on(caplog):
+    import logging
+
+    from runtime.kube.cache import NUMATOPOLOGIES, ClusterCache
+    from test_connector_plugin_kinds import FakeApi, wait_until
+
+    api = FakeApi()
+    doc = topology_doc("n1")
+    doc["metadata"]["resourceVersion"] = "1"
+    api.items[NUMATOPOLOGIES.path] = [doc]
+    cache = ClusterCache(api=api, scheduler_name="volcano")  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="policydsl.kube.cache"):
+        cache.watch_for_plugins(["gang"])
+        cache.start()
+        try:
+            assert cache.wait_synced(5) and NUMATOPOLOGIES.path not in api.listed
+            cache.watch_for_plugins(["numa-aware"])
+            wait_until(lambda: "n1" in cache.snapshot().numatopologies, "the Numatopology to be listed")
+            # A binding's CPUs leave the scheduler's view of the node until the exporter reports.
+            cache.assume_numa("ns/p", "n1", frozenset({0, 1, 2, 3}))
+            assert cache.snapshot().numatopologies["n1"].free_cpus == frozenset({4, 5, 6, 7})
+            with cache._lock:
+                cache._delete(NUMATOPOLOGIES, doc)
+            assert cache.snapshot().numatopologies == {}
+        finally:
+            cache.stop()
+            api.close()
+    assert any("Numatopology: watched, since the policy's numa-aware plugin reads them" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_cluster_without_the_crd_reads_no_numatopology(monkeypatch, caplog):
+    import logging
+
+    from runtime.kube import cache as cache_module
+    from runtime.kube.cache import NUMATOPOLOGIES, ClusterCache
+    from test_connector_plugin_kinds import FakeApi
+
+    monkeypatch.setattr(cache_module, "ABSENT_RETRY_S", 0.05)
+    api = FakeApi()
+    api.forbidden = {NUMATOPOLOGIES.path}
+    cache = ClusterCache(api=api, scheduler_name="volcano")  # type: ignore[arg-type]
+    cache.watch_for_plugins(["numa-aware"])
+    with caplog.at_level(logging.WARNING, logger="policydsl.kube.cache"):
+        cache.start()
+        try:
+            assert cache.wait_synced(5)
+            assert cache.snapshot().numatopologies == {}
+        finally:
+            cache.stop()
+            api.close()
+    assert any("the numa-aware plugin passes no node for a pod asking a NUMA policy" in r.getMessage()
+               for r in caplog.records)
