@@ -247,7 +247,8 @@ def test_a_malformed_annotation_holds_the_job_naming_it(annotations, named, pure
     decisions = run_cycle(topology_policy(), state, Options(pure_python=pure))
     assert placements(decisions) == {}
     messages = [r.message for r in decisions.reasons_for("ns/tf-ps-0")]
-    assert any(named in m and "task-topology" in m for m in messages), messages
+    assert any(named in m and "PodGroup ns/tf annotation" in m and "task-topology plugin" in m for m in messages), \
+        messages
 
 
 def test_jobs_without_annotations_are_placed_as_before(pure):

@@ -85,9 +85,11 @@ def _groups_problem(groups: Iterable[Iterable[str]], roles: set[str]) -> str | N
     return None
 
 
-def read_topology(annotations: Mapping[str, str], roles: Iterable[str]) -> tuple[TaskTopology | None, str | None]:
+def read_topology(annotations: Mapping[str, str], roles: Iterable[str],
+                  where: str = "PodGroup") -> tuple[TaskTopology | None, str | None]:
     """(topology, problem) from a PodGroup's task-topology annotations; `roles`: the job's task
-    names (each pod's volcano.sh/task-spec annotation, else label). No annotation: (None, None)."""
+    names (each pod's volcano.sh/task-spec annotation, else label); `where` names the PodGroup in a
+    problem. No annotation: (None, None)."""
     if not any(k in annotations for k in (AFFINITY, ANTI_AFFINITY, TASK_ORDER)):
         return None, None
     known = set(roles)
@@ -97,13 +99,13 @@ def read_topology(annotations: Mapping[str, str], roles: Iterable[str]) -> tuple
             groups = tuple(tuple(s.split(",")) for s in annotations[key].split(";"))
             problem = _groups_problem(groups, known)
             if problem:
-                return None, f"PodGroup annotation {key} `{annotations[key]}`: {problem}"
+                return None, f"{where} annotation {key} `{annotations[key]}`: {problem}"
             parts[key] = groups
     if TASK_ORDER in annotations:
         order = tuple(annotations[TASK_ORDER].split(","))
         problem = _groups_problem([order], known)
         if problem:
-            return None, f"PodGroup annotation {TASK_ORDER} `{annotations[TASK_ORDER]}`: {problem}"
+            return None, f"{where} annotation {TASK_ORDER} `{annotations[TASK_ORDER]}`: {problem}"
         parts[TASK_ORDER] = order
     return TaskTopology(parts.get(AFFINITY), parts.get(ANTI_AFFINITY), parts.get(TASK_ORDER)), None  # type: ignore[arg-type]
 
@@ -253,7 +255,7 @@ def job_buckets(podgroup, tasks: np.ndarray, pods: list, status: np.ndarray, tas
     rows = tasks.tolist()
     if not pairs or not any(int(status[t]) in WAITING for t in rows):
         return None, None
-    topology, problem = read_topology(pairs, [pods[t].task_role for t in rows])
+    topology, problem = read_topology(pairs, [pods[t].task_role for t in rows], f"PodGroup {podgroup.key}")
     if topology is None:
         return None, problem
     jb = JobBuckets(topology)
