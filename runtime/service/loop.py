@@ -260,10 +260,13 @@ class Scheduler:
             else:
                 self._take_plan()  # a standby holds the newest policy too: the one it will run when it leads
             ended = time.monotonic()
-            # Work seen by a standby, or while the cache syncs, is in the next snapshot anyway.
+            # Work seen by a standby, or while the cache syncs, is in the next snapshot anyway; but
+            # a standby or a syncing replica looks again every min_interval (a cheap check), so it
+            # runs its first cycle that soon after taking the lease or finishing the list, not up
+            # to a period later.
             early = max(started + self.min_interval, ended + PAUSE_PER_CYCLE * (ended - started)) if ran \
-                else started + self.period
-            self._pause(stop, started + self.period, early)
+                else started + self.min_interval
+            self._pause(stop, started + self.period if ran else early, early)
 
     def _pause(self, stop: threading.Event, deadline: float, early: float) -> None:
         """Wait until `deadline` (monotonic), or until `early` if work arrived (before or during

@@ -57,3 +57,45 @@ def test_bad_sizes_are_usage_errors() -> None:
                           (["--only", "slurm"], "unknown slurm")):
         done = _restart(*args, timeout=60)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_a_standby_runs_its_first_cycle_within_min_interval_of_taking_the_lease() -> None:
+    # A failover binds within a second of the lease: the standby's loop must not wait out a period
+    # (here an hour) before it notices it leads; nor a replica whose cache has just synced.
+    import threading
+    import time
+
+    from polling import wait_for
+
+    from runtime.service.embedded import EmbeddedCluster
+    from runtime.service.loop import Scheduler
+
+    from .test_connector_units import plan, small_cluster
+
+    class Elector:
+        leading = False
+
+        def is_leader(self) -> bool:
+            return self.leading
+
+    class Syncing(EmbeddedCluster):
+        synced = False
+
+    elector, cluster = Elector(), Syncing(small_cluster(1))
+    scheduler = Scheduler(plan(), cluster, period=3600.0, min_interval=0.05, elector=elector)
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        cluster.synced = True      # synced, still a standby: no cycle
+        time.sleep(0.2)
+        assert scheduler.cycles == 0
+        elector.leading, took = True, time.monotonic()
+        wait_for(lambda: scheduler.cycles == 1, "the first cycle after taking the lease", 10)
+        assert time.monotonic() - took < 2.0   # min_interval and a cycle, not the hour
+        assert cluster.state.pods["ns/p0"].node_name == "n1"
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
