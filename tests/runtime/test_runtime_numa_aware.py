@@ -411,3 +411,19 @@ def test_a_cluster_without_the_crd_reads_no_numatopology(monkeypatch, caplog):
             api.close()
     assert any("the numa-aware plugin passes no node for a pod asking a NUMA policy" in r.getMessage()
                for r in caplog.records)
+
+
+def test_the_simulator_keeps_a_running_pods_cpus_until_it_finishes(pure):
+    # NUMA node 0 has 4 free CPUs, node 1 none: two 4-CPU single-numa-node pods of 60 s run one after
+    # the other (the node has CPU room for both; only the Numatopology keeps them apart).
+    from runtime.simulation.engine import Limits, simulate
+    from runtime.simulation.workload import DURATION_ANNOTATION, build_scenario
+
+    pods = [pod_doc(f"p{i}", "4") for i in range(2)]
+    for p in pods:
+        p["metadata"]["annotations"][DURATION_ANNOTATION] = "60s"
+    docs = [node_doc("n1", "16"), topology_doc("n1", free="0-3")] + pods
+    scenario = build_scenario([("c.yaml", d) for d in docs], [])
+    result = simulate(numa_policy(), scenario, Limits(until=600), Options(pure_python=pure))
+    first, second = sorted(result.bind_times.values())
+    assert first == 0 and second >= 60
