@@ -77,8 +77,8 @@ class ClassPlacement:
         if nodes is None:
             self.dirty_all = True
             self.dirty = []
-        elif not self.dirty_all:
-            self.dirty.append(nodes)
+        elif not self.dirty_all and not (self.dirty and self.dirty[-1] is nodes):
+            self.dirty.append(nodes)        # a rule marking the same nodes again (a kept array) adds nothing
 
     def update(self) -> np.ndarray | None:
         """Re-compute the stateful answers where marked; returns the nodes re-computed (None:

@@ -31,6 +31,7 @@ from runtime.engine.plugins.base import Plugin
 from runtime.engine.rules.hypernodes import asks_topology
 
 MAX_NODE_SCORE = 100.0
+SCALAR_BELOW = 8        # fewer HyperNodes than this to rescore: plain floats beat numpy's call cost
 
 
 def hypernode_binpack(weights: Mapping[int, float], allocatable: np.ndarray, used: np.ndarray,
@@ -66,9 +67,8 @@ def hypernode_binpack_many(weights: Mapping[int, float], allocatable: np.ndarray
         if req <= 0:
             continue
         alloc, use = allocatable[:, c].astype(np.float64), used[:, c].astype(np.float64)
-        over |= use + req > alloc
-        with np.errstate(divide="ignore", invalid="ignore"):
-            total += np.where(over, 0.0, w * (use + req) / np.where(alloc > 0, alloc, 1.0))
+        over |= use + req > alloc           # so alloc > 0 wherever the term below is kept
+        total += np.where(over, 0.0, w * (use + req) / np.where(over, 1.0, alloc))
         total_weight += w
     if total_weight <= 0:
         return np.zeros(n, dtype=np.float64)
@@ -105,6 +105,14 @@ class NormalPodScore(StatefulRule):
         self.weight = MAX_NODE_SCORE * plugin.weight
         self.hn_alloc: np.ndarray | None = None
         self.hn_used: np.ndarray | None = None
+        self.filled = np.array([len(r) > 0 for r in self.rows], dtype=bool)
+        # A HyperNode's version moves with its used; a class's per-HyperNode scores are recomputed
+        # only for the HyperNodes whose version moved since (one placement touches one per tier).
+        self.version = np.zeros(len(self.rows), dtype=np.int64)
+        self.per_hn: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # node row -> the HyperNodes holding it and their nodes (kept: marking them twice is free)
+        self.touched: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+        self.held_nodes: dict[tuple[int, ...], np.ndarray] = {}   # one array per set of HyperNodes
 
     def scores(self, cid: int) -> bool:
         return cid in self.concerned and self.total_weight > 0
@@ -125,11 +133,7 @@ class NormalPodScore(StatefulRule):
 
     def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         snap = self.ssn.snap
-        request = np.asarray(snap.classes[cid].request, dtype=np.float64)
-        alloc, used = self.sums()
-        filled = np.array([len(r) > 0 for r in self.rows], dtype=bool)
-        per_hn = np.where(filled, hypernode_binpack_many(self.plugin.columns, alloc, used, request), 0.0) \
-            if len(self.rows) else np.zeros(0, dtype=np.float64)
+        per_hn = self.hypernode_scores(cid)
         rows = np.arange(snap.n_nodes) if nodes is None else nodes
         total = np.zeros(len(rows), dtype=np.float64)
         for t, w in self.tier_weights.items():
@@ -138,16 +142,49 @@ class NormalPodScore(StatefulRule):
             total += w * tier_score
         return total / self.total_weight * self.weight
 
+    def hypernode_scores(self, cid: int) -> np.ndarray:
+        """Class cid's binpack score on each HyperNode (0 for one without nodes), kept per class
+        and recomputed only where a HyperNode's used moved since."""
+        alloc, used = self.sums()
+        kept = self.per_hn.get(cid)
+        if kept is None:
+            request = np.asarray(self.ssn.snap.classes[cid].request, dtype=np.float64)
+            per_hn = np.where(self.filled, hypernode_binpack_many(self.plugin.columns, alloc, used, request), 0.0)
+            self.per_hn[cid] = (per_hn, self.version.copy())
+            return per_hn
+        per_hn, seen = kept
+        stale = np.flatnonzero(seen != self.version)
+        if len(stale):
+            request = np.asarray(self.ssn.snap.classes[cid].request, dtype=np.float64)
+            if len(stale) < SCALAR_BELOW:        # a placement moves one HyperNode per tier
+                for i in stale.tolist():
+                    per_hn[i] = hypernode_binpack(self.plugin.columns, alloc[i], used[i], request) \
+                        if self.filled[i] else 0.0
+            else:
+                per_hn[stale] = np.where(self.filled[stale], hypernode_binpack_many(
+                    self.plugin.columns, alloc[stale], used[stale], request), 0.0)
+            seen[stale] = self.version[stale]
+        return per_hn
+
     def moved(self, t: int, node: int, sign: int) -> None:
         if self.hn_used is None or not self.concerned:
             return                  # summed from the session's arrays when first asked; or no class scored
-        held = self.member[:, node]
-        held = held[held >= 0]
-        if len(held) == 0:
+        found = self.touched.get(node)
+        if found is None:
+            held = self.member[:, node]
+            held = held[held >= 0]
+            key = tuple(held.tolist())
+            nodes = self.held_nodes.get(key)
+            if nodes is None and key:
+                nodes = self.held_nodes[key] = np.unique(np.concatenate([self.rows[i] for i in key]))
+            found = self.touched[node] = (held, nodes)
+        held, nodes = found
+        if nodes is None:
             return
         self.hn_used[held] += sign * self.ssn.snap.request[t]
+        self.version[held] += 1
         # Every node of those HyperNodes scores anew (their top tier usually holds every node).
-        self.ssn.mark_all_dirty(np.unique(np.concatenate([self.rows[i] for i in held.tolist()])), self)
+        self.ssn.mark_all_dirty(nodes, self)
 
     def placed(self, t: int, node: int) -> None:
         self.moved(t, node, 1)
