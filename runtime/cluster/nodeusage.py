@@ -92,6 +92,20 @@ class MetricsSource:
                    str(args.get("elasticsearch_hostname_field") or "host.hostname"))
 
 
+# A load read with a snapshot (NodeMetrics objects): a snapshot is one moment, so its figures are
+# fresh for every cycle over it (the simulator keeps them for the whole run).
+WITH_THE_SNAPSHOT = float("inf")
+
+
+def node_metrics_usage(usage: Mapping[str, int], allocatable: Mapping[str, int]) -> NodeUsage:
+    """A NodeMetrics' usage (cpu in millicores, memory in bytes) as percent of the node's allocatable:
+    the stand-in for the metrics source in snapshot files (documented in runtime/README.md)."""
+    def percent(resource: str) -> float:
+        total = allocatable.get(resource, 0)
+        return 100.0 * usage.get(resource, 0) / total if total > 0 else 0.0
+    return NodeUsage(percent("cpu"), percent("memory"), WITH_THE_SNAPSHOT)
+
+
 class SourceUnreachable(RuntimeError):
     """The source did not answer at all (connection refused, timeout, TLS): the pass stops."""
 

@@ -19,6 +19,7 @@ import yaml
 
 from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
+from runtime.cluster.nodeusage import node_metrics_usage
 from runtime.cluster.model import DEQUEUE_STRATEGIES, NodeGroupAffinity
 from runtime.cluster.model import (
     DEFAULT_MAX_PODS, JOB_ALLOCATED_HYPERNODE, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition,
@@ -37,6 +38,8 @@ KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Pers
 # Read before the rest: pods resolve their priority against PriorityClasses, claims that name no
 # class take the default StorageClass.
 _FIRST_KINDS = {"PriorityClass": 0, "StorageClass": 0}
+# Read after the rest: a NodeMetrics' load is a share of its Node's allocatable.
+_LAST_KINDS = {"NodeMetrics": 2}
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -147,7 +150,8 @@ def load_objects(documents: Iterable[tuple[str, Any]], state: ClusterState | Non
     flat: list[tuple[str, Any]] = []
     for source, doc in documents:
         _flatten(source, doc, flat, problems)
-    flat.sort(key=lambda item: _FIRST_KINDS.get(item[1].get("kind") if isinstance(item[1], dict) else None, 1))
+    flat.sort(key=lambda item: (lambda kind: _FIRST_KINDS.get(kind, _LAST_KINDS.get(kind, 1)))(
+        item[1].get("kind") if isinstance(item[1], dict) else None))
     for source, obj in flat:
         kind = obj.get("kind", "")
         name = _display_name(obj)
@@ -533,6 +537,24 @@ def _read_disruption_budget(obj: dict, state: ClusterState) -> None:
 
 
 _READERS["PodDisruptionBudget"] = _read_disruption_budget
+
+# metrics.k8s.io NodeMetrics (`kubectl get nodemetrics -o yaml`), for the usage plugin in snapshots
+# and the simulator: the stand-in for its metrics source (runtime.cluster.nodeusage.node_metrics_usage).
+KINDS += ("NodeMetrics",)
+
+
+def _read_node_metrics(obj: dict, state: ClusterState) -> None:
+    _namespace, name = kf.name_of(obj)
+    node = state.nodes.get(name)
+    if node is None:
+        raise FieldError(f"no Node `{name}` in the snapshot: a NodeMetrics gives the load of a node it lists")
+    usage = kf.resources(kf.mapping(obj, "usage", required=True), "usage")
+    if state.node_usage is None:
+        state.node_usage = {}
+    state.node_usage[name] = node_metrics_usage(usage, node.allocatable)
+
+
+_READERS["NodeMetrics"] = _read_node_metrics
 
 # Volcano's HyperNodes (topology.volcano.sh/v1alpha1), read by runtime.cluster.topology; gangs asking
 # for network topology are placed within them (runtime/engine/actions/topology.py).

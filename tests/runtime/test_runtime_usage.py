@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from runtime.cluster.model import ClusterState
+from runtime.cluster.objects import ObjectError, load_objects
 from runtime.cluster.nodeusage import (
     ES_CPU_FIELD, METRICS_ACTIVE_S, MetricsSource, NodeUsage, NodeUsageFeed, NodeUsageWatcher, elasticsearch_query,
     prometheus_queries,
@@ -291,3 +292,39 @@ def test_the_scheduler_reads_load_off_the_cycle_and_places_by_it():
     finally:
         scheduler.node_usage.close()
         server.close()
+
+
+# --- the stand-in in snapshot files: metrics.k8s.io NodeMetrics -----------------------------------
+
+def node_object(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+
+def node_metrics(name: str, cpu: str, memory: str) -> dict:
+    return {"apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics", "metadata": {"name": name},
+            "timestamp": "2026-12-02T05:00:00Z", "window": "20s", "usage": {"cpu": cpu, "memory": memory}}
+
+
+def pending_pod_object() -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "ns"},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+def test_node_metrics_in_a_snapshot_give_the_load(pure):
+    # Listed before their Nodes on purpose: NodeMetrics are read last.
+    docs = [("s.yaml", o) for o in (node_metrics("busy", "3600m", "2Gi"), node_metrics("idle", "400m", "1Gi"),
+                                    node_object("busy"), node_object("idle"), pending_pod_object())]
+    state = load_objects(docs)
+    assert state.node_usage["busy"].cpu == pytest.approx(90.0) and state.node_usage["idle"].memory == 12.5
+    decisions = run_cycle(policy(usage_policy()), state, Options(pure_python=pure))
+    assert placements(decisions) == {"ns/p1": "idle"}       # busy is over 80% CPU: filtered
+    state.node_usage["idle"] = NodeUsage(95.0, 10.0, state.node_usage["idle"].time)
+    decisions = run_cycle(policy(usage_policy()), state, Options(pure_python=pure))
+    assert decisions.bindings == [] and CPU_OVER in " ".join(r.message for r in decisions.reasons_for("ns/p1"))
+
+
+def test_node_metrics_of_an_unknown_node_is_a_located_error():
+    with pytest.raises(ObjectError) as err:
+        load_objects([("s.yaml", node_metrics("ghost", "1", "1Gi"))])
+    assert "ghost" in str(err.value) and "s.yaml" in str(err.value)

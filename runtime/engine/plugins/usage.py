@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from runtime.cluster.nodeusage import METRICS_ACTIVE_S
+from runtime.cluster.nodeusage import METRICS_ACTIVE_S, WITH_THE_SNAPSHOT
 from runtime.engine.extension import Check
 from runtime.engine.plugins.base import Plugin
 
@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WEIGHT = 5.0
 MAX_NODE_SCORE = 100.0
-# Volcano's fit error texts (plugins/usage/usage.go).
-CPU_OVER = "the CPU load of the node exceeds the upper limit."
-MEMORY_OVER = "the memory load of the node exceeds the upper limit."
+# Volcano's fit error texts (plugins/usage/usage.go), without their final period: the reason's
+# sentence ("0/3 nodes are available: 1 ..., 2 ....") ends itself.
+CPU_OVER = "the CPU load of the node exceeds the upper limit"
+MEMORY_OVER = "the memory load of the node exceeds the upper limit"
 
 # Whether the last session had fresh figures for no node: said once per change, not every cycle.
 blind_said: list[bool] = [False]
@@ -47,7 +48,8 @@ def fresh_load(names: list[str], figures: dict | None, now: float) -> tuple[np.n
     memory = np.zeros(n, dtype=np.float64)
     for i, name in enumerate(names):
         usage = (figures or {}).get(name)
-        if usage is not None and usage.time > 0 and now - usage.time <= METRICS_ACTIVE_S:
+        if usage is not None and usage.time > 0 and (usage.time == WITH_THE_SNAPSHOT
+                                                     or now - usage.time <= METRICS_ACTIVE_S):
             fresh[i], cpu[i], memory[i] = True, usage.cpu, usage.memory
     return fresh, cpu, memory
 
