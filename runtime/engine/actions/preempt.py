@@ -6,6 +6,13 @@ reservation would never bind. The preemptor's placements are reservations only (
 never bindings); they and the evictions commit only when the job becomes pipelined, otherwise
 they are discarded.
 
+Then, as Volcano's preempt ("Preemption between Task within Job"), each job that was starving
+takes its turn again within itself: its pending tasks, in task order, each evict running tasks of
+the same job that the preemptable plugins allow (priority: a lower task priority; gang: the job
+stays above its minimum; conformance), and are pipelined in their room; each task's evictions
+commit at once (the job keeps its count: one pod out, one in), and the job's first task that
+finds no room ends its turn.
+
 A job asking for hard network topology evicts within one HyperNode (actions/bundles.py). The
 gang-aware variant, `gang_preempt` (Volcano's gangpreempt), takes victims by bundles: the tasks
 above gangs' minimums first, then — with `whole_gangs` — whole gangs (actions/bundles.py); a
@@ -45,6 +52,8 @@ def _run(ssn: Session, gang: bool) -> None:
     # equal priority when priority's answer is empty — runtime/README.md.) gang_preempt always
     # asks it, as Volcano's gangpreempt.
     by_priority = gang or ssn.answers("preemptable", "priority")
+    under_request: list[tuple[int, int]] = []        # (queue, job) starving when its turn came
+    committed_of: dict[int, np.ndarray] = {}
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         jobs = heaps[q]
         # Pipelined room does not count in the queue's allocation: the queue's reservations
@@ -55,6 +64,7 @@ def _run(ssn: Session, gang: bool) -> None:
             _, j = heapq.heappop(jobs)
             if not ssn.job_starving(j):
                 continue
+            under_request.append((q, j))
             if gang:
                 def attempt(rows, j=j, committed=committed) -> Turn | None:
                     return _bundle_turn(ssn, q, j, rows, committed, on_node, by_priority, whole_gangs)
@@ -64,6 +74,42 @@ def _run(ssn: Session, gang: bool) -> None:
             turn = within_hypernodes(ssn, j, attempt, limit)
             if turn is not None and settle(ssn, turn.stmt, j):
                 committed += turn.reserved
+        committed_of[q] = committed
+    if not gang:    # Volcano's gangpreempt has no such phase
+        for q, j in under_request:
+            committed_of[q] = _within_job(ssn, q, j, committed_of[q], on_node, by_priority)
+
+
+def _within_job(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int, list[int]],
+                by_priority: bool) -> np.ndarray:
+    """Job j's tasks preempting its own (Volcano v1.14.1 actions/preempt, "Preemption between Task
+    within Job"): each pending task, in task order, evicts running tasks of job j the preemptable
+    plugins allow and is pipelined in their room, committed at once; the first that cannot ends the
+    job's turn. Returns the queue's committed reservations with this job's added."""
+    snap = ssn.snap
+    for t in pending_of(ssn, j):
+        pod = snap.pods[t].key
+        best_effort = ssn.zero_request(t)
+
+        def reason_for(v: int, pod=pod, t=t) -> d.Reason:
+            return d.Reason(d.PREEMPTION, f"preempted by {pod} of its own job (priority {int(snap.task_priority[t])})",
+                            {"preemptor": pod})
+
+        def may_evict(v: int, t=t, best_effort=best_effort) -> bool:
+            # With the priority plugin voting, its refusal is final here too: a lower task priority.
+            return (int(snap.task_job[v]) == j and preemptable(snap, v) and (not best_effort or bool(ssn.zero[v]))
+                    and (not by_priority or snap.task_priority[v] < snap.task_priority[t]))
+
+        def allowed_by_queue(t=t) -> bool:
+            return ssn.allocatable_count(q, committed + snap.request[t], 1)[0] >= 1
+
+        stmt = ssn.new_statement()
+        if not evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node, allowed_by_queue, 0):
+            stmt.discard()
+            break
+        stmt.commit()
+        committed = committed + snap.request[t]
+    return committed
 
 
 def _may_evict(ssn: Session, q: int, j: int, by_priority: bool, best_effort: bool, v: int) -> bool:
@@ -133,4 +179,3 @@ def _bundle_turn(ssn: Session, q: int, j: int, rows, committed: np.ndarray, on_n
 
     return evict_bundles(ssn, j, rows, "preemptable", lambda v: _may_evict(ssn, q, j, by_priority, False, v),
                          reason_for, queue_ok, on_node, whole_gangs)
-

@@ -66,7 +66,10 @@ class DrfPlugin(Plugin):
             for c in candidates:
                 cj = ssn.snap.task_job[c]
                 theirs = dominant_share(ssn.job_allocated[cj] - ssn.snap.request[c], total_for_share)
-                if mine < theirs or abs(mine - theirs) <= SHARE_DELTA or cj == pj:
+                # A task of the preemptor's own job (preempt between tasks of one job) is compared
+                # the same way, as Volcano's: the job less the victim is below the job plus the
+                # preemptor, so drf alone gives no sibling (tiers before it may).
+                if mine < theirs or abs(mine - theirs) <= SHARE_DELTA:
                     out.append(c)
             return out
 
