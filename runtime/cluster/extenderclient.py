@@ -14,12 +14,15 @@ The caller (the extender plugin) decides what a failure means (`ignorable`)."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 MAX_BODY = 10 << 20          # Volcano's maxBodySize
 MIN_BUDGET_S, MAX_BUDGET_S = 1.0, 30.0
@@ -51,6 +54,16 @@ class ExtenderClient:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self.cycle = CycleCalls(cycle_budget(timeout_s))
+        self.reported: dict[str, str] = {}      # verb -> the failure last logged (until it answers again)
+
+    def report(self, verb: str, error: str) -> bool:
+        """Whether a verb's failure is news (not the one last logged): failures are logged once
+        while they last, not every cycle."""
+        with self._lock:
+            if self.reported.get(verb) == error:
+                return False
+            self.reported[verb] = error
+            return True
 
     def open(self) -> None:
         """Start a cycle: its budget whole, no verb failed."""
@@ -85,7 +98,12 @@ class ExtenderClient:
                         raise ExtenderError(f"{url}: no answer before the extender's time for this cycle "
                                             f"({cycle.budget_s:g} s) was spent") from None
                     raise
-            return self._post(url, body, self.timeout_s, want_answer)
+            answer = self._post(url, body, self.timeout_s, want_answer)
+            if verb in self.reported:
+                with self._lock:
+                    self.reported.pop(verb, None)
+                log.info("extender: %s answers again", url)
+            return answer
         except ExtenderError as err:
             with self._lock:
                 cycle.failed.setdefault(verb, str(err))

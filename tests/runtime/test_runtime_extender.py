@@ -275,3 +275,16 @@ def test_a_cycles_calls_share_one_budget(stand_ins):
     assert 8 <= answered <= 14 and "time for this cycle (1 s)" in refused
     client.open()                                 # the next cycle asks again
     client.send("v", {})
+
+
+def test_a_lasting_failure_is_logged_once_and_its_end_too(stand_ins, caplog):
+    caplog.set_level(logging.INFO, "runtime")
+    failing = [True]
+    ext = stand_ins({"predicate": lambda b: (500, {}) if failing[0] else (200, {"status": ""})})
+    plan = extender_policy(ext.url, '    predicate_verb = "predicate"\n    ignorable = true\n')
+    for _ in range(3):
+        assert len(run(plan, two_nodes(), False).bindings) == 1
+    failing[0] = False
+    run(plan, two_nodes(), False)
+    said = [r.message for r in caplog.records if ext.url in r.message]
+    assert len(said) == 2 and "HTTP 500" in said[0] and "answers again" in said[1]

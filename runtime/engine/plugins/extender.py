@@ -17,7 +17,7 @@ IsInterested); the others pass, score 0 and abstain.
 
 When the extender gives no answer: `ignorable` goes on as if it had not been asked (the node
 passes, no score, the vote abstains, victims are not bounded, the queue is not overused), logged
-once per verb and cycle; not `ignorable`, the pods it concerns wait with a reason naming the
+once per verb while the failure lasts (and again when it answers); not `ignorable`, the pods it concerns wait with a reason naming the
 extender's URL and the error (every node fails; a failed prioritize too), jobs are not admitted,
 the queue counts as overused and no victim is taken. A session open that fails counts as a
 failure of every call of the cycle.
@@ -257,9 +257,9 @@ class ExtenderPlugin(Plugin):
 
         def victims(verb: str):
             def choose(preemptor: int, candidates: list[int]) -> list[int]:
-                if not interested(managed, snap.pods[preemptor].requests):
+                if preemptor >= 0 and not interested(managed, snap.pods[preemptor].requests):
                     return list(candidates)                      # abstain
-                answer, error = ask(verb, {"evictor": bodies.task(preemptor),
+                answer, error = ask(verb, {"evictor": bodies.task(preemptor) if preemptor >= 0 else None,
                                            "evictees": [bodies.task(c) for c in candidates]})
                 if error:
                     return list(candidates) if self.ignorable else []
@@ -304,10 +304,13 @@ class ExtenderPlugin(Plugin):
             self.register(ssn, "overused", overused)
 
     def tell(self, verb: str, err: Exception) -> None:
-        """Log a verb's failure once per cycle, with what it means."""
+        """Log a verb's failure once while it lasts (ExtenderClient.reported: across cycles), with what
+        it means; the client logs when the verb answers again."""
         if verb in self._told:
             return
         self._told.add(verb)
+        if not self.client.report(self.verbs.get(verb, verb), str(err)):
+            return
         if self.ignorable:
             log.warning("extender: %s; ignorable, so this cycle goes on without the extender's %s", err,
                         verb.removesuffix("_verb"))
