@@ -337,10 +337,9 @@ PLUGINS: dict[str, PluginSpec] = {
                          volcano="deviceshare.GPUNumberEnable"),
                 Argument("vgpu", BOOL, "HAMi vGPU by volcano.sh/vgpu-* (hami-core mode)", False,
                          volcano="deviceshare.VGPUEnable"),
-                Argument("node_lock", BOOL, "lock a node while a device is assigned on it (not evaluated yet: "
-                         "refused)", False, volcano="deviceshare.NodeLockEnable",
-                         not_evaluated="the node lock (a node annotation set at bind, stale after 5 minutes, released "
-                                       "by the device plugin) is not written yet"),
+                Argument("node_lock", BOOL, "lock a node (its annotation gpu / hamivgpu) from a shared or vGPU "
+                         "pod's bind until its device plugin served it; stale after 5 minutes", False,
+                         volcano="deviceshare.NodeLockEnable"),
                 Argument("schedule_policy", SYMBOL, "card choice: binpack fills cards, spread spreads",
                          "binpack", {"allowed": ["binpack", "spread"]}, volcano="deviceshare.SchedulePolicy"),
             ),

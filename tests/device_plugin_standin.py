@@ -17,6 +17,7 @@ a test can tell whether each pod would get the cards the scheduler chose for it.
   the largest uint64 so it is not taken again, serves the first container's devices of
   volcano.sh/devices-to-allocate, erases them there and, with none left, flips bind-phase to
   `success`.
+Both release the node lock after the call (when the scheduler takes one: Volcano's NodeLockEnable).
 
 Pods are dicts as the API server returns them; each function returns the chosen pod, the cards
 served and the annotations the plugin writes on it (the caller applies them: to the dict in a
@@ -40,6 +41,7 @@ BIND_TIME = "volcano.sh/bind-time"
 BIND_PHASE = "volcano.sh/bind-phase"
 TO_ALLOCATE = "volcano.sh/devices-to-allocate"
 MAX_UINT64 = 2**64 - 1
+GPU_SHARE_LOCK, VGPU_LOCK = "gpu", "hamivgpu"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class Served:
     pod: str                          # namespace/name
     cards: tuple
     writes: dict[str, str] = field(default_factory=dict)
+    # The node lock the plugin releases after the call (Volcano's NodeLockEnable): volcano-sh/devices
+    # `gpu`, HAMi's plugin util.VGPUDeviceName `hamivgpu`.
+    node_lock: str = ""
 
 
 class NoCandidate(Exception):
@@ -99,7 +104,7 @@ def volcano_allocate(node_pods: list[dict], resource: str, requested: int) -> Se
                 cards = tuple(int(i) for i in index.split(","))
             except ValueError:
                 raise NoCandidate(f"{key(pod)} has {GPU_INDEX}={index!r}") from None
-            return Served(key(pod), cards, {GPU_ASSIGNED: "true"})
+            return Served(key(pod), cards, {GPU_ASSIGNED: "true"}, GPU_SHARE_LOCK)
     raise NoCandidate(f"no pending pod asks for {requested} {resource}")
 
 
@@ -130,4 +135,4 @@ def hami_allocate(node_pods: list[dict], node: str) -> Served:
     writes = {VGPU_TIME: str(MAX_UINT64), TO_ALLOCATE: ";".join(rest)}
     if not any(rest):
         writes[BIND_PHASE] = "success"
-    return Served(key(oldest), served, writes)
+    return Served(key(oldest), served, writes, VGPU_LOCK)

@@ -757,7 +757,7 @@ def test_vgpu_guide_config_imports_with_a_warning_for_the_key_volcano_never_read
 
 @pytest.mark.parametrize("key, value, refused", [
     ("deviceshare.VGPUEnable", "false", False),
-    ("deviceshare.NodeLockEnable", "true", True),
+    ("deviceshare.NodeLockEnable", "true", False),      # evaluated: runtime.kube.nodelock
     ("deviceshare.NodeLockEnable", "false", False),
     ("deviceshare.AscendHAMiVNPUEnable", "true", True),
     ("deviceshare.AscendHAMiVNPUEnable", "false", False),
@@ -780,10 +780,11 @@ def test_deviceshare_arguments_not_evaluated_are_refused_at_their_key(key, value
 
 def test_the_policy_refuses_deviceshare_switches_not_evaluated_and_the_retired_spread_argument():
     head = 'policy "p" version 1\nactions [enqueue, allocate]\ntier {\n  plugin predicates\n  plugin deviceshare {\n'
-    for setting, code in [("node_lock = true", "PD413"), ("vgpu_pod_group_spread = true", "PD103")]:
+    for setting, code in [("vgpu_pod_group_spread = true", "PD103")]:
         compiled = compile_text(head + f"    {setting}\n  }}\n}}\n", "p.policy")
         [error] = compiled.errors
         assert (error.code, error.span.line, error.span.column) == (code, 6, 5), setting
     spread = compile_text(head + "    vgpu_pod_group_spread = true\n  }\n}\n", "p.policy").errors[0]
     assert "volcano.sh/vgpu-podgroup-policy" in spread.hint
     assert compile_text(head + "    vgpu = true\n    node_lock = false\n  }\n}\n", "p.policy").ok
+    assert compile_text(head + "    vgpu = true\n    node_lock = true\n  }\n}\n", "p.policy").ok

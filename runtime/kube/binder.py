@@ -33,6 +33,7 @@ from runtime.kube.api import ApiError, KubeApi
 from runtime.cluster.model import GPU_INDEX_ANNOTATION, Node, Pod
 from runtime.engine import devices_vgpu as vg
 from runtime.engine.devices import PREDICATE_TIME as PREDICATE_TIME_ANNOTATION
+from runtime.kube import nodelock
 
 BOUND, REFUSED, FAILED = "bound", "refused", "failed"
 ATTEMPTS = 4
@@ -146,6 +147,7 @@ class Binder:
         self.attempts = attempts
         self.node_of = node_of          # the cache's Node by name: HAMi vGPU's annotations need its cards
         self._order = _NodeOrder()
+        self.node_lock = False          # deviceshare's node_lock (KubeCluster.watch_for sets it from the plan)
 
     def bind_all(self, items: Sequence[tuple[Binding, Pod | None]]) -> Iterator[tuple[int, BindOutcome]]:
         """(position in `items`, outcome) for every item, each as soon as it is known: pods
@@ -156,6 +158,10 @@ class Binder:
                 yield i, BindOutcome(binding.pod, binding.node, REFUSED, "pod is gone", status=404)
             else:
                 pending.append((i, binding, pod, binding_body(binding, pod, self.node_of(binding.node))))
+        held: dict[int, nodelock.Held] = {}
+        if self.node_lock:
+            pending, refused = self._take_node_locks(pending, held)
+            yield from refused
         delay = FIRST_RETRY_S
         for attempt in range(self.attempts):
             if not pending:
@@ -183,6 +189,8 @@ class Binder:
                 error = answer if isinstance(answer, ApiError) else None
                 outcome = self._outcome(binding, body, error, attempt)
                 if outcome is not None:
+                    if outcome.result != BOUND and i in held:
+                        nodelock.release(self.api, held.pop(i))     # no device plugin will serve it
                     yield i, outcome
                 else:
                     retry.append(item)
@@ -191,6 +199,24 @@ class Binder:
             if pending:
                 time.sleep(pause)
                 delay *= 2
+
+    def _take_node_locks(self, pending: list, held: dict) -> tuple[list, list[tuple[int, BindOutcome]]]:
+        """Volcano's device node lock (runtime.kube.nodelock) for each pod that takes one: (the items
+        to send, the outcomes of those not sent: their node is locked, they are bound in a later cycle)."""
+        kept, refused = [], []
+        for item in pending:
+            i, binding, pod, _ = item
+            name = nodelock.lock_name(binding, pod)
+            if name is None:
+                kept.append(item)
+                continue
+            got = nodelock.lock(self.api, binding.node, name) if self.may_write() else "no longer the leader"
+            if isinstance(got, str):
+                refused.append((i, BindOutcome(binding.pod, binding.node, FAILED, got)))
+            else:
+                held[i] = got
+                kept.append(item)
+        return kept, refused
 
     def _outcome(self, binding: Binding, body: dict, error: ApiError | None, attempt: int) -> BindOutcome | None:
         """What attempt number `attempt` came to; None: worth another attempt."""

@@ -36,6 +36,7 @@ from runtime.kube import status as st
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.binder import BOUND, FAILED, REFUSED, Binder, BindOutcome, Refusal, RefusedPods, device_annotations
 from runtime.kube.cache import ClusterCache
+from runtime.kube.nodelock import node_lock_on
 from runtime.kube.events import EventRecorder, InvolvedObject, victim_message
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
@@ -189,6 +190,7 @@ class KubeCluster:
         """Watch, from now on, the kinds only some plugins read (ResourceQuotas for resourcequota,
         PodDisruptionBudgets for pdb: runtime.kube.cache.WATCHED_FOR_PLUGINS) if the plan has them."""
         self.cache.watch_for_plugins(plugin.name for tier in plan.tiers for plugin in tier.plugins)
+        self.binder.node_lock = node_lock_on(plan)     # deviceshare's node_lock: runtime.kube.nodelock
 
     def snapshot(self, fold_settled: bool = False) -> ClusterState:
         """The cache's picture, less what cannot be bound: pods of namespaces being deleted are

@@ -15,7 +15,9 @@ pods, and the test says so.
 
 from __future__ import annotations
 
+import calendar
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -232,3 +234,65 @@ def test_vgpu_pods_get_the_cards_the_scheduler_chose(objects: Objects, in_proces
     over = {u: figures for u, figures in use.items()
             if figures[0] > SPLIT or figures[1] > CARD_MIB or figures[2] > 100}
     assert not over, f"cards over-committed (tasks, MiB, cores): {over}"
+
+
+# --- Volcano's node lock (deviceshare `node_lock`) ---------------------------------------------
+
+LOCK = standin.GPU_SHARE_LOCK
+
+
+def lock_of(objects: Objects, node: str) -> str | None:
+    return (objects.api.get(f"/api/v1/nodes/{node}")["metadata"].get("annotations") or {}).get(LOCK)
+
+
+def set_lock(objects: Objects, node: str, value: str | None) -> None:
+    objects.api.merge_patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {LOCK: value}}})
+
+
+def test_node_lock_one_pod_per_node_until_its_plugin_served_it(objects: Objects, in_process, bind_order,
+                                                                monkeypatch) -> None:
+    """With `node_lock`, a GPU-share pod is bound to a node only while no other pod there waits for
+    its device plugin: the connector sets the node annotation `gpu` (RFC 3339 time) before the
+    Binding, the plugin stand-in removes it after serving. So the plugin never has two pending pods
+    to choose from, and serves each its own cards even without predicate-time (left off here). A
+    lock younger than 5 minutes holds; an older one is taken over."""
+    monkeypatch.setattr(binder, "PREDICATE_TIME_ANNOTATION", "test.policydsl.io/not-predicate-time")
+    name = unique_scheduler_name()
+    nodes = share_nodes(objects, 2)
+    scheduler = in_process(name, policy("gpu_sharing").replace("gpu_sharing = true", "gpu_sharing = true node_lock = true"))
+    for i in range(6):
+        objects.pod(f"p{9 - i}", name, cpu="100m", memory="128Mi", extra={MEMORY: "6144"})
+    wait_for(lambda: scheduler.sees(objects.namespace, 6, 2), "the cache to see the pods", 10)
+
+    served: dict[str, standin.Served | str] = {}
+    for _ in range(6):
+        scheduler.cycle()
+        order = {node: [k for k in keys if k not in served] for node, keys in bind_order.order.items()}
+        # At most one pod per node waits for its plugin, and that node is locked.
+        assert all(len(keys) <= 1 for keys in order.values()), order
+        assert all(lock_of(objects, node) for node, keys in order.items() if keys)
+        wait_for(lambda: bind_order.bound() == len(objects.bound()), "the watch to see every bind", 10)
+        for key, answer in kubelet_admits(objects.api, order, "volcano").items():
+            served[key] = answer
+            assert isinstance(answer, standin.Served) and answer.node_lock == LOCK
+            set_lock(objects, objects.bound()[key.split("/")[1]], None)     # the plugin releases it
+        if len(served) == 6:
+            break
+    assert len(served) == 6
+    check_gpu_share(objects, served)
+
+    # A fresh lock (another scheduler's pod waiting for the plugin) holds; a stale one is taken over.
+    node = nodes[0]
+    objects.api.merge_patch(f"/api/v1/nodes/{nodes[1]}", {"spec": {"unschedulable": True}})
+    fresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    set_lock(objects, node, fresh)
+    objects.pod("late", name, cpu="100m", memory="128Mi", extra={MEMORY: "1024"})
+    wait_for(lambda: scheduler.sees(objects.namespace, 7, 2), "the cache to see the late pod", 10)
+    scheduler.cycle()
+    scheduler.cycle()
+    assert "late" not in objects.bound() and lock_of(objects, node) == fresh
+    set_lock(objects, node, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 301)))
+    scheduler.cycle_until(lambda: "late" in objects.bound(), 10, "the late pod bound over the stale lock")
+    assert objects.bound()["late"] == node
+    taken = lock_of(objects, node)
+    assert taken and time.time() - calendar.timegm(time.strptime(taken, "%Y-%m-%dT%H:%M:%SZ")) < 60
