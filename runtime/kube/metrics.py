@@ -111,6 +111,16 @@ class Metrics:
                                    ["name", "revision"], registry=r)
         self.policy_cycles = Counter(f"{PREFIX}_policy_cycles", "Cycles run under the active policy revision.",
                                      ["revision"], registry=r)
+        # The plugins' outside sources: the extender plugin's HTTP extender, the usage plugin's metrics.
+        self.extender_failures = Counter(f"{PREFIX}_extender_failures",
+                                         "Cycles in which an extender verb got no answer, by verb and ignorable.",
+                                         ["verb", "ignorable"], registry=r)
+        self.node_usage_source_up = Gauge(f"{PREFIX}_node_usage_source_up",
+                                          "1 while the usage plugin's metrics source answered its last read.",
+                                          registry=r)
+        self.node_usage_nodes = Gauge(f"{PREFIX}_node_usage_nodes",
+                                      "Nodes the usage plugin's metrics source last gave load figures for.",
+                                      registry=r)
         self._active_policy: tuple[str, str] | None = None
         self._share_queues: set[str] = set()
         self._job_queues: set[str] = set()

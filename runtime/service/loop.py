@@ -37,6 +37,7 @@ from runtime.cluster.connection import FOREIGN_SCHEDULER, ApplyReport, ClusterCo
 from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, group_key_of
 from runtime.cluster.nodeusage import NodeUsageFeed
+from runtime.engine.plugins.extender import failed_verbs
 from runtime.cluster.objects import check_queues
 from runtime.service.views import CycleView, LiveView, SessionFacts, session_facts, with_podgroup_phases
 from runtime.engine.session import Session
@@ -207,6 +208,19 @@ class Scheduler:
         if watch_for is not None:
             watch_for(plan)
 
+    def _record_outside_sources(self, plan: Plan) -> None:
+        """The extender's failed verbs of the cycle and the metrics source's state, as metrics."""
+        ext = plan.plugin("extender")
+        if ext is not None:
+            ignorable = str(bool(ext.arguments.get("ignorable", False))).lower()
+            for verb in failed_verbs(ext.arguments):
+                self.metrics.extender_failures.labels(verb=verb, ignorable=ignorable).inc()
+        watcher = self.node_usage.watcher
+        if watcher is not None:
+            status = watcher.status()
+            self.metrics.node_usage_source_up.set(0 if status.error else 1)
+            self.metrics.node_usage_nodes.set(status.nodes_read)
+
     def _read_load(self, plan: Plan, state: ClusterState) -> None:
         """The usage plugin's node load: the figures its metrics source last gave (never waited for)."""
         usage = plan.plugin("usage")
@@ -340,6 +354,7 @@ class Scheduler:
         self._audit(plan, state, decisions)
         m.pods_unschedulable.inc(len(decisions.unschedulable))
         m.pods_waiting.set(len(decisions.unschedulable))
+        self._record_outside_sources(plan)
         m.set_queues(record.usage)
         self._report_queues(record)
         fresh = None   # the figures, when this cycle took them (FACTS_EVERY_S)

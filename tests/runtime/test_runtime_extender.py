@@ -24,6 +24,9 @@ from runtime.cluster.model import ClusterState, PodGroup
 from runtime.engine.cycle import run_cycle
 from runtime.engine.plugins.extender import interested
 from runtime.engine.session import Options
+from runtime.kube.metrics import Metrics
+from runtime.service.embedded import EmbeddedCluster
+from runtime.service.loop import Scheduler
 from runtime_helpers import node, placements, pod, policy
 
 
@@ -288,3 +291,15 @@ def test_a_lasting_failure_is_logged_once_and_its_end_too(stand_ins, caplog):
     run(plan, two_nodes(), False)
     said = [r.message for r in caplog.records if ext.url in r.message]
     assert len(said) == 2 and "HTTP 500" in said[0] and "answers again" in said[1]
+
+
+def test_the_scheduler_counts_failed_verbs(stand_ins):
+    ext = stand_ins({"predicate": lambda b: (500, {})})
+    state = two_nodes()
+    metrics = Metrics()
+    scheduler = Scheduler(extender_policy(ext.url, '    predicate_verb = "predicate"\n'), EmbeddedCluster(state),
+                          metrics=metrics)
+    scheduler.run_once()
+    scheduler.run_once()
+    assert metrics.registry.get_sample_value("policydsl_extender_failures_total",
+                                             {"verb": "predicate", "ignorable": "false"}) == 2

@@ -33,6 +33,7 @@ from runtime.engine.cycle import open_session, run_cycle
 from runtime.engine.plugins import usage as usage_plugin
 from runtime.engine.plugins.usage import CPU_OVER, MEMORY_OVER
 from runtime.engine.session import Options
+from runtime.kube.metrics import Metrics
 from runtime.service.embedded import EmbeddedCluster
 from runtime.service.loop import Scheduler
 from runtime_helpers import node, placements, pod, policy
@@ -328,3 +329,28 @@ def test_node_metrics_of_an_unknown_node_is_a_located_error():
     with pytest.raises(ObjectError) as err:
         load_objects([("s.yaml", node_metrics("ghost", "1", "1Gi"))])
     assert "ghost" in str(err.value) and "s.yaml" in str(err.value)
+
+
+def test_the_scheduler_says_whether_the_source_answers():
+    server = StandIn({"n1": (10.0, 10.0)})
+    state = ClusterState()
+    node(state, "n1")
+    metrics = Metrics()
+    plan = policy(usage_policy(f'    metrics_type = prometheus\n    metrics_address = "{server.url}"\n'
+                               '    metrics_interval = "50ms"\n'))
+    scheduler = Scheduler(plan, EmbeddedCluster(state), metrics=metrics)
+    try:
+        scheduler.run_once()
+        deadline = time.monotonic() + 10
+        while scheduler.node_usage.watcher.status().nodes_read < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        scheduler.run_once()
+        assert metrics.registry.get_sample_value("policydsl_node_usage_source_up") == 1
+        assert metrics.registry.get_sample_value("policydsl_node_usage_nodes") == 1
+        server.close()
+        while not scheduler.node_usage.watcher.status().error and time.monotonic() < deadline:
+            time.sleep(0.02)
+        scheduler.run_once()
+        assert metrics.registry.get_sample_value("policydsl_node_usage_source_up") == 0
+    finally:
+        scheduler.node_usage.close()

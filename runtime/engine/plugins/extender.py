@@ -61,6 +61,14 @@ def client_for(url_prefix: str, timeout_s: float) -> ExtenderClient:
     return _CLIENTS[key]
 
 
+def failed_verbs(arguments: dict) -> list[str]:
+    """The verbs (Volcano's names) that got no answer in the extender's last cycle: for the
+    scheduler's metrics (runtime/service/loop.py)."""
+    timeout = duration_s(str(arguments.get("http_timeout") or "")) or DEFAULT_TIMEOUT_S
+    client = _CLIENTS.get((str(arguments.get("url_prefix") or ""), timeout))
+    return sorted(client.cycle.failed) if client is not None else []
+
+
 def interested(managed: frozenset[str], requests: dict[str, int]) -> bool:
     """Volcano's IsInterested: every pod when no resource is managed, else a pod asking one."""
     return not managed or any(r in managed for r in requests)
