@@ -9,6 +9,8 @@ bindings alone: `ps` tasks (self anti-affinity) on different nodes, each `worker
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from runtime.cluster.model import ClusterState, PodGroup
 from runtime.engine.cycle import open_session, run_cycle
@@ -352,3 +354,43 @@ def test_the_cached_scores_stay_those_of_a_fresh_score(pure):
 
 def np_round(values) -> list[float]:
     return [round(float(v), 6) for v in values]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ps=st.integers(1, 4), workers=st.integers(1, 8), spare=st.integers(0, 2), cpu=st.sampled_from([500, 1000, 2000]),
+       order=st.sampled_from(["", "ps,worker"]), pure=st.booleans())
+def test_with_room_for_the_whole_job_everywhere_ps_are_apart_and_workers_beside_them(ps, workers, spare, cpu, order,
+                                                                                     pure):
+    # Every node could hold the whole job, so no bucket is cut down to fit: then a ps's own node
+    # scores one less for each ps there (anti-affinity), and a worker's scores its bucket's tasks
+    # there; with task-topology the only scorer, the bindings must pass the independent check.
+    # (ps bucketed first, as without an order; workers first, see the test below. A job without
+    # workers is malformed: the annotation names `worker`.)
+    state = ClusterState()
+    for i in range(ps + spare):
+        node(state, f"n{i}", cpu=cpu * (ps + workers), memory=64 * GiB)
+    annotations = {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps"}
+    if order:
+        annotations[TASK_ORDER] = order
+    tf_job(state, annotations, {"ps": ps, "worker": workers}, cpu=cpu)
+    only = policy("tier {\n  plugin priority\n  plugin gang\n}\ntier {\n  plugin predicates\n  plugin proportion\n"
+                  "  plugin task-topology weight 10\n}\n")
+    got = placements(run_cycle(only, state, Options(pure_python=pure)))
+    assert len(got) == ps + workers
+    running_checker(got)
+
+
+def test_with_workers_bucketed_first_both_ps_join_their_bucket(pure):
+    # manager.go buildBucket with task order worker,ps: worker-0 opens bucket 0; ps-0 likes it (+1);
+    # ps-1 scores +1 (the worker) - 1 (ps-0) = 0 there, not negative, so it joins too: one bucket,
+    # and both ps land together (Volcano's outcome; anti-affinity is a preference).
+    state = ClusterState()
+    for n in ("n1", "n2"):
+        node(state, n, cpu=8000, memory=32 * GiB)
+    tf_job(state, {AFFINITY: "ps,worker", ANTI_AFFINITY: "ps", TASK_ORDER: "worker,ps"}, {"ps": 2, "worker": 1})
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    jb = next(iter(bucket_rule(ssn).managers.values()))
+    assert [sorted(ssn.snap.pods[t].name for t in b.order) for b in jb.buckets] == \
+        [["tf-ps-0", "tf-ps-1", "tf-worker-0"]]
+    got = placements(run_cycle(topology_policy(), state, Options(pure_python=pure)))
+    assert len(set(got.values())) == 1, got
