@@ -210,9 +210,10 @@ class Binder:
             if name is None:
                 kept.append(item)
                 continue
-            got = nodelock.lock(self.api, binding.node, name) if self.may_write() else "no longer the leader"
-            if isinstance(got, str):
-                refused.append((i, BindOutcome(binding.pod, binding.node, FAILED, got)))
+            got = nodelock.lock(self.api, binding.node, name) if self.may_write() else \
+                nodelock.NotTaken("no longer the leader", 0)
+            if isinstance(got, nodelock.NotTaken):
+                refused.append((i, BindOutcome(binding.pod, binding.node, FAILED, got.detail, status=got.status)))
             else:
                 held[i] = got
                 kept.append(item)

@@ -36,7 +36,7 @@ from runtime.kube import status as st
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.binder import BOUND, FAILED, REFUSED, Binder, BindOutcome, Refusal, RefusedPods, device_annotations
 from runtime.kube.cache import ClusterCache
-from runtime.kube.nodelock import node_lock_on
+from runtime.kube.nodelock import LOCKED, node_lock_on
 from runtime.kube.events import EventRecorder, InvolvedObject, victim_message
 from runtime.kube.evictor import BLOCKED, EVICTED, GONE, Evictor
 from runtime.kube.outages import LineBudget, OutageLog, cause_of
@@ -511,6 +511,12 @@ class KubeCluster:
         self.events.record(pod_ref(pod), "Warning", "FailedBinding", message)
 
     def _failed(self, outcome: BindOutcome, pod: Pod | None) -> None:
+        if outcome.status == LOCKED:
+            # Its node's device lock is held (runtime.kube.nodelock): placed again next cycle, no outage.
+            if pod is not None:
+                self.events.record(pod_ref(pod), "Normal", "NodeLocked", f"not bound to {outcome.node} yet: "
+                                   f"{outcome.detail}")
+            return
         self.metrics.bind_errors.inc()
         self.outages["binds"].failed(cause_of(outcome.detail, outcome.status), outcome.pod)
         if pod is not None:

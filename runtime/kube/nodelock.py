@@ -28,6 +28,8 @@ from runtime.kube.api import ApiError, KubeApi
 GPU_SHARE_LOCK = "gpu"          # Volcano's gpushare Allocate: nodelock.LockNode(node, "gpu")
 VGPU_LOCK = "hamivgpu"          # Volcano's vgpu DeviceName; HAMi's plugin releases util.VGPUDeviceName
 STALE_S = 300.0
+ATTEMPTS = 3
+LOCKED = 423        # the status a bind not sent for a held lock reports (HTTP's Locked): no outage
 
 
 def node_lock_on(plan) -> bool:
@@ -67,29 +69,45 @@ def parse_rfc3339(value: str) -> float | None:
     return parsed.timestamp() if parsed.tzinfo is not None else None
 
 
-def lock(api: KubeApi, node: str, name: str, now: float | None = None) -> Held | str:
-    """Take the node's lock `name`: what is held, or why not (the pod is bound in a later cycle)."""
+@dataclass(frozen=True)
+class NotTaken:
+    """Why the lock was not taken; `status` LOCKED when another holds it (the pod is bound in a
+    later cycle: no outage), else the API server's answer (0: none came)."""
+
+    detail: str
+    status: int
+
+
+def lock(api: KubeApi, node: str, name: str, now: float | None = None) -> Held | NotTaken:
+    """Take the node's lock `name`: what is held, or why not. A write that lost a race with
+    another change of the node (409) reads the node again, as Volcano retries (MaxLockRetry)."""
     now = time.time() if now is None else now
     path = f"/api/v1/nodes/{node}"
-    try:
-        body = api.get(path)
-    except ApiError as exc:
-        return f"could not read node {node} to take its device lock {name}: {exc}"
-    held = (body["metadata"].get("annotations") or {}).get(name)
-    if held is not None:
-        since = parse_rfc3339(held)
-        if since is None:
-            return f"node {node}'s device lock annotation {name}={held!r} is no RFC 3339 time (remove it)"
-        if now - since <= STALE_S:
-            return (f"node {node} is locked for devices ({name} since {held}) until its device plugin serves "
-                    f"the pod given cards there before, or for at most {STALE_S / 60:.0f} minutes")
-    stamp = rfc3339(now)
-    try:
-        api.merge_patch(path, {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"],
-                                            "annotations": {name: stamp}}})
-    except ApiError as exc:
-        return f"could not take node {node}'s device lock {name}: {exc}"
-    return Held(node, name, stamp)
+    for _ in range(ATTEMPTS):
+        try:
+            body = api.get(path)
+        except ApiError as exc:
+            return NotTaken(f"could not read node {node} to take its device lock {name}: {exc}", exc.status)
+        held = (body["metadata"].get("annotations") or {}).get(name)
+        if held is not None:
+            since = parse_rfc3339(held)
+            if since is None:
+                return NotTaken(f"node {node}'s device lock annotation {name}={held!r} is no RFC 3339 time "
+                                "(remove it)", LOCKED)
+            if now - since <= STALE_S:
+                return NotTaken(f"node {node} is locked for devices ({name} since {held}) until its device plugin "
+                                f"serves the pod given cards there before, or for at most {STALE_S / 60:.0f} "
+                                "minutes", LOCKED)
+        stamp = rfc3339(now)
+        try:
+            api.merge_patch(path, {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"],
+                                                "annotations": {name: stamp}}})
+        except ApiError as exc:
+            if exc.status == 409:
+                continue
+            return NotTaken(f"could not take node {node}'s device lock {name}: {exc}", exc.status)
+        return Held(node, name, stamp)
+    return NotTaken(f"node {node} kept changing while its device lock {name} was taken", LOCKED)
 
 
 def release(api: KubeApi, held: Held) -> None:

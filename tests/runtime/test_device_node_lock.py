@@ -56,20 +56,33 @@ def test_lock_node(name, existing, taken) -> None:
         assert api.annotations["gpu"] == nodelock.rfc3339(NOW) == got.stamp
         assert nodelock.parse_rfc3339(got.stamp) == NOW
     else:
-        assert "is locked for devices (gpu since" in got and api.annotations["gpu"] == nodelock.rfc3339(existing)
+        assert "is locked for devices (gpu since" in got.detail and got.status == nodelock.LOCKED
+        assert api.annotations["gpu"] == nodelock.rfc3339(existing)
 
 
 def test_a_lock_that_is_no_time_holds_and_says_so() -> None:
     api = FakeApi({"hamivgpu": "yesterday"})
     got = nodelock.lock(api, "g0", "hamivgpu", NOW)
-    assert isinstance(got, str) and "no RFC 3339 time" in got and api.annotations["hamivgpu"] == "yesterday"
+    assert "no RFC 3339 time" in got.detail and api.annotations["hamivgpu"] == "yesterday"
 
 
-def test_a_concurrent_writer_makes_the_lock_fail_rather_than_both_take_it() -> None:
+def test_a_write_that_lost_a_race_reads_the_node_again() -> None:
+    """A 409 (the node changed since it was read, e.g. another scheduler took the lock) is never
+    overwritten blindly: the node is read again and the lock checked again."""
     api = FakeApi()
     api.conflict_next = True
-    got = nodelock.lock(api, "g0", "gpu", NOW)
-    assert isinstance(got, str) and "409" in got and "gpu" not in api.annotations
+    assert isinstance(nodelock.lock(api, "g0", "gpu", NOW), nodelock.Held)
+
+    class TakenMeanwhile(FakeApi):
+        def merge_patch(self, path: str, body: dict) -> dict:
+            self.annotations["gpu"] = nodelock.rfc3339(NOW - 1)     # another scheduler won
+            self.version += 1
+            return super().merge_patch(path, body)
+
+    raced = TakenMeanwhile()
+    got = nodelock.lock(raced, "g0", "gpu", NOW)
+    assert isinstance(got, nodelock.NotTaken) and got.status == nodelock.LOCKED
+    assert raced.annotations["gpu"] == nodelock.rfc3339(NOW - 1)
 
 
 def test_release_removes_only_our_own_lock() -> None:
