@@ -17,7 +17,8 @@ ask on a card at 100) and its type is NVIDIA's. Cards are taken in `schedule_pol
 (binpack: most memory used first; spread: fewest tasks first; then register order).
 
 What the device plugin reads goes on the Binding, as Volcano writes it: volcano.sh/vgpu-node,
-volcano.sh/vgpu-time and volcano.sh/bind-time (Unix seconds), volcano.sh/vgpu-ids-new and
+volcano.sh/vgpu-time and volcano.sh/bind-time (Unix seconds; the binder stamps vgpu-time again in
+nanoseconds right before sending, runtime.kube.binder._NodeOrder), volcano.sh/vgpu-ids-new and
 volcano.sh/devices-to-allocate (`UUID,NVIDIA,memory,cores:` per card, one list per container,
 containers separated by `;`) and volcano.sh/bind-phase `allocating`.
 
