@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
+from time import monotonic
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -88,13 +88,13 @@ class ExtenderClient:
                 raise ExtenderError(f"{url}: not asked, the extender's time for this cycle ({cycle.budget_s:g} s) "
                                     "is spent")
             cycle.calls += 1
-        started = time.monotonic()
+        started = monotonic()
         try:
             if left < self.timeout_s:    # the budget ends first: a call it cuts short says so
                 try:
                     return self._post(url, body, left, want_answer)
                 except ExtenderError as err:
-                    if time.monotonic() - started >= left:
+                    if monotonic() - started >= left:
                         raise ExtenderError(f"{url}: no answer before the extender's time for this cycle "
                                             f"({cycle.budget_s:g} s) was spent") from None
                     raise
@@ -110,7 +110,7 @@ class ExtenderClient:
             raise
         finally:
             with self._lock:
-                cycle.spent_s += time.monotonic() - started
+                cycle.spent_s += monotonic() - started
 
     def _post(self, url: str, body: Any, timeout: float, want_answer: bool) -> Any:
         data = json.dumps(body, separators=(",", ":")).encode()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,7 @@ from typing import Callable
 
 import pytest
 
+from runtime.cluster import extenderclient
 from runtime.cluster.extenderclient import MAX_BODY, ExtenderClient, ExtenderError
 from runtime.cluster.model import ClusterState, PodGroup
 from runtime.engine.cycle import run_cycle
@@ -244,27 +246,38 @@ def test_a_failing_prioritize_not_ignorable_holds_the_pod(stand_ins, pure):
 
 
 def test_an_unreachable_extender_fails_fast(pure):
-    plan = extender_policy("http://127.0.0.1:9", '    predicate_verb = "predicate"\n')   # the discard port: refused
+    with socket.socket() as closed:        # a port nothing listens on once this is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    plan = extender_policy(f"http://127.0.0.1:{port}", '    predicate_verb = "predicate"\n')
     decisions = run(plan, two_nodes(), pure)
-    assert decisions.bindings == [] and "http://127.0.0.1:9/predicate" in reasons(decisions)
+    assert decisions.bindings == [] and f"http://127.0.0.1:{port}/predicate" in reasons(decisions)
 
 
 def test_a_slow_extender_cannot_hold_the_cycle(stand_ins, pure):
-    ext = stand_ins({"predicate": lambda b: (200, {"status": ""})}, delay=1.0)
+    ext = stand_ins({"predicate": lambda b: (200, {"status": ""})}, delay=10.0)
     state = two_nodes()
     for i in range(3, 41):
         node(state, f"n{i}")
     started = time.monotonic()
     decisions = run(extender_policy(ext.url, '    predicate_verb = "predicate"\n    http_timeout = "100ms"\n'),
                     state, pure)
-    took = time.monotonic() - started
+    # The cycle ended long before any answer came (each takes 10 s): it did not wait for them.
+    assert time.monotonic() - started < 10
     assert decisions.bindings == [] and "no answer within 0.1 s" in reasons(decisions)
     # One round of calls in flight (16) timed out; the other nodes were not asked.
-    assert len(ext.calls) <= 16 and took < 1.0
+    assert len(ext.calls) <= 16
 
 
-def test_a_cycles_calls_share_one_budget(stand_ins):
-    ext = stand_ins({"v": lambda b: (200, {})}, delay=0.08)
+def test_a_cycles_calls_share_one_budget(stand_ins, monkeypatch):
+    ext = stand_ins({"v": lambda b: (200, {})})
+    clock = [0.0]
+
+    def monotonic() -> float:                    # each reading 0.075 s later: a call "takes" 0.075 s
+        clock[0] += 0.075
+        return clock[0]
+
+    monkeypatch.setattr(extenderclient, "monotonic", monotonic)
     client = ExtenderClient(ext.url, 0.1)        # budget: ten timeouts, at least 1 s
     client.open()
     answered, refused = 0, ""
@@ -275,7 +288,7 @@ def test_a_cycles_calls_share_one_budget(stand_ins):
         except ExtenderError as err:
             refused = str(err)
             break
-    assert 8 <= answered <= 14 and "time for this cycle (1 s)" in refused
+    assert 13 <= answered <= 14 and "time for this cycle (1 s) is spent" in refused
     client.open()                                 # the next cycle asks again
     client.send("v", {})
 

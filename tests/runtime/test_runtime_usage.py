@@ -154,6 +154,8 @@ class StandIn:
     def __init__(self, load: dict[str, tuple[float, float]]):
         self.load = load
         self.requests: list[tuple[str, str]] = []
+        self.gate = threading.Event()    # cleared: answers wait until it is set again
+        self.gate.set()
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -162,6 +164,7 @@ class StandIn:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+                stand_in.gate.wait(30)
                 stand_in.requests.append((self.path, body))
                 if self.path == "/api/v1/query":
                     answer = stand_in.prometheus(urllib.parse.parse_qs(body)["query"][0])
@@ -198,6 +201,7 @@ class StandIn:
                                  "mem": {"value": None if mem is None else mem / 100}}}
 
     def close(self):
+        self.gate.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -255,7 +259,9 @@ def test_the_feed_never_waits_and_follows_the_policy(stand_in):
 
     feed = NodeUsageFeed(make)
     args = {"metrics_type": "prometheus", "metrics_address": stand_in.url, "metrics_interval": "50ms"}
+    stand_in.gate.clear()                            # the source does not answer yet
     assert feed.figures(args, ["n1"]) == {}          # the first pass is not waited for
+    stand_in.gate.set()
     deadline = time.monotonic() + 5
     while not feed.figures(args, ["n1"]) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -281,9 +287,10 @@ def test_the_scheduler_reads_load_off_the_cycle_and_places_by_it():
         plan = policy(usage_policy(f'    metrics_type = prometheus\n    metrics_address = "{server.url}"\n'
                                    '    metrics_interval = "50ms"\n'))
         scheduler = Scheduler(plan, EmbeddedCluster(state))
-        started = time.monotonic()
+        server.gate.clear()                # the source does not answer yet
         scheduler.run_once()               # starts the reader; the cycle does not wait for it
-        assert time.monotonic() - started < 5
+        assert scheduler.node_usage.watcher.figures() == {}
+        server.gate.set()
         deadline = time.monotonic() + 10
         while len(scheduler.node_usage.watcher.figures()) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
