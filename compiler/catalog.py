@@ -22,6 +22,7 @@ RESOURCES = "resources"      # {resource: quantity} in base units
 RESOURCE_WEIGHTS = "resource_weights"  # {resource: number}
 STRINGS = "strings"          # list of strings
 PERCENT = "percent"          # 50% -> 50.0 (or a plain number 0..100)
+STRING_MAP = "string_map"    # {name: string}
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ def cerberus_rule(arg: Argument) -> dict:
                            "valuesrules": {"type": "number", "min": 0}},
         STRINGS: {"type": "list", "schema": {"type": "string"}},
         PERCENT: {"type": "number", "min": 0, "max": 100},
+        STRING_MAP: {"type": "dict", "keysrules": {"type": "string"}, "valuesrules": {"type": "string"}},
     }[arg.kind]
     rule = dict(base)
     rule.update(arg.rules)
@@ -117,6 +119,15 @@ class PluginSpec:
         return next((a for a in self.arguments if a.name == name), None)
 
 
+# A Go duration ("90s", "1h30m"), as time.ParseDuration reads one (positive).
+DURATION = r"^\+?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$"
+# A tdm revocable zone's window as Volcano parses it (time layout 15:04 on each side of one `-`).
+TDM_WINDOW = r"^\s*([01]?\d|2[0-3]):[0-5]\d-([01]?\d|2[0-3]):[0-5]\d\s*$"
+# The rescheduling strategies evaluated here (runtime/README.md: Volcano v1.14.1 implements only
+# lowNodeUtilization and ignores the other names of its design doc).
+RESCHEDULING_STRATEGIES = ("lowNodeUtilization", "offlineOnly", "lowPriorityFirst")
+
+
 def _weights(*pairs: tuple[str, int, str]) -> tuple[Argument, ...]:
     return tuple(
         Argument(name, NUMBER, doc, default, {"min": 0}, volcano=f"{name}.weight")
@@ -172,6 +183,52 @@ PLUGINS: dict[str, PluginSpec] = {
             "pdb", "PodDisruptionBudgets bound the victims of preempt and reclaim: a pod whose eviction would take "
             "a budget of its namespace below its disruptionsAllowed is no victim.",
             frozenset({"preemptable", "reclaimable"}),
+        ),
+        PluginSpec(
+            "tdm", "Time division multiplexing: nodes labelled volcano.sh/revocable-zone=<zone> take only "
+            "preemptable pods (volcano.sh/preemptable: \"true\" or volcano.sh/revocable-zone: \"*\"), and only while "
+            "the zone's window in `revocable_zones` is open (the cycle's clock, UTC), and score them first; once it "
+            "closes, the shuffle action evicts their preemptable pods every `evict_period`, each job within its "
+            "disruption budget. Jobs not preemptable go first, and preempt only preemptable pods off revocable nodes.",
+            frozenset({"predicate", "node_order", "preemptable", "victim", "job_order", "job_pipelined",
+                       "job_starving"}),
+            arguments=(
+                Argument("revocable_zones", STRING_MAP, "each revocable zone's daily window, HH:MM-HH:MM (a start "
+                         "at or after its end runs into the next day; 0:00-0:00 is the whole day)", {},
+                         {"valuesrules": {"type": "string", "regex": TDM_WINDOW}}, volcano="tdm.revocable-zone"),
+                Argument("evict_period", STRING, "how often the preemptable pods of closed zones are evicted, a "
+                         "duration such as 1m", "1m", {"regex": DURATION}, volcano="tdm.evict.period"),
+            ),
+        ),
+        PluginSpec(
+            "rescheduling", "Evicts running pods to even out node utilization, when the shuffle action runs and "
+            "`interval` has passed: lowNodeUtilization takes pods (lowest priority first) off nodes above "
+            "`target_thresholds` while nodes below `thresholds` in every resource can take them and stay below "
+            "their targets, and only a pod the cycle would place on such a node; offlineOnly takes preemptable "
+            "pods only; `queues` and `labels` narrow the victims. Utilization is requests over allocatable.",
+            frozenset({"victim"}),
+            arguments=(
+                Argument("interval", STRING, "the least time between two runs of the strategies, a duration",
+                         "5m", {"regex": DURATION}, volcano="interval"),
+                Argument("metrics_period", STRING, "Volcano's metrics window; kept for export-volcano (utilization "
+                         "here is the pods' requests: runtime/README.md)", "5m", {"regex": DURATION},
+                         volcano="metricsPeriod"),
+                Argument("strategies", STRINGS, "the strategies, in order", ["lowNodeUtilization"],
+                         {"schema": {"type": "string", "allowed": list(RESCHEDULING_STRATEGIES)}},
+                         volcano="strategies"),
+                Argument("thresholds", RESOURCE_WEIGHTS, "lowNodeUtilization: a node below these (percent of "
+                         "allocatable; a resource left out: 100) in every resource is underused", {},
+                         {"keysrules": {"type": "string", "allowed": ["cpu", "memory", "pods"]},
+                          "valuesrules": {"type": "number", "min": 0, "max": 100}}),
+                Argument("target_thresholds", RESOURCE_WEIGHTS, "lowNodeUtilization: a node above one of these (a "
+                         "resource left out: 100) is overused, and underused nodes are filled up to them", {},
+                         {"keysrules": {"type": "string", "allowed": ["cpu", "memory", "pods"]},
+                          "valuesrules": {"type": "number", "min": 0, "max": 100}}),
+                Argument("queues", STRINGS, "only pods of these queues are victims (empty: every queue)", [],
+                         volcano="queueSelector"),
+                Argument("labels", STRING_MAP, "only pods with all these labels are victims (empty: every pod)", {},
+                         volcano="labelSelector"),
+            ),
         ),
         PluginSpec(
             "drf", "Dominant resource fairness: lower dominant share first.",
@@ -424,7 +481,7 @@ RETIRED_SETTINGS = {
 }
 
 # Plugins that pick victims, per action that evicts.
-VICTIM_POINT = {"preempt": "preemptable", "reclaim": "reclaimable"}
+VICTIM_POINT = {"preempt": "preemptable", "reclaim": "reclaimable", "shuffle": "victim"}
 
 
 # --- actions --------------------------------------------------------------------------------
@@ -484,10 +541,13 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec("gang_reclaim", "Reclaim by bundles: tasks above gangs' minimums first, then whole gangs.",
                    GANG_EVICTION_ARGUMENTS, volcano="gangreclaim", evicts_as="reclaim"),
         ActionSpec("backfill", "Places zero-request tasks of admitted jobs."),
+        ActionSpec("shuffle", "Evicts the running pods the plugins answering `victim` choose (tdm: pods of "
+                   "closed revocable zones; rescheduling: pods of overused nodes), each with its reason."),
     )
 }
 # The order a cycle must keep when several are present (enqueue before allocate, ...).
-CANONICAL_ACTION_ORDER = ("enqueue", "allocate", "preempt", "gang_preempt", "reclaim", "gang_reclaim", "backfill")
+CANONICAL_ACTION_ORDER = ("enqueue", "allocate", "preempt", "gang_preempt", "reclaim", "gang_reclaim", "backfill",
+                          "shuffle")
 # Volcano's action names (its config's `actions` and `configurations[].name`) -> ours.
 ACTION_BY_VOLCANO = {spec.volcano or spec.name: spec.name for spec in ACTIONS.values()}
 

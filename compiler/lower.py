@@ -37,6 +37,7 @@ _KIND_WORDS = {
     cat.RESOURCE_WEIGHTS: 'a map of resource weights such as { "nvidia.com/gpu": 5 }',
     cat.STRINGS: 'a list of strings such as ["a", "b"]',
     cat.PERCENT: "a percentage such as 50%",
+    cat.STRING_MAP: 'a map of strings such as { rz1: "10:00-21:00" }',
 }
 
 
@@ -131,6 +132,10 @@ class _Lowering:
             if not isinstance(value, n.ListValue):
                 raise wrong
             return [self.convert(item, cat.STRING, (*path, i)) for i, item in enumerate(value.items)]
+        if kind == cat.STRING_MAP:
+            if not isinstance(value, n.MapValue):
+                raise wrong
+            return {e.key: self.convert(e.value, cat.STRING, (*path, e.key)) for e in value.entries}
         if kind in (cat.RESOURCES, cat.RESOURCE_WEIGHTS):
             if not isinstance(value, n.MapValue):
                 raise wrong

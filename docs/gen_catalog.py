@@ -34,6 +34,7 @@ _KIND_WORDS = {
     cat.RESOURCE_WEIGHTS: "resource map of weights",
     cat.STRINGS: "list of strings",
     cat.PERCENT: "percentage",
+    cat.STRING_MAP: "map of strings",
 }
 
 

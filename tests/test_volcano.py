@@ -302,11 +302,11 @@ def test_unsupported_plugins_flags_and_arguments_are_each_reported():
     assert codes_at(result) == {
         ("PD609", 3),    # metrics section
         ("PD606", 10),   # enableHierarchy on gang: no such extension point
-        ("PD604", 11),   # rescheduling
+        ("PD604", 11),   # magic: no Volcano plugin (a custom build's)
         ("PD606", 21),   # enableOverused: Volcano spells it enabledOverused
         ("PD607", 24),   # binpack.weight: "ten"
         ("PD606", 26),   # weight of a resource binpack.resources does not list
-        ("PD604", 27),   # tdm
+        ("PD604", 27),   # wizardry: likewise
     }
     by_line = {d.span.line: d for d in result.diagnostics}
     assert by_line[21].hint == "did you mean `enabledOverused`?"
@@ -317,7 +317,7 @@ def test_unsupported_plugins_flags_and_arguments_are_each_reported():
     assert plan.plugin("deviceshare").arguments["gpu_sharing"] is True
     assert plan.plugin("binpack").arguments["resources"] == {"nvidia.com/gpu": 1}
     assert plan.plugin("gang").flags["preemptable"] is False
-    assert "# not imported: plugin `rescheduling`" in result.text and "# not imported: plugin `tdm`" in result.text
+    assert "# not imported: plugin `magic`" in result.text and "# not imported: plugin `wizardry`" in result.text
 
 
 def test_bad_queues_are_reported_at_their_fields():
@@ -343,11 +343,11 @@ def test_queue_cycles_and_duplicates_are_errors():
 
 
 def test_configmap_positions_point_into_the_configmap_file():
-    text = (FIXTURES / "deviceshare-gpu-sharing.yaml").read_text().replace("- name: predicates", "- name: tdm")
+    text = (FIXTURES / "deviceshare-gpu-sharing.yaml").read_text().replace("- name: predicates", "- name: magic")
     result = import_volcano_text(text, "cm.yaml")
     [diag] = result.diagnostics
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if "name: tdm" in l)
-    assert (diag.code, diag.span.line, diag.span.column) == ("PD604", line, text.splitlines()[line - 1].index("tdm") + 1)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "name: magic" in l)
+    assert (diag.code, diag.span.line, diag.span.column) == ("PD604", line, text.splitlines()[line - 1].index("magic") + 1)
 
 
 def test_configmap_keys_besides_the_config_are_reported():

@@ -185,7 +185,7 @@ def test_pdb_imports_and_exports_back(tmp_path: Path):
     assert plan.plugin("pdb") is not None and {"name": "pdb"} in plugins
 
 
-@pytest.mark.parametrize("plugin", ["tdm", "rescheduling"])
+@pytest.mark.parametrize("plugin", ["magic"])
 def test_plugins_not_implemented_stay_refused_located(plugin):
     config = RESOURCEQUOTA.replace("  - name: resourcequota", f"  - name: {plugin}")
     result = import_volcano_text(config, "c.conf")

@@ -66,11 +66,8 @@ DELIBERATE: dict[str, tuple[frozenset[str], str, str]] = {
         frozenset({"PD607"}), "metrics type prometheus_adaptor: the custom metrics API is not read",
         "- `usage`'s `metrics.type: prometheus_adaptor`"),
     "pdb_plugin_block1.yaml": (
-        frozenset({"PD603"}), "the shuffle action (rescheduling) is not evaluated",
-        "- `rescheduling` and the `shuffle` action"),
-    "rescheduling_block1.yaml": (
-        frozenset({"PD603", "PD604"}), "rescheduling and shuffle are not evaluated",
-        "- `rescheduling` and the `shuffle` action"),
+        frozenset({"PD612"}), "shuffle with no plugin choosing its victims (lint PD304): it would evict nothing",
+        "- `shuffle` with no enabled plugin that answers `victim`"),
     "how_to_use_vnpu_block6_volcano_scheduler_conf.yaml": (
         frozenset({"PD614"}), "Ascend vNPU through HAMi and vGPU MIG geometries are not evaluated",
         "Not evaluated yet, so refused (lint PD413, import PD614 at the key)"),

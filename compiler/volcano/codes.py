@@ -22,9 +22,9 @@ BAD_YAML = register_code(CodeInfo(
 ))
 UNKNOWN_ACTION = register_code(CodeInfo(
     "PD603", "volcano-unknown-action", Severity.ERROR, "a Volcano action policydsl does not have",
-    why="Volcano refuses an unknown action; a known Volcano action we lack (reserve, elect, shuffle) "
+    why="Volcano refuses an unknown action; a known Volcano action we lack (reserve, elect) "
         "would silently change the cycle.",
-    fix="Use enqueue, allocate, preempt, reclaim, backfill, gangpreempt, gangreclaim (Volcano's names are "
+    fix="Use enqueue, allocate, preempt, reclaim, backfill, gangpreempt, gangreclaim, shuffle (Volcano's names are "
         "case-sensitive: `gangPreempt` is refused).",
 ))
 UNKNOWN_PLUGIN = register_code(CodeInfo(

@@ -32,6 +32,8 @@ from compiler.volcano.located_yaml import (
 from compiler.volcano.model import PluginConfig, SchedulerConfig, TierConfig
 from compiler.volcano.nested_args import METRICS_SECTION, NESTED_KEYS, USAGE, read_metrics, read_nested
 from compiler.volcano.reading import Invalid, NodeReader, part_span
+from compiler.volcano.eviction_args import NESTED_KEYS as EVICTION_KEYS, NESTED_PREFIXES as EVICTION_PREFIXES
+from compiler.volcano.eviction_args import read as read_eviction_args
 from policydsl.diagnostics import Severity, Span, did_you_mean
 
 CONFIG_KEY = "volcano-scheduler.conf"          # the ConfigMap key Volcano's chart uses
@@ -367,6 +369,9 @@ class ConfigReader(NodeReader):
         for entry in self.mapping_entries(src, node):
             key = entry.key
             try:
+                if key in EVICTION_KEYS.get(spec.name, ()) or key.startswith(EVICTION_PREFIXES.get(spec.name, ())):
+                    read_eviction_args(self, src, spec.name, key, entry.value, out)   # tdm, rescheduling
+                    continue
                 if key in NESTED_KEYS.get(spec.name, ()):
                     read_nested(self, src, spec.name, key, entry.value, out, dropped)
                     continue

@@ -22,6 +22,7 @@ from compiler.quantities import format_base_units
 from compiler.volcano import codes
 from compiler.volcano.config_reader import CONFIG_KEY
 from compiler.volcano.model import AFFINITY_SETTINGS, TranslationResult
+from compiler.volcano.eviction_args import EXPORTERS as EVICTION_EXPORTERS
 from compiler.volcano.nested_args import EXPORTERS, METRICS_SECTION, USAGE, export_metrics
 from policydsl.diagnostics import Diagnostic, make
 
@@ -99,7 +100,7 @@ def _plugin(plugin: dict, path: tuple, report: Report) -> dict:
                    (*path, "weight"),
                    "Volcano sums every scorer at weight 1; scale the plugin's own argument weights instead"
                    if spec.arguments else None)
-    nested = EXPORTERS.get(spec.name)
+    nested = EXPORTERS.get(spec.name) or EVICTION_EXPORTERS.get(spec.name)
     for name, value in plugin["arguments"].items():
         if nested is None or name not in nested[0]:
             arguments.update(_argument(spec.argument(name), value, (*path, "arguments", name), report))

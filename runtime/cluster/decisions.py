@@ -30,6 +30,7 @@ MEMBERS = "members"              # the gang has fewer pods than minMember: it wa
 JOB = "job"                      # the job is invalid (unknown queue or PodGroup, ...)
 PREEMPTION = "preemption"        # evicted for a preemptor
 RECLAIM = "reclaim"              # evicted for another queue
+SHUFFLE = "shuffle"              # evicted by the shuffle action (a closed revocable zone, an overused node)
 RESERVATION = "reservation"      # a held room released
 GATED = "gated"                  # the pod has scheduling gates
 UNSUPPORTED = "unsupported"      # the pod sets a field the scheduler does not evaluate

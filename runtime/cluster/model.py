@@ -40,6 +40,7 @@ GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/grou
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+REVOCABLE_ZONE_ANNOTATION = "volcano.sh/revocable-zone"   # on pods (tdm); the same key labels revocable nodes
 GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})       # what Go's strconv.ParseBool takes as true
 GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
 VGPU_IDS_ANNOTATION = "volcano.sh/vgpu-ids-new"     # HAMi vGPU's cards of a pod (runtime/engine/devices_vgpu.py)
@@ -272,6 +273,17 @@ class Pod:
         return self.preemptable_setting is not False
 
     @property
+    def revocable_zone(self) -> str:
+        """Volcano's GetPodRevocableZone (the tdm plugin): "*" — it may run on revocable nodes while
+        their zone is open — when the annotation volcano.sh/revocable-zone is "*", or, without that
+        annotation, volcano.sh/preemptable (annotation) is true; else "" (a zone named otherwise is
+        not supported, as in Volcano)."""
+        zone = self.annotations.get(REVOCABLE_ZONE_ANNOTATION)
+        if zone is not None:
+            return "*" if zone == "*" else ""
+        return "*" if self.annotations.get(PREEMPTABLE_ANNOTATION) in GO_TRUE else ""
+
+    @property
     def terminal(self) -> bool:
         return self.phase in (POD_SUCCEEDED, POD_FAILED)
 
@@ -360,6 +372,12 @@ class PodGroup:
     # The sla plugin's waiting time: the annotations volcano.sh/sla-waiting-time, then
     # sla-waiting-time, as written (Volcano reads the first that parses).
     sla_waiting_times: tuple[str, ...] = ()
+    # volcano.sh/preemptable on the PodGroup (annotation, else label; unset, or a value Go's
+    # ParseBool refuses, means no): Volcano's JobInfo.Preemptable, which the tdm plugin reads.
+    job_preemptable: bool = False
+    # The job's disruption budget, annotations volcano.sh/jdb-min-available and
+    # volcano.sh/jdb-max-unavailable as written ("" when unset): tdm's victims per job.
+    budget: tuple[str, str] = ("", "")
     # The task-topology plugin's annotations (volcano.sh/task-topology-affinity, -anti-affinity,
     # -task-order) as (key, value) pairs, as written; Volcano's job controller copies a Job's
     # annotations to the PodGroup it creates.

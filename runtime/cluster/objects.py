@@ -21,6 +21,7 @@ from runtime.cluster import kubefields as kf
 from runtime.cluster.kubefields import FieldError
 from runtime.cluster.nodeusage import node_metrics_usage
 from runtime.cluster.model import DEQUEUE_STRATEGIES, NodeGroupAffinity
+from runtime.cluster.model import GO_TRUE, PREEMPTABLE_ANNOTATION
 from runtime.cluster.model import (
     DEFAULT_MAX_PODS, JOB_ALLOCATED_HYPERNODE, MAX_NODE_QUANTITY, NAMESPACE_NAME_LABEL, ClusterState, Condition,
     DisruptionBudget, NetworkTopology, Node, PodGroup, QueueObject, ResourceQuota, SubGroupPolicy, Taint,
@@ -272,6 +273,15 @@ def scheduled_time(obj: dict) -> float | None:
 
 # A PodGroup's sla waiting time annotations, in the order Volcano reads them (api/job_info.go).
 SLA_WAITING_TIME_KEYS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
+# A PodGroup's disruption budget annotations (min available first, as Volcano reads them: tdm).
+JOB_BUDGET_KEYS = ("volcano.sh/jdb-min-available", "volcano.sh/jdb-max-unavailable")
+
+
+def job_preemptable(annotations: dict[str, str], labels: dict[str, str]) -> bool:
+    """Volcano's JobInfo.Preemptable: volcano.sh/preemptable, the annotation else the label; no when
+    unset or not a boolean (api/job_info.go extractPreemptable)."""
+    value = annotations.get(PREEMPTABLE_ANNOTATION, labels.get(PREEMPTABLE_ANNOTATION))
+    return value is not None and value in GO_TRUE
 # A PodGroup's task-topology annotations, in the order Volcano's plugin reads them.
 TASK_TOPOLOGY_KEYS = ("volcano.sh/task-topology-affinity", "volcano.sh/task-topology-anti-affinity",
                       "volcano.sh/task-topology-task-order")
@@ -378,6 +388,8 @@ def _read_podgroup(obj: dict, state: ClusterState) -> None:
         network_topology=read_network_topology(spec.get("networkTopology")), sub_groups=sub_groups,
         allocated_hypernode=annotations.get(JOB_ALLOCATED_HYPERNODE, ""),
         sla_waiting_times=tuple(annotations[k] for k in SLA_WAITING_TIME_KEYS if k in annotations),
+        job_preemptable=job_preemptable(annotations, kf.strings(meta.get("labels"), "metadata.labels")),
+        budget=(annotations.get(JOB_BUDGET_KEYS[0], ""), annotations.get(JOB_BUDGET_KEYS[1], "")),
         task_topology=tuple((k, annotations[k]) for k in TASK_TOPOLOGY_KEYS if k in annotations),
     ))
 

@@ -67,7 +67,7 @@ def run_cycle(plan: Plan, state: ClusterState, options: Options | None = None,
         if folded and name in VICTIM_ACTIONS:
             # Settled pods are not listed: exact only while no job could evict (then the
             # action does nothing whoever the victims would be).
-            if wants_victims(ssn):
+            if name == "shuffle" or wants_victims(ssn):
                 ssn.close()
                 raise VictimsNeeded(name)
             continue

@@ -7,7 +7,8 @@ the eviction, *wasted* when it has not by then (or is gone); it stays *open* mea
 evicted again within `window` cycles of its last eviction is a *repeat*; an eviction of a pod
 of queue A for a pod of queue B is an *exchange* (ping-pong) when that beneficiary was itself
 evicted within `window` cycles for a pod of A: B takes back the room A took from it. A policy
-whose preempt and reclaim thrash shows in all three.
+whose preempt and reclaim thrash shows in all three. The shuffle action's evictions have no
+beneficiary: they count only as repeats (the same pod moved again within the window).
 
 The audit also tells the next cycle which queues each job lost pods to within the window
 (`lost_to`): reclaim takes nothing from those for that job (Options.lost_to), so no exchange is
@@ -85,6 +86,13 @@ class EvictionAudit:
         for e in decisions.evictions:
             ben = beneficiary(e)
             if ben is None:
+                if e.reason.kind == d.SHUFFLE:
+                    # shuffle evicts for nobody (an overused node, a closed revocable zone): a pod it
+                    # evicts again within the window was moved back and forth, a repeat too.
+                    last = self._last_evicted.get(e.pod)
+                    if last is not None and cycle - last <= self.window:
+                        self.repeats += 1
+                    self._last_evicted[e.pod] = cycle
                 continue
             self._open.setdefault(ben, []).append(cycle)
             last = self._last_evicted.get(e.pod)

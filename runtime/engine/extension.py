@@ -17,6 +17,8 @@ POINTS = frozenset({
     "job_order", "queue_order", "task_order", "job_ready", "job_pipelined", "job_starving", "job_valid",
     "job_enqueued", "preemptable", "reclaimable", "preemptive", "overused", "allocatable", "predicate",
     "node_order",
+    # shuffle's question (Volcano's VictimTasks): which running pods to evict, each with its reason.
+    "victim",
 })
 PERMIT, REJECT, ABSTAIN = True, False, None
 # Node mask codes the placement kernels read (runtime/engine/kernels/place.py): bit 0 the node passes

@@ -54,7 +54,8 @@ BASE_RESOURCES = ("cpu", "memory", "pods")
 NVLINK_LABEL = "policydsl.io/nvlink-islands"
 NUMA_LABEL = "policydsl.io/gpu-numa"
 TOPOLOGY_LABELS = {"nvlink": NVLINK_LABEL, "numa": NUMA_LABEL}
-VICTIM_ACTIONS = frozenset({"preempt", "reclaim", "gang_preempt", "gang_reclaim"})   # actions that may evict
+# Actions that may evict (shuffle evicts whether or not any job waits: cycle.run_cycle).
+VICTIM_ACTIONS = frozenset({"preempt", "reclaim", "gang_preempt", "gang_reclaim", "shuffle"})
 
 
 @dataclass
@@ -426,6 +427,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         from runtime.engine.plugins.task_topology import topology_class_keys
         plain, extra_keys = topology_class_keys(plain, extra_keys, jobs, task_job, tasks.pods, status,
                                                 scan.node[tasks.order], nodes.names, request, tuple(resources))
+    if plan.plugin("tdm") is not None:   # its filter and score read the pod's revocable zone: a class never spans two
+        plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, lambda p: p.revocable_zone)
     if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
         plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
     if plan.plugin("numa-aware") is not None:     # it answers for a class by its first pod's CPUs and policy
@@ -610,6 +613,20 @@ def queue_class_keys(plain: np.ndarray, class_keys: dict | None, jobs: list, tas
     plain[pending] = False
     for t in pending.tolist():
         out[t] = (out.get(t), jobs[int(task_job[t])].queue)
+    return plain, out
+
+
+def pod_class_keys(plain: np.ndarray, class_keys: dict | None, pods: list, status: np.ndarray,
+                   key_of: Callable[[Pod], object]) -> tuple[np.ndarray, dict]:
+    """(plain, class keys) that also tell apart the pending tasks whose pods `key_of` tells apart
+    (a pod it answers a false value for stays as it was)."""
+    out = dict(class_keys) if class_keys else {}
+    plain = plain.copy()
+    for t in np.flatnonzero(status == PENDING).tolist():
+        key = key_of(pods[t])
+        if key:
+            plain[t] = False
+            out[t] = (out.get(t), key)
     return plain, out
 
 

@@ -366,7 +366,10 @@ class Simulation:
             if cycles >= limits.max_cycles:
                 stopped = "cycle limit"
                 break
-            if not dirty and limits.cycles is None:
+            # shuffle evicts on the clock (a revocable zone closing, rescheduling's interval): with
+            # it idle cycles run too, up to the last event or --until.
+            ticking = "shuffle" in self.plan.actions and (bool(self.events) or limits.until is not None)
+            if not dirty and limits.cycles is None and not ticking:
                 if not self.events:
                     break
                 index = max(index, math.ceil(self.events[0][0] / period - 1e-9))

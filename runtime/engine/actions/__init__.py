@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from runtime.engine.actions import allocate, backfill, enqueue, preempt, reclaim
+from runtime.engine.actions import allocate, backfill, enqueue, preempt, reclaim, shuffle
 
 
 def registry() -> dict[str, Callable]:
     return {"enqueue": enqueue.run, "allocate": allocate.run, "backfill": backfill.run,
             "preempt": preempt.run, "reclaim": reclaim.run,
-            "gang_preempt": preempt.run_by_bundles, "gang_reclaim": reclaim.run_by_bundles}
+            "gang_preempt": preempt.run_by_bundles, "gang_reclaim": reclaim.run_by_bundles, "shuffle": shuffle.run}

@@ -17,6 +17,7 @@ from runtime.engine.plugins import (
 )
 from runtime.engine.plugins import numa_aware
 from runtime.engine.plugins import extender, usage
+from runtime.engine.plugins import rescheduling, tdm
 from runtime.engine.plugins.base import CatalogMismatch, Plugin
 
 
@@ -45,6 +46,7 @@ def registry() -> dict[str, type[Plugin]]:
                                                  resourcequota, pdb, task_topology)}
     plugins[numa_aware.PLUGIN.name] = numa_aware.PLUGIN
     plugins.update({m.PLUGIN.name: m.PLUGIN for m in (usage, extender)})
+    plugins.update({m.PLUGIN.name: m.PLUGIN for m in (tdm, rescheduling)})
     problems = catalog_mismatches(plugins)
     if problems:
         raise CatalogMismatch("; ".join(problems))

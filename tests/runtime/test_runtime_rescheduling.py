@@ -1,0 +1,169 @@
+"""The shuffle action and the rescheduling plugin, on both kernels.
+
+Translated from Volcano v1.14.1's pkg/scheduler/actions/shuffle/shuffle_test.go TestShuffle ("select
+pods with low priority and evict them": a plugin answering victim with the low-priority pods, and
+shuffle evicts exactly those three). Volcano has no test of its rescheduling plugin; the cases
+below follow its lowNodeUtilization (pkg/scheduler/plugins/rescheduling) with our differences
+(runtime/README.md): utilization is requests over allocatable, and a pod is moved only where the
+cycle itself would place it on an underused node, so the next cycle does not move it back. The
+simulator runs show it: one move, then nothing, and no eviction repeated."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from compiler.pipeline import compile_text
+from runtime.cluster.model import ClusterState, PodGroup
+from runtime.engine.actions import shuffle
+from runtime.engine.cycle import collect, open_session, run_cycle
+from runtime.engine.session import Options
+from runtime.simulation.engine import Limits, simulate
+from runtime.simulation.scenarios import scenario_from_documents
+from runtime_helpers import GiB, node, pod, policy
+
+T0 = 1_000_000.0
+
+
+@pytest.fixture(params=[False, True], ids=["compiled", "python"])
+def pure(request):
+    return request.param
+
+
+def test_shuffle_evicts_what_the_victim_plugins_choose(pure):
+    """TestShuffle: pods of three groups on two nodes; the fake plugin picks the low-priority ones."""
+    state = ClusterState()
+    for name in ("node1", "node2"):
+        node(state, name, cpu=4000, memory=8 * GiB)
+    for group in ("pg1", "pg2", "pg3"):
+        state.add_podgroup(PodGroup("test", group, min_member=0, phase="Running", uid=group))
+    for name, host, priority, group in (("pod1-1", "node1", 10, "pg1"), ("pod1-2", "node1", 100, "pg1"),
+                                        ("pod1-3", "node1", 100, "pg1"), ("pod2-1", "node1", 10, "pg2"),
+                                        ("pod2-2", "node2", 100, "pg2"), ("pod3-1", "node2", 10, "pg3"),
+                                        ("pod3-2", "node2", 100, "pg3")):
+        pod(state, name, ns="test", cpu=1000, memory=2 * 10**9, group=group, node_name=host, priority=priority)
+    plan = policy("tier {\n  plugin priority\n  plugin rescheduling\n}\n", actions="allocate, shuffle")
+    ssn = open_session(plan, state, Options(pure_python=pure, now=T0))
+    from runtime.cluster import decisions as d
+    low = lambda candidates: {t: d.Reason(d.SHUFFLE, "low priority") for t in candidates   # noqa: E731
+                              if ssn.snap.task_priority[t] == 10}
+    ssn.register("victim", "fake", low)
+    shuffle.run(ssn)
+    assert sorted(e.pod for e in collect(ssn).evictions) == ["test/pod1-1", "test/pod2-1", "test/pod3-1"]
+
+
+def resched_policy(scorer: str = "plugin nodeorder", args: str = "", actions: str = "enqueue, allocate, backfill, "
+                   "shuffle") -> object:
+    return policy("tier {\n  plugin priority\n  plugin gang\n  plugin conformance\n"
+                  "  plugin rescheduling {\n    interval = \"1m\"\n    thresholds = { cpu: 20 }\n"
+                  f"    target_thresholds = {{ cpu: 50 }}\n{args}  }}\n}}\n"
+                  f"tier {{\n  plugin drf\n  plugin predicates\n  plugin proportion\n  {scorer}\n}}\n", actions=actions)
+
+
+def crowded(state: ClusterState, pods: int = 3, **kwargs) -> None:
+    """Node a holds `pods` one-CPU pods (75% of its CPU with three), node b none."""
+    node(state, "a")
+    node(state, "b")
+    for i in range(pods):
+        pod(state, f"p{i}", node_name="a", priority=i, creation=float(i), **kwargs)
+
+
+def two_cycles(plan, state: ClusterState, pure: bool, later: float = 61.0):
+    """The first cycle a plan runs starts its interval (Volcano: the scheduler's start); the second, an
+    interval later, runs the strategies."""
+    first = run_cycle(plan, state, Options(pure_python=pure, now=T0))
+    assert first.evictions == []
+    return run_cycle(plan, state, Options(pure_python=pure, now=T0 + later))
+
+
+def test_low_node_utilization_moves_the_lowest_priority_pod_to_the_underused_node(pure):
+    state = ClusterState()
+    crowded(state)
+    decisions = two_cycles(resched_policy(), state, pure)
+    # Node a at 75% CPU (target 50%), node b at 0% (threshold 20%): p0 (lowest priority) goes. A
+    # second would leave a and b at 25% each, where a is the cycle's choice again (ties to the lowest
+    # name): it would come back, so it stays.
+    assert [e.pod for e in decisions.evictions] == ["ns/p0"]
+    [eviction] = decisions.evictions
+    assert eviction.reason.kind == "shuffle" and eviction.reason.details["to"] == "b"
+    assert "node a is above its target utilization" in eviction.reason.message
+
+
+def test_within_the_interval_nothing_is_evicted(pure):
+    state = ClusterState()
+    crowded(state)
+    assert two_cycles(resched_policy(), state, pure, later=30.0).evictions == []
+
+
+def test_no_move_the_cycle_would_undo(pure):
+    # binpack places on the fullest node that fits: the evicted pod would go back to a.
+    state = ClusterState()
+    crowded(state)
+    assert two_cycles(resched_policy("plugin binpack"), state, pure).evictions == []
+
+
+@pytest.mark.parametrize("pods", [1, 2], ids=["all nodes underused", "no node overused"])
+def test_balanced_enough_clusters_are_left_alone(pods, pure):
+    state = ClusterState()
+    crowded(state, pods=pods)
+    assert two_cycles(resched_policy(), state, pure).evictions == []
+
+
+def test_offline_only_takes_preemptable_pods(pure):
+    state = ClusterState()
+    crowded(state)
+    state.pods["ns/p2"].annotations["volcano.sh/preemptable"] = "true"
+    decisions = two_cycles(resched_policy(args='    strategies = ["offlineOnly", "lowNodeUtilization"]\n'), state, pure)
+    assert [e.pod for e in decisions.evictions] == ["ns/p2"]
+
+
+def test_queues_and_labels_narrow_the_victims(pure):
+    state = ClusterState()
+    crowded(state)
+    state.pods["ns/p1"].labels["tier"] = "batch"
+    decisions = two_cycles(resched_policy(args='    labels = { tier: "batch" }\n'), state, pure)
+    assert [e.pod for e in decisions.evictions] == ["ns/p1"]
+    state = ClusterState()
+    crowded(state)
+    assert two_cycles(resched_policy(args='    queues = ["other"]\n'), state, pure).evictions == []
+
+
+def test_a_gang_is_not_taken_below_its_minimum(pure):
+    state = ClusterState()
+    node(state, "a")
+    node(state, "b")
+    state.add_podgroup(PodGroup("ns", "gang", min_member=3, phase="Running", uid="pg-g"))
+    for i in range(3):
+        pod(state, f"g{i}", node_name="a", group="gang")
+    assert two_cycles(resched_policy(), state, pure).evictions == []
+
+
+def test_lint_and_strategies():
+    text = ('policy "t" version 1\nactions [enqueue, allocate, shuffle]\ntier {\n  plugin rescheduling {\n'
+            '    strategies = ["moreReplicasFirst"]\n  }\n  plugin predicates\n}\n')
+    assert not compile_text(text).ok
+    no_victims = 'policy "t" version 1\nactions [enqueue, allocate, shuffle]\ntier {\n  plugin predicates\n}\n'
+    assert any(d.code == "PD304" for d in compile_text(no_victims).errors)
+
+
+def docs(*objects) -> list:
+    return [("snapshot.yaml", obj) for obj in objects]
+
+
+@pytest.mark.parametrize("scorer, moves", [("plugin nodeorder", 1), ("plugin binpack", 0)],
+                         ids=["spread: one move", "binpack: none"])
+def test_simulated_rescheduling_moves_once_and_never_back(scorer, moves, pure):
+    plan = resched_policy(scorer)
+    objects = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}} for name in ("a", "b")]
+    objects += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "ns"},
+                 "spec": {"schedulerName": "volcano", "nodeName": "a", "priority": i,
+                          "containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+                 "status": {"phase": "Running"}} for i in range(3)]
+    scenario = scenario_from_documents(plan, [("snapshot.yaml", {"apiVersion": "v1", "kind": "List", "items": objects})],
+                                       [])
+    result = simulate(plan, scenario, Limits(until=15 * 60.0), Options(pure_python=pure))
+    assert sum(result.evicted.values()) == moves
+    assert result.metrics.eviction_audit["repeats"] == 0
+    if moves:
+        assert result.placements.get("ns/p0") == "b"
