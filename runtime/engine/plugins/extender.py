@@ -114,9 +114,10 @@ class Bodies:
         node = int(ssn.task_node[t])
         request = resource_json(self.names, snap.request[t])
         return {"UID": pod.uid, "Job": job.key, "Name": pod.name, "Namespace": pod.namespace,
-                "TaskRole": pod.annotations.get("volcano.sh/task-spec", ""), "Resreq": request, "InitResreq": request,
+                "TaskRole": pod.task_role, "Resreq": request, "InitResreq": request,
                 "NodeName": snap.node_names[node] if node >= 0 else "", "Status": TASK_STATUS.get(int(ssn.status[t]), 1),
-                "Priority": int(snap.task_priority[t]), "Preemptable": True, "BestEffort": not any(pod.requests.values()),
+                "Priority": int(snap.task_priority[t]), "Preemptable": pod.preemptable,
+                "BestEffort": not any(v for r, v in pod.requests.items() if r != "pods"),
                 "Pod": self.pod(t)}
 
     def node(self, n: int) -> dict:
