@@ -33,6 +33,15 @@ def cycle_budget(timeout_s: float) -> float:
     return min(MAX_BUDGET_S, max(MIN_BUDGET_S, 10 * timeout_s))
 
 
+def extender_key(pod: Any) -> tuple:
+    """What tells pods apart for the extender plugin, which asks for a class of pods by its first:
+    its job (PodGroup, else the pod itself), labels and annotations. Pods of one job alike in all of
+    these (a vcjob task's replicas) get one answer; an extender deciding by a pod's name or UID alone
+    is asked less often than Volcano asks it (per pod): runtime/README.md."""
+    return (pod.namespace, pod.group or ("pod", pod.name), tuple(sorted(pod.labels.items())),
+            tuple(sorted(pod.annotations.items())))
+
+
 class ExtenderError(RuntimeError):
     """The extender did not give an answer; the text names the URL and what went wrong."""
 

@@ -38,6 +38,7 @@ from runtime.cluster.draquota import (
     DeviceCharges, charge_devices, class_totals, device_class_of, is_capacity_dimension,
 )
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
+from runtime.cluster.extenderclient import extender_key
 from runtime.cluster.numa import numa_class_keys, numa_policy_unevaluated
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.engine.images import image_class_keys, image_locality_weight, node_images
@@ -429,6 +430,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                                                 scan.node[tasks.order], nodes.names, request, tuple(resources))
     if plan.plugin("tdm") is not None:   # its filter and score read the pod's revocable zone: a class never spans two
         plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, lambda p: p.revocable_zone)
+    if plan.plugin("extender") is not None:   # asked for a class by its first pod: only pods told alike share one
+        plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, extender_key)
     if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
         plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
     if plan.plugin("numa-aware") is not None:     # it answers for a class by its first pod's CPUs and policy

@@ -316,3 +316,19 @@ def test_the_scheduler_counts_failed_verbs(stand_ins):
     scheduler.run_once()
     assert metrics.registry.get_sample_value("policydsl_extender_failures_total",
                                              {"verb": "predicate", "ignorable": "false"}) == 2
+
+
+def test_pods_alike_but_for_their_labels_are_asked_each(stand_ins, pure):
+    # The extender keeps app=db pods off n1 and app=web pods off n2: one answer per pod class
+    # would place both the same way.
+    ext = stand_ins({"predicate": lambda b: (200, {"status": "kept off" if (
+        b["task"]["Pod"]["metadata"]["labels"].get("app"), b["node"]["Name"]) in (("db", "n1"), ("web", "n2"))
+        else ""})})
+    state = ClusterState()
+    node(state, "n1")
+    node(state, "n2")
+    state.add_podgroup(PodGroup("ns", "job", min_member=2, phase="Inqueue", uid="pg-job"))
+    pod(state, "db", group="job", labels={"app": "db"})
+    pod(state, "web", group="job", labels={"app": "web"})
+    decisions = run(extender_policy(ext.url, '    predicate_verb = "predicate"\n'), state, pure)
+    assert placements(decisions) == {"ns/db": "n2", "ns/web": "n1"}

@@ -22,8 +22,10 @@ extender's URL and the error (every node fails; a failed prioritize too), jobs a
 the queue counts as overused and no victim is taken. A session open that fails counts as a
 failure of every call of the cycle.
 
-Where we ask less often than Volcano (runtime/README.md): per task class (pods alike in all but
-name; the class's first pod is sent as the task) instead of per pod, and prioritize with every
+Where we ask less often than Volcano (runtime/README.md): per task class (pods the scheduler
+cannot tell apart, of one job and with the same labels and annotations: runtime.cluster.
+extenderclient.extender_key; the class's first pod is sent as the task) instead of per pod, and
+prioritize with every
 schedulable node, not only those the other filters passed. The bodies carry Volcano's field names
 with the fields the scheduler knows (a pod's requests as one container; a node without its Tasks)."""
 
