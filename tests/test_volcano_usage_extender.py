@@ -145,3 +145,10 @@ def test_an_extender_without_url_is_a_lint_error():
     compiled = compile_text('policy "t" version 1\nactions [allocate]\ntier {\n  plugin predicates\n'
                             '  plugin extender {\n    predicate_verb = "predicate"\n  }\n}\n', "t.policy")
     assert not compiled.ok and any(d.code == "PD426" for d in compiled.errors)
+
+
+def test_an_http_timeout_that_is_not_a_duration_is_located():
+    result = import_volcano_text(EXTENDER.replace("httpTimeout: 100ms", "httpTimeout: fast"), "c.conf")
+    [diag] = result.diagnostics
+    assert result.exit_code == 1 and diag.code == "PD607" and "`fast` is not what `http_timeout` takes" in diag.message
+    assert diag.span.line == 11
