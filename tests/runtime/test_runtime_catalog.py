@@ -74,12 +74,19 @@ def _everything_cluster() -> ClusterState:
     return state
 
 
+# Plugins that answer a point only when told whom to ask: the extender registers a verb's point
+# when the verb is set (as Volcano's); opening the session asks nothing yet.
+SETTINGS = {"extender": ' {\n    url_prefix = "http://127.0.0.1:9"\n' + "".join(
+    f'    {verb}_verb = "{verb}"\n' for verb in ("predicate", "prioritize", "preemptable", "reclaimable",
+                                            "queue_overused", "job_enqueueable")) + "  }"}
+
+
 @pytest.mark.parametrize("queues", ["proportion", "capacity"])
 def test_every_declared_point_is_answered_in_a_session_that_needs_it(queues):
     names = [n for n in cat.PLUGINS if n not in ("proportion", "capacity", "drf")] + [queues]
     # drf answers reclaim only hierarchical, which may not share proportion's tier.
-    tiers = ("tier {\n  plugin drf { enable_hierarchy = true }\n}\ntier {\n" + "\n".join(f"  plugin {n}" for n in names)
-             + "\n}")
+    tiers = ("tier {\n  plugin drf { enable_hierarchy = true }\n}\ntier {\n"
+             + "\n".join(f"  plugin {n}" + SETTINGS.get(n, "") for n in names) + "\n}")
     names.append("drf")
     plan = policy(tiers + '\ndevice "nvidia.com/gpu" { sharing = whole }',
                   actions="enqueue, allocate, preempt, reclaim, backfill")
