@@ -84,12 +84,12 @@ def duplicate_action(ctx: LintContext) -> Iterator[Diagnostic]:
 
 NO_VICTIM_PLUGIN = CodeInfo(
     "PD304", "eviction-without-victim-plugin", Severity.ERROR,
-    "preempt or reclaim with no plugin that picks victims",
-    why="Preempt asks plugins with a `preemptable` extension point (and reclaim those with `reclaimable`) "
-        "which tasks may be evicted; with none enabled the answer is always \"none\" and the action never "
-        "does anything.",
+    "preempt, reclaim or shuffle with no plugin that picks victims",
+    why="Preempt asks plugins with a `preemptable` extension point (reclaim those with `reclaimable`, shuffle "
+        "those with `victim`) which tasks may be evicted; with none enabled the answer is always \"none\" and "
+        "the action never does anything.",
     fix="Add a plugin that picks victims (priority, gang, conformance, drf for preempt; gang, conformance, "
-        "drf, proportion, capacity for reclaim), or drop the action.",
+        "drf, proportion, capacity for reclaim; tdm, rescheduling for shuffle), or drop the action.",
     bad=_HEAD + "actions [enqueue, allocate, preempt]  # expect: PD304\n"
         "tier {\n  plugin predicates\n  plugin proportion\n}\n",
     good=_HEAD + "actions [enqueue, allocate, preempt]\n"

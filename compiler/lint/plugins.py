@@ -406,3 +406,36 @@ def extender_without_url(ctx: LintContext) -> Iterator[Diagnostic]:
     if plugin is not None and not plugin.explicit_arguments.get("url_prefix"):
         yield finding(EXTENDER_NOWHERE, "plugin extender has no `url_prefix`: it has nowhere to ask",
                       plugin.node.name.span, "set url_prefix to the extender's base URL")
+
+
+SHUFFLE_IDLE = CodeInfo(
+    "PD427", "shuffle-evicts-nothing", Severity.WARNING,
+    "tdm's zones without the shuffle action, or rescheduling without lowNodeUtilization",
+    why="tdm empties a revocable zone whose window has closed, and rescheduling moves pods off overused nodes, "
+        "only through the shuffle action: without it the pods tdm let onto revocable nodes stay there after "
+        "the window. rescheduling's offlineOnly and lowPriorityFirst only narrow and order lowNodeUtilization's "
+        "victims: without it the plugin evicts nothing (Volcano ignores the names alike).",
+    fix="Add `shuffle` to the actions (tdm), or lowNodeUtilization to rescheduling's strategies.",
+    bad='policy "example" version 1\nactions [enqueue, allocate, shuffle]\n'
+        'tier {\n  plugin predicates\n  plugin rescheduling {  # expect: PD427\n'
+        '    strategies = ["offlineOnly"]\n  }\n}\n',
+    good='policy "example" version 1\nactions [enqueue, allocate, shuffle]\n'
+         'tier {\n  plugin predicates\n  plugin rescheduling {\n'
+         '    strategies = ["offlineOnly", "lowNodeUtilization"]\n  }\n}\n',
+)
+
+
+@rule(SHUFFLE_IDLE)
+def shuffle_evicts_nothing(ctx: LintContext) -> Iterator[Diagnostic]:
+    tdm = ctx.plugin_named("tdm")
+    if tdm is not None and tdm.explicit_arguments.get("revocable_zones") and "shuffle" not in ctx.actions:
+        yield finding(SHUFFLE_IDLE, "tdm never empties a revocable zone whose window has closed without the shuffle "
+                      "action: its pods stay on the revocable nodes", tdm.node.name.span,
+                      "add `shuffle` to the actions")
+    rescheduling = ctx.plugin_named("rescheduling")
+    strategies = rescheduling.explicit_arguments.get("strategies") if rescheduling is not None else None
+    if rescheduling is not None and strategies is not None and "lowNodeUtilization" not in strategies:
+        yield finding(SHUFFLE_IDLE, "rescheduling evicts nothing without lowNodeUtilization (its strategies: "
+                      + (", ".join(strategies) or "none") + "; offlineOnly and lowPriorityFirst only narrow and "
+                      "order its victims)",
+                      rescheduling.node.name.span, "add lowNodeUtilization to `strategies`")

@@ -63,6 +63,9 @@ def victim_message(reason: d.Reason, victim: Pod, pods: Mapping[str, Pod]) -> st
         return f"Preempted by {_pod_by_uid(reason.details.get('preemptor'), pods)}{where}"
     if reason.kind == d.RECLAIM:
         return f"Reclaimed by queue {reason.details.get('queue', '')} for {_pod_by_uid(reason.details.get('for'), pods)}{where}"
+    if reason.kind == d.SHUFFLE:
+        # the plugin's reason names only the plugin's own inputs (a zone and its window, node names)
+        return f"Evicted by shuffle{where}: {reason.message}"
     return f"Evicted ({reason.kind})"
 
 

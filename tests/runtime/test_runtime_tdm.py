@@ -233,3 +233,13 @@ def test_simulated_zone_closing_moves_its_pods_once(pure):
     assert {node for _, node in last.values()} == {"n1"}                   # last, once it closed
     assert all(at > 5 * 60 for at, _ in last.values())
     assert result.metrics.eviction_audit["repeats"] == 0
+
+
+def test_the_victims_event_says_why_shuffle_evicted_it():
+    from runtime.cluster import decisions as d
+    from runtime.cluster.model import Pod
+    from runtime.kube.events import victim_message
+    victim = Pod("ns", "b0", node_name="r1")
+    reason = d.Reason(d.SHUFFLE, "revocable zone rz1 (10:00-12:00) is closed: its preemptable pods leave its nodes (tdm)")
+    assert victim_message(reason, victim, {}) == ("Evicted by shuffle on node r1: revocable zone rz1 (10:00-12:00) is "
+                                                  "closed: its preemptable pods leave its nodes (tdm)")
