@@ -243,7 +243,7 @@ class NodeCpus:
     def of(cls, topology: NumaTopology, shapes: dict) -> "NodeCpus":
         """`shapes`: CpuTopology and reserved CPUs by cpuDetail and reservation, shared by nodes
         of one shape (a fleet has a few), so their answers can be shared too (NumaRule.outcome)."""
-        key = (frozenset(topology.cpus.items()), topology.reserved_cpus)
+        key = (tuple((c, i.numa, i.socket, i.core) for c, i in topology.cpus.items()), topology.reserved_cpus)
         shape = shapes.get(key)
         if shape is None:
             cpus = CpuTopology.of(topology)
@@ -413,20 +413,32 @@ class NumaRule(StatefulRule):
 
     # --- placements ----------------------------------------------------------------------
     def _changed(self, node: int) -> None:
+        """The node's free CPUs changed: each ask's answer there is computed again, and only the
+        classes whose answer did change are marked (a node keeps passing, alike, until it fills)."""
         self.version[node] += 1
-        rows = np.array([node], dtype=np.int64)
+        version = int(self.version[node])
+        rows = None
         mark = self.ssn.mark_dirty
         for ask, answer in self.answers.items():
             classes = self.live.get(ask)
             if not classes:
                 continue
+            cause, spans = int(answer.cause[node]), int(answer.spans[node])
+            new_cause, new_spans = self._answer_node(ask[0], ask[1], node)
+            answer.cause[node], answer.spans[node], answer.version[node] = new_cause, new_spans, version
+            if (cause, spans) == (new_cause, new_spans):
+                continue
+            if rows is None:
+                rows = np.array([node], dtype=np.int64)
             whole = False
             if ask[0] not in ("", "none"):
                 # The score's scale is the most NUMA nodes any passing node would use: when it
                 # moves, every node scores anew.
                 before = answer.most
-                self._refresh(ask, rows)
-                answer.most = int(answer.spans[answer.cause == PASS].max(initial=0))
+                if new_cause == PASS and new_spans > before:
+                    answer.most = new_spans
+                elif cause == PASS and spans == before:
+                    answer.most = int(answer.spans[answer.cause == PASS].max(initial=0))
                 whole = answer.most != before
             for cid in classes:
                 mark(cid, None if whole else rows)
