@@ -427,3 +427,22 @@ def test_the_simulator_keeps_a_running_pods_cpus_until_it_finishes(pure):
     result = simulate(numa_policy(), scenario, Limits(until=600), Options(pure_python=pure))
     first, second = sorted(result.bind_times.values())
     assert first == 0 and second >= 60
+
+
+def test_volcano_user_guide_practice(pure):
+    # docs/user-guide/how_to_use_numa_aware.md, "Practice": node-1 has 12 + 12 allocatable CPUs on its
+    # two NUMA nodes, node-2 20 + 20; a best-effort task of 16 CPUs (limits only) goes to node-2,
+    # where one NUMA node holds it (node-1 would need both).
+    def detail(per_numa: int) -> dict:
+        return {"cpuDetail": {str(c): {"numa": c // per_numa, "socket": c // per_numa, "core": c // 2}
+                              for c in range(2 * per_numa)}}
+    pod = pod_doc("test", "16", policy="best-effort")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "16", "memory": "100Mi"}}
+    docs = [node_doc("node-1", "24"), node_doc("node-2", "40"), pod,
+            topology_doc("node-1", free="0-23", topo_policy="best-effort", detail=detail(12)),
+            topology_doc("node-2", free="0-39", topo_policy="best-effort", detail=detail(20))]
+    state = load_objects([("c.yaml", d) for d in docs])
+    decisions = cycle(numa_policy(weight=10), state, pure)
+    assert placements(decisions) == {"ns/test": "node-2"}
+    assert len({c // 20 for c in decisions.numa["ns/test"]}) == 1
+    check_cpus(state, decisions)
