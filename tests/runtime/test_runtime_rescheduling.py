@@ -11,10 +11,10 @@ simulator runs show it: one move, then nothing, and no eviction repeated."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from compiler.pipeline import compile_text
-from runtime.cluster.model import ClusterState, PodGroup
+from runtime.cluster import decisions as d
+from runtime.cluster.model import ClusterState, Node, PodGroup
 from runtime.engine.actions import shuffle
 from runtime.engine.cycle import collect, open_session, run_cycle
 from runtime.engine.session import Options
@@ -44,9 +44,10 @@ def test_shuffle_evicts_what_the_victim_plugins_choose(pure):
         pod(state, name, ns="test", cpu=1000, memory=2 * 10**9, group=group, node_name=host, priority=priority)
     plan = policy("tier {\n  plugin priority\n  plugin rescheduling\n}\n", actions="allocate, shuffle")
     ssn = open_session(plan, state, Options(pure_python=pure, now=T0))
-    from runtime.cluster import decisions as d
-    low = lambda candidates: {t: d.Reason(d.SHUFFLE, "low priority") for t in candidates   # noqa: E731
-                              if ssn.snap.task_priority[t] == 10}
+
+    def low(candidates: list[int]) -> dict[int, d.Reason]:
+        return {t: d.Reason(d.SHUFFLE, "low priority") for t in candidates if ssn.snap.task_priority[t] == 10}
+
     ssn.register("victim", "fake", low)
     shuffle.run(ssn)
     assert sorted(e.pod for e in collect(ssn).evictions) == ["test/pod1-1", "test/pod2-1", "test/pod3-1"]
@@ -146,10 +147,6 @@ def test_lint_and_strategies():
     assert any(d.code == "PD304" for d in compile_text(no_victims).errors)
 
 
-def docs(*objects) -> list:
-    return [("snapshot.yaml", obj) for obj in objects]
-
-
 @pytest.mark.parametrize("scorer, moves", [("plugin nodeorder", 1), ("plugin binpack", 0)],
                          ids=["spread: one move", "binpack: none"])
 def test_simulated_rescheduling_moves_once_and_never_back(scorer, moves, pure):
@@ -167,3 +164,42 @@ def test_simulated_rescheduling_moves_once_and_never_back(scorer, moves, pure):
     assert result.metrics.eviction_audit["repeats"] == 0
     if moves:
         assert result.placements.get("ns/p0") == "b"
+
+
+def test_an_unschedulable_node_is_never_underused(pure):
+    # Volcano's lowThresholdFilter: a cordoned node takes nobody, however empty.
+    state = ClusterState()
+    crowded(state)
+    state.nodes["b"].unschedulable = True
+    assert two_cycles(resched_policy(), state, pure).evictions == []
+
+
+def test_the_most_used_node_goes_first(pure):
+    # Node c (4 CPUs) is the only underused one and has room within its 50% target for two one-CPU
+    # pods; a (75% CPU) and b (100% CPU) are both overused: b goes first (its newest pods, all of one
+    # priority) and takes c's room, so a keeps its pods.
+    state = ClusterState()
+    for name in ("a", "b", "c"):
+        node(state, name)
+    for i in range(3):
+        pod(state, f"a{i}", node_name="a", priority=5)
+    for i in range(4):
+        pod(state, f"b{i}", node_name="b", priority=5, creation=float(i))
+    decisions = two_cycles(resched_policy(), state, pure)
+    assert sorted(e.pod for e in decisions.evictions) == ["ns/b2", "ns/b3"]
+    assert all(e.reason.details["to"] == "c" for e in decisions.evictions)
+
+
+def test_a_pods_threshold_is_compared(pure):
+    # Volcano reads the key `pod` and never compares it; here `pods` counts: node a holds 3 of its
+    # 4 pod slots (75% > 50%), its CPU well below its target.
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.add_node(Node(name, {"cpu": 64000, "memory": 64 * GiB, "pods": 4}))
+    for i in range(3):
+        pod(state, f"p{i}", cpu=100, memory=GiB // 8, node_name="a", priority=i)
+    plan = policy("tier {\n  plugin priority\n  plugin gang\n  plugin rescheduling {\n    interval = \"1m\"\n"
+                  "    thresholds = { pods: 30 }\n    target_thresholds = { pods: 50 }\n  }\n}\n"
+                  "tier {\n  plugin predicates\n  plugin proportion\n  plugin nodeorder\n}\n",
+                  actions="enqueue, allocate, backfill, shuffle")
+    assert [e.pod for e in two_cycles(plan, state, pure).evictions] == ["ns/p0"]

@@ -88,8 +88,8 @@ def victims_state(cases: list[tuple[str, dict[str, str]]]) -> ClusterState:
     state = ClusterState()
     for name in ("n1", "n2"):
         node(state, name, cpu=16000, memory=64 * GiB, labels={ZONE: "rz1"})
-    for group, annotations in cases:
-        budget = (annotations.get("volcano.sh/jdb-min-available", ""), annotations.get("volcano.sh/jdb-max-unavailable", ""))
+    for group, notes in cases:
+        budget = (notes.get("volcano.sh/jdb-min-available", ""), notes.get("volcano.sh/jdb-max-unavailable", ""))
         ns = "c1" if group == "pg1" else "c2"
         state.add_podgroup(PodGroup(ns, group, min_member=0, queue="default", phase="Running", uid=group, budget=budget))
         first, host = (1, "n1") if group == "pg1" else (6, "n2")
