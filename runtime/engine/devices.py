@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -159,6 +159,22 @@ def _vgpu_hold(pod) -> DeviceHold | None:
                           f"{vg.VGPU_MEMORY}: Volcano places no vGPU for it; it is not placed without its cards")
     field_why = vg.vgpu_hold(pod)
     return DeviceHold(*field_why) if field_why is not None else None
+
+
+def held_cards(pod: Any, device: str, memory_resource: str | None) -> tuple[int, ...]:
+    """The cards of `device` on its node a placed pod holds: the cards its binding named (kept on the
+    pod), else Volcano's volcano.sh/gpu-index annotation when it asks the device; () when none or
+    the annotation does not parse."""
+    cards = pod.devices.get(device)
+    if cards is not None:
+        return tuple(cards)
+    asks = pod.requests.get(device) or (memory_resource and pod.requests.get(memory_resource))
+    if not asks or GPU_INDEX not in pod.annotations:
+        return ()
+    try:
+        return tuple(int(c) for c in pod.annotations[GPU_INDEX].split(",") if c != "")
+    except ValueError:
+        return ()
 
 
 def unhealthy_cards(annotations: Mapping[str, str]) -> set[int]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -263,22 +263,35 @@ def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int]) 
             continue
         ni = node_pos[pod.node_name]
         on_node = range(first[ni], first[ni] + int(np.count_nonzero(inv.card_node == ni)))
-        if IDS in pod.annotations:
-            for container in decode_pod_devices(pod.annotations[IDS]):
-                for dev_uuid, _, mem, cores in container:
-                    # Volcano matches a used device to the card whose UUID it contains.
-                    c = next((c for c in on_node if inv.uuid[c] and inv.uuid[c] in dev_uuid), None)
-                    if c is not None:
-                        inv.used_num[c] += 1
-                        inv.used_mem[c] += mem
-                        inv.used_core[c] += cores
-        elif pod.devices.get(VGPU_NUMBER):
-            need = vgpu_need(pod.requests)
-            for i in pod.devices[VGPU_NUMBER]:
-                c = first[ni] + i
-                if need is not None and c in on_node:
-                    inv.take(c, need)
+        need = vgpu_need(pod.requests)
+        for i, mem, cores in vgpu_cards_held(pod, inv.uuid[on_node.start:on_node.stop]):
+            c = first[ni] + i
+            if mem >= 0:
+                inv.used_num[c] += 1
+                inv.used_mem[c] += mem
+                inv.used_core[c] += cores
+            elif need is not None:
+                inv.take(c, need)
     return inv
+
+
+def vgpu_cards_held(pod: Any, uuids: Sequence[str]) -> list[tuple[int, int, int]]:
+    """(card on the node, memory MiB, cores) per vGPU device a placed pod holds, `uuids` the node's
+    cards in register order: from volcano.sh/vgpu-ids-new (a device is the card whose UUID it
+    contains, as Volcano matches them), else the cards its binding named, memory -1: what it asks
+    (VgpuInventory.take charges it)."""
+    if IDS in pod.annotations:
+        out = []
+        for container in decode_pod_devices(pod.annotations[IDS]):
+            for dev_uuid, _, memory, cores in container:
+                c = next((c for c, u in enumerate(uuids) if u and u in dev_uuid), None)
+                if c is not None:
+                    out.append((c, memory, cores))
+        return out
+    need = vgpu_need(pod.requests)
+    if need is None or not pod.devices.get(VGPU_NUMBER):
+        return []
+    return [(c, -1, need.cores) for c in pod.devices[VGPU_NUMBER] if c < len(uuids)]
 
 
 def decode_pod_devices(value: str) -> list[list[tuple[str, str, int, int]]]:

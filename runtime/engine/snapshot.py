@@ -44,8 +44,8 @@ from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
 from runtime.engine.images import image_class_keys, image_locality_weight, node_images
 from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
-from runtime.engine.devices import (GPU_INDEX, GPU_NUMBER, DeviceHold, card_model, gfd_card_memory,
-                                    hami_numa_groups, held_for_devices, held_for_vgpu_quota, unhealthy_cards)
+from runtime.engine.devices import (GPU_NUMBER, DeviceHold, card_model, gfd_card_memory,
+                                    hami_numa_groups, held_cards, held_for_devices, held_for_vgpu_quota, unhealthy_cards)
 from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory, vgpu_class_keys, vgpu_on
 
 
@@ -1137,12 +1137,7 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
         ni = node_pos[pod.node_name]
         if ni not in first_card:
             continue
-        cards = pod.devices.get(device.resource)
-        if cards is None and GPU_INDEX in pod.annotations and _requests_device(pod, device, mem_res):
-            try:
-                cards = tuple(int(c) for c in pod.annotations[GPU_INDEX].split(",") if c != "")
-            except ValueError:
-                cards = ()
+        cards = held_cards(pod, device.resource, mem_res)
         if not cards:
             continue
         need = device_need(device, mem_res, unit, pod.requests)
@@ -1157,10 +1152,6 @@ def _build_inventory(snap: Snapshot, device: DevicePlan, state: ClusterState) ->
                 inv.used_compute[ci] += need.compute
             inv.tasks[ci] += 1
     return inv
-
-
-def _requests_device(pod: Pod, device: DevicePlan, mem_res: str | None) -> bool:
-    return bool(pod.requests.get(device.resource) or (mem_res and pod.requests.get(mem_res)))
 
 
 @dataclass(frozen=True)

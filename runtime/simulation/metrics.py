@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from runtime.cluster.model import ClusterState, Pod
+from runtime.engine.cards import SplitNode, cards, split_card_memory
 from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
+from runtime.simulation.cardsplit import CardSplit, card_splits
 from runtime.simulation.devices import ClassUsage, DeviceMeter, usage
 
 
@@ -64,6 +66,8 @@ class Sample:
     fairness: float | None              # Jain's index over queues with waiting pods
     evictions: int = 0                  # evictions so far (cumulative)
     devices: dict[str, float] = field(default_factory=dict)  # DeviceClass -> allocated ÷ published
+    # Nodes whose free card memory no waiting pod uses because it is split over cards (runtime.engine.cards).
+    card_split: tuple[SplitNode, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class RunMetrics:
     storage_waiting: int = 0
     # DeviceClass -> its devices published and allocated (runtime.simulation.devices); empty without DRA.
     devices: dict[str, ClassUsage] = field(default_factory=dict)
+    # Device -> its card memory split over cards over the run (runtime.simulation.cardsplit); empty when never.
+    card_fragmentation: dict[str, CardSplit] = field(default_factory=dict)
 
     @property
     def thrashing(self) -> bool:
@@ -137,6 +143,8 @@ class RunMetrics:
             "eviction_audit": dict(self.eviction_audit), "thrashing": self.thrashing,
             "storage_waiting": self.storage_waiting,
             **({"devices": {cls: u.to_dict() for cls, u in self.devices.items()}} if self.devices else {}),
+            **({"card_fragmentation": {d: c.to_dict() for d, c in self.card_fragmentation.items()}}
+               if self.card_fragmentation else {}),
         }
 
 
@@ -232,8 +240,12 @@ class Recorder:
         if waiting_pods:
             fragmentation.update(card_fragmentation(snap.devices, [p.requests for p in waiting_pods]))
         devices = self.device_meter.fractions(state.dra) if state.dra.slices else {}
+        split = ()
+        if waiting_pods and (snap.devices or snap.vgpu is not None):
+            split = tuple(split_card_memory(cards(snap.node_names, snap.devices, snap.vgpu, ()), snap.devices,
+                                            state.nodes, waiting_pods))
         self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
-                                   self.evictions, devices))
+                                   self.evictions, devices, split))
 
     def device_usage(self, state: ClusterState, end: float) -> dict[str, ClassUsage]:
         """Each DeviceClass's devices at the end (`state`) and their mean use over the samples."""
@@ -272,8 +284,10 @@ class Recorder:
             fragmentation[r] = _weighted((s.fragmentation.get(r, 0.0) for s, _ in contended), [w for _, w in contended])
         fair = [(s.fairness, w) for s, w in zip(self.samples, weights) if s.fairness is not None]
         fairness = _weighted((f for f, _ in fair), [w for _, w in fair]) if fair else None
+        split = card_splits([s.time for s in self.samples], [s.card_split for s in self.samples], weights) \
+            if any(s.card_split for s in self.samples) else {}
         return RunMetrics(end, cycles, queues, utilization, fragmentation, fairness, self.evictions,
-                       tuple(self.violations), tuple(self.samples))
+                          tuple(self.violations), tuple(self.samples), card_fragmentation=split)
 
 
 def queue_of(state: ClusterState, pod: Pod) -> str:

@@ -269,6 +269,26 @@ def devices_html(result: SimulationResult) -> str:
     return "\n".join(out) + "\n"
 
 
+def card_fragmentation_figure(result: SimulationResult) -> str:
+    """Card memory split over cards over time, per device ("" when none ever was): the free card
+    memory waiting pods could not use (runtime.simulation.cardsplit), with the peak's nodes."""
+    splits = result.metrics.card_fragmentation
+    if not splits:
+        return ""
+    esc = html.escape
+    gib = 1024 ** 3
+    series: list[Series] = [(f"{device} (GiB)", [(t, v / gib) for t, v in split.series], False, i)
+                            for i, (device, split) in enumerate(splits.items())]
+    peak = max(split.peak for split in splits.values()) / gib
+    chart = line_chart("Card memory split over cards (GiB no waiting pod can use)", series, result.end_time,
+                       peak * 1.1 or 1.0, y_is_percent=False)
+    rows = "\n".join(f'<tr class="split-node" data-node="{esc(n.node)}"><td>{esc(device)}</td><td>{esc(n.node)}</td>'
+                     f'<td>{esc(n.sentence())}</td></tr>'
+                     for device, split in splits.items() for n in split.peak_nodes)
+    return (f'<figure id="card-fragmentation">{chart}\n<table>\n<tr><th>device</th><th>node (at the peak)</th>'
+            f'<th>why no waiting pod uses it</th></tr>\n{rows}\n</table></figure>')
+
+
 def render_html(result: SimulationResult, policy: str, description: str, *, revision: str = "",
                 command: str = "", base: str = "") -> str:
     m = result.metrics
@@ -287,6 +307,7 @@ def render_html(result: SimulationResult, policy: str, description: str, *, revi
     cluster = [
         ("utilization", ", ".join(f"{r} {percent(v)}" for r, v in m.utilization.items()) or "-"),
         ("fragmentation", ", ".join(f"{r} {percent(v)}" for r, v in m.fragmentation.items()) or "-"),
+        *(("card memory split", split.text()) for split in m.card_fragmentation.values()),
         ("fairness index", "-" if m.fairness is None else f"{m.fairness:.3f}"),
         ("evictions", eviction_text(m)),
         ("gang violations", str(len(m.gang_violations))),
@@ -332,6 +353,7 @@ td.reason {{ text-align: left; max-width: 40em; }}
 <figure>{shares_chart(result)}</figure>
 <figure>{waiting_chart(result)}</figure>
 {evictions_figure(result)}
+{card_fragmentation_figure(result)}
 <figure>{waits_chart(result)}</figure>
 </div>
 </body>

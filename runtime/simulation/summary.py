@@ -147,6 +147,9 @@ def cluster_table(metrics: RunMetrics) -> Table:
     table.add_row("utilization", ", ".join(f"{r} {percent(v)}" for r, v in metrics.utilization.items()) or "-")
     table.add_row("fragmentation", ", ".join(f"{r} {percent(v)}" for r, v in metrics.fragmentation.items())
                   or "- (no pod waited)")
+    for split in metrics.card_fragmentation.values():
+        # Card memory waiting pods could not use because it was split over cards (runtime.simulation.cardsplit).
+        table.add_row("card memory split", split.text())
     table.add_row("fairness index", "-" if metrics.fairness is None else f"{metrics.fairness:.3f}")
     table.add_row("evictions", eviction_text(metrics))
     violations = len(metrics.gang_violations)

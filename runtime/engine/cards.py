@@ -1,0 +1,225 @@
+"""Shared cards one by one, as a session's inventories hold them: what each card of each node has
+used and free (memory, cores, tasks against its split count) and which pods hold it, for the
+dashboard's per-card view (runtime.service.devices); and the card memory a waiting pod cannot use
+because it is split over cards (runtime.simulation.metrics samples it over a run).
+
+Two kinds of cards: a device plan's (runtime.engine.snapshot.DeviceInventory: Volcano's GPU share
+and GPU number, and our own `device` blocks) and HAMi vGPU's (runtime.engine.devices_vgpu.VgpuInventory,
+cards from the node's volcano.sh/node-vgpu-register).
+
+*Split card memory* of a node, for one device: the free memory on its cards when some waiting
+pod's ask would fit in that much memory on one card (a card of the node is big enough for it
+empty, and the node's free memory adds up to what it asks) yet no waiting pod's ask fits on the
+node now ("pod needs 10Gi; node g3's cards have 8Gi, 6Gi, 4Gi and 0 free"). Only cards that can
+take one more task count as free (healthy, not taken whole, under their split count; vGPU: of a
+usable type, cores left). A pod that the node's labels or taints keep off (runtime.engine.
+fragmentation.admits) is no ask for it; vGPU asks by percentage of a card's memory are left out
+(their size depends on the card, so no "adds up" applies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.quantities import readable_base_units
+from runtime.cluster.model import Node, Pod
+from runtime.engine import devices_vgpu as vg
+from runtime.engine.devices import held_cards
+from runtime.engine.fragmentation import admits
+from runtime.engine.snapshot import DeviceInventory, device_need
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Card:
+    """One card of one node after the cycle (memory in bytes, cores in percent of the card)."""
+
+    node: str
+    device: str                    # the resource that counts cards (volcano.sh/vgpu-number for vGPU)
+    index: int                     # its place on the node (Volcano's card index / the register's order)
+    uuid: str                      # vGPU: the card's UUID; "" otherwise
+    memory: int                    # 0: unknown
+    used_memory: int
+    used_cores: int
+    tasks: int
+    split: int | None              # tasks it may hold (None: no limit)
+    whole: bool                    # taken whole by one task
+    healthy: bool
+    usable: bool                   # takes one more task now (see the module's docstring)
+    holders: tuple[str, ...]       # pods holding it (namespace/name), bound before or by the cycle
+
+    @property
+    def free_memory(self) -> int:
+        return max(self.memory - self.used_memory, 0) if self.usable else 0
+
+    @property
+    def free_cores(self) -> int:
+        return max(100 - self.used_cores, 0) if self.usable else 0
+
+
+def _holders(placed: Iterable[tuple[Pod, str, Mapping[str, tuple[int, ...]] | None]], node_pos: Mapping[str, int],
+             key_of) -> dict[tuple[int, int], list[str]]:
+    """(node, card) -> pods; key_of(pod, devices) gives the cards of one pod."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for pod, node, devices in placed:
+        ni = node_pos.get(node)
+        if ni is None:
+            continue
+        for c in key_of(pod, devices, ni):
+            out.setdefault((ni, c), []).append(pod.key)
+    return out
+
+
+def placed_pods(pods: Iterable[Pod], bindings: Iterable = ()) -> list[tuple[Pod, str, Mapping | None]]:
+    """(pod, node, the cards its binding named or None) of every pod on a node and every pod a
+    cycle bound (`bindings`: runtime.cluster.decisions.Binding with pods looked up by the caller)."""
+    out = [(p, p.node_name, None) for p in pods if p.node_name and not p.terminal]
+    out += list(bindings)
+    return out
+
+
+def cards(node_names: Sequence[str], inventories: Iterable[DeviceInventory], vgpu: vg.VgpuInventory | None,
+          placed: Sequence[tuple[Pod, str, Mapping | None]]) -> list[Card]:
+    """Every shared or counted card of the session's inventories, by node then device then card."""
+    node_pos = {name: i for i, name in enumerate(node_names)}
+    out: list[Card] = []
+    for inv in inventories:
+        if not len(inv.card_node):
+            continue
+        plan, mem_res = inv.plan, inv.memory_resource
+
+        def of_plan(pod, devices, ni, plan=plan, mem_res=mem_res):
+            if devices is not None:
+                return tuple(devices.get(plan.resource, ()))
+            return held_cards(pod, plan.resource, mem_res)
+
+        holders = _holders(placed, node_pos, of_plan)
+        healthy = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
+        split = plan.max_tasks_per_card
+        for ci in range(len(inv.card_node)):
+            ni, local = int(inv.card_node[ci]), int(inv.card_local[ci])
+            tasks, whole = int(inv.tasks[ci]), bool(inv.whole[ci])
+            ok = bool(healthy[ci]) and bool(inv.model_ok[ni]) and not whole and \
+                (plan.sharing == "memory" or tasks == 0) and (split is None or tasks < split)
+            out.append(Card(node_names[ni], plan.resource, local, "", int(inv.card_memory[ci]),
+                            int(inv.used_memory[ci]), int(inv.used_compute[ci]), tasks,
+                            split if plan.sharing == "memory" else 1, whole, bool(healthy[ci]), ok,
+                            tuple(holders.get((ni, local), ()))))
+    if vgpu is not None and len(vgpu.card_node):
+        def of_vgpu(pod, devices, ni):
+            if devices is not None:
+                return tuple(devices.get(vg.VGPU_NUMBER, ()))
+            first = vgpu.first.get(ni)
+            if first is None:
+                return ()
+            uuids = [u for c, u in enumerate(vgpu.uuid) if vgpu.card_node[c] == ni]
+            return tuple(c for c, _, _ in vg.vgpu_cards_held(pod, uuids))
+
+        holders = _holders(placed, node_pos, of_vgpu)
+        for c in range(len(vgpu.card_node)):
+            ni, local = int(vgpu.card_node[c]), int(vgpu.local[c])
+            used_num, used_core = int(vgpu.used_num[c]), int(vgpu.used_core[c])
+            ok = bool(vgpu.healthy[c]) and bool(vgpu.usable[c]) and used_num < int(vgpu.split[c]) and used_core < 100
+            out.append(Card(node_names[ni], vg.VGPU_NUMBER, local, vgpu.uuid[c], int(vgpu.memory[c]) * MIB,
+                            int(vgpu.used_mem[c]) * MIB, used_core, used_num, int(vgpu.split[c]),
+                            used_core >= 100 and used_num == 1, bool(vgpu.healthy[c]), ok,
+                            tuple(holders.get((ni, local), ()))))
+    out.sort(key=lambda c: (c.node, c.device, c.index))
+    return out
+
+
+# --- card memory split over cards -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SplitNode:
+    """One node whose free card memory of one device no waiting pod can use because it is split."""
+
+    node: str
+    device: str
+    free: int                      # bytes: the node's free card memory of the device, all of it
+    cards_free: tuple[int, ...]    # per card (register order), cards that take no task as 0
+    ask: int                       # bytes per card: the largest waiting ask that would fit on one card
+
+    def sentence(self) -> str:
+        frees = [readable_base_units("memory", f) if f else "0" for f in sorted(self.cards_free, reverse=True)]
+        listed = frees[0] if len(frees) == 1 else ", ".join(frees[:-1]) + " and " + frees[-1]
+        return (f"pod needs {readable_base_units('memory', self.ask)} of card memory; node {self.node}'s cards "
+                f"have {listed} free")
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "device": self.device, "free": self.free, "cardsFree": list(self.cards_free),
+                "ask": self.ask, "text": self.sentence()}
+
+
+@dataclass(frozen=True)
+class _Ask:
+    cards: int
+    memory: int                    # bytes per card
+    pod: Pod
+
+
+def _asks(device: str, inventories: Sequence[DeviceInventory], waiting: Sequence[Pod]) -> list[_Ask]:
+    out = []
+    seen = set()
+    if device == vg.VGPU_NUMBER:
+        for pod in waiting:
+            need = vg.vgpu_need(pod.requests)
+            if need is None or need.percent != vg.NO_PERCENT or need.memory <= 0:
+                continue
+            key = (need.cards, need.memory, _constraints(pod))
+            if key not in seen:
+                seen.add(key)
+                out.append(_Ask(need.cards, need.memory * MIB, pod))
+        return out
+    inv = next(i for i in inventories if i.plan.resource == device)
+    if inv.plan.sharing != "memory" or inv.memory_resource is None:
+        return out
+    for pod in waiting:
+        need = device_need(inv.plan, inv.memory_resource, inv.memory_unit, pod.requests)
+        if need.cards <= 0 or need.memory <= 0:
+            continue
+        key = (need.cards, need.memory, _constraints(pod))
+        if key not in seen:
+            seen.add(key)
+            out.append(_Ask(need.cards, need.memory, pod))
+    return out
+
+
+def _constraints(pod: Pod) -> tuple:
+    return (tuple(sorted(pod.node_selector.items())), pod.required_terms, pod.tolerations)
+
+
+def split_card_memory(all_cards: Sequence[Card], inventories: Sequence[DeviceInventory],
+                      nodes: Mapping[str, Node], waiting: Sequence[Pod]) -> list[SplitNode]:
+    """The nodes (and devices) whose free card memory is split so that no waiting pod uses it (see
+    the module's docstring), by device then node."""
+    if not waiting or not all_cards:
+        return []
+    by_node: dict[tuple[str, str], list[Card]] = {}
+    for card in all_cards:
+        by_node.setdefault((card.device, card.node), []).append(card)
+    asks_of: dict[str, list[_Ask]] = {}
+    out = []
+    for (device, name), node_cards in sorted(by_node.items()):
+        if device not in asks_of:
+            asks_of[device] = _asks(device, inventories, waiting)
+        node = nodes.get(name)
+        if node is None or node.unschedulable:
+            continue
+        asks = [a for a in asks_of[device] if admits(node, a.pod)]
+        if not asks:
+            continue
+        free = [c.free_memory for c in node_cards]
+        capacity = [c.memory for c in node_cards if c.healthy]
+        total = sum(free)
+        fits_now = any(sum(f >= a.memory for f in free) >= a.cards for a in asks)
+        split = [a for a in asks if any(m >= a.memory for m in capacity) and total >= a.cards * a.memory
+                 and sum(f >= a.memory for f in free) < a.cards]
+        if total and split and not fits_now:
+            ask = max(split, key=lambda a: a.memory)
+            out.append(SplitNode(name, device, total, tuple(free), ask.memory))
+    return out
