@@ -126,3 +126,11 @@ def test_shuffle_without_a_victim_plugin_is_refused():
         "- plugins:\n  - name: predicates\n"
     result = import_volcano_text(config, "c.conf")
     assert result.exit_code == 1 and any(d.code == "PD612" and "PD304" in d.message for d in result.diagnostics)
+
+
+def test_a_max_num_key_gets_the_budget_hint_not_a_look_alike():
+    config = TDM.replace("      tdm.evict.period: 1m\n", "      tdm.evict.period: 1m\n      tdm.evict.max-num: 5\n")
+    result = import_volcano_text(config, "c.conf")
+    [diag] = result.diagnostics
+    assert diag.code == "PD605" and result.exit_code == 0 and (diag.span.line, diag.span.column) == (11, 7)
+    assert "jdb-max-unavailable" in diag.hint and "evict.period" not in diag.hint

@@ -501,6 +501,9 @@ NOT_VOLCANO_ARGUMENTS = {
     "deviceshare.VGPUPodGroupDeviceSpread": "Volcano reads no such argument (it ignores it): a pod asks for its "
                                             "PodGroup's vGPU spread with the annotation "
                                             "volcano.sh/vgpu-podgroup-policy: spread",
+    "tdm.evict.max-num": "Volcano's tdm reads no such argument: each evict period a job loses at most its disruption "
+                         "budget (PodGroup annotation volcano.sh/jdb-min-available or volcano.sh/jdb-max-unavailable, "
+                         "else 1 pod)",
 }
 # Switches among DECISION_ARGUMENTS that change nothing when off (Volcano's default): `false` imports as nothing.
 _OFF_BY_DEFAULT = frozenset({"deviceshare.AscendHAMiVNPUEnable", "deviceshare.AscendMindClusterVNPUEnable",
