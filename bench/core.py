@@ -79,13 +79,32 @@
    every pod in its queue's group; the compiled and pure-Python paths decide alike (at a tenth of
    the size). `--sections 11` runs this section alone.
 
+12. Scale, every rule on (run only with `--sections 12`): 10,000 nodes in 10 zones (4 shapes and
+   instance types; 10% GPU nodes of 8 cards tainted nvidia.com/gpu, 5% infra nodes tainted
+   dedicated=infra, 30% empty general nodes, 55% general nodes holding the bound pods) and 100,000
+   pods, 90,000 bound and 10,000 pending: Deployment-like groups of 10 replicas (20% required
+   hostname anti-affinity, 20% hard zone spread, 10% soft zone spread, 5% a host port, 10% required
+   node affinity on the instance type, 5% infra pods with node selector and toleration, 5%
+   tolerating every taint, the rest plain; one group in 50 with a delayed claim on its pending pods,
+   of a class provisioning in half the zones) and gangs of 8-64 (half of GPU pods on the tainted
+   GPU nodes), in 20 leaf queues under 4 parents (capacity, hierarchical, deserved and capability).
+   The best of at most 5 compiled cycles placing the 10,000 (target 200 ms), its phases (snapshot,
+   plugins open, actions, collect), tracemalloc's bytes for the snapshot and the session, the cost
+   from 1k to 10k nodes (pods scaled alike) as a table. Checked by this script's own reading of the
+   pods' specs (scale_checked): room, taints, selectors, anti-affinity both ways, hard spread,
+   host ports, gangs all or nothing, claims' zones, queues' capabilities; every pending pod placed;
+   the compiled and pure-Python paths decide alike (at a tenth of the size). The placement quality
+   (binpack fill of the general nodes, soft spread skew) against a kube-scheduler-like stand-in of
+   this script's own (sampled_placement) scoring only kube-scheduler's adaptive
+   percentageOfNodesToScore of the feasible nodes, and the same stand-in scoring all of them.
+
 The machine may be shared: best-of-N is the figure, and the load average at the start and
 the spread (median, worst) say how noisy the run was. The cluster state is frozen out of the
 garbage collector's reach once built (`freeze_state`), as a long-running scheduler would.
 
     python bench/core.py [--json] [--quick] [--repeat N] [--sections 6,7]
 
---sections runs only the listed self-contained sections (5 to 9, 11), e.g. the rule costs alone.
+--sections runs only the listed self-contained sections (5 to 9, 11, 12), e.g. the rule costs alone.
 
 With --json the last line is one JSON object.
 """
@@ -104,6 +123,8 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.pipeline import compile_text  # noqa: E402
@@ -111,8 +132,14 @@ from runtime.engine.cycle import Options, collect, open_session  # noqa: E402
 from runtime.engine.actions import registry as actions  # noqa: E402
 from runtime.kube.settled import SettledLedger  # noqa: E402
 from runtime.cluster.model import (  # noqa: E402
-    QUEUE_ANNOTATION, ClusterState, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint, settles,
+    QUEUE_ANNOTATION, ClusterState, HostPort, Node, Pod, PodAffinityTerm, PodGroup, PodRules, SpreadConstraint, Taint,
+    Toleration, settles,
 )
+from runtime.cluster.decisions import Binding, Decisions, VolumeChoice  # noqa: E402
+from runtime.engine.actions.reservations import hold_reservations  # noqa: E402
+from runtime.engine.kernels import load as load_kernels  # noqa: E402
+from runtime.engine.plugins import registry as plugin_registry  # noqa: E402
+from runtime.engine.session import Session  # noqa: E402
 from runtime.cluster.selectors import LabelSelector, MatchExpression  # noqa: E402
 from runtime.cluster.model import NODEGROUP_LABEL, TASK_SPEC_ANNOTATION as TASK_SPEC, NetworkTopology  # noqa: E402
 from runtime.cluster.numa import NUMA_POLICY_ANNOTATION, CpuInfo, NumaTopology  # noqa: E402
@@ -728,6 +755,638 @@ def numa_section(scale: int, repeat: int, result: dict) -> bool:
     return out["numa_checked"] and out["identical_decisions"] and w["placements"] == out["pods"]
 
 
+# --- section 12: 10,000 nodes / 100,000 pods, every rule kind, 20 queues in a hierarchy ----------
+
+SCALE_ZONES = 10
+SCALE_REPLICAS = 10           # pods per Deployment-like group
+SCALE_DEPARTMENTS = 4         # parent queues, QUEUES // SCALE_DEPARTMENTS leaf queues each
+SCALE_REPEAT = 5              # best of at most this many 10k cycles
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+GPU = "nvidia.com/gpu"
+SCALE_SHAPES = ((16000, 64 * GiB, "m16"), (32000, 128 * GiB, "m32"), (64000, 256 * GiB, "m64"),
+                (96000, 384 * GiB, "m96"))
+# A group's kind by g % 20: its share of the groups is the number of residues listed.
+SCALE_KINDS = {0: "anti", 1: "anti", 2: "anti", 3: "anti", 4: "spread", 5: "spread", 6: "spread", 7: "spread",
+               8: "soft_spread", 9: "soft_spread", 10: "port", 11: "affinity", 12: "affinity", 13: "infra",
+               14: "tolerate_all"}            # 15-19: plain
+GPU_TAINT = Taint(GPU, "present", "NoSchedule")
+INFRA_TAINT = Taint("dedicated", "infra", "NoSchedule")
+CLAIM_ZONES = tuple(f"z{z}" for z in range(SCALE_ZONES // 2))   # the zonal class provisions in half the zones
+
+
+def scale_pool(n: int) -> str:
+    """A node's pool from its block of SCALE_ZONES consecutive nodes (one per zone, so any pool
+    is a whole number of blocks and pool[i] lies in zone i % SCALE_ZONES): gpu 10%, infra 5%,
+    `fresh` (general, empty: nodes just added) 30%, `busy` (general, holding the bound pods) 55%."""
+    block = (n // SCALE_ZONES) % 20
+    if block in (9, 19):
+        return "gpu"
+    if block == 0:
+        return "infra"
+    return "fresh" if block in (6, 7, 8, 16, 17, 18) else "busy"
+
+
+def scale_policy(nodes: int) -> str:
+    """Section 1's tiers with capacity (hierarchical) for proportion and nodeorder's soft rules
+    scored beside binpack; 20 leaf queues under SCALE_DEPARTMENTS parents, deserved shares
+    summing to the cluster's CPU and memory, capabilities above them (borrowing allowed)."""
+    cpu = sum(SCALE_SHAPES[n % 4][0] for n in range(nodes)) // 1000
+    mem = sum(SCALE_SHAPES[n % 4][1] for n in range(nodes)) // GiB
+    per_dept = QUEUES // SCALE_DEPARTMENTS
+    lines = ['policy "bench-scale" version 1', "actions [enqueue, allocate]",
+             "tier {\n  plugin priority\n  plugin gang\n}",
+             "tier {\n  plugin drf\n  plugin predicates\n  plugin capacity { enable_hierarchy = true }\n"
+             "  plugin nodeorder {\n    leastrequested = 0\n    balancedresource = 0\n  }\n  plugin binpack\n}"]
+    for d in range(SCALE_DEPARTMENTS):
+        lines.append(f"queue dept{d} {{\n  deserved = {{ cpu: {cpu // SCALE_DEPARTMENTS}, "
+                     f"memory: {mem // SCALE_DEPARTMENTS}Gi }}\n  capability = {{ cpu: {cpu // 2}, memory: {mem // 2}Gi }}")
+        for i in range(d * per_dept, (d + 1) * per_dept):
+            lines.append(f"  queue q{i} {{\n    deserved = {{ cpu: {cpu // QUEUES}, memory: {mem // QUEUES}Gi }}\n"
+                         f"    capability = {{ cpu: {cpu // 4}, memory: {mem // 4}Gi }}\n  }}")
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def scale_capabilities(nodes: int) -> dict[str, tuple[str | None, dict[str, int]]]:
+    """Each queue's parent and capability as scale_policy writes them (the checker's copy)."""
+    cpu = sum(SCALE_SHAPES[n % 4][0] for n in range(nodes)) // 1000
+    mem = sum(SCALE_SHAPES[n % 4][1] for n in range(nodes)) // GiB
+    out: dict[str, tuple[str | None, dict[str, int]]] = {}
+    per_dept = QUEUES // SCALE_DEPARTMENTS
+    for d in range(SCALE_DEPARTMENTS):
+        out[f"dept{d}"] = (None, {"cpu": cpu // 2 * 1000, "memory": mem // 2 * GiB})
+        for i in range(d * per_dept, (d + 1) * per_dept):
+            out[f"q{i}"] = (f"dept{d}", {"cpu": cpu // 4 * 1000, "memory": mem // 4 * GiB})
+    return out
+
+
+class _BoundPlacer:
+    """Places the settled pods of section 12's cluster when building it (this script's own
+    deterministic placement, keeping every rule: room, one pod of an anti-affinity group or a
+    host port per node, replicas cycling through the zones)."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.used: list[dict[str, int]] = [{} for _ in nodes]
+        self.groups: list[set[str]] = [set() for _ in nodes]
+        self.ports: list[set[int]] = [set() for _ in nodes]
+
+    def fits(self, i: int, requests: dict[str, int]) -> bool:
+        used, alloc = self.used[i], self.nodes[i].allocatable
+        return (used.get("pods", 0) < alloc["pods"]
+                and all(used.get(r, 0) + v <= alloc.get(r, 0) for r, v in requests.items()))
+
+    def take(self, i: int, pod: Pod, group: str | None, port: int | None) -> None:
+        for r, v in pod.requests.items():
+            self.used[i][r] = self.used[i].get(r, 0) + v
+        self.used[i]["pods"] = self.used[i].get("pods", 0) + 1
+        if group:
+            self.groups[i].add(group)
+        if port:
+            self.ports[i].add(port)
+        pod.node_name, pod.phase = self.nodes[i].name, "Running"
+
+    def place(self, pool: list[int], start: int, step: int, pod: Pod, group: str | None, port: int | None) -> None:
+        """From pool[start], then every SCALE_ZONES-th (same zone) until the pod fits its rules."""
+        for k in range(len(pool)):
+            i = pool[(start + k * step) % len(pool)]
+            if self.fits(i, pod.requests) and (group is None or group not in self.groups[i]) \
+                    and (port is None or port not in self.ports[i]):
+                self.take(i, pod, group, port)
+                return
+        raise RuntimeError(f"section 12's builder found no node for the settled pod {pod.key}")
+
+
+def make_scale_cluster(nodes: int) -> ClusterState:
+    """Section 12's cluster: `nodes` nodes in SCALE_ZONES zones (4 shapes and instance types;
+    pools by scale_pool: GPU nodes of 8 cards tainted nvidia.com/gpu, infra nodes tainted
+    dedicated=infra, 30% empty) and 10 × `nodes` pods, 9 × `nodes` of them bound and `nodes`
+    pending. Deployment-like groups of SCALE_REPLICAS replicas without PodGroups, by SCALE_KINDS:
+    required hostname anti-affinity within the group, zone spread (maxSkew 1) hard or soft, a host
+    port, required node affinity on instance type, infra pods (node selector + toleration),
+    pods tolerating every taint, plain ones; one in 50 groups' pending pods a delayed claim of a
+    class provisioning in half the zones. Gangs of GANG_SIZES (PodGroups), every other one of GPU
+    pods (1 card, tolerating the GPU taint, node selector pool=gpu). Every job in one of the 20
+    leaf queues (scale_policy)."""
+    state = ClusterState()
+    node_list = []
+    for n in range(nodes):
+        cpu, mem, kind = SCALE_SHAPES[n % 4]
+        pool = scale_pool(n)
+        allocatable = {"cpu": cpu, "memory": mem, "pods": 110}
+        taints: tuple[Taint, ...] = ()
+        if pool == "gpu":
+            allocatable[GPU] = 8
+            taints = (GPU_TAINT,)
+        elif pool == "infra":
+            taints = (INFRA_TAINT,)
+        name = f"node-{n:05d}"
+        node = Node(name, allocatable, labels={HOSTNAME: name, ZONE: f"z{n % SCALE_ZONES}", INSTANCE_TYPE: kind,
+                                               "pool": "general" if pool in ("busy", "fresh") else pool},
+                    taints=taints)
+        state.add_node(node)
+        node_list.append(node)
+    pools = {p: [n for n in range(nodes) if scale_pool(n) == p] for p in ("gpu", "infra", "busy")}
+    pools["big"] = [n for n in pools["busy"] if n % 4 >= 2]
+    placer = _BoundPlacer(node_list)
+    st = state.storage
+    st.classes["zonal"] = StorageClass("zonal", "disk.csi.example.com", WAIT_FOR_FIRST_CONSUMER,
+                                       ((MatchExpression(ZONE, "In", CLAIM_ZONES),),))
+    # Groups: 88% of the pods; one in 16 groups new (all pending), one in 4 one replica short.
+    groups = nodes * 88 // 100
+    group_pending = 0
+    for g in range(groups):
+        kind = SCALE_KINDS.get(g % 20, "plain")
+        app = f"app-{g:05d}"
+        pending = SCALE_REPLICAS if g % 16 == 15 else (1 if g % 4 == 0 else 0)
+        selector = LabelSelector((("app", app),))
+        rules, port = None, None
+        node_selector: dict[str, str] = {}
+        required: tuple = ()
+        tolerations: tuple[Toleration, ...] = ()
+        pool = pools["busy"]
+        if kind == "anti":
+            rules = PodRules(anti_affinity=(PodAffinityTerm(HOSTNAME, selector, frozenset({"bench"})),))
+        elif kind in ("spread", "soft_spread"):
+            rules = PodRules(spread=(SpreadConstraint(1, ZONE, "DoNotSchedule" if kind == "spread" else "ScheduleAnyway",
+                                                      selector),))
+        elif kind == "port":
+            port = 8000 + g % 3
+            rules = PodRules(host_ports=(HostPort(port),))
+        elif kind == "affinity":
+            required = ((MatchExpression(INSTANCE_TYPE, "In", ("m64", "m96")),),)
+            pool = pools["big"]
+        elif kind == "infra":
+            node_selector = {"pool": "infra"}
+            tolerations = (Toleration("dedicated", "Equal", "infra", "NoSchedule"),)
+            pool = pools["infra"]
+        elif kind == "tolerate_all":
+            tolerations = (Toleration(operator="Exists"),)
+        requests = {"cpu": 100 * (1 + g % 5), "memory": GiB // 4 * (1 + g % 4)}
+        for r in range(SCALE_REPLICAS):
+            pod = Pod("bench", f"{app}-{r}", dict(requests), uid=f"a{g}-{r}", labels={"app": app}, rules=rules,
+                      node_selector=node_selector, required_terms=required, tolerations=tolerations,
+                      creation=float(g), annotations={QUEUE_ANNOTATION: f"q{g % QUEUES}"})
+            if r < SCALE_REPLICAS - pending:
+                placer.place(pool, g * 7 + r * (SCALE_ZONES + 1), SCALE_ZONES, pod,
+                             app if kind == "anti" else None, port)
+            else:
+                group_pending += 1
+                if g % 50 == 19:
+                    claim = f"data-{pod.name}"
+                    st.claims[f"bench/{claim}"] = PersistentVolumeClaim(
+                        "bench", claim, uid=f"c-{pod.uid}", storage_class="zonal", access_modes=("ReadWriteOnce",),
+                        request=10 * GiB)
+                    pod.volumes = (PodClaim("data", claim),)
+            state.add_pod(pod)
+    # Gangs: the rest, bound ones first (Running), then pending ones up to `nodes` pending pods.
+    bound_left = nodes * 9 - (groups * SCALE_REPLICAS - group_pending)
+    pending_left = nodes - group_pending
+    cursor = {"gpu": 0, "busy": 0}
+    j = 0
+    while bound_left > 0 or pending_left > 0:
+        bound = bound_left > 0
+        left = bound_left if bound else pending_left
+        size = min(GANG_SIZES[j % len(GANG_SIZES)], left)
+        gpu = j % 2 == 1
+        name = f"gang-{j:05d}"
+        state.add_podgroup(PodGroup("bench", name, min_member=size, queue=f"q{j % QUEUES}",
+                                    phase="Running" if bound else "Inqueue", uid=f"pg-{j}", creation=float(j)))
+        requests = {"cpu": 1000, "memory": 4 * GiB, GPU: 1} if gpu else {"cpu": 2000, "memory": 8 * GiB}
+        for t in range(size):
+            pod = Pod("bench", f"{name}-{t}", dict(requests), uid=f"{j}-{t}", group=name, creation=float(j),
+                      labels={"job": name}, node_selector={"pool": "gpu"} if gpu else {},
+                      tolerations=(Toleration(GPU, "Exists", "", "NoSchedule"),) if gpu else ())
+            if bound:
+                pool = pools["gpu" if gpu else "busy"]
+                key = "gpu" if gpu else "busy"
+                # GPU gangs fill card by card (half the GPU nodes end up full); CPU gangs go round.
+                while not placer.fits(pool[cursor[key] % len(pool)], pod.requests):
+                    cursor[key] += 1
+                placer.take(pool[cursor[key] % len(pool)], pod, None, None)
+                if not gpu:
+                    cursor[key] += 1
+            state.add_pod(pod)
+        if bound:
+            bound_left -= size
+        else:
+            pending_left -= size
+        j += 1
+    return state
+
+
+def scale_cycle(plan, state, cache: SnapshotCache) -> tuple[float, dict, object]:
+    """One compiled cycle timed by phase: snapshot, plugins open (with reservations), actions,
+    collect; (seconds, phases, decisions)."""
+    cpu = time.process_time()
+    start = time.perf_counter()
+    kernels = load_kernels(False)
+    snap = build_snapshot(state, plan, "volcano", cache, kernels)
+    snapped = time.perf_counter()
+    ssn = Session(plan, snap, kernels)
+    ssn.open_plugins(plugin_registry())
+    hold_reservations(ssn, None)
+    ssn.lost_to = {}
+    opened = time.perf_counter()
+    registry = actions()
+    for name in plan.actions:
+        registry[name](ssn)
+    acted = time.perf_counter()
+    decisions = collect(ssn)
+    ssn.close()
+    end = time.perf_counter()
+    phases = {"snapshot_s": round(snapped - start, 4), "plugins_open_s": round(opened - snapped, 4),
+              "actions_s": round(acted - opened, 4), "collect_s": round(end - acted, 4),
+              "cycle_cpu_s": round(time.process_time() - cpu, 4)}
+    return end - start, phases, decisions
+
+
+def scale_memory(plan, state) -> dict:
+    """tracemalloc over a cold cycle (as section 4): bytes the snapshot holds once built, its
+    build's peak, what opening the session adds, and the peak over the actions and collect."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    kernels = load_kernels(False)
+    snap = build_snapshot(state, plan, "volcano", SnapshotCache(), kernels)
+    snapshot_bytes, snapshot_peak = tracemalloc.get_traced_memory()
+    ssn = Session(plan, snap, kernels)
+    ssn.open_plugins(plugin_registry())
+    hold_reservations(ssn, None)
+    ssn.lost_to = {}
+    opened = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    registry = actions()
+    for name in plan.actions:
+        registry[name](ssn)
+    collect(ssn)
+    _, cycle_peak = tracemalloc.get_traced_memory()
+    ssn.close()
+    tracemalloc.stop()
+    return {"snapshot_bytes": snapshot_bytes - base, "snapshot_build_peak_bytes": snapshot_peak - base,
+            "snapshot_arrays_bytes": snap.nbytes(), "session_open_bytes": opened - snapshot_bytes,
+            "cycle_peak_bytes": cycle_peak - base}
+
+
+# The checker of section 12: this script's own reading of the pods' specs (match labels,
+# tolerations, In expressions), not the engine's.
+
+def _own_tolerates(tolerations, taint: Taint) -> bool:
+    for t in tolerations:
+        if t.effect and t.effect != taint.effect:
+            continue
+        if not t.key:
+            if t.operator == "Exists":
+                return True
+            continue
+        if t.key == taint.key and (t.operator == "Exists" or t.value == taint.value):
+            return True
+    return False
+
+
+def _own_selects(selector, labels: dict[str, str]) -> bool:
+    if selector.match_expressions:
+        raise ValueError("section 12's checker reads match labels only")
+    return all(labels.get(k) == v for k, v in selector.match_labels)
+
+
+def _own_term_holds(term, labels: dict[str, str]) -> bool:
+    for e in term:
+        if e.operator != "In" or e.field:
+            raise ValueError("section 12's checker reads In expressions on labels only")
+        if labels.get(e.key) not in e.values:
+            return False
+    return True
+
+
+def scale_checked(state: ClusterState, decisions, nodes: int) -> dict:
+    """Section 12's check: every binding of a pending pod to a node with room for it (all pods
+    counted), its NoSchedule taints tolerated, its node selector and required affinity met, no
+    other pod of its anti-affinity selector on its node (either way), its hard spread within
+    maxSkew over the zones, no host port twice on a node, each gang all or nothing, each claim
+    provisioned in an allowed zone, every queue and parent within its capability. Also the soft
+    spread skews (not rules) and the binpack fill, as placement_quality reads them."""
+    new = {b.pod: b.node for b in decisions.bindings}
+    where = {k: p.node_name for k, p in state.pods.items() if p.node_name}
+    errors = {k: 0 for k in ("rebound", "resources", "taints", "selector", "anti_affinity", "spread", "ports",
+                             "gangs", "volumes", "queues")}
+    for key in new:
+        errors["rebound"] += key in where
+    where.update(new)
+    on_node: dict[str, list[Pod]] = {}
+    for key, node in where.items():
+        on_node.setdefault(node, []).append(state.pods[key])
+    for node, pods in on_node.items():
+        alloc = state.nodes[node].allocatable
+        used: dict[str, int] = {"pods": len(pods)}
+        for p in pods:
+            for r, v in p.requests.items():
+                used[r] = used.get(r, 0) + v
+        errors["resources"] += any(v > alloc.get(r, 0) for r, v in used.items())
+        seen_ports: set[tuple[int, str]] = set()
+        for p in pods:
+            for hp in (p.rules.host_ports if p.rules else ()):
+                errors["ports"] += (hp.port, hp.protocol) in seen_ports
+                seen_ports.add((hp.port, hp.protocol))
+    for key, node_name in new.items():
+        pod, node = state.pods[key], state.nodes[node_name]
+        errors["taints"] += any(t.effect in ("NoSchedule", "NoExecute") and not _own_tolerates(pod.tolerations, t)
+                                for t in node.taints)
+        errors["selector"] += (any(node.labels.get(k) != v for k, v in pod.node_selector.items())
+                               or (bool(pod.required_terms)
+                                   and not any(_own_term_holds(t, node.labels) for t in pod.required_terms)))
+        neighbours = on_node[node_name]
+        for other in neighbours:
+            if other is pod:
+                continue
+            for holder, target in ((pod, other), (other, pod)):
+                for term in (holder.rules.anti_affinity if holder.rules else ()):
+                    if term.topology_key != HOSTNAME:
+                        raise ValueError("section 12's checker reads hostname anti-affinity only")
+                    errors["anti_affinity"] += target.namespace in term.namespaces and _own_selects(term.selector,
+                                                                                                     target.labels)
+    zone_of = {name: n.labels[ZONE] for name, n in state.nodes.items()}
+    zones = sorted(set(zone_of.values()))
+    by_label: dict[tuple[str, str], list[str]] = {}
+    for key in where:
+        for pair in state.pods[key].labels.items():
+            by_label.setdefault(pair, []).append(key)
+    soft_skews, hard_skews = [], []
+    checked: set = set()
+    for key in new:
+        pod = state.pods[key]
+        for c in (pod.rules.spread if pod.rules else ()):
+            if (c.selector, c.topology_key) in checked:
+                continue
+            checked.add((c.selector, c.topology_key))
+            if c.topology_key != ZONE or pod.node_selector or pod.required_terms:
+                raise ValueError("section 12's checker reads zone spread of pods without node affinity only")
+            (pair,) = c.selector.match_labels
+            counts = {z: 0 for z in zones}
+            for k in by_label.get(pair, ()):
+                counts[zone_of[where[k]]] += 1
+            skew = max(counts.values()) - min(counts.values())
+            (hard_skews if c.hard else soft_skews).append(skew)
+            errors["spread"] += c.hard and skew > c.max_skew
+    for pg in state.podgroups.values():
+        if pg.phase == "Inqueue":
+            placed = sum(f"bench/{pg.name}-{t}" in new for t in range(pg.min_member))
+            errors["gangs"] += placed not in (0, pg.min_member)
+    for key, node_name in new.items():
+        for claim in state.pods[key].volumes or ():
+            chosen = [c for c in decisions.volumes.get(key, ()) if c.claim == f"bench/{claim.claim}"]
+            errors["volumes"] += not (len(chosen) == 1 and chosen[0].volume is None
+                                      and zone_of[node_name] in CLAIM_ZONES)
+    capabilities = scale_capabilities(nodes)
+    queue_used: dict[str, dict[str, int]] = {}
+    for key in where:
+        pod = state.pods[key]
+        queue = state.queue_name_of(pod)
+        while queue is not None:
+            used = queue_used.setdefault(queue, {})
+            for r, v in pod.requests.items():
+                used[r] = used.get(r, 0) + v
+            queue = capabilities[queue][0]
+    for queue, used in queue_used.items():
+        errors["queues"] += any(used.get(r, 0) > cap for r, cap in capabilities[queue][1].items())
+    pending = sum(1 for p in state.pods.values() if not p.node_name)
+    return {"errors": errors, "rules_checked": not any(errors.values()), "pending": pending, "placed": len(new),
+            "hard_spread_max_skew": max(hard_skews, default=0),
+            "soft_spread_skew": _skew_summary(soft_skews), "fill": _fill(state, where)}
+
+
+def _skew_summary(skews: list[int]) -> dict:
+    return {"groups": len(skews), "mean": round(sum(skews) / len(skews), 3) if skews else None,
+            "max": max(skews, default=0), "over_1": sum(s > 1 for s in skews)}
+
+
+def _fill(state: ClusterState, where: dict[str, str]) -> dict:
+    """Binpack fill over the general-purpose nodes: how many stayed empty of those empty before,
+    and the mean CPU and memory requested ÷ allocatable of the nodes in use."""
+    general = {name for name, n in state.nodes.items() if n.labels["pool"] == "general"}
+    cpu: dict[str, int] = {}
+    mem: dict[str, int] = {}
+    before: set[str] = set()
+    for key, node in where.items():
+        if node in general:
+            pod = state.pods[key]
+            cpu[node] = cpu.get(node, 0) + pod.requests.get("cpu", 0)
+            mem[node] = mem.get(node, 0) + pod.requests.get("memory", 0)
+            if pod.node_name:
+                before.add(node)
+    empty_before = len(general) - len(before)
+    used = list(cpu)
+    return {"empty_before": empty_before, "empty_after": len(general) - len(used),
+            "kept_empty": round((len(general) - len(used)) / empty_before, 4) if empty_before else None,
+            "used_cpu_util": round(sum(cpu[n] / state.nodes[n].allocatable["cpu"] for n in used) / len(used), 4),
+            "used_mem_util": round(sum(mem[n] / state.nodes[n].allocatable["memory"] for n in used) / len(used), 4)}
+
+
+def kube_percentage_of_nodes_to_score(nodes: int) -> int:
+    """kube-scheduler's adaptive percentageOfNodesToScore (unset in its configuration): 50 less
+    one per 125 nodes, at least 5 (pkg/scheduler/schedule_one.go numFeasibleNodesToFind)."""
+    return max(5, 50 - nodes // 125)
+
+
+def kube_nodes_to_find(nodes: int, percentage: int) -> int:
+    """How many feasible nodes kube-scheduler looks for before scoring: every node below 100
+    nodes or at 100%, else the percentage of all nodes, at least 100."""
+    if nodes < 100 or percentage >= 100:
+        return nodes
+    return max(nodes * percentage // 100, 100)
+
+
+def sampled_placement(state: ClusterState, order: list[str], percentage: int) -> dict[str, str]:
+    """A kube-scheduler-like stand-in, this script's own: the pods one at a time in `order`, each
+    filtered over the nodes from where the previous search stopped (round robin) until
+    kube_nodes_to_find feasible ones are found, the best of those by the section's scorers
+    (binpack on CPU and memory; for soft zone spread, nodeorder's podtopologyspread at weight 2:
+    fewer of the group in the node's zone is better), the first on a tie. Filters: room, NoSchedule
+    taints, node selector and required affinity, hostname anti-affinity within the group, host
+    ports, hard zone spread, the claim's zones. pod key -> node."""
+    names = list(state.nodes)
+    index = {name: i for i, name in enumerate(names)}
+    count = len(names)
+    alloc = {r: np.array([state.nodes[n].allocatable.get(r, 0) for n in names], dtype=np.int64)
+             for r in ("cpu", "memory", "pods", GPU)}
+    used = {r: np.zeros(count, dtype=np.int64) for r in alloc}
+    zones = sorted({n.labels[ZONE] for n in state.nodes.values()})
+    zone_idx = np.array([zones.index(state.nodes[n].labels[ZONE]) for n in names])
+    occupied: dict[tuple[str, str], np.ndarray] = {}
+    zone_counts: dict[tuple[str, str], np.ndarray] = {}
+    ports: dict[int, np.ndarray] = {}
+
+    def take(pod: Pod, i: int) -> None:
+        for r, v in pod.requests.items():
+            used[r][i] += v
+        used["pods"][i] += 1
+        for pair in pod.labels.items():
+            occupied.setdefault(pair, np.zeros(count, dtype=bool))[i] = True
+            zone_counts.setdefault(pair, np.zeros(len(zones), dtype=np.int64))[zone_idx[i]] += 1
+        for hp in (pod.rules.host_ports if pod.rules else ()):
+            ports.setdefault(hp.port, np.zeros(count, dtype=bool))[i] = True
+
+    for pod in state.pods.values():
+        if pod.node_name:
+            take(pod, index[pod.node_name])
+    static: dict[tuple, np.ndarray] = {}
+
+    def static_mask(pod: Pod) -> np.ndarray:
+        key = (pod.tolerations, tuple(sorted(pod.node_selector.items())), pod.required_terms, bool(pod.volumes))
+        mask = static.get(key)
+        if mask is None:
+            mask = np.array([
+                all(t.effect not in ("NoSchedule", "NoExecute") or _own_tolerates(pod.tolerations, t) for t in node.taints)
+                and all(node.labels.get(k) == v for k, v in pod.node_selector.items())
+                and (not pod.required_terms or any(_own_term_holds(t, node.labels) for t in pod.required_terms))
+                and (not pod.volumes or node.labels[ZONE] in CLAIM_ZONES)
+                for node in state.nodes.values()])
+            static[key] = mask
+        return mask
+
+    to_find = kube_nodes_to_find(count, percentage)
+    start = 0
+    out: dict[str, str] = {}
+    for key in order:
+        pod = state.pods[key]
+        mask = static_mask(pod) & (used["pods"] < alloc["pods"])
+        for r, v in pod.requests.items():
+            mask &= used[r] + v <= alloc[r]
+        soft = None
+        for term in (pod.rules.anti_affinity if pod.rules else ()):
+            (pair,) = term.selector.match_labels
+            if pair in occupied:
+                mask &= ~occupied[pair]
+        for hp in (pod.rules.host_ports if pod.rules else ()):
+            if hp.port in ports:
+                mask &= ~ports[hp.port]
+        for c in (pod.rules.spread if pod.rules else ()):
+            (pair,) = c.selector.match_labels
+            counts = zone_counts.get(pair, np.zeros(len(zones), dtype=np.int64))
+            if c.hard:
+                mask &= (counts + 1 - counts.min() <= c.max_skew)[zone_idx]
+            else:
+                soft = counts
+        feasible = np.flatnonzero(mask)
+        if not feasible.size:
+            continue
+        rotated = np.concatenate((feasible[feasible >= start], feasible[feasible < start]))
+        sample = rotated[:to_find]
+        start = (int(sample[-1]) + 1) % count if rotated.size > to_find else start
+        score = ((used["cpu"][sample] + pod.requests.get("cpu", 0)) / alloc["cpu"][sample]
+                 + (used["memory"][sample] + pod.requests.get("memory", 0)) / alloc["memory"][sample]) * 50
+        if soft is not None:
+            in_zone = soft[zone_idx[sample]]
+            low, high = in_zone.min(), in_zone.max()
+            score = score + 2 * (100 * (high - in_zone) / (high - low) if high > low else 100)
+        i = int(sample[int(np.argmax(score))])
+        take(pod, i)
+        out[key] = names[i]
+    return out
+
+
+def placement_quality(state: ClusterState, new: dict[str, str]) -> dict:
+    """The binpack fill and spread skews of the pending pods placed as `new` says."""
+    decisions = Decisions(bindings=[Binding(pod, node) for pod, node in new.items()],
+                          volumes={k: tuple(VolumeChoice(f"bench/{c.claim}", None) for c in state.pods[k].volumes)
+                                   for k in new if state.pods[k].volumes})
+    checked = scale_checked(state, decisions, len(state.nodes))
+    return {"placed": len(new), "fill": checked["fill"], "soft_spread_skew": checked["soft_spread_skew"],
+            "hard_spread_max_skew": checked["hard_spread_max_skew"], "rules_checked": checked["rules_checked"]}
+
+
+def scale_section(scale: int, repeat: int, result: dict) -> bool:
+    """Section 12 run and printed; whether its checks hold."""
+    nodes = 10000 // scale
+    repeat = max(1, min(repeat, SCALE_REPEAT))
+    compilation = compile_text(scale_policy(nodes), "bench-scale.policy")
+    if not compilation.ok:
+        print("\n".join(str(d) for d in compilation.diagnostics), file=sys.stderr)
+        return False
+    plan = compilation.plan
+    built = time.perf_counter()
+    state = make_scale_cluster(nodes)
+    built = time.perf_counter() - built
+    freeze_state()
+    cache = SnapshotCache()
+    scale_cycle(plan, state, cache)                 # warm: the node cache filled, as a running scheduler's
+    best, seconds, cpu = None, [], []
+    for _ in range(repeat):
+        run = scale_cycle(plan, state, cache)
+        seconds.append(run[0])
+        cpu.append(run[1]["cycle_cpu_s"])
+        if best is None or run[0] < best[0]:
+            best = run
+        del run
+    cycle_s, phases, decisions = best
+    checked = scale_checked(state, decisions, nodes)
+    out = result["scale"] = {
+        "nodes": nodes, "pods": len(state.pods), "bound": len(state.pods) - checked["pending"],
+        "pending": checked["pending"], "placements": checked["placed"], "gangs_pending": sum(
+            pg.phase == "Inqueue" for pg in state.podgroups.values()),
+        "claims": len(state.storage.claims), "queues": QUEUES + SCALE_DEPARTMENTS, "build_s": round(built, 2),
+        "cycle_s": round(cycle_s, 4), "cycle_cpu_s": round(min(cpu), 4), "spread": spread(sorted(seconds)),
+        "placements_per_s": round(checked["placed"] / cycle_s), "phases": phases,
+        "memory": scale_memory(plan, state), "errors": checked["errors"], "rules_checked": checked["rules_checked"],
+        "target_s": 0.2}
+    order = [b.pod for b in decisions.bindings]
+    order += [k for k, p in state.pods.items() if not p.node_name and k not in set(order)]
+    ours = {b.pod: b.node for b in decisions.bindings}
+    percentage = kube_percentage_of_nodes_to_score(nodes)
+    quality = {"ours": placement_quality(state, ours)}
+    for name, pct in (("stand_in_all_nodes", 100), (f"stand_in_{percentage}pct", percentage)):
+        quality[name] = placement_quality(state, sampled_placement(state, order, pct))
+    quality["kube_percentage"] = percentage
+    quality["kube_nodes_to_find"] = kube_nodes_to_find(nodes, percentage)
+    out["quality"] = quality
+    del state, decisions, best
+    small = make_scale_cluster(max(nodes // 10, 100))
+    small_plan = compile_text(scale_policy(len(small.nodes)), "bench-scale.policy").plan
+    decided = [one_cycle(small_plan, small, pure, SnapshotCache())[3].to_json() for pure in (False, True)]
+    out["identical_decisions"] = decided[0] == decided[1]
+    del small, decided
+    growth = []
+    for n in (1000 // scale, 2500 // scale, 5000 // scale):
+        g_plan = compile_text(scale_policy(n), "bench-scale.policy").plan
+        g_state = make_scale_cluster(n)
+        freeze_state()
+        g_cache = SnapshotCache()
+        scale_cycle(g_plan, g_state, g_cache)
+        g_best = min((scale_cycle(g_plan, g_state, g_cache)[:2] for _ in range(3)), key=lambda r: r[0])
+        growth.append({"nodes": n, "pods": len(g_state.pods), "pending": n, "cycle_s": round(g_best[0], 4),
+                       "cycle_cpu_s": g_best[1]["cycle_cpu_s"], "phases": g_best[1]})
+        del g_state, g_cache
+    growth.append({"nodes": nodes, "pods": out["pods"], "pending": out["pending"], "cycle_s": out["cycle_s"],
+                   "cycle_cpu_s": out["cycle_cpu_s"], "phases": phases})
+    for row in growth:
+        row["per_placement_us"] = round(row["cycle_s"] / row["pending"] * 1e6, 1)
+        row["relative"] = round(row["cycle_s"] / growth[0]["cycle_s"], 2)
+    out["growth"] = growth
+    mem = out["memory"]
+    print(f"section 12 (scale) {nodes} nodes / {out['pods']} pods ({out['bound']} bound, {out['pending']} pending, "
+          f"{out['gangs_pending']} pending gangs, {out['claims']} delayed claims, {out['queues']} queues): "
+          f"{out['placements']} placed in {cycle_s * 1000:.1f} ms (cpu {out['cycle_cpu_s'] * 1000:.1f} ms; best of "
+          f"{repeat}, median {out['spread']['median_s'] * 1000:.1f} ms; target 200 ms) {phases}; rules checked: "
+          f"{out['rules_checked']} {checked['errors']}; compiled and Python decide alike: {out['identical_decisions']}")
+    print(f"  memory: snapshot {mem['snapshot_bytes'] / 2**20:.1f} MiB (arrays {mem['snapshot_arrays_bytes'] / 2**20:.1f} "
+          f"MiB, build peak {mem['snapshot_build_peak_bytes'] / 2**20:.1f} MiB), session open "
+          f"+{mem['session_open_bytes'] / 2**20:.1f} MiB, cycle peak {mem['cycle_peak_bytes'] / 2**20:.1f} MiB")
+    for row in growth:
+        print(f"  growth {row['nodes']:>6} nodes / {row['pods']:>7} pods: {row['cycle_s'] * 1000:8.1f} ms "
+              f"({row['relative']}x, {row['per_placement_us']} us a placement) {row['phases']}")
+    for name in ("ours", "stand_in_all_nodes", f"stand_in_{percentage}pct"):
+        q = quality[name]
+        print(f"  quality {name}: placed {q['placed']}, general nodes empty {q['fill']['empty_after']}/"
+              f"{q['fill']['empty_before']} kept, used nodes' cpu {q['fill']['used_cpu_util']:.3f} memory "
+              f"{q['fill']['used_mem_util']:.3f}, soft spread skew mean {q['soft_spread_skew']['mean']} max "
+              f"{q['soft_spread_skew']['max']}, hard spread max {q['hard_spread_max_skew']}; rules kept "
+              f"{q['rules_checked']}")
+    return (out["rules_checked"] and out["identical_decisions"] and out["placements"] == out["pending"]
+            and quality["ours"]["rules_checked"])
+
+
 def freeze_state() -> None:
     """Move everything alive now (the cluster state just built) out of the garbage collector's
     reach. A scheduler's cluster state lives as long as the process; left in the collector's
@@ -778,9 +1437,9 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
     """`--sections`: the self-contained sections asked for, their figures and checks as in a
     full run (exit 1 when a check fails)."""
     wanted = {int(x) for x in args.sections.split(",") if x.strip()}
-    unknown = wanted - {5, 6, 7, 8, 9, 11}
+    unknown = wanted - {5, 6, 7, 8, 9, 11, 12}
     if unknown:
-        print(f"--sections: only sections 5 to 9 and 11 run alone (not {sorted(unknown)})", file=sys.stderr)
+        print(f"--sections: only sections 5 to 9, 11 and 12 run alone (not {sorted(unknown)})", file=sys.stderr)
         return 2
     print(f"load average {result['load_average_1m']} on {result['cpus']} cpus")
     ok = True
@@ -813,6 +1472,8 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
             and out.get("share_within_tier1", 1.0) == 1.0 and out.get("hard_gangs_placed") == out.get("hard_gangs")
     if 11 in wanted:
         ok &= numa_section(scale, args.repeat, result)
+    if 12 in wanted:
+        ok &= scale_section(scale, args.repeat, result)
     if args.json:
         print(json.dumps(result))
     return 0 if ok else 1
@@ -826,7 +1487,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7,
                         help="cycles measured per path, compiled and pure Python alike (the best counts)")
     parser.add_argument("--sections", default="",
-                        help="only these of the self-contained sections 5-9 and 11, comma-separated (e.g. 6,7)")
+                        help="only these of the self-contained sections 5-9, 11 and 12, comma-separated (e.g. 6,7)")
     args = parser.parse_args(argv)
     compilation = compile_text(POLICY, "bench.policy")
     if not compilation.ok:

@@ -12,6 +12,7 @@ tests/integration/test_bench_e2e.py run them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -82,6 +83,42 @@ def test_core_numa_section_runs_alone() -> None:
 def test_core_dra_section_runs_alone() -> None:
     _, result = run_script("core.py", "--sections", "9", "--quick", "--repeat", "1")
     assert result["dra"]["allocations_checked"] is True and result["dra"]["with"]["placements"] == 800
+
+
+def test_core_scale_section_runs_alone_and_keeps_every_rule() -> None:
+    # Section 12 at a tenth (1,000 nodes, 10,000 pods): the script exits 1 unless its own checker finds
+    # every rule kept, every pending pod placed and both paths deciding alike.
+    _, result = run_script("core.py", "--sections", "12", "--quick", "--repeat", "1")
+    scale = result["scale"]
+    assert scale["rules_checked"] is True and not any(scale["errors"].values())
+    assert scale["placements"] == scale["pending"] == 1000 and scale["pods"] == 10000
+    assert scale["identical_decisions"] is True and scale["claims"] > 0 and scale["gangs_pending"] > 0
+    assert [row["nodes"] for row in scale["growth"]] == [100, 250, 500, 1000]
+    assert scale["memory"]["snapshot_bytes"] > 0 and scale["memory"]["session_open_bytes"] > 0
+    quality = scale["quality"]
+    assert quality["kube_percentage"] == 42 and quality["kube_nodes_to_find"] == 420
+    for name in ("ours", "stand_in_all_nodes", "stand_in_42pct"):
+        assert quality[name]["rules_checked"] is True and quality[name]["placed"] == 1000
+
+
+def test_core_scale_checker_finds_broken_rules() -> None:
+    # The section's own checker must see a placement that breaks a rule, or its "rules checked" says nothing.
+    spec = importlib.util.spec_from_file_location("bench_core", REPO / "bench" / "core.py")
+    core = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(core)
+    state = core.make_scale_cluster(100)
+    pending = [p for p in state.pods.values() if not p.node_name]
+    anti = next(p for p in pending if p.rules and p.rules.anti_affinity)
+    mate = next(p for p in state.pods.values() if p.node_name and p.labels.get("app") == anti.labels["app"])
+    plain = next(p for p in pending if not (p.rules or p.tolerations or p.node_selector or p.volumes or p.group))
+    gang = next(p for p in pending if p.group)
+    gpu_node = next(n for n, node in state.nodes.items() if node.labels["pool"] == "gpu")
+    general = next(n for n, node in state.nodes.items() if node.labels["pool"] == "general")
+    broken = core.Decisions(bindings=[core.Binding(anti.key, mate.node_name), core.Binding(plain.key, gpu_node),
+                                      core.Binding(gang.key, general)])
+    errors = core.scale_checked(state, broken, 100)["errors"]
+    assert errors["anti_affinity"] >= 1 and errors["taints"] == 1 and errors["gangs"] == 1
+    assert errors["selector"] == 1     # the gang's pod asks for pool=gpu
 
 
 def test_core_vgpu_section_runs_alone() -> None:
