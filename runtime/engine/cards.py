@@ -44,7 +44,7 @@ class Card:
     uuid: str                      # vGPU: the card's UUID; "" otherwise
     memory: int                    # 0: unknown
     used_memory: int
-    used_cores: int
+    used_cores: int | None         # None: the device counts no cores (Volcano's GPU share, whole cards)
     tasks: int
     split: int | None              # tasks it may hold (None: no limit)
     whole: bool                    # taken whole by one task
@@ -57,7 +57,9 @@ class Card:
         return max(self.memory - self.used_memory, 0) if self.usable else 0
 
     @property
-    def free_cores(self) -> int:
+    def free_cores(self) -> int | None:
+        if self.used_cores is None:
+            return None
         return max(100 - self.used_cores, 0) if self.usable else 0
 
 
@@ -77,9 +79,9 @@ def _holders(placed: Iterable[tuple[Pod, str, Mapping[str, tuple[int, ...]] | No
 def placed_pods(pods: Iterable[Pod], bindings: Iterable = ()) -> list[tuple[Pod, str, Mapping | None]]:
     """(pod, node, the cards its binding named or None) of every pod on a node and every pod a
     cycle bound (`bindings`: runtime.cluster.decisions.Binding with pods looked up by the caller)."""
-    out = [(p, p.node_name, None) for p in pods if p.node_name and not p.terminal]
-    out += list(bindings)
-    return out
+    bound = list(bindings)
+    keys = {p.key for p, _, _ in bound}    # a state the binding was applied to lists the pod placed too
+    return [(p, p.node_name, None) for p in pods if p.node_name and not p.terminal and p.key not in keys] + bound
 
 
 def cards(node_names: Sequence[str], inventories: Iterable[DeviceInventory], vgpu: vg.VgpuInventory | None,
@@ -100,13 +102,14 @@ def cards(node_names: Sequence[str], inventories: Iterable[DeviceInventory], vgp
         holders = _holders(placed, node_pos, of_plan)
         healthy = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
         split = plan.max_tasks_per_card
+        counts_cores = plan.sharing == "memory" and bool(plan.cores_resource or plan.compute_percent)
         for ci in range(len(inv.card_node)):
             ni, local = int(inv.card_node[ci]), int(inv.card_local[ci])
             tasks, whole = int(inv.tasks[ci]), bool(inv.whole[ci])
             ok = bool(healthy[ci]) and bool(inv.model_ok[ni]) and not whole and \
                 (plan.sharing == "memory" or tasks == 0) and (split is None or tasks < split)
             out.append(Card(node_names[ni], plan.resource, local, "", int(inv.card_memory[ci]),
-                            int(inv.used_memory[ci]), int(inv.used_compute[ci]), tasks,
+                            int(inv.used_memory[ci]), int(inv.used_compute[ci]) if counts_cores else None, tasks,
                             split if plan.sharing == "memory" else 1, whole, bool(healthy[ci]), ok,
                             tuple(holders.get((ni, local), ()))))
     if vgpu is not None and len(vgpu.card_node):

@@ -17,6 +17,7 @@ from typing import Any
 
 from compiler.quantities import readable_base_units
 from runtime.service.auth import HYPERNODES, QUEUES, NonResource, Resource, namespaces_visible_to
+from runtime.service.devices import RESOURCE_API, device_facts
 from runtime.service.views import CycleView, HistorySample, LiveView, QueueRow, TopologyFacts
 
 REFRESH_S = 5
@@ -24,6 +25,9 @@ PENDING_SHOWN = 20                 # per queue
 NODES_SHOWN = 50                   # the busiest
 HYPERNODES_SHOWN = 200             # by tier, then name
 SPANS_SHOWN = 200                  # running gangs, tightest tier first
+CARDS_SHOWN = 200                  # shared cards, by node then device then card
+CLASS_ROWS_SHOWN = 200             # DRA DeviceClass x node rows
+HOLDERS_SHOWN = 8                  # pods named per card (the rest counted)
 PLOT_W, PLOT_H = 560, 180
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
@@ -49,6 +53,7 @@ class Shown:
     nodes: bool = True
     topology: bool = True
     policy: bool = True
+    device_classes: bool = True    # DRA rows: `list resourceslices.resource.k8s.io`
     namespace: Callable[[str], bool] = lambda namespace: True
 
 
@@ -59,8 +64,10 @@ def shown_to(viewer: Any) -> Shown | None:
                   nodes=viewer.may(Resource("list", "nodes")),
                   topology=everything and viewer.may(Resource("list", "hypernodes", group=HYPERNODES)),
                   policy=viewer.may(NonResource("/policy")),
+                  device_classes=viewer.may(Resource("list", "resourceslices", group=RESOURCE_API)),
                   namespace=namespaces_visible_to(viewer))
-    return None if everything and shown.queues and shown.nodes and shown.topology and shown.policy else shown
+    return None if everything and shown.queues and shown.nodes and shown.topology and shown.policy \
+        and shown.device_classes else shown
 
 
 def render(view: LiveView, policy: Mapping[str, Any] | None = None, viewer: Any = None) -> bytes:
@@ -111,6 +118,7 @@ svg text {{ font: 11px system-ui, sans-serif; }}
             parts.append(_pending(last, shown.namespace))
         if shown.nodes:
             parts.append(_nodes(last))
+            parts.append(_devices(last, shown))
         if shown.topology:
             parts.append(_topology(last.topology()))
     if shown.queues:
@@ -121,7 +129,7 @@ svg text {{ font: 11px system-ui, sans-serif; }}
         parts.append('<p class="muted" id="filtered">Shown: what your Kubernetes RBAC lets you see.</p>')
     parts.append(f'<p class="muted">Refreshes every {REFRESH_S} s. JSON: <a href="/api/v1/queues">/api/v1/queues</a>, '
                  '/api/v1/queues/NAME/pending, /api/v1/explain/NS/NAME, <a href="/api/v1/topology">/api/v1/topology'
-                 '</a>; <a href="/metrics">/metrics</a>.</p>')
+                 '</a>, <a href="/api/v1/devices">/api/v1/devices</a>; <a href="/metrics">/metrics</a>.</p>')
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -261,6 +269,74 @@ def _nodes(view: CycleView) -> str:
         out.append(f"<tr><td>{h(n.name)}{flag}</td>{cells}</tr>")
     out.append("</table></details>")
     return "\n".join(out)
+
+
+# --- devices -------------------------------------------------------------------------------------
+
+def _devices(view: CycleView, shown: Shown) -> str:
+    """Each shared card (memory, cores, tasks of its split: used and free; the pods holding it), the
+    nodes whose free card memory is split so that no waiting pod uses it, DRA devices per
+    DeviceClass and node (runtime/service/devices.py). Nothing without cards or DRA devices."""
+    facts = device_facts(view)
+    classes = facts.classes if shown.device_classes else ()
+    if not facts.cards and not classes:
+        return ""
+    out = ['<h2>Devices</h2>']
+    if facts.cards:
+        out.append('<p class="muted">Per card: memory and cores used of the card, tasks of its split count; '
+                   'free only where the card takes one more task (healthy, not taken whole, under its split).</p>')
+        out.append('<table id="device-cards"><tr><th>node</th><th>device</th><th>card</th><th>memory used</th>'
+                   '<th>memory free</th><th>cores used</th><th>cores free</th><th>tasks / split</th>'
+                   '<th>pods</th></tr>')
+        for c in facts.cards[:CARDS_SHOWN]:
+            names = [p for p in c.holders if shown.namespace(p.partition("/")[0] if "/" in p else "default")]
+            extra, hidden = max(0, len(names) - HOLDERS_SHOWN), len(c.holders) - len(names)
+            pods = ", ".join(h(p) for p in names[:HOLDERS_SHOWN])
+            pods += f' <span class="muted">+{extra} more</span>' if extra else ""
+            pods += f' <span class="muted hidden-pods">+{hidden} hidden</span>' if hidden else ""
+            state = "" if c.healthy else ' <span class="muted">(unhealthy)</span>'
+            state += ' <span class="muted">(whole)</span>' if c.whole else ""
+            label = f"{c.index}" + (f" {c.uuid}" if c.uuid else "")
+            memory = f"{_mem(c.used_memory)} / {_mem(c.memory)}" if c.memory else "-"
+            split = f"{c.tasks} / {c.split}" if c.split is not None else f"{c.tasks}"
+            out.append(f'<tr class="device-card" data-node="{h(c.node)}" data-device="{h(c.device)}" '
+                       f'data-card="{c.index}"><td>{h(c.node)}</td><td>{h(c.device)}</td><td>{h(label)}{state}</td>'
+                       f'<td class="num">{h(memory)}</td><td class="num">{h(_mem(c.free_memory))}</td>'
+                       f'<td class="num">{_percent(c.used_cores)}</td><td class="num">{_percent(c.free_cores)}</td>'
+                       f'<td class="num">{h(split)}</td><td>{pods or "-"}</td></tr>')
+        if len(facts.cards) > CARDS_SHOWN:
+            out.append(f'<tr><td colspan="9" class="muted">… {len(facts.cards) - CARDS_SHOWN} more cards '
+                       '(/api/v1/devices)</td></tr>')
+        out.append("</table>")
+    if facts.split:
+        out.append('<table id="split-cards"><tr><th>node</th><th>device</th><th>card memory free, split</th>'
+                   '<th>why no waiting pod uses it</th></tr>')
+        for s in facts.split:
+            out.append(f'<tr class="split-node" data-node="{h(s.node)}"><td>{h(s.node)}</td><td>{h(s.device)}</td>'
+                       f'<td class="num">{h(_mem(s.free))}</td><td class="reason">{h(s.sentence())}</td></tr>')
+        out.append("</table>")
+    if classes:
+        out.append('<p class="muted">Dynamic Resource Allocation: per DeviceClass, the devices ResourceSlices '
+                   'publish that its selectors match, and how many claims hold (this cycle\'s included).</p>')
+        out.append('<table id="device-classes"><tr><th>DeviceClass</th><th>node</th><th>allocated</th>'
+                   '<th>published</th><th>free</th></tr>')
+        for row in classes[:CLASS_ROWS_SHOWN]:
+            out.append(f'<tr class="device-class" data-class="{h(row.device_class)}" data-node="{h(row.node)}">'
+                       f'<td>{h(row.device_class)}</td><td>{h(row.node)}</td><td class="num">{row.allocated}</td>'
+                       f'<td class="num">{row.published}</td><td class="num">{row.published - row.allocated}</td></tr>')
+        if len(classes) > CLASS_ROWS_SHOWN:
+            out.append(f'<tr><td colspan="5" class="muted">… {len(classes) - CLASS_ROWS_SHOWN} more '
+                       '(/api/v1/devices)</td></tr>')
+        out.append("</table>")
+    return "\n".join(out)
+
+
+def _percent(value: int | None) -> str:
+    return "-" if value is None else f"{value}%"
+
+
+def _mem(value: int) -> str:
+    return readable_base_units("memory", value) if value else "0"
 
 
 # --- network topology ----------------------------------------------------------------------------

@@ -267,6 +267,7 @@ class SessionFacts:
     allocatable: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))   # (N, resources)
     used: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     card_inventories: tuple[Any, ...] = ()   # runtime.engine.snapshot.DeviceInventory: card use, fragmentation
+    vgpu_inventory: Any = None               # runtime.engine.devices_vgpu.VgpuInventory (HAMi vGPU cards)
 
     @cached_property
     def nodes(self) -> tuple[NodeUse, ...]:
@@ -366,7 +367,7 @@ def session_facts(ssn) -> SessionFacts:
                         snap.allocatable[:, cols].copy() if len(cols) else np.zeros((len(snap.node_names), 0),
                                                                                     dtype=np.int64),
                         ssn.used[:, cols].copy() if len(cols) else np.zeros((len(snap.node_names), 0), dtype=np.int64),
-                        tuple(snap.devices))
+                        tuple(snap.devices), snap.vgpu)
 
 
 def with_podgroup_phases(facts: SessionFacts, decisions: d.Decisions, state: ClusterState) -> SessionFacts:

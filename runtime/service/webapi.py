@@ -6,6 +6,8 @@ routes), all from the last cycle (runtime/service/views.py LiveView):
     GET /api/v1/queues/NAME              one queue
     GET /api/v1/queues/NAME/pending      its pending jobs in the order the next cycle considers them
     GET /api/v1/topology                 HyperNodes by tier with their free room; each running gang's span
+    GET /api/v1/devices                  shared cards one by one (used, free, holders), card memory split
+                                         over cards, DRA devices per DeviceClass and node (runtime/service/devices.py)
     GET /ui                              the dashboard (runtime/service/dashboard.py), server-rendered HTML
 
 JSON answers carry the cycle they describe (`cycle`, `revision`, `at`). 503 before the first
@@ -16,8 +18,10 @@ looking anything up (a refusal tells nothing of what exists): explain NS/NAME ne
 in NS; the queue list `list queues.scheduling.volcano.sh`, one queue and its pending jobs `get`
 on that Queue; a pending job is listed only where the caller may `list pods` in its namespace
 (the others counted in `hidden`); topology needs `list hypernodes.topology.volcano.sh`, each
-gang's span shown only where its namespace is visible; the dashboard renders what the caller
-may see (runtime/service/dashboard.py).
+gang's span shown only where its namespace is visible; devices need `list nodes`, a card's
+holders named only where their namespace is visible (the rest counted in `hiddenPods`), the DRA
+rows only for those who may `list resourceslices.resource.k8s.io`; the dashboard renders what the
+caller may see (runtime/service/dashboard.py).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from urllib.parse import unquote
 from runtime.engine.explanation import UnknownTarget
 from runtime.service.auth import HYPERNODES, QUEUES, Resource, Viewer, namespaces_visible_to
 from runtime.service.dashboard import render
+from runtime.service.devices import RESOURCE_API, devices_document
 from runtime.service.server import Route
 from runtime.service.views import (LiveView, explain_document, pending_document, queues_document,
                                    topology_document)
@@ -121,11 +126,25 @@ def routes(view: LiveView, policy: Callable[[], object] | None = None) -> dict[s
             document = {**document, "spans": spans, "hiddenSpans": len(document.get("spans", [])) - len(spans)}
         return _json(200, document)
 
+    def devices(path: str, query: str, viewer: Viewer | None = None) -> tuple[int, bytes, str]:
+        if viewer is not None:
+            viewer.require(Resource("list", "nodes"))
+        last = view.last
+        if last is None:
+            return _no_cycle(view)
+        if path.rstrip("/") != f"{API}/devices":
+            return _json(404, {"error": f"unknown view {path}: try {API}/devices"})
+        if viewer is None:
+            return _json(200, devices_document(last))
+        return _json(200, devices_document(last, namespaces_visible_to(viewer),
+                                           viewer.may(Resource("list", "resourceslices", group=RESOURCE_API))))
+
     def dashboard(path: str, query: str, viewer: Viewer | None = None) -> tuple[int, bytes, str]:
         return 200, render(view, policy() if policy is not None else None, viewer=viewer), HTML
 
     return {f"{API}/explain/": explain, f"{API}/queues": queues, f"{API}/queues/": queues,
-            f"{API}/topology": topology, f"{API}/topology/": topology, "/ui": dashboard, "/ui/": dashboard}
+            f"{API}/topology": topology, f"{API}/topology/": topology, f"{API}/devices": devices,
+            f"{API}/devices/": devices, "/ui": dashboard, "/ui/": dashboard}
 
 
 def _namespace_of(key: str) -> str:

@@ -81,6 +81,31 @@ def hostile_objects() -> list[dict]:
     # Running gangs for the topology spans.
     objects.append(podgroup("running", ns="plain", queue="default", min_member=1))
     objects.append(pod("running-0", ns="plain", group="running", cpu="1", node_name=f"n0{HOSTILE[0][:60]}"))
+    objects += hostile_devices()
+    return objects
+
+
+def hostile_devices() -> list[dict]:
+    """The device view's strings (runtime/service/devices.py): GPU-share nodes, the pods holding
+    their cards, the split-memory sentence naming the node, DRA DeviceClass, slice, device and node
+    names (vGPU's, one device mode at a time: test_vgpu_card_uuids_and_holders_are_text)."""
+    objects: list[dict] = []
+    for i, text in enumerate(HOSTILE):
+        ns = f"ns{i}{text[:40]}"
+        share = node(f"c{i}{text[:60]}", cpu="2", **{"volcano.sh/gpu-number": "2", "volcano.sh/gpu-memory": "32768"})
+        objects.append(share)
+        for card, mib in ((0, 10240), (1, 12288)):    # 6Gi and 4Gi free: a 8Gi ask waits, the memory split
+            holder = pod(f"h{i}-{card}{text}", ns=ns, cpu="0", node_name=share["metadata"]["name"],
+                         **{"volcano.sh/gpu-memory": str(mib)})
+            holder["metadata"]["annotations"]["volcano.sh/gpu-index"] = str(card)
+            objects.append(holder)
+        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": f"dc{i}{text}"},
+                        "spec": {"selectors": []}})
+        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"s{i}{text}"},
+                        "spec": {"driver": "gpu.example.com", "nodeName": share["metadata"]["name"],
+                                 "pool": {"name": f"p{i}{text}", "generation": 1, "resourceSliceCount": 1},
+                                 "devices": [{"name": f"d{i}{text[:50]}"}]}})
+    objects.append(pod("split-ask", ns="plain", cpu="0", **{"volcano.sh/gpu-memory": "8192"}))
     return objects
 
 
@@ -92,7 +117,8 @@ def served(tmp_path_factory):
     folder = tmp / 'pol<script>alert(1)<\\script>"\n\u202e'   # no slash: one folder
     folder.mkdir()
     policy_file = folder / "<img src=x onerror=alert(1)>.policy"
-    text = policy_text("hostile", "enqueue, allocate", "  plugin predicates\n  plugin proportion",
+    text = policy_text("hostile", "enqueue, allocate", "  plugin predicates\n  plugin proportion\n"
+                       "  plugin deviceshare {\n    gpu_sharing = true\n  }",
                        "# <script>alert('comment')</script>\n")
     policy_file.write_text(text)
     compiled = compile_text(text, str(policy_file))
@@ -132,7 +158,7 @@ def test_the_dashboard_holds_only_its_own_markup(served) -> None:
 
 
 @pytest.mark.parametrize("path", ["/api/v1/queues", "/api/v1/queues/default", "/api/v1/queues/default/pending",
-                                  "/api/v1/topology", "/api/v1/queues/" + quote(SCRIPT),
+                                  "/api/v1/topology", "/api/v1/devices", "/api/v1/queues/" + quote(SCRIPT),
                                   "/api/v1/explain/" + quote(SCRIPT) + "/" + quote(SCRIPT)])
 def test_json_answers_hold_no_markup_and_give_the_strings_back(served, path) -> None:
     table, _ = served
@@ -156,6 +182,59 @@ def test_pending_and_explain_give_hostile_names_back_intact(served) -> None:
     document = json.loads(body)
     assert status == 200, document
     assert any(HOSTILE[1] in line for line in document["text"])
+
+
+def test_the_device_view_gives_hostile_names_back_intact_and_shows_them_as_text(served) -> None:
+    table, state = served
+    status, body, _ = answer(table, "/api/v1/devices")
+    document = json.loads(body)
+    assert status == 200
+    holders = {p for c in document["cards"] for p in c["pods"]}
+    classes = {r["deviceClass"] for r in document["deviceClasses"]}
+    splits = {s["node"]: s["text"] for s in document["splitCardMemory"]}
+    page = answer(table, "/ui")[1].decode()
+    parser = Markup()
+    parser.feed(page)
+    shown = "".join(parser.text)
+    for i, text in enumerate(HOSTILE):
+        ns, share = f"ns{i}{text[:40]}", f"c{i}{text[:60]}"
+        assert {f"{ns}/h{i}-0{text}", f"{ns}/h{i}-1{text}"} <= holders
+        assert f"dc{i}{text}" in classes
+        assert splits[share] == f"pod needs 8Gi of card memory; node {share}'s cards have 6Gi and 4Gi free"
+        if not set(BIDI) & set(text) and "\r" not in text and "\n" not in text:   # those are shown as marks
+            assert f"dc{i}{text}" in shown and f"{ns}/h{i}-0{text}" in shown, i
+    assert 'id="device-cards"' in page and 'id="split-cards"' in page and 'id="device-classes"' in page
+
+
+def test_vgpu_card_uuids_and_holders_are_text(tmp_path: Path) -> None:
+    objects = []
+    for i, text in enumerate(HOSTILE):
+        uuid = "".join(c for c in f"GPU-{i}{text[:80]}" if c not in ",:;")   # the annotations' separators
+        vgpu = node(f"v{i}{text[:60]}", cpu="2", **{"volcano.sh/vgpu-number": "4", "volcano.sh/vgpu-memory": "16384",
+                                                      "volcano.sh/vgpu-cores": "100"})
+        vgpu["metadata"]["annotations"] = {"volcano.sh/node-vgpu-register": f"{uuid},4,16384,NVIDIA-A100,true,hami-core:"}
+        held = pod(f"vh{i}{text}", ns=f"ns{i}{text[:40]}", cpu="0", node_name=vgpu["metadata"]["name"],
+                   **{"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "1024"})
+        held["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"] = f"{uuid},NVIDIA,1024,10:"
+        objects += [vgpu, held]
+    state = load_path(write_objects(tmp_path / "vgpu.yaml", objects))
+    text = policy_text("vgpu", "enqueue, allocate", "  plugin predicates\n  plugin deviceshare {\n    vgpu = true\n  }")
+    compiled = compile_text(text, "vgpu.policy")
+    assert compiled.plan is not None, [str(d) for d in compiled.diagnostics]
+    view = LiveView()
+    Scheduler(compiled.plan, EmbeddedCluster(state), metrics=Metrics(), view=view).run_once()
+    table = routes(view)
+    body = answer(table, "/api/v1/devices")[1].decode()
+    assert "<" not in body and ">" not in body and not set(BIDI) & set(body)
+    cards = {c["uuid"]: c["pods"] for c in json.loads(body)["cards"]}
+    page = answer(table, "/ui")[1].decode()
+    parser = Markup()
+    parser.feed(page)
+    assert parser.tags <= TAGS and not any(a.startswith("on") for a in parser.attributes)
+    assert "<script" not in page.lower() and not set(BIDI) & set(page)
+    for i, text in enumerate(HOSTILE):
+        uuid = "".join(c for c in f"GPU-{i}{text[:80]}" if c not in ",:;")
+        assert cards[uuid] == [f"ns{i}{text[:40]}/vh{i}{text}"]
 
 
 def test_a_reflected_path_is_escaped(served) -> None:
