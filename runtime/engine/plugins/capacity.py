@@ -50,14 +50,19 @@ class CapacityPlugin(Plugin):
         amount = np.where(named, snap.deserved, 0)
         queues = snap.queues
 
+        # Asked at every job's turn: each queue's named columns and their amounts found once.
+        named_columns = [np.flatnonzero(row) for row in named]
+        named_amounts = [amount[q][cols].tolist() for q, cols in enumerate(named_columns)]
+
         def share(q: int) -> float:
-            if not named[q].any():
+            cols = named_columns[q]
+            if not len(cols):
                 return 1.0
-            alloc, want = ssn.queue_allocated[q][named[q]], amount[q][named[q]]
-            return float(max((a / w if w > 0 else (1.0 if a > 0 else 0.0)) for a, w in zip(alloc, want)))
+            alloc = ssn.queue_allocated[q][cols].tolist()
+            return float(max((a / w if w > 0 else (1.0 if a > 0 else 0.0)) for a, w in zip(alloc, named_amounts[q])))
 
         def queue_order(q: int) -> tuple:
-            return (-queues[q].priority, share(q), 0 if named[q].any() else 1)
+            return (-queues[q].priority, share(q), 0 if len(named_columns[q]) else 1)
 
         def preemptive(q: int, t: int) -> bool:
             if not queues[q].open:

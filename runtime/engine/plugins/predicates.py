@@ -48,12 +48,24 @@ class PredicatesPlugin(Plugin):
             if self.args.get("node_ports", True):
                 self.register(ssn, "predicate", NodePortsRule(ssn))
 
+        # Classes are many (one per rule group) and their node selectors and tolerations few:
+        # each distinct one's masks are made once a session (a Check's mask is only read).
+        affinity_checks: dict[tuple, Check] = {}
+        taint_checks: dict[tuple, list[Check]] = {}
+
         def predicate(cls: TaskClass) -> list[Check]:
             checks = []
             if use_affinity and (cls.node_selector or cls.required_terms):
-                checks.append(Check(AFFINITY_MESSAGE, affinity_mask(snap, cls)))
+                key = (cls.node_selector, cls.required_terms)
+                check = affinity_checks.get(key)
+                if check is None:
+                    check = affinity_checks[key] = Check(AFFINITY_MESSAGE, affinity_mask(snap, cls))
+                checks.append(check)
             if use_taints and snap.taints:
-                checks.extend(untolerated_taint_checks(snap, cls.tolerations))
+                untolerated = taint_checks.get(cls.tolerations)
+                if untolerated is None:
+                    untolerated = taint_checks[cls.tolerations] = untolerated_taint_checks(snap, cls.tolerations)
+                checks.extend(untolerated)
             return checks
 
         self.register(ssn, "predicate", predicate)
