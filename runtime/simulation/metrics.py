@@ -17,6 +17,9 @@ Definitions (docs/simulator.md repeats them):
   resources alone, all of them considered; selectors and taints aside), time-averaged over
   the time pods wait; for the memory of a device shared by memory slices the same is measured
   per card (idle card memory no waiting slice fits);
+- *card memory split* of a device shared by memory = per node, its free card memory when some
+  waiting pod would fit in that much on one card yet none fits on the node now, summed over the
+  nodes at each sample (runtime.engine.cards, runtime.simulation.cardsplit);
 - *device usage* (Dynamic Resource Allocation) of a DeviceClass = devices claims hold ÷ devices
   the ResourceSlices publish that its selectors match, time-averaged; and both counts per node at
   the end (runtime.simulation.devices);

@@ -144,3 +144,54 @@ def test_the_dashboard_shows_hypernodes_derived_from_labels_and_a_gangs_span(
             raise
         finally:
             driver.quit()
+
+
+def test_the_dashboard_shows_each_shared_card_with_the_pods_the_api_server_says_hold_it(
+        tmp_path: Path, objects: Objects, kube_cluster: KubeCluster) -> None:
+    """A GPU-share node (volcano.sh/gpu-number 4, gpu-memory 4 x 16Gi) and three pods of 6Gi bound
+    by the scheduler under deviceshare's gpu_sharing: in the browser, the Devices table lists the
+    node's four cards, and each card names exactly the pods whose volcano.sh/gpu-index (read back
+    from the API server) is that card, with 6Gi used per pod."""
+    name = unique_scheduler_name()
+    node = f"{objects.namespace}-g0"
+    objects.node(node, cpu="16", memory="64Gi", **{"volcano.sh/gpu-number": "4",
+                                                   "volcano.sh/gpu-memory": str(4 * 16384)})
+    for i in range(3):
+        objects.pod(f"share-{i}", name, cpu="100m", memory="64Mi", extra={"volcano.sh/gpu-memory": "6144"})
+    text = policy(f"gpu{uuid.uuid4().hex[:6]}").replace("plugin nodeorder", "plugin nodeorder\n  plugin deviceshare {\n"
+                                                          "    gpu_sharing = true\n  }")
+    with SchedulerProcess(tmp_path, text, kube_cluster.kubeconfig, name) as scheduler:
+        scheduler.wait_ready()
+        wait_for(lambda: (lambda b: b if len(b) == 3 else None)(objects.bound()), "the three pods bound", 60)
+        holders: dict[int, set[str]] = {}
+        for key, pod in objects.pods().items():
+            card = int(pod["metadata"]["annotations"]["volcano.sh/gpu-index"])
+            holders.setdefault(card, set()).add(f"{objects.namespace}/{pod['metadata']['name']}")
+        wait_for(lambda: all(p in scheduler.get("/ui")[1] for ps in holders.values() for p in ps),
+                 "the holders on the page", 30)
+        driver = browser()
+        try:
+            driver.get(scheduler.metrics_url() + "/ui")
+            from selenium.webdriver.common.by import By
+
+            rows = driver.find_elements(By.CSS_SELECTOR, f'#device-cards tr.device-card[data-node="{node}"]')
+            assert sorted(int(r.get_attribute("data-card")) for r in rows) == [0, 1, 2, 3]
+            for row in rows:
+                card = int(row.get_attribute("data-card"))
+                cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+                named = {p.strip() for p in cells[-1].split(",") if p.strip() and p.strip() != "-"}
+                assert named == holders.get(card, set()), (card, cells)
+                used = 6 * len(holders.get(card, ()))
+                assert cells[3] == (f"{used}Gi / 16Gi" if used else "0 / 16Gi"), cells
+            assert rows[0].is_displayed()
+        except BaseException:
+            for where in filter(None, (tmp_path, os.environ.get("POLICYDSL_ARTIFACTS"))):
+                folder = Path(where)
+                folder.mkdir(parents=True, exist_ok=True)
+                shot = folder / "dashboard-devices-failure.png"
+                driver.save_screenshot(str(shot))
+                (folder / "dashboard-devices-failure.html").write_text(driver.page_source)
+                print(f"screenshot: {shot}")
+            raise
+        finally:
+            driver.quit()
