@@ -94,6 +94,22 @@ def parse_cpu_list(text: Any, where: str) -> frozenset[int]:
     return frozenset(out)
 
 
+def format_cpu_list(cpus: frozenset[int] | set[int]) -> str:
+    """The Linux CPU list of `cpus` (`0-3,8`), as the exporter writes `numares.cpu.allocatable`."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
 def _count(value: Any, where: str) -> int:
     number = kf.integer(value, where, 0)
     if number < 0:

@@ -6,7 +6,8 @@ reader knows comes back as given: objects other than Pods and PodGroups as they 
 and PodGroup that exists at T with what the run changed — a pod's node, phase, uid, annotations
 the scheduler wrote (device indices), its creation time (its arrival, as seconds from the Unix
 epoch: the order jobs are taken in), deletionTimestamp while it is being evicted and its
-nominated node; a PodGroup's phase and conditions. The simulator's arrival annotation is
+nominated node; a PodGroup's phase and conditions; a Numatopology's free CPUs (the CPUs the run's
+bound pods hold taken out, as the resource exporter would report them). The simulator's arrival annotation is
 dropped (a placed pod cannot arrive later); the duration annotation stays (a run from this
 snapshot starts each pod's duration again).
 
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from runtime.cluster.model import ClusterState
+from runtime.cluster.numa import format_cpu_list
 from runtime.simulation.workload import ARRIVAL_ANNOTATION, WORKLOAD_KIND, Document, flatten
 
 
@@ -97,6 +99,12 @@ def state_documents(state: ClusterState, documents: list[Document], at: float) -
                 status["conditions"] = [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
                                         for c in group.conditions]
             obj["status"] = status
+            out.append(obj)
+        elif kind == "Numatopology" and (doc.get("metadata") or {}).get("name") in state.numatopologies:
+            obj = copy.deepcopy(doc)
+            topology = state.numatopologies[obj["metadata"]["name"]]
+            cpu = obj.setdefault("spec", {}).setdefault("numares", {}).setdefault("cpu", {})
+            cpu["allocatable"] = format_cpu_list(topology.free_cpus)
             out.append(obj)
         else:
             out.append(copy.deepcopy(doc))

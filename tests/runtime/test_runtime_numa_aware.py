@@ -92,7 +92,8 @@ EIGHT_CPUS = {"cpuDetail": {str(c): {"numa": c // 4, "socket": c // 4, "core": c
 
 
 def topology_doc(name: str = "n1", free: str = "0-7", cpu_policy: str = "static",
-                 topo_policy: str = "single-numa-node", detail: dict | None = None, reserved: str | None = None) -> dict:
+                 topo_policy: str = "single-numa-node", detail: dict | None = None,
+                 reserved: str | None = None) -> dict:
     spec = {"policies": {"CPUManagerPolicy": cpu_policy, "TopologyManagerPolicy": topo_policy},
             "numares": {"cpu": {"allocatable": free, "capacity": len(parse_cpu_list(free, "t"))}},
             **(detail or EIGHT_CPUS)}
@@ -269,7 +270,8 @@ def test_a_pod_the_policy_cannot_align_waits_saying_so(pure):
 
 
 def test_a_pod_without_a_numatopology_waits_naming_it(pure):
-    docs = [node_doc("n1"), node_doc("n2"), topology_doc("n2", cpu_policy="none"), pod_doc("p", "2", policy="restricted")]
+    docs = [node_doc("n1"), node_doc("n2"), topology_doc("n2", cpu_policy="none"),
+            pod_doc("p", "2", policy="restricted")]
     decisions = cycle(numa_policy(), load_objects([("c.yaml", d) for d in docs]), pure)
     assert not decisions.bindings
     text = " ".join(map(str, decisions.unschedulable[0].reasons))
@@ -446,3 +448,20 @@ def test_volcano_user_guide_practice(pure):
     assert placements(decisions) == {"ns/test": "node-2"}
     assert len({c // 20 for c in decisions.numa["ns/test"]}) == 1
     check_cpus(state, decisions)
+
+
+def test_a_simulated_snapshot_writes_the_cpus_bound_pods_hold(pure):
+    # simulate --at T --snapshot-out: a Numatopology is written with the free CPUs at T, so
+    # explain --snapshot of it sees what the run saw.
+    from runtime.cluster.numa import format_cpu_list
+    from runtime.simulation.snapshot_out import state_documents
+
+    assert format_cpu_list(frozenset({0, 1, 2, 3, 6, 8, 9})) == "0-3,6,8-9" and format_cpu_list(frozenset()) == ""
+    docs = [node_doc("n1", "16"), topology_doc("n1", free="0-7"), pod_doc("p", "4")]
+    state = load_objects([("c.yaml", d) for d in docs])
+    state.apply(cycle(numa_policy(), state, pure))
+    written = state_documents(state, [("c.yaml", d) for d in docs], 60.0)
+    [topology] = [d for d in written if d["kind"] == "Numatopology"]
+    assert topology["spec"]["numares"]["cpu"]["allocatable"] == "4-7"
+    again = load_objects([("again.yaml", d) for d in written])
+    assert again.numatopologies["n1"].free_cpus == frozenset(range(4, 8))
