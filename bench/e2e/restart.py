@@ -82,6 +82,17 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
+def running_status(size: int) -> dict[str, Any]:
+    """The status a scheduler leaves on a running job of `size` bound pods that no kubelet runs
+    (their phase stays Pending, so none counts as running): Running, Scheduled "N/N tasks ready".
+    What ours writes, so that a restart finds nothing to write back (Volcano writes the same
+    phase and condition; kube-scheduler reads no PodGroup)."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"phase": "Running", "running": 0, "succeeded": 0, "conditions": [
+        {"type": "Scheduled", "status": "True", "reason": "Scheduled", "message": f"{size}/{size} tasks ready",
+         "lastTransitionTime": stamp}]}
+
+
 def existing_requests(nodes: int, pods: int, gang_size: int) -> Iterator[list[dict[str, Any]]]:
     """Per job: its PodGroup (Running, as Volcano's controllers leave a running job), then its
     pods bound at creation to consecutive nodes, round the cluster (pods spread evenly)."""
@@ -92,7 +103,7 @@ def existing_requests(nodes: int, pods: int, gang_size: int) -> Iterator[list[di
         size = min(gang_size, pods - made)
         name, queue = f"job-{job:06d}", workloads.queue_name(job % QUEUES)
         group = workloads.podgroup_manifest(NAMESPACE, name, size, queue)
-        group["status"] = {"phase": "Running", "running": size}
+        group["status"] = running_status(size)
         steps = [{"method": "POST", "path": groups_path, "body": group}]
         for task in range(size):
             pod = workloads.pod_manifest(NAMESPACE, f"{name}-{task}", SCHEDULER_NAME, name, queue)

@@ -27,6 +27,11 @@ from urllib.parse import urlencode
 
 import urllib3
 
+try:  # optional: parses the API's JSON 2-3x faster (a restart lists 100,000 pods: 180 MB of it)
+    import orjson
+except ImportError:  # pragma: no cover - the standard library's parser does the same, slower
+    orjson = None
+
 from runtime.kube.pipelining import Answer, Endpoint, Pipe, PipeError, Request
 from runtime.kube.ratelimit import TokenBucket
 
@@ -91,7 +96,7 @@ class KubeApi:
             raise ApiError(0, type(err).__name__, str(err)) from None
         if not 200 <= response.status < 300:
             raise _error_of(response.status, response.reason or "", data, response.headers.get("Retry-After"))
-        return json.loads(data) if data else None
+        return loads(data) if data else None
 
     def get(self, path: str, query: Mapping[str, Any] | None = None, timeout: float = REQUEST_TIMEOUT_S,
             headers: Mapping[str, str] | None = None) -> Any:
@@ -195,7 +200,7 @@ class KubeApi:
         try:
             for line in _lines(response):
                 if line:
-                    raw = json.loads(line)
+                    raw = loads(line)
                     yield WatchEvent(raw.get("type", ""), raw.get("object") or {})
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
             raise ApiError(0, type(err).__name__, str(err)) from None
@@ -245,6 +250,17 @@ class KubeApi:
             raise ApiError(0, type(err).__name__, _short(err)) from None
 
 
+def loads(data: bytes | str) -> Any:
+    """JSON as `json.loads` reads it; through orjson when installed, the standard library for
+    what orjson refuses (integers beyond 64 bits, NaN)."""
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except ValueError:
+            pass
+    return json.loads(data)
+
+
 def _lines(response: Any) -> Iterator[bytes]:
     """The newline-delimited JSON of a watch, whatever the HTTP chunks."""
     pending = b""
@@ -274,7 +290,7 @@ def _result_of(answer: Answer | None) -> Any:
     if not 200 <= answer.status < 300:
         return _error_of(answer.status, answer.reason, answer.body, answer.headers.get("retry-after"))
     try:
-        return json.loads(answer.body) if answer.body else None
+        return loads(answer.body) if answer.body else None
     except ValueError:
         return answer.body  # done all the same: the status says so
 

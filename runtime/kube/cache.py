@@ -28,6 +28,7 @@ cycle's cost follows the pods in play, not the cluster's size.
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import threading
@@ -63,6 +64,35 @@ WATCH_SECONDS = (240, 480)  # the server ends each watch after a random time in 
 BACKOFF_S = (0.2, 5.0)  # first and longest wait between failed attempts
 ERROR_LOG_EVERY_S = 30.0
 ABSENT_RETRY_S = 60.0  # an optional resource whose list answered 404 (its CRD missing) is listed again after this
+FREEZE_AFTER = 10_000  # a list of at least this many objects is frozen out of the cyclic collector's sight
+
+
+class _CollectorPause:
+    """The cyclic garbage collector off while any reflector lists (they list at once at start).
+    Parsing and converting a list allocates millions of containers that all stay alive: each
+    collection the allocations trigger walks everything built so far, which took 40% of the
+    time to list 100,000 pods (52 s against 31 s). Nothing a list builds is cyclic garbage."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._was_enabled = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._was_enabled:
+                gc.enable()
+
+
+_COLLECTOR_PAUSE = _CollectorPause()   # one for every reflector thread
 
 
 @dataclass(frozen=True)
@@ -542,14 +572,32 @@ class ClusterCache:
                 self._stop.wait(BACKOFF_S[1])
 
     def _list(self, resource: Resource) -> str:
+        started = time.monotonic()
+        with _COLLECTOR_PAUSE:
+            version, count = self._list_and_replace(resource)
+        if count >= FREEZE_AFTER:
+            # What the list built lives until replaced: out of the cyclic collector's sight, each
+            # full collection while pods stream in does not walk 100,000 pods again (refcounting
+            # frees them all the same once replaced: nothing of them is cyclic).
+            gc.freeze()
+        seconds = time.monotonic() - started
+        log.log(logging.INFO if seconds >= 1.0 else logging.DEBUG, "%s: listed %d in %.1fs", resource.kind, count,
+                seconds)
+        return version
+
+    def _list_and_replace(self, resource: Resource) -> tuple[str, int]:
+        # resourceVersion 0, as client-go's reflectors list: the API server answers from its watch
+        # cache (any version it holds, not a quorum read of etcd), in one answer whatever the limit;
+        # the watch from the version listed brings whatever came after. Paged quorum reads cost
+        # 4-5x as long: 100,000 pods in 200 pages of 500 took 16-25 s against 4.5 s.
         items: list[dict[str, Any]] = []
-        query: dict[str, Any] = {"limit": PAGE_SIZE}
+        query: dict[str, Any] = {"limit": PAGE_SIZE, "resourceVersion": "0"}
         while True:
             try:
                 page = self.api.get(resource.path, query)
             except ApiError as err:
                 if err.status == 410 and "continue" in query:  # the continue token expired: start over
-                    items, query = [], {"limit": PAGE_SIZE}
+                    items, query = [], {"limit": PAGE_SIZE, "resourceVersion": "0"}
                     continue
                 raise
             items.extend(page.get("items") or [])
@@ -559,7 +607,7 @@ class ClusterCache:
                 break
             query = {"limit": PAGE_SIZE, "continue": meta["continue"]}
         self._replace(resource, items)
-        return version
+        return version, len(items)
 
     def _watch(self, resource: Resource, version: str) -> Iterator[str]:
         """Apply the events of one watch; yields the resourceVersion after each."""

@@ -99,3 +99,61 @@ def test_a_standby_runs_its_first_cycle_within_min_interval_of_taking_the_lease(
         stop.set()
         thread.join(5)
     assert not thread.is_alive()
+
+
+def test_lists_read_the_watch_cache_with_the_collector_paused(monkeypatch) -> None:
+    # A restart lists from the API server's watch cache (resourceVersion 0, as client-go's
+    # reflectors), pages followed if it pages; the cyclic collector is off during the list (it
+    # walked everything built so far, again and again) and back on after, and a big list is frozen.
+    import gc
+
+    from runtime.kube import cache as cache_module
+    from runtime.kube.cache import NODES, ClusterCache
+
+    node = {"metadata": {"name": "n0"}, "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}
+    queries, enabled_during = [], []
+
+    class Api:
+        def get(self, path, query):
+            queries.append(dict(query))
+            enabled_during.append(gc.isenabled())
+            if "continue" not in query:
+                return {"metadata": {"continue": "next", "resourceVersion": "7"}, "items": [node]}
+            return {"metadata": {"resourceVersion": "9"}, "items": [{**node, "metadata": {"name": "n1"}}]}
+
+    froze = []
+    monkeypatch.setattr(cache_module, "FREEZE_AFTER", 2)
+    monkeypatch.setattr(cache_module.gc, "freeze", lambda: froze.append(True))
+    cache = ClusterCache(Api(), "sched")
+    assert gc.isenabled()
+    assert cache._list(NODES) == "9"
+    assert queries == [{"limit": cache_module.PAGE_SIZE, "resourceVersion": "0"},
+                       {"limit": cache_module.PAGE_SIZE, "continue": "next"}]
+    assert enabled_during == [False, False] and gc.isenabled() and froze == [True]
+    assert sorted(cache.snapshot().nodes) == ["n0", "n1"]
+
+    # Two lists at once (one per reflector thread): back on only when both are done; and a
+    # collector someone else turned off stays off.
+    pause = cache_module._CollectorPause()
+    with pause:
+        with pause:
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with pause:
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_api_json_reader_reads_what_the_standard_library_reads() -> None:
+    import json
+
+    from runtime.kube.api import loads
+
+    for text in (b'{"items": [{"a": 1, "b": "\\u00e9", "c": [true, null, 1.5]}]}', b'{"big": 18446744073709551616}',
+                 '{"s": "x"}', b"[]"):
+        assert loads(text) == json.loads(text)
