@@ -465,3 +465,60 @@ def test_a_simulated_snapshot_writes_the_cpus_bound_pods_hold(pure):
     assert topology["spec"]["numares"]["cpu"]["allocatable"] == "4-7"
     again = load_objects([("again.yaml", d) for d in written])
     assert again.numatopologies["n1"].free_cpus == frozenset(range(4, 8))
+
+
+# --- an invariant over random clusters, with its own checker --------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402 - the property's imports, kept with it
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def numa_clusters(draw) -> list:
+    """Nodes with random free CPUs and policies; gangs (some too big to fit whole, so placements
+    are undone) of Guaranteed pods with random policies and one or two containers."""
+    docs = []
+    for n in range(draw(st.integers(1, 4))):
+        free = sorted(draw(st.sets(st.integers(0, 7), min_size=0, max_size=8)))
+        docs.append(node_doc(f"n{n}", "16"))
+        docs.append(topology_doc(f"n{n}", free=",".join(map(str, free)),
+                                 topo_policy=draw(st.sampled_from(["single-numa-node", "restricted", "best-effort"]))))
+    for g in range(draw(st.integers(1, 4))):
+        size = draw(st.integers(1, 3))
+        docs.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                     "metadata": {"name": f"g{g}", "namespace": "ns"}, "spec": {"minMember": size},
+                     "status": {"phase": "Inqueue"}})
+        policy = draw(st.sampled_from(["single-numa-node", "restricted", "best-effort", None]))
+        cpus = [str(draw(st.integers(1, 4))) for _ in range(draw(st.integers(1, 2)))]
+        docs += [pod_doc(f"g{g}-{i}", *cpus, policy=policy, group=f"g{g}") for i in range(size)]
+    return docs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(numa_clusters())
+def test_no_cpu_twice_and_policies_kept_on_random_clusters(docs):
+    """Checked here, not by the engine: every bound pod's CPUs were free on its node and no other
+    pod got them; a pod's policy is its node's; on a single-numa-node node each container's CPUs
+    came from one NUMA node, on a restricted one every CPU asked was given; both kernels alike."""
+    decided = []
+    for pure in (False, True):
+        state = load_objects([("c.yaml", d) for d in docs])
+        decisions = cycle(numa_policy(), state, pure)
+        check_cpus(state, decisions)
+        pods = {f"ns/{d['metadata']['name']}": d for d in docs if d["kind"] == "Pod"}
+        for b in decisions.bindings:
+            doc = pods[b.pod]
+            asked = sum(int(c["resources"]["requests"]["cpu"]) for c in doc["spec"]["containers"])
+            policy = doc["metadata"]["annotations"].get(NUMA_POLICY_ANNOTATION)
+            topo = state.numatopologies[b.node]
+            cpus = decisions.numa.get(b.pod, frozenset())
+            if policy is not None:
+                assert topo.topology_manager_policy == policy, b
+            if topo.topology_manager_policy == "single-numa-node":
+                # Each container within one NUMA node, every CPU it asked for given.
+                assert len(cpus) == asked and len(cpus) <= 4 * len(doc["spec"]["containers"]), b
+                numa_nodes = {c // 4 for c in cpus}
+                assert len(numa_nodes) <= len(doc["spec"]["containers"]), b
+            elif topo.topology_manager_policy == "restricted":
+                assert len(cpus) == asked, b
+        decided.append((decisions.to_json(), decisions.numa))
+    assert decided[0] == decided[1]

@@ -317,6 +317,10 @@ class NumaRule(StatefulRule):
         # (a class with nothing pending is asked again only after an undo, which marks it whole).
         self.pending = np.bincount(snap.task_class[ssn.status == PENDING], minlength=len(snap.classes))
         self.live: dict[tuple, set[int]] = {}
+        self.dropped: set[int] = set()       # classes taken out of `live`, their marks not kept since
+        # Each class's tasks (order[bounds[c]:bounds[c + 1]]), to recount its pending ones exactly.
+        self.order = np.argsort(snap.task_class, kind="stable")
+        self.bounds = np.searchsorted(snap.task_class[self.order], np.arange(len(snap.classes) + 1))
 
     def filters(self, cid: int) -> bool:
         return cid in self.ask
@@ -444,14 +448,25 @@ class NumaRule(StatefulRule):
                 mark(cid, None if whole else rows)
 
     def _counted(self, t: int, step: int) -> None:
+        """A task of a concerned class placed (step 1) or taken back (-1): a class with no task
+        pending leaves `live` (recounted from the session's statuses first, so a placement of a
+        task that was not pending cannot drop a class early); one taken back is marked whole."""
         cid = int(self.ssn.snap.task_class[t])
         if cid not in self.ask:
             return
-        self.pending[cid] -= step
-        if self.pending[cid] == 0 and step > 0:
-            self.live.get(self.ask[cid], set()).discard(cid)
-        elif self.pending[cid] == 1 and step < 0:
-            self.ssn.mark_dirty(cid, None)      # its changes were not followed while nothing was pending
+        if step > 0:
+            self.pending[cid] -= 1
+            if self.pending[cid] <= 0:
+                tasks = self.order[self.bounds[cid]:self.bounds[cid + 1]]
+                self.pending[cid] = int((self.ssn.status[tasks] == PENDING).sum())
+                if self.pending[cid] == 0:
+                    self.live.get(self.ask[cid], set()).discard(cid)
+                    self.dropped.add(cid)
+        else:
+            self.pending[cid] += 1
+            if cid in self.dropped:
+                self.dropped.discard(cid)
+                self.ssn.mark_dirty(cid, None)      # its changes were not followed while nothing was pending
 
     def placed(self, t: int, node: int) -> None:
         self._counted(t, 1)
