@@ -48,26 +48,37 @@ REPELS, ATTRACTS, PREFERS, AVOIDS = "repels", "attracts", "prefers", "avoids"
 
 
 class _Counts:
-    """Pods per domain of one topology key, those running and those leaving apart."""
+    """Pods per domain of one topology key, those running and those leaving apart. Each array is
+    made on the first pod it counts: a term's key is often the hostname (a count per node), the
+    terms are one per rule group, and most never count a leaving pod (or, for a group not yet
+    placed, any pod), so empty ones would cost a zeroed node-long array each."""
 
     def __init__(self, domains: Domains):
         self.domains = domains
-        self.live = np.zeros(max(domains.count, 1), dtype=np.int64)
-        self.gone = np.zeros(max(domains.count, 1), dtype=np.int64)
+        self.live: np.ndarray | None = None
+        self.gone: np.ndarray | None = None
         # Pods counted in any domain, live and leaving: a filter over counts that are all zero
         # is skipped without looking at the nodes.
         self.live_total = 0
         self.gone_total = 0
 
+    def _array(self, leaving: bool) -> np.ndarray:
+        if leaving:
+            if self.gone is None:
+                self.gone = np.zeros(max(self.domains.count, 1), dtype=np.int64)
+            return self.gone
+        if self.live is None:
+            self.live = np.zeros(max(self.domains.count, 1), dtype=np.int64)
+        return self.live
+
     def add(self, node: int, step: int, leaving: bool) -> int:
         """Returns the node's domain (-1: the node lacks the key, nothing counted)."""
         d = int(self.domains.of[node])
         if d >= 0:
+            self._array(leaving)[d] += step
             if leaving:
-                self.gone[d] += step
                 self.gone_total += step
             else:
-                self.live[d] += step
                 self.live_total += step
         return d
 
@@ -79,7 +90,7 @@ class _Counts:
         d = self.domains.of[nodes]
         d = d[d >= 0]
         if len(d):
-            np.add.at(self.gone if leaving else self.live, d, 1)
+            np.add.at(self._array(leaving), d, 1)
             if leaving:
                 self.gone_total += len(d)
             else:
@@ -91,14 +102,16 @@ class _Counts:
         d = int(self.domains.of[r])
         if d < 0:
             return False, 0, 0
-        return True, int(self.live[d]), int(self.gone[d])
+        return (True, int(self.live[d]) if self.live is not None else 0,
+                int(self.gone[d]) if self.gone is not None else 0)
 
     def at(self, nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(has the key, live count, leaving count) on `nodes` (all when None)."""
         of = self.domains.of if nodes is None else self.domains.of[nodes]
         has = of >= 0
         d = np.where(has, of, 0)
-        return has, np.where(has, self.live[d], 0), np.where(has, self.gone[d], 0)
+        return (has, np.where(has, self.live[d], 0) if self.live is not None else np.zeros(len(of), dtype=np.int64),
+                np.where(has, self.gone[d], 0) if self.gone is not None else np.zeros(len(of), dtype=np.int64))
 
 
 @dataclass(eq=False)
