@@ -27,6 +27,11 @@ actions/topology.py), HyperNodes holding all its placed pods; within a tier each
 tried (its statement discarded) and the cheapest kept — fewest WHOLE bundles, fewest victims,
 lowest highest victim priority, then the name. The job's classes are restricted to the HyperNode
 by rules/hypernodes.py while it is tried, so every placement lies within it.
+
+Sub-groups. A job with sub-groups (spec.subGroupPolicy, Volcano's SubJobs) takes its eviction turn
+sub-group by sub-group (`within_sub_groups`): each within one HyperNode of its own tier inside the
+job's region, on idle room first and then on what its victims there free, the cheapest candidate of
+the tightest tier that works; the turn is kept only if the job is then pipelined.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.actions import topology
+from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.actions.common import place_run
-from runtime.engine.rules.hypernodes import asks_topology
+from runtime.engine.rules.hypernodes import asks_topology, sub_group_count, sub_group_ready
 from runtime.engine.session import Session, Statement
 from runtime.engine.snapshot import BOUND, PENDING, PIPELINED, READY_STATUSES
 
@@ -131,14 +137,15 @@ def hypernode_tiers(ssn: Session, j: int, limit: int | None) -> list[list[tuple[
 
 
 def within_hypernodes(ssn: Session, j: int, attempt: Callable[[np.ndarray | None], Turn | None],
-                      limit: int | None) -> Turn | None:
+                      limit: int | None, group_attempt: GroupAttempt | None = None) -> Turn | None:
     """For a job asking for hard topology: `attempt` (the job's eviction turn, on node rows or
     None for any node) in each HyperNode it may use, tier by tier, tightest first; the cheapest
     of the first tier where one succeeds is run again for real and returned (its statement not
     settled), None if none. Any other job: `attempt(None)`. A job with sub-groups
-    (`spec.subGroupPolicy`, each maybe with its own tier) is no preemptor: None."""
-    if getattr(ssn.snap.jobs[j].podgroup, "sub_groups", ()):
-        return None
+    (`spec.subGroupPolicy`) takes its turn sub-group by sub-group (`within_sub_groups`, with
+    `group_attempt`; None without one)."""
+    if j in ssn.snap.sub_groups:
+        return within_sub_groups(ssn, j, group_attempt, limit) if group_attempt is not None else None
     if not asks_hard_topology(ssn, j):
         return attempt(None)
     rule = ssn.hypernode_rule
@@ -163,6 +170,233 @@ def within_hypernodes(ssn: Session, j: int, attempt: Callable[[np.ndarray | None
         return None
     finally:
         rule.restrict(classes, "", None)
+
+
+# --- sub-groups (spec.subGroupPolicy; Volcano's SubJobs) as preemptors ------------------------
+
+# An action's eviction turn for some tasks of a sub-group: (statement, the sub-group's pending tasks
+# in task order, how many to place, the sub-group's HyperNode's node rows) -> how many it placed,
+# evictions and reservations made in the statement (whatever it placed: the caller rolls back
+# a short turn).
+GroupAttempt = Callable[[Statement, list[int], int, np.ndarray], int]
+
+
+def within_sub_groups(ssn: Session, j: int, group_attempt: GroupAttempt, limit: int | None) -> Turn | None:
+    """Job j (with sub-groups) as a preemptor: the job's region — for a job asking for hard
+    topology each HyperNode it may use (`hypernode_tiers`, tightest tier first, the cheapest of
+    the first tier that works, as `within_hypernodes`), else the whole cluster — and within it
+    the job's turn sub-group by sub-group (`_sub_group_pass`). Returns the turn (statement not
+    settled) or None when no region makes the job pipelined."""
+    snap = ssn.snap
+    rule = ssn.hypernode_rule
+    classes = frozenset(int(c) for c in snap.task_class[snap.jobs[j].tasks].tolist())
+    everywhere = np.ones(snap.n_nodes, dtype=bool)
+    if not asks_hard_topology(ssn, j):
+        try:
+            return _sub_group_pass(ssn, j, topology.CLUSTER, everywhere, group_attempt, limit)
+        finally:
+            if rule is not None:
+                rule.restrict(classes, "", None)
+    try:
+        for tier in hypernode_tiers(ssn, j, limit):
+            results = []
+            for name, rows in tier:
+                allowed = np.zeros(snap.n_nodes, dtype=bool)
+                allowed[rows] = True
+                saved = _reasons(ssn, j)
+                turn = _sub_group_pass(ssn, j, name, allowed, group_attempt, limit)
+                if turn is not None:
+                    results.append((turn.cost, name, allowed))
+                    turn.stmt.discard()
+                _restore(ssn, j, saved)
+            if results:
+                _, name, allowed = min(results, key=lambda r: (r[0], r[1]))
+                return _sub_group_pass(ssn, j, name, allowed, group_attempt, limit)
+        return None
+    finally:
+        rule.restrict(classes, "", None)
+
+
+def _freeable(ssn: Session, rows: np.ndarray) -> np.ndarray:
+    """The most room any victim set could make on `rows`: free room (once leaving pods go, less
+    reservations) plus every running pod's request."""
+    if len(rows) == 0:
+        return np.zeros(ssn.snap.n_resources, dtype=np.int64)
+    snap = ssn.snap
+    room = np.maximum(snap.allocatable[rows] - ssn.used[rows] + ssn.releasing[rows] - ssn.pipelined[rows],
+                      0).sum(axis=0)
+    on = np.isin(ssn.task_node, rows) & (ssn.status == BOUND)
+    return room + snap.request[on].sum(axis=0)
+
+
+def _sub_group_pass(ssn: Session, j: int, region: str, region_allowed: np.ndarray, group_attempt: GroupAttempt,
+                    limit: int | None) -> Turn | None:
+    """Job j's eviction turn within the region, sub-group by sub-group in allocate's order
+    (topology.group_key: those needed for minSubGroups first): each takes `group_attempt` until
+    it has subGroupSize members placed or pipelined (one more when it already has), within one
+    HyperNode of its own networkTopology inside the region (topology.sub_group_levels, counting
+    the room victims could free; tightest tier first, every candidate of a tier tried and the
+    cheapest kept — fewest victims, lowest highest victim priority, then the name; at most
+    `limit` candidates per tier), or not at all (what it did rolled back); a sub-group that
+    gained members and still has pending tasks goes back in line. The turn stops once the job
+    is pipelined; it is None (its statement discarded) unless the job then is."""
+    snap = ssn.snap
+    rule = ssn.hypernode_rule
+    start = [t for run in ssn.pending_runs(j, skip_zero=True) for t in run]
+    if not start:
+        return None
+    waiting = set(start)
+    groups = [g for g in snap.sub_groups[j] if any(t in waiting for t in g.tasks.tolist())]
+    required = topology.needed_for_minimum(ssn, j)
+    line = sorted(groups, key=lambda g: topology.group_key(ssn, g, required))
+    stmt = ssn.new_statement()
+    try:
+        while line and not ssn.job_pipelined_ok(j):
+            group = line.pop(0)
+            tasks = [t for t in group.tasks.tolist() if t in waiting and ssn.status[t] == PENDING]
+            if not tasks:
+                continue
+            want = 1 if sub_group_ready(ssn, group, pipelined=True) else \
+                max(group.size - sub_group_count(ssn, group, True), 1)
+            if _evict_for_group(ssn, stmt, j, group, tasks, want, region, region_allowed, group_attempt, limit):
+                if any(ssn.status[t] == PENDING for t in tasks):
+                    line.append(group)
+                    line.sort(key=lambda g: topology.group_key(ssn, g, required))
+    finally:
+        if rule is not None:
+            rule.restrict(frozenset(int(c) for c in snap.task_class[snap.jobs[j].tasks].tolist()), "", None)
+    if not ssn.job_pipelined_ok(j):
+        stmt.discard()
+        return None
+    placed = [t for t in start if ssn.status[t] == PIPELINED]
+    evicted = stmt.evicted_since(0)
+    top = max((int(snap.task_priority[v]) for v in evicted), default=NO_PRIORITY)
+    return Turn(stmt, snap.request[placed].sum(axis=0) if placed else np.zeros(snap.n_resources, dtype=np.int64),
+                (len(evicted), top))
+
+
+def _evict_for_group(ssn: Session, stmt: Statement, j: int, group, tasks: list[int], want: int, region: str,
+                     region_allowed: np.ndarray, group_attempt: GroupAttempt, limit: int | None) -> bool:
+    """One sub-group's share of `_sub_group_pass`: whether it placed `want` tasks (kept in stmt)."""
+    snap = ssn.snap
+    rule = ssn.hypernode_rule
+    placed = topology.required_nodes(ssn, j, group.tasks)
+    need = snap.request[tasks[:want]].sum(axis=0)
+    if snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
+        need[snap.queue_only] = 0
+    levels, why = topology.sub_group_levels(ssn, group, region, region_allowed, placed, need, _freeable)
+    if levels is None:
+        reason = d.Reason(d.GANG, f"{topology.sub_group_said(ssn, j, group)}: {why}", {"topology": True})
+        for t in tasks:
+            ssn.add_reason(t, reason)
+        return False
+    classes = frozenset(int(c) for c in snap.task_class[snap.jobs[j].tasks].tolist())
+
+    def restrict(name: str, allowed: np.ndarray | None) -> np.ndarray:
+        # A region of every node is still a restriction: evict_for evicts only within one.
+        allowed = np.ones(snap.n_nodes, dtype=bool) if allowed is None else allowed
+        if rule is not None:
+            rule.restrict(classes, name, allowed)
+        return np.flatnonzero(allowed)
+
+    for level in levels:
+        results = []
+        for name, allowed in (level if limit is None else level[:max(limit, 1)]):
+            rows = restrict(name, allowed)
+            mark = stmt.mark()
+            saved = _reasons(ssn, j)
+            count = group_attempt(stmt, tasks, want, rows)
+            if count >= want:
+                evicted = stmt.evicted_since(mark)
+                top = max((int(snap.task_priority[v]) for v in evicted), default=NO_PRIORITY)
+                results.append(((len(evicted), top), name, allowed))
+            stmt.rollback(mark)
+            _restore(ssn, j, saved)
+        if results:
+            _, name, allowed = min(results, key=lambda r: (r[0], r[1]))
+            rows = restrict(name, allowed)
+            mark = stmt.mark()
+            if group_attempt(stmt, tasks, want, rows) >= want:
+                return True
+            stmt.rollback(mark)        # not expected: the same turn in the same state
+            return False
+    return False
+
+
+def pipelined_of(ssn: Session, j: int) -> frozenset[int]:
+    """Job j's pipelined tasks now."""
+    tasks = ssn.snap.jobs[j].tasks
+    return frozenset(int(t) for t in tasks[ssn.status[tasks] == PIPELINED].tolist())
+
+
+def reserved_since(ssn: Session, j: int, before: frozenset[int]) -> np.ndarray:
+    """What job j's tasks pipelined since `before` (`pipelined_of` then) request: the job's
+    reservations of this turn so far."""
+    tasks = sorted(pipelined_of(ssn, j) - before)
+    return ssn.snap.request[tasks].sum(axis=0) if tasks else np.zeros(ssn.snap.n_resources, dtype=np.int64)
+
+
+def task_by_task(ssn: Session, j: int, before: frozenset[int], eligible: Callable[[int], bool],
+                 queue_allows: Callable[[np.ndarray], bool],
+                 evict: Callable[[Statement, int, Callable[[], bool]], bool]) -> GroupAttempt:
+    """preempt's and reclaim's sub-group attempt: the sub-group's pending tasks in task order,
+    each (if `eligible`) pipelined on idle room within the sub-group's HyperNode where there is
+    some, else where `evict(stmt, t, queue_ok)` evicts for it (evict_for: Volcano places a
+    preemptor only where it evicts; a sub-group may need both, runtime/README.md), as long as
+    its queue may take it with the job's reservations of this turn (`queue_allows(request)`,
+    `before`: the job's pipelined tasks before the turn); a class that finds neither is not
+    tried again."""
+    snap = ssn.snap
+
+    def attempt(stmt: Statement, tasks: list[int], want: int, rows: np.ndarray) -> int:
+        placed = 0
+        failed: set[int] = set()
+        for t in tasks:
+            if placed >= want:
+                break
+            cid = int(snap.task_class[t])
+            if ssn.status[t] != PENDING or cid in failed or not eligible(t):
+                continue
+
+            def queue_ok(t=t) -> bool:
+                return queue_allows(reserved_since(ssn, j, before) + snap.request[t])
+
+            if not queue_ok():
+                continue
+            if place_run(ssn, stmt, [t], 1):
+                stmt.to_pipelined()
+                placed += 1
+                continue
+            if evict(stmt, t, queue_ok):
+                placed += 1
+                continue
+            if snap.pods[t].preemption_policy != PREEMPT_NEVER:    # a pod's own choice, not its class's
+                failed.add(cid)
+        return placed
+
+    return attempt
+
+
+def by_bundles(ssn: Session, j: int, before: frozenset[int], queue_ok: Callable[[np.ndarray, list[int]], bool],
+               bundles: Callable[..., Turn | None]) -> GroupAttempt:
+    """gang_preempt's and gang_reclaim's sub-group attempt: the sub-group's tasks on idle room
+    within its HyperNode where they all fit, else `bundles(stmt, rows, tasks, want, queue_ok)`
+    (evict_bundles on the sub-group's HyperNode, the job's reservations of this turn added to
+    what the queue must take)."""
+    snap = ssn.snap
+
+    def attempt(stmt: Statement, tasks: list[int], want: int, rows: np.ndarray) -> int:
+        held = reserved_since(ssn, j, before)
+        mark = stmt.mark()
+        placed = place_tasks(ssn, stmt, tasks, want)
+        stmt.to_pipelined()
+        if len(placed) >= want and queue_ok(held + snap.request[placed].sum(axis=0), []):
+            return len(placed)
+        stmt.rollback(mark)
+        turn = bundles(stmt, rows, tasks, want, lambda request, evicted: queue_ok(held + request, evicted))
+        return 0 if turn is None else sum(1 for t in tasks if ssn.status[t] == PIPELINED)
+
+    return attempt
 
 
 def _restrict(ssn: Session, classes: frozenset[int], name: str, rows: np.ndarray) -> None:
@@ -335,21 +569,48 @@ def place_needed(ssn: Session, stmt: Statement, j: int) -> list[int]:
     return placed
 
 
+def place_tasks(ssn: Session, stmt: Statement, tasks: list[int], want: int) -> list[int]:
+    """`tasks` (pending ones, in order) placed one by one until `want` are; returns those placed."""
+    placed: list[int] = []
+    for t in tasks:
+        if ssn.status[t] == PENDING and place_run(ssn, stmt, [t], 1):
+            placed.append(t)
+            if len(placed) >= want:
+                break
+    return placed
+
+
 def evict_bundles(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_evict: Callable[[int], bool],
                   reason_for: Callable[[int, int, bool], d.Reason], queue_ok: Callable[[np.ndarray, list[int]], bool],
-                  on_node: dict[int, list[int]], whole_gangs: bool) -> Turn | None:
+                  on_node: dict[int, list[int]], whole_gangs: bool, stmt: Statement | None = None,
+                  tasks: list[int] | None = None, want: int = 0) -> Turn | None:
     """Job j's turn by bundles on `rows` (None: every node): the victims evicted and the job's
     tasks pipelined in a statement not yet settled, or None (nothing placed, nothing evicted)
     when no set of bundles makes the job pipelined there. `queue_ok(request, evicted)`: whether
     the job's queue may take its pipelined tasks' `request` with `evicted` gone; `reason_for(v,
-    t, whole)`: victim v's reason, for task t, v's gang evicted whole or not."""
+    t, whole)`: victim v's reason, for task t, v's gang evicted whole or not. With `tasks` (a
+    sub-group's share of a turn, in `stmt`): the victims that let `want` of them be placed
+    instead of the job pipelined; on failure `stmt` is left as it was."""
     snap = ssn.snap
-    _, need = topology.gang_need(ssn, j)
+    if tasks is None:
+        _, need = topology.gang_need(ssn, j)
+    else:
+        need = snap.request[[t for t in tasks if ssn.status[t] == PENDING][:want]].sum(axis=0)
+        if snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
+            need[snap.queue_only] = 0
     bundles = bundles_in(ssn, j, rows, point, may_evict, on_node, whole_gangs, need)
     if not bundles:
         return None
-    stmt = ssn.new_statement()
+    stmt = ssn.new_statement() if stmt is None else stmt
+    base = stmt.mark()
     req = snap.request
+
+    def place() -> tuple[list[int], bool]:
+        if tasks is None:
+            placed = place_needed(ssn, stmt, j)
+            return placed, ssn.job_pipelined_ok(j)
+        placed = place_tasks(ssn, stmt, tasks, want)
+        return placed, len(placed) >= want
 
     def victims_of(chosen: list[Bundle]) -> list[int]:
         seen: dict[int, None] = {}
@@ -364,11 +625,11 @@ def evict_bundles(ssn: Session, j: int, rows: np.ndarray | None, point: str, may
         victims = victims_of(chosen)
         for v in victims:
             stmt.evict(v, _PROBE)
-        placed = place_needed(ssn, stmt, j)
+        placed, done = place()
         # Reservations, as they will be: pipelined room does not count in the queue's allocation
         # (queue_ok adds the request by hand).
         stmt.to_pipelined()
-        ok = bool(placed) and ssn.job_pipelined_ok(j) and queue_ok(req[placed].sum(axis=0), victims)
+        ok = bool(placed) and done and queue_ok(req[placed].sum(axis=0), victims)
         where = {t: int(ssn.task_node[t]) for t in placed} if ok else None
         stmt.rollback(mark)
         return where
@@ -393,7 +654,7 @@ def evict_bundles(ssn: Session, j: int, rows: np.ndarray | None, point: str, may
             break
         due, step = i + step, step * 2
     if where is None:
-        stmt.discard()
+        stmt.rollback(base)
         return None
     # First keep back at once every bundle with no pod on a node the job's pods use.
     used = set(where.values())

@@ -13,7 +13,9 @@ stays above its minimum; conformance), and are pipelined in their room; each tas
 commit at once (the job keeps its count: one pod out, one in), and the job's first task that
 finds no room ends its turn.
 
-A job asking for hard network topology evicts within one HyperNode (actions/bundles.py). The
+A job asking for hard network topology evicts within one HyperNode, and a job with sub-groups
+(spec.subGroupPolicy) sub-group by sub-group, each within one HyperNode of its own tier inside the
+job's (actions/bundles.py, within_sub_groups; Volcano v1.14.1 skips both, volcano#4374). The
 gang-aware variant, `gang_preempt` (Volcano's gangpreempt), takes victims by bundles: the tasks
 above gangs' minimums first, then — with `whole_gangs` — whole gangs (actions/bundles.py); a
 victim's job always has a lower priority than the preemptor's, as Volcano's gangpreempt."""
@@ -25,7 +27,8 @@ import heapq
 import numpy as np
 
 from runtime.cluster import decisions as d
-from runtime.engine.actions.bundles import DEFAULT_MAX_DOMAINS, Turn, evict_bundles, within_hypernodes
+from runtime.engine.actions.bundles import (DEFAULT_MAX_DOMAINS, GroupAttempt, Turn, by_bundles, evict_bundles,
+                                            pipelined_of, task_by_task, within_hypernodes)
 from runtime.engine.actions.common import eligible_jobs, pending_of
 from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle, turn_cost
 from runtime.cluster.model import PREEMPT_NEVER
@@ -45,7 +48,7 @@ def _run(ssn: Session, gang: bool) -> None:
     settings = ssn.plan.action_arguments.get("gang_preempt", {}) if gang else {}
     whole_gangs = bool(settings.get("whole_gangs", True))
     limit = int(settings.get("max_domains") or DEFAULT_MAX_DOMAINS)
-    heaps = eligible_jobs(ssn)
+    heaps = eligible_jobs(ssn, sub_groups=True)
     on_node = pods_by_node(ssn)
     # With the priority plugin voting on victims, its refusal is final: a victim's job has a
     # lower priority than the preemptor's. (Volcano lets a later tier, e.g. drf, evict pods of
@@ -71,7 +74,9 @@ def _run(ssn: Session, gang: bool) -> None:
             else:
                 def attempt(rows, j=j, committed=committed) -> Turn | None:
                     return _turn(ssn, q, j, committed, on_node, by_priority, rows is not None)
-            turn = within_hypernodes(ssn, j, attempt, limit)
+            group_attempt = _group_attempt(ssn, q, j, committed, on_node, by_priority, gang, whole_gangs) \
+                if j in ssn.snap.sub_groups else None
+            turn = within_hypernodes(ssn, j, attempt, limit, group_attempt)
             if turn is not None and settle(ssn, turn.stmt, j):
                 committed += turn.reserved
         committed_of[q] = committed
@@ -164,8 +169,37 @@ def _turn(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int
     return Turn(stmt, reserved, turn_cost(ssn, stmt))
 
 
+def _group_attempt(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int, list[int]],
+                   by_priority: bool, gang: bool, whole_gangs: bool) -> GroupAttempt:
+    """Job j's attempt for one sub-group's tasks (bundles.within_sub_groups): by bundles under
+    gang_preempt, task by task under preempt."""
+    snap = ssn.snap
+    before = pipelined_of(ssn, j)
+    if gang:
+        def bundles(stmt, rows, tasks, want, queue_ok) -> Turn | None:
+            return _bundle_turn(ssn, q, j, rows, committed, on_node, by_priority, whole_gangs, stmt, tasks, want,
+                                queue_ok)
+        return by_bundles(ssn, j, before, lambda request, evicted: ssn.allocatable_count(
+            q, committed + request, 1)[0] >= 1, bundles)
+
+    def evict(stmt, t: int, queue_ok) -> bool:
+        pod = snap.pods[t].key
+        best_effort = ssn.zero_request(t)
+
+        def reason_for(v: int) -> d.Reason:
+            return d.Reason(d.PREEMPTION, f"preempted by {pod} (priority {int(snap.task_priority[t])})",
+                            {"preemptor": pod})
+
+        return evict_for(ssn, stmt, t, "preemptable", lambda v: _may_evict(ssn, q, j, by_priority, best_effort, v),
+                         reason_for, on_node, queue_ok, 0)
+
+    return task_by_task(ssn, j, before, lambda t: True,
+                        lambda request: ssn.allocatable_count(q, committed + request, 1)[0] >= 1, evict)
+
+
 def _bundle_turn(ssn: Session, q: int, j: int, rows, committed: np.ndarray, on_node: dict[int, list[int]],
-                 by_priority: bool, whole_gangs: bool) -> Turn | None:
+                 by_priority: bool, whole_gangs: bool, stmt=None, tasks: list[int] | None = None, want: int = 0,
+                 queue_ok=None) -> Turn | None:
     snap = ssn.snap
 
     def reason_for(v: int, t: int, whole_gang: bool) -> d.Reason:
@@ -174,8 +208,8 @@ def _bundle_turn(ssn: Session, q: int, j: int, rows, committed: np.ndarray, on_n
         return d.Reason(d.PREEMPTION, f"preempted by {pod} (priority {int(snap.task_priority[t])}){whole}",
                         {"preemptor": pod})
 
-    def queue_ok(request: np.ndarray, evicted: list[int]) -> bool:
+    def queue_allows(request: np.ndarray, evicted: list[int]) -> bool:
         return ssn.allocatable_count(q, committed + request, 1)[0] >= 1
 
     return evict_bundles(ssn, j, rows, "preemptable", lambda v: _may_evict(ssn, q, j, by_priority, False, v),
-                         reason_for, queue_ok, on_node, whole_gangs)
+                         reason_for, queue_ok or queue_allows, on_node, whole_gangs, stmt, tasks, want)

@@ -16,7 +16,9 @@ preemption inside the victim's queue lowering its allocation) can still make a t
 fair; so a job does not reclaim from a queue it lost pods to within the eviction audit's window
 (Options.lost_to, runtime/engine/evictions.py).
 
-A job asking for hard network topology reclaims within one HyperNode (actions/bundles.py). The
+A job asking for hard network topology reclaims within one HyperNode, and a job with sub-groups
+sub-group by sub-group, each within one HyperNode of its own tier inside the job's
+(actions/bundles.py, within_sub_groups; Volcano's reclaim ignores their tiers). The
 gang-aware variant, `gang_reclaim` (Volcano's gangreclaim), takes victims by bundles: the tasks
 above gangs' minimums first, then — with `whole_gangs` — whole gangs (actions/bundles.py), with
 the same queue rules as reclaim."""
@@ -28,7 +30,8 @@ import heapq
 import numpy as np
 
 from runtime.cluster import decisions as d
-from runtime.engine.actions.bundles import DEFAULT_MAX_DOMAINS, Turn, evict_bundles, within_hypernodes
+from runtime.engine.actions.bundles import (DEFAULT_MAX_DOMAINS, GroupAttempt, Turn, by_bundles, evict_bundles,
+                                            pipelined_of, task_by_task, within_hypernodes)
 from runtime.engine.actions.common import eligible_jobs, pending_of
 from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle, turn_cost
 from runtime.cluster.model import PREEMPT_NEVER
@@ -48,7 +51,7 @@ def _run(ssn: Session, gang: bool) -> None:
     settings = ssn.plan.action_arguments.get("gang_reclaim", {}) if gang else {}
     whole_gangs = bool(settings.get("whole_gangs", True))
     limit = int(settings.get("max_domains") or DEFAULT_MAX_DOMAINS)
-    heaps = eligible_jobs(ssn)
+    heaps = eligible_jobs(ssn, sub_groups=True)
     on_node = pods_by_node(ssn)
     for q in sorted((q for q in heaps if q >= 0), key=ssn.queue_key):
         if ssn.overused(q):
@@ -67,7 +70,9 @@ def _run(ssn: Session, gang: bool) -> None:
             else:
                 def attempt(rows, j=j, committed=committed) -> Turn | None:
                     return _turn(ssn, q, j, committed, on_node, rows is not None)
-            turn = within_hypernodes(ssn, j, attempt, limit)
+            group_attempt = _group_attempt(ssn, q, j, committed, on_node, gang, whole_gangs) \
+                if j in ssn.snap.sub_groups else None
+            turn = within_hypernodes(ssn, j, attempt, limit, group_attempt)
             if turn is not None and settle(ssn, turn.stmt, j):
                 committed += turn.reserved
 
@@ -124,12 +129,49 @@ def _turn(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int
     return Turn(stmt, reserved, turn_cost(ssn, stmt))
 
 
+def _group_attempt(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int, list[int]],
+                   gang: bool, whole_gangs: bool) -> GroupAttempt:
+    """Job j's attempt for one sub-group's tasks (bundles.within_sub_groups): by bundles under
+    gang_reclaim, task by task under reclaim; the same queue rules as the job's turn."""
+    snap = ssn.snap
+    name = snap.queues[q].name
+    before = pipelined_of(ssn, j)
+    lost_to = ssn.lost_to.get(snap.jobs[j].key, frozenset())
+    if gang:
+        def bundles(stmt, rows, tasks, want, queue_ok) -> Turn | None:
+            return _bundle_turn(ssn, q, j, rows, committed, on_node, whole_gangs, stmt, tasks, want, queue_ok)
+
+        def queue_ok(request: np.ndarray, evicted: list[int]) -> bool:
+            return (ssn.allocatable_count(q, committed + request, 1)[0] >= 1
+                    and not any(could_take_back(ssn, v, evicted=True, taker=q) for v in evicted))
+        return by_bundles(ssn, j, before, queue_ok, bundles)
+
+    def evict(stmt, t: int, queue_ok) -> bool:
+        pod = snap.pods[t].key
+        best_effort = ssn.zero_request(t)
+        start = stmt.mark()
+
+        def reason_for(v: int) -> d.Reason:
+            return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}", {"queue": name, "for": pod})
+
+        def allowed_by_queue() -> bool:
+            return queue_ok() and not any(could_take_back(ssn, v, evicted=True, taker=q)
+                                          for v in stmt.evicted_since(start))
+
+        return evict_for(ssn, stmt, t, "reclaimable", lambda v: _may_evict(ssn, q, lost_to, best_effort, v),
+                         reason_for, on_node, allowed_by_queue, 1)
+
+    return task_by_task(ssn, j, before, lambda t: ssn.preemptive(q, t),
+                        lambda request: ssn.allocatable_count(q, committed + request, 1)[0] >= 1, evict)
+
+
 def _bundle_turn(ssn: Session, q: int, j: int, rows, committed: np.ndarray, on_node: dict[int, list[int]],
-                 whole_gangs: bool) -> Turn | None:
+                 whole_gangs: bool, stmt=None, tasks: list[int] | None = None, want: int = 0,
+                 queue_ok=None) -> Turn | None:
     snap = ssn.snap
     name = snap.queues[q].name
     lost_to = ssn.lost_to.get(snap.jobs[j].key, frozenset())
-    pending = pending_of(ssn, j)
+    pending = pending_of(ssn, j) if tasks is None else tasks
     if not pending or not all(ssn.preemptive(q, t) for t in pending):
         return None       # Volcano's gangreclaim asks Preemptive for the job's pending tasks at once
 
@@ -138,12 +180,12 @@ def _bundle_turn(ssn: Session, q: int, j: int, rows, committed: np.ndarray, on_n
         whole = f" (gang {snap.jobs[snap.task_job[v]].key} evicted whole)" if whole_gang else ""
         return d.Reason(d.RECLAIM, f"reclaimed by queue {name} for {pod}{whole}", {"queue": name, "for": pod})
 
-    def queue_ok(request: np.ndarray, evicted: list[int]) -> bool:
+    def queue_allows(request: np.ndarray, evicted: list[int]) -> bool:
         return (ssn.allocatable_count(q, committed + request, 1)[0] >= 1
                 and not any(could_take_back(ssn, v, evicted=True, taker=q) for v in evicted))
 
     return evict_bundles(ssn, j, rows, "reclaimable", lambda v: _may_evict(ssn, q, lost_to, False, v),
-                         reason_for, queue_ok, on_node, whole_gangs)
+                         reason_for, queue_ok or queue_allows, on_node, whole_gangs, stmt, tasks, want)
 
 
 def could_take_back(ssn: Session, v: int, evicted: bool, taker: int) -> bool:

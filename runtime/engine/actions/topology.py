@@ -219,10 +219,15 @@ def required_nodes(ssn: Session, j: int, tasks: np.ndarray, recorded: str = "") 
 
 
 def gang_need(ssn: Session, j: int) -> tuple[int, np.ndarray]:
-    """How many more tasks the gang needs placed (at least one), and what the first of its pending
-    tasks that many request together."""
+    """How many more tasks the gang needs placed (at least one, but see below), and what the first of its pending
+    tasks that many request together. A gang that reaches its minMember only with its reservations
+    (pipelined tasks: a preemptor's, held) needs no room at all: its turn binds them without room
+    for one more (were its HyperNode passed over for lacking room its extra pods would want, the
+    reservations, and the evictions that bought them, would never bind)."""
     job = ssn.snap.jobs[j]
     have = int(ssn.job_ready[j]) + int(ssn.job_pipelined[j])
+    if int(ssn.job_pipelined[j]) and have >= job.min_member:
+        return 0, np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
     need = max(job.min_member - have, 1)
     pending = [t for t in job.tasks.tolist() if ssn.status[t] == PENDING][:need]
     req = ssn.snap.request[pending].sum(axis=0) if pending else np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
@@ -396,13 +401,17 @@ def restrict(ssn: Session, j: int, name: str, allowed: np.ndarray | None) -> Non
 
 
 def sub_group_levels(ssn: Session, group: SubGroup, region: str, region_allowed: np.ndarray | None,
-                     placed: frozenset[str], need: np.ndarray) -> tuple[list[list[Candidate]] | None, str]:
+                     placed: frozenset[str], need: np.ndarray,
+                     room: Callable[[Session, np.ndarray], np.ndarray] | None = None,
+                     ) -> tuple[list[list[Candidate]] | None, str]:
     """Where the sub-group may go, tightest tier first: lists of (HyperNode, its nodes as an
     allowed mask), each within the region and holding the sub-group's placed pods. Hard: tiers
     up to its highest; soft: every tier, then the region itself; no request: the region. As
     Volcano's isEligibleHyperNode, a hard sub-group with nothing placed yet goes only where the
     room left (once leaving pods go) holds `need`, all its pending tasks together. None and why
-    when a hard request names a tier no HyperNode has, or no HyperNode qualifies."""
+    when a hard request names a tier no HyperNode has, or no HyperNode qualifies. `room` (rows ->
+    room; default `free_room`): what the evicting actions may count on, the room once victims go."""
+    room = room or free_room
     request = group.network_topology
     whole = [[(region, region_allowed)]]
     rule = ssn.hypernode_rule
@@ -425,7 +434,7 @@ def sub_group_levels(ssn: Session, group: SubGroup, region: str, region_allowed:
             rows = rule.rows(name, leaves)
             if len(rows) == 0 or (region_allowed is not None and not region_allowed[rows].all()):
                 continue
-            if request.hard and not placed and (free_room(ssn, rows) < need).any():
+            if request.hard and not placed and (room(ssn, rows) < need).any():
                 continue
             allowed = np.zeros(ssn.snap.n_nodes, dtype=bool)
             allowed[rows] = True
@@ -440,7 +449,7 @@ def sub_group_levels(ssn: Session, group: SubGroup, region: str, region_allowed:
                     else frozenset(ssn.snap.node_names[r] for r in np.flatnonzero(region_allowed).tolist()))
     if placed <= region_nodes and (not request.hard or (region_tier is not None and region_tier <= highest)):
         rows = np.flatnonzero(region_allowed) if region_allowed is not None else np.arange(ssn.snap.n_nodes)
-        roomy = not (request.hard and not placed and (free_room(ssn, rows) < need).any())
+        roomy = not (request.hard and not placed and (room(ssn, rows) < need).any())
         if roomy and not any(name == region for level in levels for name, _ in level):
             levels.append([(region, region_allowed)])
     if request.hard and not levels:
