@@ -4,7 +4,10 @@ on both kernels.
 Translated from Volcano v1.14.1's pkg/scheduler/plugins/extender/extender_test.go:
 TestIsInterested (its cases; a pod's containers, init containers, requests and limits come to the
 scheduler as the pod's effective requests, so each case is the request names it adds up to) and
-TestMaxBodySizeLimit2 (an answer over 10 MiB is an error). The rest are the protocol: Volcano's
+TestMaxBodySizeLimit2 (an answer over 10 MiB is an error). TestHasManagedResources and
+TestHasResourcesInList test the two helpers IsInterested is made of (containers, then a resource
+list); their cases are IsInterested's once the pod's requests are added up, so they are not
+repeated. The rest are the protocol: Volcano's
 verbs, bodies and answers (argument.go), its failure rules with `ignorable`, and our bounds on
 the time a cycle spends asking."""
 
