@@ -203,3 +203,19 @@ def test_a_pods_threshold_is_compared(pure):
                   "tier {\n  plugin predicates\n  plugin proportion\n  plugin nodeorder\n}\n",
                   actions="enqueue, allocate, backfill, shuffle")
     assert [e.pod for e in two_cycles(plan, state, pure).evictions] == ["ns/p0"]
+
+
+def test_pods_whose_place_rules_decide_by_class_stay(pure):
+    # A job with task-topology annotations: where it may go is the stateful rule's answer by task
+    # class, which a running pod has not, so it is not moved.
+    state = ClusterState()
+    node(state, "a")
+    node(state, "b")
+    state.add_podgroup(PodGroup("ns", "tt", min_member=1, phase="Running", uid="pg-tt",
+                                task_topology=(("volcano.sh/task-topology-affinity", "ps,worker"),)))
+    for i in range(3):
+        pod(state, f"tt-{i}", node_name="a", group="tt")
+    assert two_cycles(resched_policy(), state, pure).evictions == []
+    # The same pods without the annotation move.
+    state.podgroups["ns/tt"].task_topology = ()
+    assert len(two_cycles(resched_policy(), state, pure).evictions) == 1

@@ -118,7 +118,7 @@ class ReschedulingPlugin(Plugin):
             own = pod.preemptable_setting
             if not (own is True or (own is None and job.podgroup is not None and job.podgroup.job_preemptable)):
                 return False
-        if queues and snap.queues[job.queue].name not in queues:
+        if queues and (job.queue < 0 or snap.queues[job.queue].name not in queues):
             return False
         return all(pod.labels.get(k) == v for k, v in labels.items())
 
@@ -143,11 +143,17 @@ def _qos_rank(ssn, t: int) -> int:
 
 def _placement_of(ssn, t: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Running task t's node mask and static scores as a pending pod like it would get (running
-    tasks have no class). None for a pod whose place the static answers do not settle: inter-pod
-    rules, volumes, ResourceClaims or device requests; such a pod is not moved."""
+    tasks have no class). None for a pod whose place the static answers do not settle (inter-pod
+    rules, volumes, ResourceClaims, devices, exclusive NUMA CPUs, task or network topology): such a
+    pod is not moved."""
     snap = ssn.snap
     pod = snap.pods[t]
     if pod.rules is not None or pod.volumes or pod.resource_claims or snap.request[t][snap.device_managed].any():
+        return None
+    group = snap.jobs[int(snap.task_job[t])].podgroup
+    # Stateful rules answer by task class, which a running pod has not: exclusive NUMA CPUs,
+    # task-topology buckets and network topology are not judged here, so such pods stay.
+    if pod.numa_cpus is not None or (group is not None and (group.task_topology or group.asks_topology)):
         return None
     cls = TaskClass(-1 - t, tuple(int(v) for v in snap.request[t]), tuple(sorted(pod.node_selector.items())),
                     pod.required_terms, pod.preferred_terms, pod.tolerations, (), t)
