@@ -1178,7 +1178,10 @@ def _fill(state: ClusterState, where: dict[str, str]) -> dict:
                 before.add(node)
     empty_before = len(general) - len(before)
     used = list(cpu)
-    return {"empty_before": empty_before, "empty_after": len(general) - len(used),
+    touched = {node for key, node in where.items() if node in general and not state.pods[key].node_name}
+    return {"empty_before": empty_before, "empty_after": len(general) - len(used), "touched": len(touched),
+            "touched_cpu_util": round(sum(cpu[n] / state.nodes[n].allocatable["cpu"] for n in touched)
+                                      / max(len(touched), 1), 4),
             "kept_empty": round((len(general) - len(used)) / empty_before, 4) if empty_before else None,
             "used_cpu_util": round(sum(cpu[n] / state.nodes[n].allocatable["cpu"] for n in used) / len(used), 4),
             "used_mem_util": round(sum(mem[n] / state.nodes[n].allocatable["memory"] for n in used) / len(used), 4)}
@@ -1198,14 +1201,15 @@ def kube_nodes_to_find(nodes: int, percentage: int) -> int:
     return max(nodes * percentage // 100, 100)
 
 
-def sampled_placement(state: ClusterState, order: list[str], percentage: int) -> dict[str, str]:
+def sampled_placement(state: ClusterState, order: list[str], percentage: int) -> tuple[dict[str, str], dict]:
     """A kube-scheduler-like stand-in, this script's own: the pods one at a time in `order`, each
     filtered over the nodes from where the previous search stopped (round robin) until
     kube_nodes_to_find feasible ones are found, the best of those by the section's scorers
     (binpack on CPU and memory; for soft zone spread, nodeorder's podtopologyspread at weight 2:
     fewer of the group in the node's zone is better), the first on a tie. Filters: room, NoSchedule
     taints, node selector and required affinity, hostname anti-affinity within the group, host
-    ports, hard zone spread, the claim's zones. pod key -> node."""
+    ports, hard zone spread, the claim's zones. (pod key -> node, the regret: how far below the
+    best score among all feasible nodes the chosen one scored, in score points, and how often)."""
     names = list(state.nodes)
     index = {name: i for i, name in enumerate(names)}
     count = len(names)
@@ -1249,6 +1253,7 @@ def sampled_placement(state: ClusterState, order: list[str], percentage: int) ->
     to_find = kube_nodes_to_find(count, percentage)
     start = 0
     out: dict[str, str] = {}
+    regrets: list[float] = []
     for key in order:
         pod = state.pods[key]
         mask = static_mask(pod) & (used["pods"] < alloc["pods"])
@@ -1275,26 +1280,37 @@ def sampled_placement(state: ClusterState, order: list[str], percentage: int) ->
         rotated = np.concatenate((feasible[feasible >= start], feasible[feasible < start]))
         sample = rotated[:to_find]
         start = (int(sample[-1]) + 1) % count if rotated.size > to_find else start
-        score = ((used["cpu"][sample] + pod.requests.get("cpu", 0)) / alloc["cpu"][sample]
-                 + (used["memory"][sample] + pod.requests.get("memory", 0)) / alloc["memory"][sample]) * 50
-        if soft is not None:
-            in_zone = soft[zone_idx[sample]]
-            low, high = in_zone.min(), in_zone.max()
-            score = score + 2 * (100 * (high - in_zone) / (high - low) if high > low else 100)
-        i = int(sample[int(np.argmax(score))])
+
+        def scores(nodes: np.ndarray) -> np.ndarray:
+            score = ((used["cpu"][nodes] + pod.requests.get("cpu", 0)) / alloc["cpu"][nodes]
+                     + (used["memory"][nodes] + pod.requests.get("memory", 0)) / alloc["memory"][nodes]) * 50
+            if soft is not None:
+                in_zone = soft[zone_idx[nodes]]
+                low, high = in_zone.min(), in_zone.max()
+                score = score + 2 * (100 * (high - in_zone) / (high - low) if high > low else 100)
+            return score
+
+        score = scores(sample)
+        best = int(np.argmax(score))
+        regrets.append(float(scores(feasible).max() - score[best]) if len(sample) < len(feasible) else 0.0)
+        i = int(sample[best])
         take(pod, i)
         out[key] = names[i]
-    return out
+    missed = [r for r in regrets if r > 1e-9]
+    return out, {"mean_points": round(sum(regrets) / max(len(regrets), 1), 3),
+                 "max_points": round(max(regrets, default=0.0), 2), "share_below_best": round(
+                     len(missed) / max(len(regrets), 1), 4)}
 
 
-def placement_quality(state: ClusterState, new: dict[str, str]) -> dict:
+def placement_quality(state: ClusterState, new: dict[str, str], regret: dict | None = None) -> dict:
     """The binpack fill and spread skews of the pending pods placed as `new` says."""
     decisions = Decisions(bindings=[Binding(pod, node) for pod, node in new.items()],
                           volumes={k: tuple(VolumeChoice(f"bench/{c.claim}", None) for c in state.pods[k].volumes)
                                    for k in new if state.pods[k].volumes})
     checked = scale_checked(state, decisions, len(state.nodes))
     return {"placed": len(new), "fill": checked["fill"], "soft_spread_skew": checked["soft_spread_skew"],
-            "hard_spread_max_skew": checked["hard_spread_max_skew"], "rules_checked": checked["rules_checked"]}
+            "hard_spread_max_skew": checked["hard_spread_max_skew"], "rules_checked": checked["rules_checked"],
+            **({"regret": regret} if regret is not None else {})}
 
 
 def scale_section(scale: int, repeat: int, result: dict) -> bool:
@@ -1337,7 +1353,7 @@ def scale_section(scale: int, repeat: int, result: dict) -> bool:
     percentage = kube_percentage_of_nodes_to_score(nodes)
     quality = {"ours": placement_quality(state, ours)}
     for name, pct in (("stand_in_all_nodes", 100), (f"stand_in_{percentage}pct", percentage)):
-        quality[name] = placement_quality(state, sampled_placement(state, order, pct))
+        quality[name] = placement_quality(state, *sampled_placement(state, order, pct))
     quality["kube_percentage"] = percentage
     quality["kube_nodes_to_find"] = kube_nodes_to_find(nodes, percentage)
     out["quality"] = quality
@@ -1380,7 +1396,8 @@ def scale_section(scale: int, repeat: int, result: dict) -> bool:
         q = quality[name]
         print(f"  quality {name}: placed {q['placed']}, general nodes empty {q['fill']['empty_after']}/"
               f"{q['fill']['empty_before']} kept, used nodes' cpu {q['fill']['used_cpu_util']:.3f} memory "
-              f"{q['fill']['used_mem_util']:.3f}, soft spread skew mean {q['soft_spread_skew']['mean']} max "
+              f"{q['fill']['used_mem_util']:.3f}, {q['fill']['touched']} general nodes took pods (their cpu "
+              f"{q['fill']['touched_cpu_util']:.3f}), regret {q.get('regret')}, soft spread skew mean {q['soft_spread_skew']['mean']} max "
               f"{q['soft_spread_skew']['max']}, hard spread max {q['hard_spread_max_skew']}; rules kept "
               f"{q['rules_checked']}")
     return (out["rules_checked"] and out["identical_decisions"] and out["placements"] == out["pending"]

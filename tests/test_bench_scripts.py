@@ -99,6 +99,9 @@ def test_core_scale_section_runs_alone_and_keeps_every_rule() -> None:
     assert quality["kube_percentage"] == 42 and quality["kube_nodes_to_find"] == 420
     for name in ("ours", "stand_in_all_nodes", "stand_in_42pct"):
         assert quality[name]["rules_checked"] is True and quality[name]["placed"] == 1000
+    # Scoring every feasible node, the stand-in never scores below the best; sampling may.
+    assert quality["stand_in_all_nodes"]["regret"]["share_below_best"] == 0.0
+    assert quality["stand_in_42pct"]["regret"]["mean_points"] >= 0.0
 
 
 def test_core_scale_checker_finds_broken_rules() -> None:
