@@ -553,9 +553,10 @@ def test_bundles_are_whole_needed_and_within_the_tier(spec, pure):
 def test_a_hard_gang_takes_idle_room_beside_its_victims_within_its_switch(pure):
     """Each switch has one idle node and one running a low pod; a high gang of 2 (hard tier 1)
     evicts one low pod and takes that switch's idle node too, under proportion's queue check
-    (its reservations counted once). preempt places only where it evicts: nothing there."""
+    (its reservations counted once). preempt too: a hard gang's pods go on idle room within its
+    HyperNode first (Volcano places a preemptor only where it evicts, and skips such jobs)."""
     for actions, evicted in (("enqueue, allocate, gang_preempt, gang_reclaim, backfill", 1),
-                             ("enqueue, allocate, preempt, reclaim, backfill", 0)):
+                             ("enqueue, allocate, preempt, reclaim, backfill", 1)):
         state = cluster()
         switches(state)
         for n in ("n0", "n2"):

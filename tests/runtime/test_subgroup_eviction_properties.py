@@ -3,6 +3,8 @@ backfill, on both kernels, over generated clusters (switches of 2-3 nodes under 
 and gangs filling them, one or two high jobs with a subGroupPolicy, some of their pods requesting
 nothing, some already running), cycle after cycle with the decisions applied:
 
+- (the high jobs are now and then plain gangs, hard ones among them, which preempt and reclaim
+  place on idle room in their HyperNode before evicting there)
 - no hard job or hard sub-group spans above its tier, counting pods bound, pipelined and reserved
   (nominated) — `hard_ok`, the independent checker of tests/runtime/test_subgroups.py;
 - every eviction is for a job then pipelined: its pods running, pipelined or nominated reach its
@@ -80,8 +82,9 @@ def scenarios(draw):
         state.add_podgroup(PodGroup(
             "ns", f"high{h}", min_member=draw(st.integers(1, members)), queue=high_queue, phase="Inqueue",
             uid=f"pg-high{h}", network_topology=job_topology, creation=100 + h,
+            # Now and then a plain gang: a hard one may need idle and freed room in its HyperNode.
             sub_groups=(SubGroupPolicy("part", size, draw(st.integers(0, len(groups))), None, (KEY,),
-                                       sub_topology),)))
+                                       sub_topology),) if draw(st.integers(0, 3)) else ()))
         for g, count in enumerate(groups):
             for i in range(count):
                 zero = draw(st.integers(0, 7)) == 0

@@ -336,6 +336,18 @@ def reserved_since(ssn: Session, j: int, before: frozenset[int]) -> np.ndarray:
     return ssn.snap.request[tasks].sum(axis=0) if tasks else np.zeros(ssn.snap.n_resources, dtype=np.int64)
 
 
+def idle_first(ssn: Session, stmt: Statement, t: int, queue_ok: Callable[[], bool]) -> bool:
+    """Pipeline task t on idle room where the HyperNode rule lets it (a hard-topology preemptor's
+    turn within one HyperNode), if its queue may take it; whether it was. A zero-request task is
+    backfill's."""
+    if ssn.zero_request(t) or not queue_ok():
+        return False
+    if place_run(ssn, stmt, [t], 1):
+        stmt.to_pipelined()
+        return True
+    return False
+
+
 def task_by_task(ssn: Session, j: int, before: frozenset[int], eligible: Callable[[int], bool],
                  queue_allows: Callable[[np.ndarray], bool],
                  evict: Callable[[Statement, int, Callable[[], bool]], bool]) -> GroupAttempt:
@@ -363,11 +375,7 @@ def task_by_task(ssn: Session, j: int, before: frozenset[int], eligible: Callabl
 
             if not queue_ok():
                 continue
-            if place_run(ssn, stmt, [t], 1):
-                stmt.to_pipelined()
-                placed += 1
-                continue
-            if evict(stmt, t, queue_ok):
+            if idle_first(ssn, stmt, t, queue_ok) or evict(stmt, t, queue_ok):
                 placed += 1
                 continue
             if snap.pods[t].preemption_policy != PREEMPT_NEVER:    # a pod's own choice, not its class's

@@ -13,7 +13,9 @@ stays above its minimum; conformance), and are pipelined in their room; each tas
 commit at once (the job keeps its count: one pod out, one in), and the job's first task that
 finds no room ends its turn.
 
-A job asking for hard network topology evicts within one HyperNode, and a job with sub-groups
+A job asking for hard network topology evicts within one HyperNode, its pods placed on idle room
+there first (a gang may need idle room and freed room together; Volcano places a preemptor only
+where it evicts, and skips such jobs), and a job with sub-groups
 (spec.subGroupPolicy) sub-group by sub-group, each within one HyperNode of its own tier inside the
 job's (actions/bundles.py, within_sub_groups; Volcano v1.14.1 skips both, volcano#4374). The
 gang-aware variant, `gang_preempt` (Volcano's gangpreempt), takes victims by bundles: the tasks
@@ -28,7 +30,7 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.actions.bundles import (DEFAULT_MAX_DOMAINS, GroupAttempt, Turn, by_bundles, evict_bundles,
-                                            pipelined_of, task_by_task, within_hypernodes)
+                                            idle_first, pipelined_of, task_by_task, within_hypernodes)
 from runtime.engine.actions.common import eligible_jobs, pending_of
 from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle, turn_cost
 from runtime.cluster.model import PREEMPT_NEVER
@@ -155,6 +157,9 @@ def _turn(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int
             # reservation would never bind and the evictions would buy nothing.
             return ssn.allocatable_count(q, committed + reserved + snap.request[t], 1)[0] >= 1
 
+        if trial and idle_first(ssn, stmt, t, allowed_by_queue):
+            reserved += snap.request[t]
+            continue
         if evict_for(ssn, stmt, t, "preemptable", may_evict, reason_for, on_node, allowed_by_queue, 0):
             reserved += snap.request[t]
             continue

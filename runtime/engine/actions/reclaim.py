@@ -16,7 +16,8 @@ preemption inside the victim's queue lowering its allocation) can still make a t
 fair; so a job does not reclaim from a queue it lost pods to within the eviction audit's window
 (Options.lost_to, runtime/engine/evictions.py).
 
-A job asking for hard network topology reclaims within one HyperNode, and a job with sub-groups
+A job asking for hard network topology reclaims within one HyperNode, its pods placed on idle room
+there first (a gang may need idle and freed room together), and a job with sub-groups
 sub-group by sub-group, each within one HyperNode of its own tier inside the job's
 (actions/bundles.py, within_sub_groups; Volcano's reclaim ignores their tiers). The
 gang-aware variant, `gang_reclaim` (Volcano's gangreclaim), takes victims by bundles: the tasks
@@ -31,7 +32,7 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.actions.bundles import (DEFAULT_MAX_DOMAINS, GroupAttempt, Turn, by_bundles, evict_bundles,
-                                            pipelined_of, task_by_task, within_hypernodes)
+                                            idle_first, pipelined_of, task_by_task, within_hypernodes)
 from runtime.engine.actions.common import eligible_jobs, pending_of
 from runtime.engine.actions.eviction import evict_for, pods_by_node, preemptable, settle, turn_cost
 from runtime.cluster.model import PREEMPT_NEVER
@@ -118,7 +119,10 @@ def _turn(ssn: Session, q: int, j: int, committed: np.ndarray, on_node: dict[int
                     and not any(could_take_back(ssn, v, evicted=True, taker=q)
                                 for v in stmt.evicted_since(start)))
 
-        if evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
+        if trial and idle_first(ssn, stmt, t, lambda t=t: ssn.allocatable_count(
+                q, committed + reserved + snap.request[t], 1)[0] >= 1):
+            reserved += snap.request[t]
+        elif evict_for(ssn, stmt, t, "reclaimable", may_evict, reason_for, on_node, allowed_by_queue, 1):
             reserved += snap.request[t]
         else:
             if snap.pods[t].preemption_policy != PREEMPT_NEVER:   # a pod's own choice, not its class's
