@@ -84,6 +84,10 @@ def _run(ssn: Session, gang: bool) -> None:
         committed_of[q] = committed
     if not gang:    # Volcano's gangpreempt has no such phase
         for q, j in under_request:
+            if j in ssn.snap.sub_groups:
+                # A pod taking a sibling's room would break the sibling's sub-group and join its
+                # own alone, a reservation no allocate binds (sub-groups are placed whole).
+                continue
             committed_of[q] = _within_job(ssn, q, j, committed_of[q], on_node, by_priority)
 
 
