@@ -120,9 +120,9 @@ def test_tdm_lends_a_revocable_node_in_its_window_and_empties_it_after(objects: 
     revocable, normal = f"{ns}-r1", f"{ns}-n1"
     objects.node(revocable, cpu="4", memory="16Gi", labels={"volcano.sh/revocable-zone": "rz1"})
     objects.node(normal, cpu="4", memory="16Gi")
-    for pod, annotations in (("batch", {"volcano.sh/preemptable": "true"}), ("web", {})):
+    for pod, notes in (("batch", {"volcano.sh/preemptable": "true"}), ("web", {})):
         body = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": pod, "annotations": annotations},
+                "metadata": {"name": pod, "annotations": notes},
                 "spec": {"schedulerName": name, "containers": [{"name": "main", "image": "busybox",
                                                                  "resources": {"requests": {"cpu": "1"}}}]}}
         objects.api.post(f"/api/v1/namespaces/{ns}/pods", body)
