@@ -84,15 +84,53 @@ def placed_pods(pods: Iterable[Pod], bindings: Iterable = ()) -> list[tuple[Pod,
     return [(p, p.node_name, None) for p in pods if p.node_name and not p.terminal and p.key not in keys] + bound
 
 
-def cards(node_names: Sequence[str], inventories: Iterable[DeviceInventory], vgpu: vg.VgpuInventory | None,
-          placed: Sequence[tuple[Pod, str, Mapping | None]]) -> list[Card]:
-    """Every shared or counted card of the session's inventories, by node then device then card."""
-    node_pos = {name: i for i, name in enumerate(node_names)}
-    out: list[Card] = []
+@dataclass(frozen=True)
+class CardArrays:
+    """One device's cards as arrays (bytes): whose node, their place on it, whether each takes one
+    more task now (see the module's docstring), its free memory there (0 where it takes none) and its
+    memory when healthy (0 when not: it holds nothing even empty)."""
+
+    device: str
+    card_node: np.ndarray
+    local: np.ndarray
+    usable: np.ndarray
+    free: np.ndarray
+    capacity: np.ndarray
+
+
+def card_arrays(inventories: Iterable[DeviceInventory], vgpu: vg.VgpuInventory | None) -> list[CardArrays]:
+    out = []
     for inv in inventories:
         if not len(inv.card_node):
             continue
-        plan, mem_res = inv.plan, inv.memory_resource
+        plan = inv.plan
+        healthy = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
+        usable = healthy & inv.model_ok[inv.card_node] & ~inv.whole
+        if plan.sharing != "memory":
+            usable &= inv.tasks == 0
+        elif plan.max_tasks_per_card is not None:
+            usable &= inv.tasks < plan.max_tasks_per_card
+        free = np.where(usable, np.maximum(inv.card_memory - inv.used_memory, 0), 0)
+        out.append(CardArrays(plan.resource, inv.card_node, inv.card_local, usable, free,
+                              np.where(healthy, inv.card_memory, 0)))
+    if vgpu is not None and len(vgpu.card_node):
+        usable = vgpu.healthy & vgpu.usable & (vgpu.used_num < vgpu.split) & (vgpu.used_core < 100)
+        free = np.where(usable, np.maximum(vgpu.memory - vgpu.used_mem, 0) * MIB, 0)
+        out.append(CardArrays(vg.VGPU_NUMBER, vgpu.card_node, vgpu.local, usable, free,
+                              np.where(vgpu.healthy, vgpu.memory * MIB, 0)))
+    return out
+
+
+def cards(node_names: Sequence[str], inventories: Sequence[DeviceInventory], vgpu: vg.VgpuInventory | None,
+          placed: Sequence[tuple[Pod, str, Mapping | None]]) -> list[Card]:
+    """Every shared or counted card of the session's inventories, by node then device then card."""
+    node_pos = {name: i for i, name in enumerate(node_names)}
+    arrays = {a.device: a for a in card_arrays(inventories, vgpu)}
+    out: list[Card] = []
+    for inv in inventories:
+        if inv.plan.resource not in arrays:
+            continue
+        plan, mem_res, usable = inv.plan, inv.memory_resource, arrays[inv.plan.resource].usable
 
         def of_plan(pod, devices, ni, plan=plan, mem_res=mem_res):
             if devices is not None:
@@ -101,35 +139,32 @@ def cards(node_names: Sequence[str], inventories: Iterable[DeviceInventory], vgp
 
         holders = _holders(placed, node_pos, of_plan)
         healthy = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
-        split = plan.max_tasks_per_card
+        split = plan.max_tasks_per_card if plan.sharing == "memory" else 1
         counts_cores = plan.sharing == "memory" and bool(plan.cores_resource or plan.compute_percent)
         for ci in range(len(inv.card_node)):
             ni, local = int(inv.card_node[ci]), int(inv.card_local[ci])
-            tasks, whole = int(inv.tasks[ci]), bool(inv.whole[ci])
-            ok = bool(healthy[ci]) and bool(inv.model_ok[ni]) and not whole and \
-                (plan.sharing == "memory" or tasks == 0) and (split is None or tasks < split)
             out.append(Card(node_names[ni], plan.resource, local, "", int(inv.card_memory[ci]),
-                            int(inv.used_memory[ci]), int(inv.used_compute[ci]) if counts_cores else None, tasks,
-                            split if plan.sharing == "memory" else 1, whole, bool(healthy[ci]), ok,
+                            int(inv.used_memory[ci]), int(inv.used_compute[ci]) if counts_cores else None,
+                            int(inv.tasks[ci]), split, bool(inv.whole[ci]), bool(healthy[ci]), bool(usable[ci]),
                             tuple(holders.get((ni, local), ()))))
-    if vgpu is not None and len(vgpu.card_node):
+    if vg.VGPU_NUMBER in arrays:
+        usable = arrays[vg.VGPU_NUMBER].usable
+        uuids_of: dict[int, list[str]] = {}
+        for c in range(len(vgpu.card_node)):
+            uuids_of.setdefault(int(vgpu.card_node[c]), []).append(vgpu.uuid[c])
+
         def of_vgpu(pod, devices, ni):
             if devices is not None:
                 return tuple(devices.get(vg.VGPU_NUMBER, ()))
-            first = vgpu.first.get(ni)
-            if first is None:
-                return ()
-            uuids = [u for c, u in enumerate(vgpu.uuid) if vgpu.card_node[c] == ni]
-            return tuple(c for c, _, _ in vg.vgpu_cards_held(pod, uuids))
+            return tuple(c for c, _, _ in vg.vgpu_cards_held(pod, uuids_of.get(ni, [])))
 
         holders = _holders(placed, node_pos, of_vgpu)
         for c in range(len(vgpu.card_node)):
             ni, local = int(vgpu.card_node[c]), int(vgpu.local[c])
             used_num, used_core = int(vgpu.used_num[c]), int(vgpu.used_core[c])
-            ok = bool(vgpu.healthy[c]) and bool(vgpu.usable[c]) and used_num < int(vgpu.split[c]) and used_core < 100
             out.append(Card(node_names[ni], vg.VGPU_NUMBER, local, vgpu.uuid[c], int(vgpu.memory[c]) * MIB,
                             int(vgpu.used_mem[c]) * MIB, used_core, used_num, int(vgpu.split[c]),
-                            used_core >= 100 and used_num == 1, bool(vgpu.healthy[c]), ok,
+                            used_core >= 100 and used_num == 1, bool(vgpu.healthy[c]), bool(usable[c]),
                             tuple(holders.get((ni, local), ()))))
     out.sort(key=lambda c: (c.node, c.device, c.index))
     return out
@@ -166,63 +201,65 @@ class _Ask:
 
 
 def _asks(device: str, inventories: Sequence[DeviceInventory], waiting: Sequence[Pod]) -> list[_Ask]:
+    """The distinct asks (cards, memory per card, where the pod may go) of the waiting pods for `device`."""
     out = []
     seen = set()
-    if device == vg.VGPU_NUMBER:
-        for pod in waiting:
+    inv = next((i for i in inventories if i.plan.resource == device), None)
+    if inv is not None and (inv.plan.sharing != "memory" or inv.memory_resource is None):
+        return out
+    for pod in waiting:
+        if inv is None:
             need = vg.vgpu_need(pod.requests)
             if need is None or need.percent != vg.NO_PERCENT or need.memory <= 0:
                 continue
-            key = (need.cards, need.memory, _constraints(pod))
-            if key not in seen:
-                seen.add(key)
-                out.append(_Ask(need.cards, need.memory * MIB, pod))
-        return out
-    inv = next(i for i in inventories if i.plan.resource == device)
-    if inv.plan.sharing != "memory" or inv.memory_resource is None:
-        return out
-    for pod in waiting:
-        need = device_need(inv.plan, inv.memory_resource, inv.memory_unit, pod.requests)
-        if need.cards <= 0 or need.memory <= 0:
+            cards_, memory = need.cards, need.memory * MIB
+        else:
+            need = device_need(inv.plan, inv.memory_resource, inv.memory_unit, pod.requests)
+            cards_, memory = need.cards, need.memory
+        if cards_ <= 0 or memory <= 0:
             continue
-        key = (need.cards, need.memory, _constraints(pod))
+        key = (cards_, memory, tuple(sorted(pod.node_selector.items())), pod.required_terms, pod.tolerations)
         if key not in seen:
             seen.add(key)
-            out.append(_Ask(need.cards, need.memory, pod))
+            out.append(_Ask(cards_, memory, pod))
     return out
 
 
-def _constraints(pod: Pod) -> tuple:
-    return (tuple(sorted(pod.node_selector.items())), pod.required_terms, pod.tolerations)
-
-
-def split_card_memory(all_cards: Sequence[Card], inventories: Sequence[DeviceInventory],
-                      nodes: Mapping[str, Node], waiting: Sequence[Pod]) -> list[SplitNode]:
+def split_card_memory(node_names: Sequence[str], nodes: Mapping[str, Node], inventories: Sequence[DeviceInventory],
+                      vgpu: vg.VgpuInventory | None, waiting: Sequence[Pod]) -> list[SplitNode]:
     """The nodes (and devices) whose free card memory is split so that no waiting pod uses it (see
-    the module's docstring), by device then node."""
-    if not waiting or not all_cards:
+    the module's docstring), by device then node. Vectorized over cards: the simulator asks after
+    every cycle while pods wait."""
+    if not waiting:
         return []
-    by_node: dict[tuple[str, str], list[Card]] = {}
-    for card in all_cards:
-        by_node.setdefault((card.device, card.node), []).append(card)
-    asks_of: dict[str, list[_Ask]] = {}
+    n = len(node_names)
     out = []
-    for (device, name), node_cards in sorted(by_node.items()):
-        if device not in asks_of:
-            asks_of[device] = _asks(device, inventories, waiting)
-        node = nodes.get(name)
-        if node is None or node.unschedulable:
-            continue
-        asks = [a for a in asks_of[device] if admits(node, a.pod)]
+    for arrays in sorted(card_arrays(inventories, vgpu), key=lambda a: a.device):
+        asks = _asks(arrays.device, inventories, waiting)
         if not asks:
             continue
-        free = [c.free_memory for c in node_cards]
-        capacity = [c.memory for c in node_cards if c.healthy]
-        total = sum(free)
-        fits_now = any(sum(f >= a.memory for f in free) >= a.cards for a in asks)
-        split = [a for a in asks if any(m >= a.memory for m in capacity) and total >= a.cards * a.memory
-                 and sum(f >= a.memory for f in free) < a.cards]
-        if total and split and not fits_now:
-            ask = max(split, key=lambda a: a.memory)
-            out.append(SplitNode(name, device, total, tuple(free), ask.memory))
+        total = np.bincount(arrays.card_node, weights=arrays.free, minlength=n)
+        with_cards = np.unique(arrays.card_node)
+        open_nodes = [i for i in with_cards.tolist()
+                      if node_names[i] in nodes and not nodes[node_names[i]].unschedulable]
+        fits_now = np.zeros(n, dtype=bool)
+        best = np.zeros(n, dtype=np.int64)              # the largest ask split over a node's cards
+        admitted: dict[tuple, np.ndarray] = {}
+        for ask in asks:
+            key = (tuple(sorted(ask.pod.node_selector.items())), ask.pod.required_terms, ask.pod.tolerations)
+            if key not in admitted:
+                mask = np.zeros(n, dtype=bool)
+                mask[[i for i in open_nodes if admits(nodes[node_names[i]], ask.pod)]] = True
+                admitted[key] = mask
+            mask = admitted[key]
+            fitting = np.bincount(arrays.card_node, weights=arrays.free >= ask.memory, minlength=n)
+            big_enough = np.bincount(arrays.card_node, weights=arrays.capacity >= ask.memory, minlength=n) > 0
+            fits_now |= mask & (fitting >= ask.cards)
+            split = mask & big_enough & (total >= ask.cards * ask.memory) & (fitting < ask.cards)
+            best = np.where(split, np.maximum(best, ask.memory), best)
+        for i in np.flatnonzero((best > 0) & ~fits_now & (total > 0)).tolist():
+            mine = arrays.card_node == i
+            order = np.argsort(arrays.local[mine], kind="stable")
+            frees = tuple(int(f) for f in arrays.free[mine][order])
+            out.append(SplitNode(node_names[i], arrays.device, int(total[i]), frees, int(best[i])))
     return out

@@ -80,7 +80,8 @@ def _work_out(view: CycleView) -> DeviceFacts:
         all_cards = cards(session.node_names, session.card_inventories, session.vgpu_inventory,
                           placed_pods(state.pods.values(), bound))
         waiting = [p for key in view.reasons() if (p := state.pods.get(key)) is not None]
-        split = split_card_memory(all_cards, session.card_inventories, state.nodes, waiting)
+        split = split_card_memory(session.node_names, state.nodes, session.card_inventories,
+                                  session.vgpu_inventory, waiting)
     classes: list[ClassNode] = []
     if state.dra.slices and state.dra.classes:
         dra = state.dra

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from runtime.cluster.model import ClusterState, Pod
-from runtime.engine.cards import SplitNode, cards, split_card_memory
+from runtime.engine.cards import SplitNode, split_card_memory
 from runtime.engine.fragmentation import card_fragmentation, node_fragmentation
 from runtime.simulation.cardsplit import CardSplit, card_splits
 from runtime.simulation.devices import ClassUsage, DeviceMeter, usage
@@ -245,8 +245,7 @@ class Recorder:
         devices = self.device_meter.fractions(state.dra) if state.dra.slices else {}
         split = ()
         if waiting_pods and (snap.devices or snap.vgpu is not None):
-            split = tuple(split_card_memory(cards(snap.node_names, snap.devices, snap.vgpu, ()), snap.devices,
-                                            state.nodes, waiting_pods))
+            split = tuple(split_card_memory(snap.node_names, state.nodes, snap.devices, snap.vgpu, waiting_pods))
         self.samples.append(Sample(time, utilization, shares, deserved, waiting, fragmentation, fairness,
                                    self.evictions, devices, split))
 
