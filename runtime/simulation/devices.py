@@ -57,11 +57,14 @@ class DeviceMeter:
     def __init__(self) -> None:
         self._key: tuple | None = None
         self._members: dict[str, list[tuple[DeviceId, str]]] = {}
+        self._objects: tuple = ()
 
     def _membership(self, dra: Dra) -> dict[str, list[tuple[DeviceId, str]]]:
         # The objects themselves are the key: the simulator replaces a slice or class it changes.
+        # They are kept alive with the key (self._objects), so no new object can take an old one's id.
         key = (tuple(map(id, dra.slices.values())), tuple(map(id, dra.classes.values())))
         if key != self._key:
+            self._objects = (tuple(dra.slices.values()), tuple(dra.classes.values()))
             inventory = build_inventory(dra)
             members: dict[str, list[tuple[DeviceId, str]]] = {}
             for cls in sorted(dra.classes):
