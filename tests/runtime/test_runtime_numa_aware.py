@@ -266,7 +266,9 @@ def test_a_pod_the_policy_cannot_align_waits_saying_so(pure):
     docs = [node_doc("n1", "16"), topology_doc("n1", free="0-1,5-7"), pod_doc("p", "4")]
     decisions = cycle(numa_policy(), load_objects([("c.yaml", d) for d in docs]), pure)
     assert not decisions.bindings
-    assert "could not align the pod's exclusive CPUs with NUMA nodes" in str(decisions.unschedulable[0].reasons[0])
+    text = str(decisions.unschedulable[0].reasons[0])
+    assert "could not align the pod's exclusive CPUs with NUMA nodes" in text
+    assert "(pod needs 4 CPUs; node n1's NUMA nodes 0, 1 have 2, 3 free)" in text
 
 
 def test_a_pod_without_a_numatopology_waits_naming_it(pure):

@@ -398,10 +398,26 @@ class NumaRule(StatefulRule):
             OTHER_POLICY: f"node(s) had a topology manager policy other than the pod's {policy}",
             NO_CPUS: "node(s) had no free CPUs in their Numatopology",
             UNALIGNED: "node(s) could not align the pod's exclusive CPUs with NUMA nodes as their topology "
-                       "manager policy requires",
+                       "manager policy requires" + self._figures(cid, answer),
         }
         return [Check(message, answer.cause != code) for code, message in messages.items()
                 if (answer.cause == code).any()]
+
+    def _figures(self, cid: int, answer: Answer) -> str:
+        """What the pod needs and what the roomiest node it could not align has, per NUMA node:
+        " (pod needs 4 CPUs; node n1's NUMA nodes 0, 1 have 3, 2 free)"."""
+        rows = np.flatnonzero(answer.cause == UNALIGNED)
+        if not len(rows):
+            return ""
+        containers = self.ask[cid][1]
+        need = f"{containers[0]} CPUs" if len(containers) == 1 else \
+            " + ".join(map(str, containers)) + " CPUs by container"
+        row = max(rows.tolist(), key=lambda r: (len(self.nodes[r].free - self.nodes[r].reserved), -r))
+        node = self.nodes[row]
+        available = node.free - node.reserved
+        free = [len(node.cpus.in_numa[n] & available) for n in node.cpus.numa_nodes]
+        return (f" (pod needs {need}; node {self.ssn.snap.node_names[row]}'s NUMA nodes "
+                f"{', '.join(map(str, node.cpus.numa_nodes))} have {', '.join(map(str, free))} free)")
 
     def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         answer = self._answer(cid, nodes)
