@@ -195,3 +195,78 @@ def test_the_dashboard_shows_each_shared_card_with_the_pods_the_api_server_says_
             raise
         finally:
             driver.quit()
+
+
+DRA_API = "/apis/resource.k8s.io/v1"
+DRIVER = "gpu.example.com"
+
+
+def test_the_dashboard_counts_dra_devices_per_class_and_node_as_the_claims_hold_them(
+        tmp_path: Path, objects: Objects, kube_cluster: KubeCluster) -> None:
+    """ResourceSlices published as a DRA driver would (3 GPUs on n0, 2 on n1) and one claim for two
+    GPUs, its pod bound by the scheduler: in the browser, the class's row for each node shows the
+    devices the slices publish and as allocated those the claim's status.allocation (read back from
+    the API server) names on that node."""
+    name, ns = unique_scheduler_name(), objects.namespace
+    cls = f"gpu-{ns}"
+    published = {f"{ns}-n0": 3, f"{ns}-n1": 2}
+    for node in published:
+        objects.node(node, cpu="4", memory="8Gi")
+    objects.api.post(f"{DRA_API}/deviceclasses", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+    objects.cluster_objects.append(f"{DRA_API}/deviceclasses/{cls}")
+    for node, count in published.items():
+        objects.api.post(f"{DRA_API}/resourceslices", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}"} for i in range(count)]}})
+        objects.cluster_objects.append(f"{DRA_API}/resourceslices/{node}-gpus")
+    objects.api.post(f"{DRA_API}/namespaces/{ns}/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "pair"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 2}}]}}})
+    objects.api.post(f"/api/v1/namespaces/{ns}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer"},
+        "spec": {"schedulerName": name, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
+                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "pair"}]}})
+    try:
+        with SchedulerProcess(tmp_path, policy(f"dra{uuid.uuid4().hex[:6]}"), kube_cluster.kubeconfig, name) as scheduler:
+            scheduler.wait_ready()
+            wait_for(lambda: objects.bound().get("trainer"), "the pod bound", 60)
+            claim = objects.api.get(f"{DRA_API}/namespaces/{ns}/resourceclaims/pair")
+            allocated: dict[str, int] = {}
+            for result in claim["status"]["allocation"]["devices"]["results"]:
+                allocated[result["pool"]] = allocated.get(result["pool"], 0) + 1    # pools are named by node
+            assert sum(allocated.values()) == 2
+            wait_for(lambda: f'data-class="{cls}"' in scheduler.get("/ui")[1] and
+                     all(f'data-node="{n}"' in scheduler.get("/ui")[1] for n in published), "the rows", 30)
+            wait_for(lambda: f'<td class="num">{allocated.get(f"{ns}-n0", 0)}</td><td class="num">3</td>'
+                     in scheduler.get("/ui")[1], "the allocation counted", 30)
+            driver = browser()
+            try:
+                driver.get(scheduler.metrics_url() + "/ui")
+                from selenium.webdriver.common.by import By
+
+                for node, count in published.items():
+                    row = driver.find_element(By.CSS_SELECTOR, f'#device-classes tr.device-class[data-class="{cls}"]'
+                                                               f'[data-node="{node}"]')
+                    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+                    used = allocated.get(node, 0)
+                    assert cells == [cls, node, str(used), str(count), str(count - used)], cells
+            except BaseException:
+                for where in filter(None, (tmp_path, os.environ.get("POLICYDSL_ARTIFACTS"))):
+                    folder = Path(where)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    shot = folder / "dashboard-dra-failure.png"
+                    driver.save_screenshot(str(shot))
+                    (folder / "dashboard-dra-failure.html").write_text(driver.page_source)
+                    print(f"screenshot: {shot}")
+                raise
+            finally:
+                driver.quit()
+    finally:
+        # an allocated claim carries the delete-protection finalizer: taken off so the namespace goes
+        for item in objects.api.get(f"{DRA_API}/namespaces/{ns}/resourceclaims")["items"]:
+            objects.api.merge_patch(f"{DRA_API}/namespaces/{ns}/resourceclaims/{item['metadata']['name']}",
+                                    {"metadata": {"finalizers": None}})
