@@ -26,6 +26,7 @@ from typing import Callable
 from compiler.lint.queues import PROMISE_BEYOND_CLUSTER
 from compiler.plan import Plan
 from runtime.engine.actions import registry as action_registry
+from runtime.engine.actions.shuffle import tick_seconds
 from runtime.engine.cycle import collect, open_session
 from runtime.engine.devices import card_model
 from runtime.cluster.decisions import Decisions, Reason
@@ -359,6 +360,7 @@ class Simulation:
         dirty = True
         stopped = "drained"
         last_time = 0.0
+        shuffle_step = tick_seconds(self.plan, period)
         while True:
             if limits.cycles is not None and cycles >= limits.cycles:
                 stopped = "cycles"
@@ -367,12 +369,15 @@ class Simulation:
                 stopped = "cycle limit"
                 break
             # shuffle evicts on the clock (a revocable zone closing, rescheduling's interval): with
-            # it idle cycles run too, up to the last event or --until.
-            ticking = "shuffle" in self.plan.actions and (bool(self.events) or limits.until is not None)
-            if not dirty and limits.cycles is None and not ticking:
-                if not self.events:
+            # it idle stretches are crossed a shuffle step at a time, up to the last event or --until.
+            ticking = shuffle_step is not None and (bool(self.events) or limits.until is not None)
+            if not dirty and limits.cycles is None:
+                if not self.events and not ticking:
                     break
-                index = max(index, math.ceil(self.events[0][0] / period - 1e-9))
+                upcoming = self.events[0][0] if self.events else math.inf
+                if ticking:
+                    upcoming = min(upcoming, last_time + shuffle_step)
+                index = max(index, math.ceil(upcoming / period - 1e-9))
             now = index * period
             if limits.until is not None and now > limits.until:
                 stopped = "until"

@@ -219,3 +219,12 @@ def test_pods_whose_place_rules_decide_by_class_stay(pure):
     # The same pods without the annotation move.
     state.podgroups["ns/tt"].task_topology = ()
     assert len(two_cycles(resched_policy(), state, pure).evictions) == 1
+
+
+def test_the_simulator_crosses_idle_time_a_shuffle_step_at_a_time():
+    from runtime.engine.actions.shuffle import tick_seconds
+    assert tick_seconds(resched_policy(), 1.0) == 61.0          # interval 1m, then the next cycle
+    assert tick_seconds(resched_policy(actions="enqueue, allocate, preempt, backfill"), 1.0) is None
+    both = policy('tier {\n  plugin tdm {\n    revocable_zones = { rz1: "1:00-2:00" }\n    evict_period = "30s"\n'
+                  '  }\n  plugin rescheduling\n}\n', actions="enqueue, allocate, shuffle")
+    assert tick_seconds(both, 1.0) == 30.0

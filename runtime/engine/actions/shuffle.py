@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.plan import Plan
 from runtime.cluster import decisions as d
+from runtime.engine.plugins.cdp import go_duration
 from runtime.engine.session import Session
 from runtime.engine.snapshot import BOUND
 
@@ -35,3 +37,22 @@ def run(ssn: Session) -> None:
                 stmt.evict(t, chosen[t])
             stmt.commit()
             return
+
+
+def tick_seconds(plan: Plan, period: float) -> float | None:
+    """How often a simulator must run a cycle while nothing else happens, for shuffle to act on
+    time (a revocable zone closing, rescheduling's interval): the shortest period of the victim
+    plugins that run on the clock (tdm's evict_period, rescheduling's interval and a period), at least
+    `period`;
+    None when the plan has no shuffle."""
+    if "shuffle" not in plan.actions:
+        return None
+    steps = []
+    for tier in plan.tiers:
+        for plugin in tier.plugins:
+            if plugin.name == "tdm" and plugin.enabled("victim"):
+                steps.append(go_duration(str(plugin.arguments.get("evict_period") or "1m")) or 60.0)
+            elif plugin.name == "rescheduling" and plugin.enabled("victim"):
+                # it runs once more than its interval has passed (Volcano's Before): a period later
+                steps.append((go_duration(str(plugin.arguments.get("interval") or "5m")) or 300.0) + period)
+    return max(min(steps), period) if steps else None
