@@ -77,6 +77,9 @@ def _metric_rows(result: SimulationResult, labels: dict[str, str] | None = None)
         rows[f"utilization {r}"] = (v, "%")
     for r, v in m.fragmentation.items():
         rows[f"fragmentation {r}"] = (v, "%")
+    for device, split in m.card_fragmentation.items():
+        # Card memory no waiting pod could use, split over cards (runtime.simulation.cardsplit); no row when never.
+        rows[f"card memory split {device} mean (GiB)"] = (split.mean / 2**30, "")
     rows["fairness index"] = (m.fairness, "")
     rows["evictions"] = (float(m.evictions), "")
     rows["gang violations"] = (float(len(m.gang_violations)), "")

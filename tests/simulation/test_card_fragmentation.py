@@ -114,3 +114,20 @@ def test_a_later_arrival_makes_card_memory_split_for_a_while(tmp_path: Path, cap
     page = (tmp_path / "report" / "index.html").read_text()
     assert 'id="card-fragmentation"' in page
     assert "node g3&#x27;s cards have 8Gi, 6Gi, 4Gi and 0 free" in page
+
+
+def test_policydsl_diff_compares_the_split_card_memory() -> None:
+    """The same run against itself shows the 9Gi mean unchanged; against a run where `late` asks
+    8Gi (it fits card 0 at once) the row is missing on that side: nothing was ever split."""
+    from runtime.simulation.comparison import compare
+
+    split = run()
+    docs = [d for d in objects() if d["metadata"]["name"] != "late"] + [pod("late", cpu="1", **{MEMORY: "8192"})]
+    compilation = compile_text(POLICY, "cards.policy")
+    fits = simulate(compilation.plan, scenario_from_documents(compilation.plan, [("snapshot", d) for d in docs], None),
+                    Limits(until=120.0))
+    name = f"card memory split {NUMBER} mean (GiB)"
+    (same,) = [m for m in compare(split, split).metrics if m.name == name]
+    assert (same.old, same.new) == (pytest.approx(9.0), pytest.approx(9.0))
+    (gone,) = [m for m in compare(split, fits).metrics if m.name == name]
+    assert gone.old == pytest.approx(9.0) and gone.new is None
