@@ -296,3 +296,22 @@ def test_reservations_bind_though_the_jobs_extra_pod_finds_no_room(sub_groups, p
         state.advance()
     assert len(bound) == 2 and switch_of(list(bound.values())) is not None
     assert audit.bought == 2 and audit.wasted == 0 and audit.repeats == 0
+
+
+@pytest.mark.parametrize("plan_", [PREEMPT, GANG_PREEMPT], ids=["preempt", "gang_preempt"])
+@pytest.mark.parametrize("min_groups,evicted", [(2, 0), (1, 1)])
+def test_a_victim_keeps_its_min_sub_groups(plan_, min_groups, evicted, pure):
+    """A low job of two sub-groups of 2 (minMember 2) runs on every node; a high one-pod job needs
+    one node. With minSubGroups 2 no pod of it may go (the job would run with one ready sub-group,
+    below its minimum; Volcano's gang plugin counts only minMember and evicts one); with 1, one
+    pod goes. gang_preempt (whole_gangs) may instead take the whole job, its only bundle then."""
+    state = cluster()
+    sub_job(state, "low", {"a": 2, "b": 2}, 2, 2, LOW, min_groups=min_groups,
+            running={"low-a-0": "n0", "low-a-1": "n1", "low-b-0": "n2", "low-b-1": "n3"}, creation=0.0)
+    group(state, "high", 1, 1, HIGH, creation=1)
+    decisions = cycle(plan_, state, pure)
+    gone = sorted(e.pod for e in decisions.evictions)
+    if plan_ is GANG_PREEMPT and not evicted:
+        assert gone in ([], [f"ns/low-{v}-{k}" for v in "ab" for k in range(2)])   # nothing, or WHOLE
+    else:
+        assert len(gone) == evicted

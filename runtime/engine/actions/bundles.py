@@ -45,6 +45,7 @@ from runtime.cluster import decisions as d
 from runtime.engine.actions import topology
 from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.actions.common import place_run
+from runtime.engine.actions.eviction import sub_group_slack
 from runtime.engine.rules.hypernodes import asks_topology, sub_group_count, sub_group_ready
 from runtime.engine.session import Session, Statement
 from runtime.engine.snapshot import BOUND, PENDING, PIPELINED, READY_STATUSES
@@ -480,7 +481,7 @@ def bundles_in(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_ev
         mins = job.min_task_member if job.min_member >= sum(job.min_task_member.values()) else {}
         roles = ssn.role_counts(job, READY_STATUSES) if mins else {}
         role_surplus = {r: roles.get(r, 0) - m for r, m in mins.items()}
-        group_of, group_surplus, broken = _sub_group_slack(ssn, J)
+        group_of, group_surplus, broken = sub_group_slack(ssn, J)
         safe = []
         for v in mine:
             role = snap.pods[v].task_role
@@ -502,30 +503,6 @@ def bundles_in(ssn: Session, j: int, rows: np.ndarray | None, point: str, may_ev
             on_rows = [v for v in tasks if in_rows[ssn.task_node[v]]]
             out.append(Bundle(True, J, tasks, req[on_rows].sum(axis=0), req[list(tasks)].sum(axis=0)))
     return _ordered(ssn, out, need)
-
-
-def _sub_group_slack(ssn: Session, J: int) -> tuple[dict[int, tuple[int, int]], dict[int, int], set[int]]:
-    """For a job with sub-groups (spec.subGroupPolicy; Volcano's SubJobs, as its CreateJobBundles
-    counts them): each pod's (policy, sub-group), how many ready sub-groups each policy has above
-    its minSubGroups, and the sub-groups already broken (fewer than subGroupSize pods ready). A
-    pod is SAFE only where its sub-group is already broken or its policy has a ready one to spare."""
-    groups = getattr(ssn.snap, "sub_groups", {}).get(J, ())
-    if not groups:
-        return {}, {}, set()
-    policies = ssn.snap.jobs[J].podgroup.sub_groups
-    group_of: dict[int, tuple[int, int]] = {}
-    surplus = {i: -p.min_groups for i, p in enumerate(policies)}
-    broken: set[int] = set()
-    for k, sg in enumerate(groups):
-        if sg.policy < 0:
-            continue                  # the default sub-group: no minimum of its own
-        tasks = sg.tasks.tolist()
-        group_of.update((t, (sg.policy, k)) for t in tasks)
-        if sum(1 for t in tasks if ssn.status[t] in READY_STATUSES) >= sg.size:
-            surplus[sg.policy] += 1
-        else:
-            broken.add(k)
-    return group_of, surplus, broken
 
 
 def _task_order(ssn: Session, tasks: list[int]) -> list[int]:

@@ -24,7 +24,7 @@ from runtime.cluster import decisions as d
 from runtime.cluster.model import PREEMPT_NEVER
 from runtime.engine.session import Session
 from runtime.engine.extension import MASK_PASS
-from runtime.engine.snapshot import BOUND, PIPELINED, Snapshot
+from runtime.engine.snapshot import BOUND, PIPELINED, READY_STATUSES, Snapshot
 
 
 def pods_by_node(ssn: Session) -> dict[int, list[int]]:
@@ -44,6 +44,53 @@ def spare(ssn: Session, j: int) -> int:
     job = ssn.snap.jobs[j]
     ready = int(ssn.job_ready[j])
     return ready - job.min_member if job.min_member > 1 else ready
+
+
+def sub_group_slack(ssn: Session, J: int) -> tuple[dict[int, tuple[int, int]], dict[int, int], set[int]]:
+    """For a job with sub-groups (spec.subGroupPolicy; Volcano's SubJobs, as its CreateJobBundles
+    counts them): each pod's (policy, sub-group), how many ready sub-groups each policy has above
+    its minSubGroups, and the sub-groups already broken (fewer than subGroupSize pods ready). A
+    pod may go only where its sub-group is already broken or its policy has a ready one to spare."""
+    groups = ssn.snap.sub_groups.get(J, ())
+    if not groups:
+        return {}, {}, set()
+    policies = ssn.snap.jobs[J].podgroup.sub_groups
+    group_of: dict[int, tuple[int, int]] = {}
+    surplus = {i: -p.min_groups for i, p in enumerate(policies)}
+    broken: set[int] = set()
+    for k, sg in enumerate(groups):
+        if sg.policy < 0:
+            continue                  # the default sub-group: no minimum of its own
+        tasks = sg.tasks.tolist()
+        group_of.update((t, (sg.policy, k)) for t in tasks)
+        if sum(1 for t in tasks if ssn.status[t] in READY_STATUSES) >= sg.size:
+            surplus[sg.policy] += 1
+        else:
+            broken.add(k)
+    return group_of, surplus, broken
+
+
+class Slack:
+    """What victims job j can lose, taken one by one: `spare` pods, and (a job with sub-groups)
+    none that would leave a policy with fewer ready sub-groups than its minSubGroups (Volcano's
+    gang plugin counts only minMember and so breaks them)."""
+
+    def __init__(self, ssn: Session, j: int):
+        self.left = spare(ssn, j)
+        self.group_of, self.surplus, self.broken = sub_group_slack(ssn, j)
+
+    def can(self, v: int) -> bool:
+        if self.left <= 0:
+            return False
+        k = self.group_of.get(v)
+        return k is None or k[1] in self.broken or self.surplus[k[0]] > 0
+
+    def take(self, v: int) -> None:
+        self.left -= 1
+        k = self.group_of.get(v)
+        if k is not None and k[1] not in self.broken:    # its first pod gone: the sub-group breaks
+            self.broken.add(k[1])
+            self.surplus[k[0]] -= 1
 
 
 def wants_victims(ssn: Session) -> bool:
@@ -73,24 +120,24 @@ def victim_order(ssn: Session, victims: list[int]) -> list[int]:
 
 def minimal_victims(ssn: Session, need: np.ndarray, victims: list[int]) -> list[int] | None:
     """Fewest victims (in victim order) whose requests cover `need`, no gang taken below its
-    minimum; None if no such set exists."""
+    minimum (nor its minSubGroups: `Slack`); None if no such set exists."""
     req = ssn.snap.request
     task_job = ssn.snap.task_job
-    left: dict[int, int] = {}
+    left: dict[int, Slack] = {}
     for v in victims:
         j = int(task_job[v])
         if j not in left:
-            left[j] = spare(ssn, j)
-    ordered = [v for v in victim_order(ssn, victims) if left[int(task_job[v])] > 0]
+            left[j] = Slack(ssn, j)
+    ordered = [v for v in victim_order(ssn, victims) if left[int(task_job[v])].can(v)]
     for v in ordered:
         if _covers(req[v], need):
             return [v]
     chosen, freed = [], np.zeros_like(need)
     for v in ordered:
-        j = int(task_job[v])
-        if left[j] <= 0:
+        slack = left[int(task_job[v])]
+        if not slack.can(v):
             continue
-        left[j] -= 1
+        slack.take(v)
         chosen.append(v)
         freed = freed + req[v]
         if _covers(freed, need):
@@ -208,7 +255,7 @@ def _victims_on(ssn: Session, stmt, cid: int, node: int, allowed: list[int], rea
     task_job = snap.task_job
     cp = ssn.placement(cid)
     at = np.array([node], dtype=np.int64)
-    left = {int(task_job[v]): spare(ssn, int(task_job[v])) for v in allowed}
+    left = {int(task_job[v]): Slack(ssn, int(task_job[v])) for v in allowed}
 
     def passes() -> bool:
         room = snap.allocatable[node] - ssn.used[node] + ssn.releasing[node] - ssn.pipelined[node]
@@ -233,10 +280,10 @@ def _victims_on(ssn: Session, stmt, cid: int, node: int, allowed: list[int], rea
     chosen: list[int] = []
     found = False
     for v in victim_order(ssn, allowed):
-        j = int(task_job[v])
-        if left[j] <= 0:
+        slack = left[int(task_job[v])]
+        if not slack.can(v):
             continue
-        left[j] -= 1
+        slack.take(v)
         stmt.evict(v, reason_for(v))
         chosen.append(v)
         if len(chosen) >= least and passes():
