@@ -65,7 +65,7 @@ class Card:
 
 def _holders(placed: Iterable[tuple[Pod, str, Mapping[str, tuple[int, ...]] | None]], node_pos: Mapping[str, int],
              key_of) -> dict[tuple[int, int], list[str]]:
-    """(node, card) -> pods; key_of(pod, devices) gives the cards of one pod."""
+    """(node, card) -> pods; key_of(pod, the cards its binding named or None, node index) gives one pod's cards."""
     out: dict[tuple[int, int], list[str]] = {}
     for pod, node, devices in placed:
         ni = node_pos.get(node)
