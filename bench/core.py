@@ -859,7 +859,7 @@ class _BoundPlacer:
         raise RuntimeError(f"section 12's builder found no node for the settled pod {pod.key}")
 
 
-def make_scale_cluster(nodes: int) -> ClusterState:
+def make_scale_cluster(nodes: int, with_rules: bool = True) -> ClusterState:
     """Section 12's cluster: `nodes` nodes in SCALE_ZONES zones (4 shapes and instance types;
     pools by scale_pool: GPU nodes of 8 cards tainted nvidia.com/gpu, infra nodes tainted
     dedicated=infra, 30% empty) and 10 × `nodes` pods, 9 × `nodes` of them bound and `nodes`
@@ -869,7 +869,8 @@ def make_scale_cluster(nodes: int) -> ClusterState:
     pods tolerating every taint, plain ones; one in 50 groups' pending pods a delayed claim of a
     class provisioning in half the zones. Gangs of GANG_SIZES (PodGroups), every other one of GPU
     pods (1 card, tolerating the GPU taint, node selector pool=gpu). Every job in one of the 20
-    leaf queues (scale_policy)."""
+    leaf queues (scale_policy). Without `with_rules`, the same pods and places without their
+    inter-pod rules (anti-affinity, spread, host ports): what those cost."""
     state = ClusterState()
     node_list = []
     for n in range(nodes):
@@ -926,7 +927,8 @@ def make_scale_cluster(nodes: int) -> ClusterState:
             tolerations = (Toleration(operator="Exists"),)
         requests = {"cpu": 100 * (1 + g % 5), "memory": GiB // 4 * (1 + g % 4)}
         for r in range(SCALE_REPLICAS):
-            pod = Pod("bench", f"{app}-{r}", dict(requests), uid=f"a{g}-{r}", labels={"app": app}, rules=rules,
+            pod = Pod("bench", f"{app}-{r}", dict(requests), uid=f"a{g}-{r}", labels={"app": app},
+                      rules=rules if with_rules else None,
                       node_selector=node_selector, required_terms=required, tolerations=tolerations,
                       creation=float(g), annotations={QUEUE_ANNOTATION: f"q{g % QUEUES}"})
             if r < SCALE_REPLICAS - pending:
@@ -1347,6 +1349,16 @@ def scale_section(scale: int, repeat: int, result: dict) -> bool:
         "placements_per_s": round(checked["placed"] / cycle_s), "phases": phases,
         "memory": scale_memory(plan, state), "errors": checked["errors"], "rules_checked": checked["rules_checked"],
         "target_s": 0.2}
+    plain = make_scale_cluster(nodes, with_rules=False)
+    freeze_state()
+    plain_cache = SnapshotCache()
+    scale_cycle(plan, plain, plain_cache)
+    plain_runs = [scale_cycle(plan, plain, plain_cache)[:2] for _ in range(repeat)]
+    plain_best = min(plain_runs, key=lambda r: r[0])
+    out["without_rules"] = {"cycle_s": round(plain_best[0], 4), "cycle_cpu_s": min(r[1]["cycle_cpu_s"] for r in plain_runs),
+                            "phases": plain_best[1]}
+    out["rules_cost"] = round(cycle_s / plain_best[0], 2)
+    del plain, plain_cache, plain_runs
     order = [b.pod for b in decisions.bindings]
     order += [k for k, p in state.pods.items() if not p.node_name and k not in set(order)]
     ours = {b.pod: b.node for b in decisions.bindings}
@@ -1386,6 +1398,10 @@ def scale_section(scale: int, repeat: int, result: dict) -> bool:
           f"{out['placements']} placed in {cycle_s * 1000:.1f} ms (cpu {out['cycle_cpu_s'] * 1000:.1f} ms; best of "
           f"{repeat}, median {out['spread']['median_s'] * 1000:.1f} ms; target 200 ms) {phases}; rules checked: "
           f"{out['rules_checked']} {checked['errors']}; compiled and Python decide alike: {out['identical_decisions']}")
+    wo = out["without_rules"]
+    print(f"  without the inter-pod rules (same pods, no anti-affinity, spread or host ports): "
+          f"{wo['cycle_s'] * 1000:.1f} ms (cpu {wo['cycle_cpu_s'] * 1000:.1f} ms) {wo['phases']}: the rules cost "
+          f"{out['rules_cost']}x (cpu {out['cycle_cpu_s'] / max(wo['cycle_cpu_s'], 1e-9):.2f}x)")
     print(f"  memory: snapshot {mem['snapshot_bytes'] / 2**20:.1f} MiB (arrays {mem['snapshot_arrays_bytes'] / 2**20:.1f} "
           f"MiB, build peak {mem['snapshot_build_peak_bytes'] / 2**20:.1f} MiB), session open "
           f"+{mem['session_open_bytes'] / 2**20:.1f} MiB, cycle peak {mem['cycle_peak_bytes'] / 2**20:.1f} MiB")

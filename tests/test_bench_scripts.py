@@ -95,6 +95,7 @@ def test_core_scale_section_runs_alone_and_keeps_every_rule() -> None:
     assert scale["identical_decisions"] is True and scale["claims"] > 0 and scale["gangs_pending"] > 0
     assert [row["nodes"] for row in scale["growth"]] == [100, 250, 500, 1000]
     assert scale["memory"]["snapshot_bytes"] > 0 and scale["memory"]["session_open_bytes"] > 0
+    assert scale["without_rules"]["cycle_s"] > 0 and scale["rules_cost"] > 0
     quality = scale["quality"]
     assert quality["kube_percentage"] == 42 and quality["kube_nodes_to_find"] == 420
     for name in ("ours", "stand_in_all_nodes", "stand_in_42pct"):
