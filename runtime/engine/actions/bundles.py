@@ -218,16 +218,14 @@ def within_sub_groups(ssn: Session, j: int, group_attempt: GroupAttempt, limit: 
         rule.restrict(classes, "", None)
 
 
-def _freeable(ssn: Session, rows: np.ndarray) -> np.ndarray:
-    """The most room any victim set could make on `rows`: free room (once leaving pods go, less
-    reservations) plus every running pod's request."""
-    if len(rows) == 0:
-        return np.zeros(ssn.snap.n_resources, dtype=np.int64)
+def _freeable(ssn: Session) -> Callable[[Session, np.ndarray], np.ndarray]:
+    """Rows -> the most room any victim set could make there: free room (once leaving pods go,
+    less reservations) plus every running pod's request, per node computed once."""
     snap = ssn.snap
-    room = np.maximum(snap.allocatable[rows] - ssn.used[rows] + ssn.releasing[rows] - ssn.pipelined[rows],
-                      0).sum(axis=0)
-    on = np.isin(ssn.task_node, rows) & (ssn.status == BOUND)
-    return room + snap.request[on].sum(axis=0)
+    per_node = np.maximum(snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined, 0)
+    running = np.flatnonzero((ssn.status == BOUND) & (ssn.task_node >= 0))
+    np.add.at(per_node, ssn.task_node[running], snap.request[running])
+    return lambda _ssn, rows: per_node[rows].sum(axis=0)
 
 
 def _sub_group_pass(ssn: Session, j: int, region: str, region_allowed: np.ndarray, group_attempt: GroupAttempt,
@@ -285,7 +283,7 @@ def _evict_for_group(ssn: Session, stmt: Statement, j: int, group, tasks: list[i
     need = snap.request[tasks[:want]].sum(axis=0)
     if snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
         need[snap.queue_only] = 0
-    levels, why = topology.sub_group_levels(ssn, group, region, region_allowed, placed, need, _freeable)
+    levels, why = topology.sub_group_levels(ssn, group, region, region_allowed, placed, need, _freeable(ssn))
     if levels is None:
         reason = d.Reason(d.GANG, f"{topology.sub_group_said(ssn, j, group)}: {why}", {"topology": True})
         for t in tasks:
