@@ -315,3 +315,23 @@ def test_a_victim_keeps_its_min_sub_groups(plan_, min_groups, evicted, pure):
         assert gone in ([], [f"ns/low-{v}-{k}" for v in "ab" for k in range(2)])   # nothing, or WHOLE
     else:
         assert len(gone) == evicted
+
+
+def test_beyond_max_domains_the_switch_with_idle_room_is_tried(pure):
+    """Ten switches of 2 nodes, all full but s9, which has one idle node: a sub-group of 2 (hard
+    tier 1) is tried in at most 8 switches a tier; s9 is among them (most idle room toward its
+    need first), so one eviction does, not two."""
+    state = ClusterState()
+    names = []
+    for s in range(10):
+        members = [f"s{s}a", f"s{s}b"]
+        names += members
+        for n in members:
+            node(state, n, cpu=1000, memory=8 * GiB)
+        state.add_hypernode(HyperNode(f"s{s}", 1, "", tuple(Member("Node", exact=n) for n in members)))
+    fillers(state, [n for n in names if n != "s9b"])
+    sub_job(state, "high", {"a": 2}, 2, 2, HIGH, hard(1))
+    decisions = cycle(PREEMPT, state, pure)
+    check(state, decisions)
+    assert [e.pod for e in decisions.evictions] == ["ns/low-s9a-0"]
+    assert sorted(decisions.pipelined.values()) == ["s9a", "s9b"]

@@ -236,7 +236,7 @@ def _sub_group_pass(ssn: Session, j: int, region: str, region_allowed: np.ndarra
     HyperNode of its own networkTopology inside the region (topology.sub_group_levels, counting
     the room victims could free; tightest tier first, every candidate of a tier tried and the
     cheapest kept — fewest victims, lowest highest victim priority, then the name; at most
-    `limit` candidates per tier), or not at all (what it did rolled back); a sub-group that
+    `limit` candidates per tier, those with the most idle room toward the need), or not at all (what it did rolled back); a sub-group that
     gained members and still has pending tasks goes back in line. The turn stops once the job
     is pipelined; it is None (its statement discarded) unless the job then is."""
     snap = ssn.snap
@@ -298,9 +298,22 @@ def _evict_for_group(ssn: Session, stmt: Statement, j: int, group, tasks: list[i
             rule.restrict(classes, name, allowed)
         return np.flatnonzero(allowed)
 
+    columns = np.flatnonzero(need > 0)
+    idle = topology.node_free(ssn)
+
+    def idle_share(allowed: np.ndarray | None) -> float:
+        # How much of the need idle room there covers: the likeliest to need fewest victims.
+        if not len(columns):
+            return 0.0
+        room = idle.sum(axis=0) if allowed is None else idle[allowed].sum(axis=0)
+        return float((np.minimum(room[columns], need[columns]) / need[columns]).sum())
+
     for level in levels:
         results = []
-        for name, allowed in (level if limit is None else level[:max(limit, 1)]):
+        if limit is not None and len(level) > limit:
+            # At most `limit` candidates a tier (maxDomains): most idle room toward the need first.
+            level = sorted(level, key=lambda c: (-idle_share(c[1]), c[0]))[:max(limit, 1)]
+        for name, allowed in level:
             rows = restrict(name, allowed)
             mark = stmt.mark()
             saved = _reasons(ssn, j)
