@@ -14,9 +14,9 @@ from compiler.volcano.exporter import export_volcano
 from compiler.volcano.importer import import_volcano_text
 
 
-def round_trip(config: str, tmp_path: Path) -> tuple[object, dict]:
+def round_trip(config: str, tmp_path: Path, warned: tuple[str, ...] = ()) -> tuple[object, dict]:
     result = import_volcano_text(config, "c.conf")
-    assert [d.message for d in result.diagnostics] == [] and result.exit_code == 0
+    assert [d.code for d in result.diagnostics] == list(warned) and result.exit_code == 0
     compiled = compile_text(result.text)
     assert compiled.ok, [str(d) for d in compiled.errors]
     policy = tmp_path / "p.policy"
@@ -93,7 +93,7 @@ tiers:
 
 
 def test_rescheduling_imports_and_exports_back(tmp_path: Path):
-    plan, config = round_trip(RESCHEDULING, tmp_path)
+    plan, config = round_trip(RESCHEDULING, tmp_path, warned=("PD615",))
     args = plan.plugin("rescheduling").arguments
     assert args["strategies"] == ["offlineOnly", "lowNodeUtilization"]
     assert args["thresholds"] == {"cpu": 20, "memory": 30} and args["target_thresholds"] == {"cpu": 60, "pods": 50}
@@ -115,7 +115,7 @@ def test_rescheduling_imports_and_exports_back(tmp_path: Path):
 ], ids=["design-doc strategy", "misspelled strategy", "pod threshold", "above 100"])
 def test_rescheduling_refusals_are_located(old, new, where, text):
     result = import_volcano_text(RESCHEDULING.replace(old, new), "c.conf")
-    [diag] = result.diagnostics
+    [diag] = result.errors
     assert result.exit_code == 1 and diag.code == "PD607" and text in diag.message, diag
     assert (diag.span.line, diag.span.column) == where
     assert diag.hint
@@ -134,3 +134,13 @@ def test_a_max_num_key_gets_the_budget_hint_not_a_look_alike():
     [diag] = result.diagnostics
     assert diag.code == "PD605" and result.exit_code == 0 and (diag.span.line, diag.span.column) == (11, 7)
     assert "jdb-max-unavailable" in diag.hint and "evict.period" not in diag.hint
+
+
+def test_lownodeutilization_says_it_compares_requests_where_volcano_reads_load():
+    result = import_volcano_text(RESCHEDULING, "c.conf")
+    [diag] = result.diagnostics
+    assert diag.code == "PD615" and (diag.span.line, diag.span.column) == (11, 15) and result.exit_code == 0
+    assert "0% everywhere" in diag.message and "runtime/README.md" in diag.hint
+    # Default thresholds (100%): nothing moves either way, nothing to say.
+    plain = RESCHEDULING.split("        params:")[0] + "      queueSelector: [batch]\n- plugins:\n  - name: predicates\n"
+    assert import_volcano_text(plain, "c.conf").diagnostics == []

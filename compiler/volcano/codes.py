@@ -95,3 +95,12 @@ DROPPED = register_code(CodeInfo(
     fix="Remove the argument from the Volcano config, or pass `--allow-dropped` to write the policy anyway, "
         "each dropped argument kept as a `# not imported:` comment.",
 ))
+MEASURES_DIFFERENTLY = register_code(CodeInfo(
+    "PD615", "volcano-measures-differently", Severity.WARNING,
+    "a Volcano setting imported as it is meant, where Volcano itself measures otherwise",
+    why="rescheduling's lowNodeUtilization reads measured load in Volcano v1.14.1 (its `metrics` source, averaged "
+        "over `metricsPeriod`; the cache keeps only 10-minute averages, so the default 5m reads 0% on every node "
+        "and nothing moves); policydsl compares the pods' requests. A config that moved nothing in Volcano may "
+        "move pods here (runtime/README.md).",
+    fix="Check the thresholds against requested (not measured) utilization; nothing to change if they are meant.",
+))

@@ -122,6 +122,12 @@ def _strategies(reader: Any, src: YamlText, node: Node, out: dict[str, Any]) -> 
                               "its params: thresholds, targetThresholds")
                 continue
             _thresholds(reader, src, entry.key, entry.value, out.setdefault(target, {}))
+        if name == LNU and any(out.get(t) for t in THRESHOLDS.values()):
+            reader.report(codes.MEASURES_DIFFERENTLY, "lowNodeUtilization compares the pods' requests here; Volcano "
+                          "v1.14.1 compares measured load (its metrics source over `metricsPeriod`, of which its "
+                          "cache keeps only 10m: with the default 5m it reads 0% everywhere and moves nothing)",
+                          src.span(fields["name"].value), "where Volcano moved nothing, this policy may move pods "
+                          "(runtime/README.md)")
     out["strategies"] = names
 
 
