@@ -36,7 +36,7 @@ HEADLINES = {
     d.PREEMPTION: "preempted",
     d.RECLAIM: "reclaimed",
 }
-DEVICE_CAUSES = ("device memory fragmented", "insufficient idle", "too few", "of model")
+DEVICE_CAUSES = ("device memory fragmented", "insufficient idle", "too few", "of model", "card holds")
 
 
 class UnknownTarget(LookupError):

@@ -315,3 +315,19 @@ def test_each_pod_gets_the_cards_chosen_for_it_when_the_plugin_serves_by_predica
               for p in listed}
     assert len(set(chosen.values())) == 4
     assert (served == chosen) is with_time
+
+
+
+@KERNELS
+def test_an_ask_no_card_holds_is_not_called_fragmentation(pure) -> None:
+    """A pod asking more card memory than any card has waits saying no card holds it (with the
+    largest card's size), not that memory is fragmented: freeing cards would not help it."""
+    state = ClusterState()
+    gpu_node(state, "g1", 2, 8192)
+    pod(state, "big", requests={MEMORY: 10240})
+    pod(state, "fits", requests={MEMORY: 4096})
+    decisions = cycle(SHARING, state, pure)
+    assert placements(decisions) == {"ns/fits": "g1"}
+    why = reason(decisions, "ns/big")
+    assert "card holds 10Gi" in why and "largest card has 8Gi" in why, why
+    assert "fragmented" not in why, why

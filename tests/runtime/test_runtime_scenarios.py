@@ -291,8 +291,9 @@ def test_device_slices_pack_onto_one_card(pure):
     second = cycle(plan, state, pure)
     assert {b.pod: b.devices["nvidia.com/gpu"] for b in second.bindings} == {"ns/big": (1,)}
     assert [r.message for r in second.reasons_for("ns/huge")] == [
-        "0/1 nodes are available: 1 device memory fragmented: pod needs 50Gi of nvidia.com/gpu memory on a card; "
-        "node g's cards have 10Gi and 0 free."]
+        # No card holds 50Gi however empty: not fragmentation, and said so with the largest card.
+        "0/1 nodes are available: 1 no nvidia.com/gpu card holds 50Gi of memory (pod needs 50Gi on a card; "
+        "the largest card has 40Gi)."]
 
 
 def test_device_node_score_counts_only_with_a_weight(pure):

@@ -120,12 +120,17 @@ class DeviceHooks:
             return message
         memory = format_base_units("memory", need.memory)
         cards = "a card" if need.cards == 1 else f"{need.cards} cards"
+        usable = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
+        largest = int(inv.card_memory[usable].max()) if usable.any() else 0
+        if need.memory > largest:
+            # Not fragmentation: no card, however empty, holds the ask.
+            return (f"no {res} card holds {memory} of memory (pod needs {memory} on {cards}; the largest "
+                    f"card has {format_base_units('memory', largest)})")
         message = f"device memory fragmented: pod needs {memory} of {res} memory on {cards}"
         if need.compute:
             message += f" and {need.compute}% of each card's compute"
         if not short.any():
             return message
-        usable = inv.healthy if inv.healthy is not None else np.ones(len(inv.card_node), dtype=bool)
         free = np.where(usable & ~inv.whole, np.maximum(inv.card_memory - inv.used_memory, 0), 0)
         best_free = np.zeros(self.snap.n_nodes, dtype=np.int64)
         np.maximum.at(best_free, inv.card_node, free)
