@@ -362,7 +362,8 @@ PLUGINS: dict[str, PluginSpec] = {
             "resource-strategy-fit", "Scores nodes per resource: MostAllocated (pack) or LeastAllocated (spread), "
             "each resource weighted (a key ending in `*` weighs every resource it prefixes); a pod may choose with "
             "volcano.sh/resource-strategy-scoring-type and volcano.sh/resource-strategy-weight. With `sra_weight`, "
-            "nodes without scarce resources are kept for tasks that need none.",
+            "nodes without scarce resources are kept for tasks that need none; with `proportional`, a node keeps CPU "
+            "and memory in proportion to its idle scarce resources from tasks that ask none of them.",
             frozenset({"node_order", "predicate"}),
             arguments=(
                 Argument("most_allocated", RESOURCE_WEIGHTS, "resources scored MostAllocated (fuller nodes first), "
@@ -375,10 +376,16 @@ PLUGINS: dict[str, PluginSpec] = {
                          volcano="sra.resourceWeight"),
                 Argument("sra_weight", NUMBER, "weight of the scarce-resource avoidance score (0: off)", 0, {"min": 0},
                          volcano="sra.weight"),
-                Argument("proportional", BOOL, "keep CPU and memory in proportion to a scarce resource's idle amount "
-                         "(not evaluated yet: refused)", False, volcano="proportional.enable",
-                         not_evaluated="the proportional predicate (idle CPU and memory kept per idle GPU) is not "
-                                       "evaluated yet; leave proportional.enable false"),
+                Argument("proportional", BOOL, "keep CPU and memory in proportion to scarce resources' idle amounts: "
+                         "a task asking none of them passes a node only if, after it, the node's idle CPU and "
+                         "memory stay at or above idle(r) × the ratios of each resource r the node has",
+                         False, volcano="proportional.enable"),
+                Argument("proportional_cpu", RESOURCE_WEIGHTS, "CPUs kept per idle unit of each proportional "
+                         "resource (1 where only `proportional_memory` names it)", {},
+                         volcano="proportional.resourceProportion"),
+                Argument("proportional_memory", RESOURCE_WEIGHTS, "GB (10^9 bytes) of memory kept per idle unit of "
+                         "each proportional resource (1 where only `proportional_cpu` names it)", {},
+                         volcano="proportional.resourceProportion"),
             ),
             scores=True,
             default_weight=10.0,

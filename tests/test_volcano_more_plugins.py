@@ -89,21 +89,50 @@ def test_resource_strategy_fit_imports_and_exports_back(tmp_path: Path):
     assert entry["arguments"]["sra"] == volcano["sra"]
 
 
-@pytest.mark.parametrize("change, code, text", [
-    ("enable: false\n", "PD614", "proportional.enable: true"),
-    ("example.com/*:", "PD607", "a wildcard is one `*` at the end"),
-], ids=["proportional", "wildcard"])
-def test_resource_strategy_fit_refusals_are_located(change, code, text):
-    config = RSF.replace(change, change.replace("false", "true") if "enable" in change else "example*.com/*:")
+def test_resource_strategy_fit_refusals_are_located():
+    result = import_volcano_text(RSF.replace("example.com/*:", "example*.com/*:"), "c.conf")
+    [diag] = [d for d in result.diagnostics if d.code == "PD607"]
+    assert "a wildcard is one `*` at the end" in diag.message and diag.span.line > 0 and result.exit_code == 1
+
+
+PROPORTIONAL = """      proportional:
+        enable: true
+        resources: nvidia.com/gpu, example.com/a
+        resourceProportion:
+          nvidia.com/gpu.cpu: 4
+          nvidia.com/gpu.memory: -2
+          example.com/a.memory: 0
+          other.cpu: 3
+"""
+
+
+def test_proportional_imports_its_ratios_and_exports_them_back(tmp_path: Path):
+    # A negative or unnamed ratio is 1, as Volcano's calculateProportionalResources reads it; a
+    # ratio of a resource not in `resources` is ignored by Volcano: a warning naming it.
+    config = RSF.replace("      proportional:\n        enable: false\n", PROPORTIONAL)
     result = import_volcano_text(config, "c.conf")
-    [diag] = [d for d in result.diagnostics if d.code == code]
-    assert text in diag.message and diag.span.line > 0 and result.exit_code == 1
+    assert result.exit_code == 0, [str(d) for d in result.diagnostics]
+    [warning] = [d for d in result.diagnostics if d.code == "PD605"]
+    assert "other.cpu" in warning.message and warning.span.line > 0
+    compiled = compile_text(result.text, "p.policy")
+    assert compiled.ok, [str(d) for d in compiled.errors]
+    rsf = compiled.plan.plugin("resource-strategy-fit")
+    assert rsf.arguments["proportional"] is True
+    assert rsf.arguments["proportional_cpu"] == {"nvidia.com/gpu": 4, "example.com/a": 1}
+    assert rsf.arguments["proportional_memory"] == {"nvidia.com/gpu": 1, "example.com/a": 0}
+    plan, plugins = round_trip(config.replace("          other.cpu: 3\n", ""), tmp_path)
+    [entry] = [p for p in plugins if p["name"] == "resource-strategy-fit"]
+    assert entry["arguments"]["proportional"] == {
+        "enable": True, "resources": "nvidia.com/gpu,example.com/a",
+        "resourceProportion": {"nvidia.com/gpu.cpu": 4, "nvidia.com/gpu.memory": 1,
+                               "example.com/a.cpu": 1, "example.com/a.memory": 0}}
 
 
-def test_proportional_is_refused_by_lint():
+def test_proportional_passes_lint():
     compiled = compile_text('policy "t" version 1\nactions [allocate]\ntier {\n  plugin predicates\n'
-                            '  plugin resource-strategy-fit {\n    proportional = true\n  }\n}\n')
-    assert not compiled.ok and any(d.code == "PD413" for d in compiled.errors)
+                            '  plugin resource-strategy-fit {\n    proportional = true\n'
+                            '    proportional_cpu = { "nvidia.com/gpu": 8 }\n  }\n}\n')
+    assert compiled.ok, [str(d) for d in compiled.errors]
 
 
 SLA = """actions: "enqueue, allocate, backfill"

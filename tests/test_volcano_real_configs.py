@@ -71,13 +71,9 @@ DELIBERATE: dict[str, tuple[frozenset[str], str, str]] = {
     "how_to_use_vnpu_block6_volcano_scheduler_conf.yaml": (
         frozenset({"PD614"}), "Ascend vNPU through HAMi and vGPU MIG geometries are not evaluated",
         "Not evaluated yet, so refused (lint PD413, import PD614 at the key)"),
-    "proportional_block1.yaml": (
-        frozenset({"PD614"}), "the proportional predicate is not evaluated",
-        "`proportional.enable: true` is refused"),
     "resource_strategy_fit_scheduling_block5.yaml": (
-        frozenset({"PD614", "PD612"}),
-        "the proportional predicate is not evaluated; preempt/reclaim with no victim plugin",
-        "`proportional.enable: true` is refused"),
+        frozenset({"PD612"}), "preempt/reclaim with no plugin choosing victims (lint PD304)",
+        "- `preempt` or `reclaim` with no enabled plugin that chooses victims"),
     "resource_strategy_fit_scheduling_block1.yaml": (
         frozenset({"PD612"}), "preempt/reclaim with no plugin choosing victims (lint PD304)",
         "- `preempt` or `reclaim` with no enabled plugin that chooses victims"),

@@ -340,12 +340,12 @@ def pod_rule_switched_off(ctx: LintContext) -> Iterator[Diagnostic]:
 ARGUMENT_NOT_EVALUATED = CodeInfo(
     "PD413", "argument-not-evaluated", Severity.ERROR, "a plugin argument turned on whose behaviour is not evaluated yet",
     why="Volcano has the argument and schedules differently with it; policydsl does not evaluate it yet, and "
-        "accepting it would schedule as if it were off (resource-strategy-fit's `proportional` would place pods "
-        "that take the CPU and memory a node keeps for its idle GPUs).",
+        "accepting it would schedule otherwise than it asks (predicates' `dynamic_resources = false` would have "
+        "Volcano place pods without their ResourceClaims' devices; policydsl always allocates them).",
     fix="Leave the argument at its default (remove it).",
-    bad=_HEAD + "tier {\n  plugin predicates\n  plugin resource-strategy-fit {\n"
-        "    proportional = true  # expect: PD413\n  }\n}\n",
-    good=_HEAD + "tier {\n  plugin predicates\n  plugin resource-strategy-fit\n}\n",
+    bad=_HEAD + "tier {\n  plugin predicates {\n"
+        "    dynamic_resources = false  # expect: PD413\n  }\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n}\n",
 )
 
 

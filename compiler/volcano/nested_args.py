@@ -1,11 +1,12 @@
 """Volcano plugin arguments that are nested mappings, read into and written from policy settings.
 
 resource-strategy-fit takes `resources: {<resource>: {type: MostAllocated|LeastAllocated, weight: N}}`,
-`sra: {enable, resources: "a,b", weight, resourceWeight: {a: N}}` and `proportional: {enable, ...}`;
+`sra: {enable, resources: "a,b", weight, resourceWeight: {a: N}}` and
+`proportional: {enable, resources: "a,b", resourceProportion: {a.cpu: N, a.memory: N}}`;
 the policy has `most_allocated` / `least_allocated` (resource -> weight), `sra_resources`,
-`sra_weight` and `proportional`. Values are read as Volcano reads them: a type that is neither
+`sra_weight`, `proportional` and `proportional_cpu` / `proportional_memory` (resource -> ratio). Values are read as Volcano reads them: a type that is neither
 MostAllocated nor LeastAllocated means LeastAllocated, a weight of 0 or less means 1, an sra
-resource's negative weight means 1; a key with a `*` anywhere but at its end (or `*` alone) is an
+resource's negative weight and a negative proportional ratio mean 1; a key with a `*` anywhere but at its end (or `*` alone) is an
 error here (Volcano drops it with a log line)."""
 
 from __future__ import annotations
@@ -109,14 +110,28 @@ def read_nested(reader: Any, src: YamlText, plugin: str, key: str, node: Node, o
         out["sra_resources"] = weights
         out["sra_weight"] = max(weight, 0)
         return
-    # proportional: its predicate is not evaluated; on, it changes decisions.
-    if enable:
-        why = "the proportional predicate (idle CPU and memory kept per idle GPU) is not evaluated yet"
-        reader.report(codes.DROPPED, f"plugin `{plugin}`: `proportional.enable: true` changes decisions and is not "
-                      f"imported ({why})", src.span(entries["enable"].key_node),
-                      "pass --allow-dropped to write the policy without it, noted as a comment")
-        if dropped is not None:
-            dropped.append(f"proportional.enable: true ({why})")
+    # proportional: `resources: "a,b"` and `resourceProportion: {a.cpu: N, a.memory: N}`, each ratio
+    # 1 where unnamed or negative (Volcano's calculateProportionalResources).
+    for extra in set(entries) - {"enable", "resources", "resourceProportion"}:
+        reader.report(codes.UNKNOWN_ARGUMENT, f"`proportional` has no field `{extra}`; not imported",
+                      src.span(entries[extra].key_node), "its fields: enable, resources, resourceProportion")
+    if not enable:
+        return
+    names = [r.strip() for r in reader.text(entries["resources"].value).split(",")] if "resources" in entries else []
+    ratios: dict[str, float] = {}
+    if "resourceProportion" in entries and not is_null(entries["resourceProportion"].value):
+        wanted = {f"{r}.{part}" for r in names if r for part in ("cpu", "memory")}
+        for e in reader.mapping_entries(src, entries["resourceProportion"].value):
+            if e.key not in wanted:
+                reader.report(codes.UNKNOWN_ARGUMENT, f"`proportional.resourceProportion.{e.key}` is not "
+                              "`<resource>.cpu` or `<resource>.memory` of a resource in `proportional.resources`; "
+                              "Volcano ignores it, so it is not imported", src.span(e.key_node))
+                continue
+            ratios[e.key] = reader.number(e.value)
+    out["proportional"] = True
+    for part in ("cpu", "memory"):
+        out[f"proportional_{part}"] = {r: (ratios.get(f"{r}.{part}", 1) if ratios.get(f"{r}.{part}", 1) >= 0 else 1)
+                                       for r in names if r}
 
 
 def _string_list(reader: Any, src: YamlText, node: Node) -> list[str]:
@@ -216,11 +231,20 @@ def export_rsf(arguments: dict[str, Any]) -> dict[str, Any]:
         sra = arguments.get("sra_resources") or {}
         out["sra"] = {"enable": True, "resources": ",".join(sra), "weight": _number(arguments["sra_weight"]),
                       "resourceWeight": {r: _number(w) for r, w in sra.items()}}
+    if arguments.get("proportional"):
+        cpu, memory = arguments.get("proportional_cpu") or {}, arguments.get("proportional_memory") or {}
+        names = list(dict.fromkeys([*cpu, *memory]))
+        proportion: dict[str, Any] = {}
+        for r in names:
+            proportion[f"{r}.cpu"] = _number(cpu.get(r, 1))
+            proportion[f"{r}.memory"] = _number(memory.get(r, 1))
+        out["proportional"] = {"enable": True, "resources": ",".join(names), "resourceProportion": proportion}
     return out
 
 
 EXPORTERS: dict[str, tuple[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    RSF: (frozenset({"most_allocated", "least_allocated", "sra_resources", "sra_weight", "proportional"}), export_rsf),
+    RSF: (frozenset({"most_allocated", "least_allocated", "sra_resources", "sra_weight", "proportional",
+                     "proportional_cpu", "proportional_memory"}), export_rsf),
     USAGE: (frozenset({"cpu_threshold", "memory_threshold", "metrics_type", "metrics_address", "metrics_interval",
                        "metrics_insecure_skip_verify", "elasticsearch_index", "elasticsearch_hostname_field"}),
             export_usage),

@@ -17,6 +17,15 @@ sra (`sra_weight` > 0): on a node with none of some resource the task requests, 
 (1 − Σ w_s over the sra resources the node has / Σ w_s) × 100 × sra_weight: nodes without the
 scarce resources are kept for the tasks that need none.
 
+proportional (`proportional = true`, Volcano's proportional policy): for each resource r in
+`proportional_cpu` / `proportional_memory` (CPUs and GB of memory kept per unit of r, 1 where only
+the other map names r), a task that asks none of those resources passes a node that has r only if,
+after it, the node's idle CPU >= idle(r) × cpu ratio and idle memory >= idle(r) × memory ratio × 10^9
+bytes (Volcano's milli-unit scalars: 1 GPU = 1000, × ratio milli-CPU; memory × 1000 × 1000). Else
+"proportional of resource R check failed" (UnschedulableAndUnresolvable). Idle counts this cycle's
+placements and pipelined pods (a stateful filter); a node where only releasing pods' room makes it
+pass is a future fit (pipelined), with their GPUs counted idle too.
+
 Tasks of one class share an answer; where pending pods of a class ask different pod-level
 strategies, the class waits, saying so (they are told apart by nothing else)."""
 
@@ -26,7 +35,7 @@ import json
 
 import numpy as np
 
-from runtime.engine.extension import Check, StatefulRule
+from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, Check, StatefulRule
 from runtime.engine.plugins.base import Plugin
 from runtime.engine.snapshot import PENDING
 
@@ -35,6 +44,8 @@ SCORING_TYPE = "volcano.sh/resource-strategy-scoring-type"
 SCORING_WEIGHT = "volcano.sh/resource-strategy-weight"
 MAX_NODE_SCORE = 100.0
 DEFAULT_WEIGHT = 10.0
+MILLI_CPU_PER_CPU = 1000               # our cpu column counts millicores
+BYTES_PER_GB = 1000 * 1000 * 1000      # Volcano's memoryReserved: milli-units × ratio × 1000 × 1000
 MIXED = (f"pods alike in all else ask different {SCORING_TYPE} / {SCORING_WEIGHT}; "
          "one scoring per pod class is evaluated")
 
@@ -165,6 +176,89 @@ class StrategyScore(StatefulRule):
     unplaced = placed
 
 
+def proportional_ratios(cpu: dict[str, float], memory: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """resource -> (CPUs, GB of memory) kept per idle unit; an unnamed or negative ratio is 1, as Volcano."""
+    out = {}
+    for resource in sorted(set(cpu) | set(memory)):
+        c, m = float(cpu.get(resource, 1.0)), float(memory.get(resource, 1.0))
+        out[resource] = (c if c >= 0 else 1.0, m if m >= 0 else 1.0)
+    return out
+
+
+def proportional_message(resource: str) -> str:
+    return f"proportional of resource {resource} check failed"
+
+
+def proportional_passing(idle: np.ndarray, request: np.ndarray, has: np.ndarray, cpu_col: int, memory_col: int,
+                         ratios: list[tuple[int, float, float]]) -> list[np.ndarray]:
+    """Per proportional resource (in `ratios`' order: column, cpu ratio, memory ratio), whether each
+    row of `idle` (rows × resources, base units) keeps its CPU and memory after `request`; a row
+    without the resource (`has` False) passes it."""
+    cpu_after = idle[:, cpu_col].astype(np.float64) - request[cpu_col] if cpu_col >= 0 else None
+    mem_after = idle[:, memory_col].astype(np.float64) - request[memory_col] if memory_col >= 0 else None
+    out = []
+    for i, (col, cpu_ratio, memory_ratio) in enumerate(ratios):
+        scarce = idle[:, col].astype(np.float64)
+        ok = np.ones(idle.shape[0], dtype=bool)
+        if cpu_after is not None:
+            ok &= cpu_after >= scarce * cpu_ratio * MILLI_CPU_PER_CPU
+        else:
+            ok &= scarce * cpu_ratio <= 0
+        if mem_after is not None:
+            ok &= mem_after >= scarce * memory_ratio * BYTES_PER_GB
+        else:
+            ok &= scarce * memory_ratio <= 0
+        out.append(ok | ~has[:, i])
+    return out
+
+
+class ProportionalRule(StatefulRule):
+    """Volcano's proportional predicate over the nodes' idle resources, kept by placements."""
+
+    name = "resource-strategy-fit"
+
+    def __init__(self, ssn, ratios: dict[str, tuple[float, float]]):
+        self.ssn = ssn
+        snap = ssn.snap
+        index = {name: i for i, name in enumerate(snap.resources)}
+        self.cpu_col, self.memory_col = index.get("cpu", -1), index.get("memory", -1)
+        # A resource no node or pod has is no column: no node has it, so it never fails.
+        self.ratios = [(name, index[name], c, m) for name, (c, m) in ratios.items() if name in index]
+        self.columns = [(col, c, m) for _, col, c, m in self.ratios]
+        self.has = (snap.allocatable[:, [col for col, _, _ in self.columns]] > 0) if self.columns else None
+
+    def filters(self, cid: int) -> bool:
+        request = self.ssn.snap.classes[cid].request
+        return bool(self.columns) and not any(request[col] > 0 for col, _, _ in self.columns)
+
+    def _passing(self, cid: int, rows: np.ndarray, future: bool) -> list[np.ndarray]:
+        ssn = self.ssn
+        idle = ssn.snap.allocatable[rows] - ssn.used[rows] - ssn.pipelined[rows]
+        if future:
+            idle = idle + ssn.releasing[rows]
+        request = np.asarray(ssn.snap.classes[cid].request, dtype=np.float64)
+        return proportional_passing(idle, request, self.has[rows], self.cpu_col, self.memory_col, self.columns)
+
+    def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        rows = np.arange(self.ssn.snap.n_nodes) if nodes is None else nodes
+        now = np.logical_and.reduce(self._passing(cid, rows, False))
+        later = np.logical_and.reduce(self._passing(cid, rows, True))
+        out = np.where(now, MASK_PASS, np.where(later, MASK_LATER, MASK_FAIL)).astype(np.uint8)
+        return out
+
+    def checks(self, cid: int) -> list[Check]:
+        rows = np.arange(self.ssn.snap.n_nodes)
+        now = self._passing(cid, rows, False)
+        later = self._passing(cid, rows, True)
+        return [Check(proportional_message(name), p | f)
+                for (name, _, _, _), p, f in zip(self.ratios, now, later) if not (p | f).all()]
+
+    def _changed(self, t: int, node: int) -> None:
+        self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
+
+    placed = unplaced = evicted = unevicted = _changed
+
+
 class ResourceStrategyFitPlugin(Plugin):
     name = "resource-strategy-fit"
     answers = frozenset({"node_order", "predicate"})
@@ -191,6 +285,11 @@ class ResourceStrategyFitPlugin(Plugin):
             return []
 
         self.register(ssn, "predicate", predicate)
+        if self.args.get("proportional"):
+            ratios = proportional_ratios(self.args.get("proportional_cpu") or {},
+                                         self.args.get("proportional_memory") or {})
+            if ratios:
+                self.register(ssn, "predicate", ProportionalRule(ssn, ratios))
         if weight > 0 or sra_weight > 0:
             self.register(ssn, "node_order", StrategyScore(ssn, strategies, weight,
                                                            self.args.get("sra_resources") or {}, sra_weight, own))
