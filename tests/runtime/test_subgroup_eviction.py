@@ -18,7 +18,7 @@ import pytest
 from runtime.cluster.model import ClusterState, NetworkTopology, Pod, PodGroup, SubGroupPolicy
 from runtime.cluster.topology import HyperNode, Member
 from runtime_helpers import GiB, cycle, node, placements
-from test_gang_preempt import HIGH, LOW, RECLAIM_TIERS, cluster, group, outcome, plan, queues, switches
+from test_gang_preempt import HIGH, LOW, PREEMPT_TIERS, RECLAIM_TIERS, cluster, group, outcome, plan, queues, switches
 from test_subgroups import hard_ok
 
 PREEMPT = plan("enqueue, allocate, preempt, backfill")
@@ -335,3 +335,18 @@ def test_beyond_max_domains_the_switch_with_idle_room_is_tried(pure):
     check(state, decisions)
     assert [e.pod for e in decisions.evictions] == ["ns/low-s9a-0"]
     assert sorted(decisions.pipelined.values()) == ["s9a", "s9b"]
+
+
+@pytest.mark.parametrize("action", sorted(PREEMPTING))
+def test_a_queue_at_its_share_preempts_within_itself(action, pure):
+    """Under proportion the default queue already holds the whole cluster (its deserved share):
+    the sub-group may take its room only with its victims gone, so the queue is asked then, not
+    before (the dev-cluster test found this: asked before, nothing was ever evicted)."""
+    tiers = PREEMPT_TIERS.replace("plugin nodeorder", "plugin nodeorder\n  plugin proportion")
+    state = cluster()
+    switches(state)
+    fillers(state, ["n0", "n1", "n2", "n3"])
+    sub_job(state, "high", {"a": 2}, 2, 2, HIGH, hard(1))
+    decisions = cycle(plan(f"enqueue, allocate, {action}, backfill", tiers), state, pure)
+    check(state, decisions)
+    assert len(decisions.evictions) == 2 and switch_of(list(decisions.pipelined.values())) is not None

@@ -23,13 +23,16 @@ from runtime.cluster.model import ClusterState, NetworkTopology, Pod, PodGroup, 
 from runtime.cluster.topology import HyperNode, Member
 from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues
 from runtime_helpers import GiB, cycle, node
-from test_gang_preempt import RECLAIM_TIERS, plan
+from test_gang_preempt import PREEMPT_TIERS, RECLAIM_TIERS, plan
 from test_subgroups import hard_ok
 
 KEY = "volcano.sh/task-instance"
+# proportion in the preempting policies: the queue then holds its whole share and may take a
+# preemptor's pods only with its victims gone.
+WITH_SHARES = PREEMPT_TIERS.replace("plugin nodeorder", "plugin nodeorder\n  plugin proportion")
 ACTIONS = {
-    "preempt": plan("enqueue, allocate, preempt, backfill"),
-    "gang_preempt": plan("enqueue, allocate, gang_preempt, backfill"),
+    "preempt": plan("enqueue, allocate, preempt, backfill", WITH_SHARES),
+    "gang_preempt": plan("enqueue, allocate, gang_preempt, backfill", WITH_SHARES),
     "reclaim": plan("enqueue, allocate, reclaim, backfill", RECLAIM_TIERS),
     "gang_reclaim": plan("enqueue, allocate, gang_reclaim, backfill", RECLAIM_TIERS),
 }

@@ -383,10 +383,9 @@ def task_by_task(ssn: Session, j: int, before: frozenset[int], eligible: Callabl
                 continue
 
             def queue_ok(t=t) -> bool:
+                # Asked with the victims gone (evict_for), or before an idle placement.
                 return queue_allows(reserved_since(ssn, j, before) + snap.request[t])
 
-            if not queue_ok():
-                continue
             if idle_first(ssn, stmt, t, queue_ok) or evict(stmt, t, queue_ok):
                 placed += 1
                 continue
