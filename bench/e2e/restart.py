@@ -297,7 +297,9 @@ def _http_ok(url: str) -> bool:
 def markdown(starts: list[StartResult], failover: FailoverResult | None, nodes: int, pods: int, gang_size: int,
              command: str, machine: report.Machine, load_after: tuple[float, float, float]) -> str:
     def cell(value: float | None, unit: str = "") -> str:
-        return "—" if value is None else f"{value:,.2f}{unit}" if isinstance(value, float) else f"{value}{unit}"
+        if value is None:
+            return "—"
+        return f"{value:,.0f}{unit}" if unit == " MiB" else f"{value:,.2f}{unit}"
 
     lines = [f"{nodes:,} nodes, {pods:,} pods already bound (jobs of {gang_size} with a Running PodGroup each); "
              "one pending probe pod created before the scheduler starts.", "",
