@@ -350,3 +350,41 @@ def test_a_queue_at_its_share_preempts_within_itself(action, pure):
     decisions = cycle(plan(f"enqueue, allocate, {action}, backfill", tiers), state, pure)
     check(state, decisions)
     assert len(decisions.evictions) == 2 and switch_of(list(decisions.pipelined.values())) is not None
+
+
+def victim_with_sub_groups(state: ClusterState, min_member: int, min_groups: int,
+                           pods: list[tuple[str, str, int]]) -> None:
+    """A running victim job of sub-groups of 2 (label `sg`): pods (name, sub-group, priority), one
+    per node n0, n1, ... in order."""
+    state.add_podgroup(PodGroup("ns", "victim", min_member=min_member, phase="Running", uid="pg-victim",
+                                sub_groups=(SubGroupPolicy("part", 2, min_groups, None, ("sg",)),)))
+    for rank, (name, sg, priority) in enumerate(pods):
+        state.add_pod(Pod("ns", name, {"cpu": 1000, "memory": GiB // 4}, uid=name, node_name=f"n{rank}",
+                          phase="Running", group="victim", priority=priority, labels={"sg": sg}))
+
+
+@pytest.mark.parametrize("action", sorted(PREEMPTING))
+def test_an_already_broken_sub_group_is_the_one_to_lose_more(action, pure):
+    """Volcano v1.15's TestCreateJobBundles_AlreadyBrokenSubJobIsSubjectToFurtherEviction, through
+    preempt as well as gang_preempt: minMember 3, minSubGroups 2; sj1 runs 1 of its 2 pods
+    (broken), sj2 and sj3 are ready. Only sj1's pod may go (taking any other breaks a second
+    sub-group, one ready left): here it has a higher priority than sj2a, the lowest."""
+    state = cluster(nodes=5)
+    victim_with_sub_groups(state, 3, 2, [("sj1a", "1", LOW + 5), ("sj2a", "2", LOW), ("sj2b", "2", LOW + 1),
+                                         ("sj3a", "3", LOW + 2), ("sj3b", "3", LOW + 3)])
+    group(state, "preemptor", 1, 1, HIGH, creation=1)
+    decisions = cycle(PREEMPTING[action], state, pure)
+    assert [e.pod for e in decisions.evictions] == ["ns/sj1a"]
+
+
+def test_group_slack_caps_what_preempt_takes(pure):
+    """Volcano v1.15's TestCreateJobBundles_SubJobGroupSlackCapsSafe, through preempt (the
+    gang_preempt translation is tests/runtime/test_gang_preempt.py's): minMember 4, three ready
+    sub-groups of 2, minSubGroups 2; a preemptor of 2 pods takes both pods of one sub-group, not
+    the two lowest (sg1's and sg2's first), which would leave one ready sub-group."""
+    state = cluster(nodes=6)
+    victim_with_sub_groups(state, 4, 2, [(f"t{sg}{i}", str(sg), LOW + rank) for rank, (sg, i) in
+                                         enumerate([(1, "a"), (2, "a"), (3, "a"), (1, "b"), (2, "b"), (3, "b")])])
+    group(state, "preemptor", 2, 2, HIGH, creation=1)
+    decisions = cycle(PREEMPT, state, pure)
+    assert sorted(e.pod for e in decisions.evictions) == ["ns/t1a", "ns/t1b"]
