@@ -426,10 +426,13 @@ PLUGINS: dict[str, PluginSpec] = {
                          {"min": 0}, volcano="thresholds.cpu"),
                 Argument("memory_threshold", INT, "memory load (percent) above which a node takes no new pod", 80,
                          {"min": 0}, volcano="thresholds.mem"),
-                Argument("metrics_type", SYMBOL, "where node load is read: prometheus or elasticsearch (Volcano's "
-                         "`metrics.type`); unset: no load is read and the plugin does nothing, as Volcano's", None,
-                         {"allowed": ["prometheus", "elasticsearch"]}, volcano="metrics.type"),
-                Argument("metrics_address", STRING, "the metrics source's URL (Volcano's `metrics.address`)", None,
+                Argument("metrics_type", SYMBOL, "where node load is read: prometheus, elasticsearch or "
+                         "prometheus_adaptor (the custom metrics API's node_cpu_usage_avg / node_memory_usage_avg "
+                         "through the API server) (Volcano's `metrics.type`); unset: no load is read and the plugin "
+                         "does nothing, as Volcano's", None,
+                         {"allowed": ["prometheus", "elasticsearch", "prometheus_adaptor"]}, volcano="metrics.type"),
+                Argument("metrics_address", STRING, "the metrics source's URL (Volcano's `metrics.address`; not used "
+                         "by prometheus_adaptor)", None,
                          {"regex": r"^https?://\S+$"}, volcano="metrics.address"),
                 Argument("metrics_interval", STRING, "how often node load is read, a duration such as 30s", "30s",
                          {"regex": r"^\+?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$"}, volcano="metrics.interval"),

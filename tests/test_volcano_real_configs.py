@@ -62,9 +62,6 @@ DELIBERATE: dict[str, tuple[frozenset[str], str, str]] = {
     "custom_plugin_block11_volcano_scheduler_conf.yaml": (
         frozenset({"PD604"}), "`magic`, the doc's example of a plugin built into a custom scheduler",
         "- a plugin Volcano does not ship (a custom build's"),
-    "usage_based_scheduling_block4.yaml": (
-        frozenset({"PD607"}), "metrics type prometheus_adaptor: the custom metrics API is not read",
-        "- `usage`'s `metrics.type: prometheus_adaptor`"),
     "pdb_plugin_block1.yaml": (
         frozenset({"PD612"}), "shuffle with no plugin choosing its victims (lint PD304): it would evict nothing",
         "- `shuffle` with no enabled plugin that answers `victim`"),

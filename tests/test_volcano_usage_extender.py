@@ -95,17 +95,27 @@ def test_a_usage_policy_without_a_source_is_linted():
 
 @pytest.mark.parametrize("change, code, line, text", [
     (("cpu: 80", "cpu: 80.5"), "PD607", 13, "expected a whole percent"),
-    (("type: prometheus", "type: prometheus_adaptor"), "PD607", 19, "custom metrics API"),
     (("  tls.insecureSkipVerify: \"true\"", "  tls:\n    insecureSkipVerify: \"true\""), "PD607", 22,
      "write `tls.insecureSkipVerify` instead"),
     (("  interval: 30s", "  interval: soon"), "PD607", 21, "not what `metrics_interval` takes"),
     (("  interval: 30s", "  elasticsearch.password: hunter2"), "PD607", 21, "a policy holds no credentials"),
-], ids=["float threshold", "prometheus_adaptor", "nested tls", "bad interval", "credentials"])
+], ids=["float threshold", "nested tls", "bad interval", "credentials"])
 def test_what_usage_cannot_carry_is_located(change, code, line, text):
     result = import_volcano_text(USAGE.replace(*change), "c.conf")
     assert result.exit_code == 1
     [diag] = [d for d in result.diagnostics if d.code == code]
     assert diag.span.line == line and text in diag.message
+
+
+def test_prometheus_adaptor_imports_without_an_address_and_exports_back():
+    # Volcano reads the custom metrics API with the scheduler's own API server config: no address.
+    config = USAGE.replace("type: prometheus", "type: prometheus_adaptor").replace(
+        "  address: http://192.168.0.10:9090\n", "")
+    result = import_volcano_text(config, "c.conf")
+    assert result.exit_code == 0, [str(d) for d in result.diagnostics]
+    compiled = compile_text(result.text, "p.policy")
+    assert compiled.ok and not any(d.code == "PD425" for d in compiled.diagnostics)
+    assert compiled.plan.plugin("usage").arguments["metrics_type"] == "prometheus_adaptor"
 
 
 def test_metrics_without_the_usage_plugin_is_a_warning():

@@ -369,7 +369,8 @@ USAGE_BLIND = CodeInfo(
     why="The usage plugin filters and scores nodes by their CPU and memory load, read from the metrics source "
         "its metrics_type and metrics_address name (Volcano's `metrics` section). Without one it reads no load: "
         "every node passes its filter and scores 0, as in Volcano, so the plugin does nothing.",
-    fix="Set metrics_type (prometheus or elasticsearch) and metrics_address, or remove the plugin.",
+    fix="Set metrics_type (prometheus or elasticsearch, with metrics_address; or prometheus_adaptor, read "
+        "through the API server), or remove the plugin.",
     bad=_HEAD + "tier {\n  plugin predicates\n  plugin usage  # expect: PD425\n}\n",
     good=_HEAD + "tier {\n  plugin predicates\n  plugin usage {\n    metrics_type = prometheus\n"
          "    metrics_address = \"http://prometheus:9090\"\n  }\n}\n",
@@ -381,7 +382,9 @@ def usage_without_metrics(ctx: LintContext) -> Iterator[Diagnostic]:
     plugin = ctx.plugin_named("usage")
     if plugin is None:
         return
-    missing = [a for a in ("metrics_type", "metrics_address") if not plugin.explicit_arguments.get(a)]
+    needed = ("metrics_type",) if plugin.explicit_arguments.get("metrics_type") == "prometheus_adaptor" else (
+        "metrics_type", "metrics_address")      # prometheus_adaptor reads through the API server
+    missing = [a for a in needed if not plugin.explicit_arguments.get(a)]
     if missing:
         yield finding(USAGE_BLIND, "plugin usage reads no node load without " + " and ".join(f"`{m}`" for m in missing)
                       + ": every node passes its filter and scores 0", plugin.node.name.span,

@@ -31,11 +31,8 @@ USAGE_THRESHOLDS = {"cpu": "cpu_threshold", "mem": "memory_threshold"}
 # its keys are the usage plugin's metrics_* arguments (catalog: volcano key `metrics.<key>`).
 METRICS_SECTION = "metrics"
 # Volcano's metrics types this import does not read: the reason and the alternative.
-METRICS_TYPES_REFUSED = {
-    "prometheus_adaptor": "the custom metrics API (node_cpu_usage_avg / node_memory_usage_avg through the "
-                          "API server) is not read; point `type: prometheus` and `address` at the Prometheus "
-                          "behind the adapter instead",
-}
+# (None today: prometheus_adaptor is read through the API server, runtime.cluster.nodeusage.)
+METRICS_TYPES_REFUSED: dict[str, str] = {}
 
 
 def _valid_pattern(key: str) -> bool:

@@ -11,13 +11,20 @@ or stopped as the policy is reloaded) and hands its figures to each cycle's Clus
 The queries are Volcano v1.14.1's (pkg/scheduler/metrics/source): for Prometheus, the two
 instant queries below with the node's name as `instance` (Prometheus must relabel node_exporter's
 targets so); for Elasticsearch, a search of the index over the last 10 minutes for the node's
-hostname field, averaging host.cpu.usage and system.memory.actual.used.pct (fractions, times 100).
+hostname field, averaging host.cpu.usage and system.memory.actual.used.pct (fractions, times 100);
+for `prometheus_adaptor`, the custom metrics API through the API server (metrics_client_prometheus_adapt.go):
+the root-scoped metrics node_cpu_usage_avg and node_memory_usage_avg of every Node (`GET
+/apis/custom.metrics.k8s.io/<preferred version>/nodes/*/<metric>`, one request each per pass; the
+values are fractions, times 100; each item's timestamp is when it was read), as the adapter's rules
+define them. The scheduler hands the watcher its API server connection (`ApiGet`); no address is
+used.
 
 What differs from Volcano (runtime/README.md): a node the source has no figures for, or whose
 query failed, gets no figures (Volcano stores 0% load read "now", so the node looks idle and
 scores highest); a failing source is said in the log once per change (failing, recovered), and
 `status()` tells it; a pass stops at the first connection failure instead of waiting out a
-timeout per node; credentials and the custom metrics API (`prometheus_adaptor`) are not read."""
+timeout per node; credentials are not read; with `prometheus_adaptor`, a node with only one of the
+two metrics gets no figures (Volcano keeps 0 for the other)."""
 
 from __future__ import annotations
 
@@ -32,7 +39,10 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
+
+from compiler.quantities import to_base_units
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,14 @@ MAX_BODY = 1 << 20                   # 1 MiB, as Volcano's Elasticsearch client 
 READERS = 8                          # requests in flight at once during a pass
 ES_CPU_FIELD = "host.cpu.usage"
 ES_MEM_FIELD = "system.memory.actual.used.pct"
+PROMETHEUS_ADAPTOR = "prometheus_adaptor"
+CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
+CUSTOM_METRICS_VERSIONS = ("v1beta2", "v1beta1")     # those Volcano's client (k8s.io/metrics) speaks
+CUSTOM_CPU, CUSTOM_MEMORY = "node_cpu_usage_avg", "node_memory_usage_avg"   # the adapter rules' names
+API_SERVER = "the API server's custom metrics API"
+# GET a path on the API server: its decoded JSON; SourceUnreachable when no answer came, ValueError
+# for any other failure (the scheduler's connector adapts its errors to these).
+ApiGet = Callable[[str], Any]
 
 _DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -83,6 +101,8 @@ class MetricsSource:
         """The source the usage plugin's arguments name; None when they name none (no type, as
         Volcano reads no load then) or no address (Volcano's client refuses to start)."""
         kind, address = args.get("metrics_type"), args.get("metrics_address")
+        if kind == PROMETHEUS_ADAPTOR:
+            address = API_SERVER        # Volcano reads it with the scheduler's own API server config
         if not kind or not address:
             return None
         interval = duration_s(str(args.get("metrics_interval") or ""))
@@ -189,6 +209,68 @@ def read_node(source: MetricsSource, node: str, timeout: float = REQUEST_TIMEOUT
     return NodeUsage(values[0], values[1], clock())
 
 
+def custom_metrics_version(api_get: ApiGet) -> str:
+    """The custom metrics API version to read: the group's preferred one when Volcano's client
+    speaks it, else the first it speaks (k8s.io/metrics' chooseVersion)."""
+    group = api_get(f"/apis/{CUSTOM_METRICS_GROUP}")
+    if not isinstance(group, dict):
+        raise ValueError(f"/apis/{CUSTOM_METRICS_GROUP} answered {str(group)[:200]}")
+    preferred = str((group.get("preferredVersion") or {}).get("version") or "")
+    if preferred in CUSTOM_METRICS_VERSIONS:
+        return preferred
+    offered = {str(v.get("version")) for v in group.get("versions") or [] if isinstance(v, dict)}
+    for version in CUSTOM_METRICS_VERSIONS:
+        if version in offered:
+            return version
+    raise ValueError(f"{CUSTOM_METRICS_GROUP} serves none of {', '.join(CUSTOM_METRICS_VERSIONS)}")
+
+
+def _fraction(value: Any) -> float:
+    """A metric's value, a Kubernetes quantity ("425m", "0.4253", "1")."""
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        return to_base_units("cpu", text) / 1000.0
+
+
+def _timestamp(text: Any, default: float) -> float:
+    if not text:
+        return default
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ValueError(f"metric timestamp `{text}` is no RFC 3339 time") from None
+
+
+def read_custom_metrics(api_get: ApiGet, nodes: Iterable[str],
+                        clock: Callable[[], float] = time.time) -> dict[str, NodeUsage | None]:
+    """Every wanted node's load from the custom metrics API (Volcano's KMetricsClient.NodesMetricsAvg):
+    a node with both metrics gets them times 100, read when their items say; others get None."""
+    wanted = set(nodes)
+    version = custom_metrics_version(api_get)
+    values: dict[str, dict[str, tuple[float, float]]] = {}
+    for metric in (CUSTOM_CPU, CUSTOM_MEMORY):
+        answer = api_get(f"/apis/{CUSTOM_METRICS_GROUP}/{version}/nodes/*/{metric}")
+        items = answer.get("items") if isinstance(answer, dict) else None
+        if not isinstance(items, list):
+            raise ValueError(f"the custom metrics API answered no MetricValueList for {metric}")
+        for item in items:
+            name = str(((item or {}).get("describedObject") or {}).get("name") or "")
+            if name in wanted:
+                values.setdefault(name, {})[metric] = (_fraction(item.get("value")) * 100,
+                                                       _timestamp(item.get("timestamp"), clock()))
+    out: dict[str, NodeUsage | None] = {}
+    for name in wanted:
+        got = values.get(name, {})
+        if CUSTOM_CPU in got and CUSTOM_MEMORY in got:
+            (cpu, t_cpu), (memory, t_memory) = got[CUSTOM_CPU], got[CUSTOM_MEMORY]
+            out[name] = NodeUsage(cpu, memory, min(t_cpu, t_memory))
+        else:
+            out[name] = None
+    return out
+
+
 @dataclass(frozen=True)
 class WatchStatus:
     """How the last pass went: for logs, explain and tests."""
@@ -204,10 +286,12 @@ class NodeUsageWatcher:
     `figures()` is what the last passes read, each node's latest."""
 
     def __init__(self, source: MetricsSource, clock: Callable[[], float] = time.time,
-                 reader: Callable[[MetricsSource, str], NodeUsage | None] | None = None):
+                 reader: Callable[[MetricsSource, str], NodeUsage | None] | None = None,
+                 api_get: ApiGet | None = None):
         self.source = source
         self.clock = clock
         self._read = reader or (lambda s, n: read_node(s, n, clock=clock))
+        self._api_get = api_get     # prometheus_adaptor: the scheduler's API server connection
         self._lock = threading.Lock()
         self._wanted: frozenset[str] = frozenset()
         self._figures: dict[str, NodeUsage] = {}
@@ -254,7 +338,18 @@ class NodeUsageWatcher:
                 error = f"node {node}: {err}"
 
         begun = time.monotonic()
-        if nodes:
+        if self.source.type == PROMETHEUS_ADAPTOR:
+            # One pass is two requests for every node (Volcano's GetForObjects), not one per node.
+            if self._api_get is None:
+                error = "no API server connection to read the custom metrics API through"
+            else:
+                try:
+                    read = read_custom_metrics(self._api_get, nodes, self.clock)
+                except SourceUnreachable as err:
+                    error = str(err)
+                except (ValueError, KeyError, TypeError, AttributeError) as err:
+                    error = str(err)
+        elif nodes:
             with ThreadPoolExecutor(max_workers=min(READERS, len(nodes)), thread_name_prefix="usage-read") as pool:
                 list(pool.map(one, nodes))
         if not error and len(read) < len(nodes) and not unreachable.is_set():
@@ -295,8 +390,9 @@ class NodeUsageFeed:
     plugin's metrics_* arguments), replaced when a reload changes the source, stopped when the
     plan has none."""
 
-    def __init__(self, make: Callable[[MetricsSource], NodeUsageWatcher] | None = None):
-        self._make = make or NodeUsageWatcher
+    def __init__(self, make: Callable[[MetricsSource], NodeUsageWatcher] | None = None,
+                 api_get: ApiGet | None = None):
+        self._make = make or (lambda source: NodeUsageWatcher(source, api_get=api_get))
         self.watcher: NodeUsageWatcher | None = None
 
     def figures(self, usage_arguments: Mapping[str, Any] | None, nodes: Iterable[str]) -> dict[str, NodeUsage] | None:

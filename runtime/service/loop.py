@@ -34,9 +34,10 @@ from runtime.engine.cycle import Options, VictimsNeeded, run_cycle
 from runtime.cluster.decisions import JOB, Decisions, Reason
 from runtime.engine.evictions import EvictionAudit, eviction_jobs, eviction_queues, reservation_seconds
 from runtime.cluster.connection import FOREIGN_SCHEDULER, ApplyReport, ClusterConnection, QueueUsage
+from runtime.kube.api import ApiError
 from runtime.kube.metrics import Metrics
 from runtime.cluster.model import ClusterState, group_key_of
-from runtime.cluster.nodeusage import NodeUsageFeed
+from runtime.cluster.nodeusage import ApiGet, NodeUsageFeed, SourceUnreachable
 from runtime.engine.plugins.extender import failed_verbs
 from runtime.cluster.objects import check_queues
 from runtime.service.views import CycleView, LiveView, SessionFacts, session_facts, with_podgroup_phases
@@ -126,6 +127,23 @@ def queue_usage(ssn: Session) -> dict[str, QueueUsage]:
     return out
 
 
+def _metrics_api_get(cluster: ClusterConnection) -> ApiGet | None:
+    """The usage plugin's `prometheus_adaptor` source reads the custom metrics API through the
+    Kubernetes connector's API server connection (KubeCluster.api); other connections have none."""
+    api = getattr(cluster, "api", None)
+    if api is None:
+        return None
+
+    def get(path: str) -> object:
+        try:
+            return api.get(path)
+        except ApiError as err:
+            if err.status == 0:
+                raise SourceUnreachable(f"the API server unreachable: {err.message}") from None
+            raise ValueError(f"GET {path}: {err}") from None
+    return get
+
+
 class Scheduler:
     def __init__(self, plan: Plan, cluster: ClusterConnection, *, scheduler_name: str = "volcano",
                  period: float = 1.0, min_interval: float = 0.1, metrics: Metrics | None = None,
@@ -163,7 +181,7 @@ class Scheduler:
         self._failing_since: float | None = None  # cycles have raised since then (monotonic)
         self.failed_cycles = 0                      # in a row, up to the last cycle
         # Node load for the usage plugin, read off the scheduling path (runtime.cluster.nodeusage).
-        self.node_usage = NodeUsageFeed()
+        self.node_usage = NodeUsageFeed(api_get=_metrics_api_get(cluster))
         self.metrics.set_active_policy(plan.name, plan.revision)
         cluster.on_work(self._on_work)
         self._watch_for(plan)
