@@ -146,10 +146,21 @@ ZERO_SCORERS = CodeInfo(
 )
 
 
+# Resource maps that are no scorer weights: resource-strategy-fit's proportional ratios.
+NOT_SCORER_WEIGHTS = frozenset({"proportional_cpu", "proportional_memory"})
+
+
 def _scorer_weights(plugin: PluginView) -> list[float] | None:
     """The plugin's scorer weights (numbers and resource-weight maps), or None if it has none."""
+    if plugin.name == "resource-strategy-fit":
+        # Its per-resource weights of 0 or less count 1 (Volcano): it scores 0 only when its own
+        # weight and sra_weight are both 0.
+        own = plugin.plan.weight if plugin.plan.weight is not None else plugin.spec.default_weight
+        return [float(own or 0), float(plugin.plan.arguments.get("sra_weight") or 0)]
     weights: list[float] = []
     for arg in plugin.spec.arguments:
+        if arg.name in NOT_SCORER_WEIGHTS:
+            continue
         value = plugin.plan.arguments.get(arg.name)
         if arg.kind == cat.NUMBER and isinstance(value, (int, float)):
             weights.append(value)
@@ -442,3 +453,34 @@ def shuffle_evicts_nothing(ctx: LintContext) -> Iterator[Diagnostic]:
                       + (", ".join(strategies) or "none") + "; offlineOnly and lowPriorityFirst only narrow and "
                       "order its victims)",
                       rescheduling.node.name.span, "add lowNodeUtilization to `strategies`")
+
+
+PROPORTIONAL_IDLE = CodeInfo(
+    "PD428", "proportional-idle", Severity.WARNING,
+    "resource-strategy-fit's proportional ratios without `proportional = true`, or the switch without ratios",
+    why="The proportional policy keeps CPU and memory for each resource named in `proportional_cpu` / "
+        "`proportional_memory`, and only while `proportional = true` (Volcano's proportional.enable): ratios "
+        "without the switch keep nothing, and the switch without ratios names no resource to keep room for.",
+    fix="Set `proportional = true` next to the ratios, or name the scarce resources in `proportional_cpu`.",
+    bad=_HEAD + "tier {\n  plugin predicates\n  plugin resource-strategy-fit {\n"
+        "    proportional_cpu = { \"nvidia.com/gpu\": 8 }  # expect: PD428\n  }\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n  plugin resource-strategy-fit {\n    proportional = true\n"
+         "    proportional_cpu = { \"nvidia.com/gpu\": 8 }\n  }\n}\n",
+)
+
+
+@rule(PROPORTIONAL_IDLE)
+def proportional_idle(ctx: LintContext) -> Iterator[Diagnostic]:
+    plugin = ctx.plugin_named("resource-strategy-fit")
+    if plugin is None:
+        return
+    args = plugin.explicit_arguments
+    ratios = [w for w in plugin.node.settings if w.key.value in ("proportional_cpu", "proportional_memory")
+              and args.get(w.key.value)]
+    switch = [w for w in plugin.node.settings if w.key.value == "proportional"]
+    if ratios and not args.get("proportional"):
+        yield finding(PROPORTIONAL_IDLE, f"`{ratios[0].key.value}` keeps nothing without `proportional = true`",
+                      ratios[0].key.span, "add `proportional = true`")
+    elif switch and args.get("proportional") and not ratios:
+        yield finding(PROPORTIONAL_IDLE, "`proportional = true` names no resource to keep CPU and memory for",
+                      switch[0].key.span, "name the scarce resources in `proportional_cpu` / `proportional_memory`")

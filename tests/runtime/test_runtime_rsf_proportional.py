@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compiler.pipeline import compile_text
 from runtime.cluster.model import ClusterState, PodGroup
 from runtime.engine.cycle import open_session
 from runtime.engine.extension import MASK_FAIL, MASK_PASS
@@ -163,3 +164,16 @@ def test_off_by_default():
     state.add_podgroup(PodGroup("ns", "job", min_member=1, phase="Inqueue", uid="pg"))
     pod(state, "p", cpu=3000, memory=GiB, group="job")
     assert placements(cycle(plan, state)) == {"ns/p": "n1"}
+
+
+@pytest.mark.parametrize("settings, codes", [
+    ("    proportional = true\n", {"PD428"}),                               # the switch, no resource
+    ('    proportional_cpu = { "nvidia.com/gpu": 8 }\n', {"PD428"}),       # ratios, no switch
+    ('    proportional = true\n    proportional_cpu = { "nvidia.com/gpu": 0 }\n', set()),
+    ("    sra_weight = 0\n", set()),     # its own weight (10) still scores: no PD406
+], ids=["switch only", "ratios only", "both", "sra off"])
+def test_lint_of_the_proportional_settings(settings, codes):
+    compiled = compile_text('policy "t" version 1\nactions [allocate]\ntier {\n  plugin predicates\n'
+                            f"  plugin resource-strategy-fit {{\n{settings}  }}\n}}\n", "t.policy")
+    assert compiled.ok
+    assert {d.code for d in compiled.diagnostics} & {"PD428", "PD406"} == codes
