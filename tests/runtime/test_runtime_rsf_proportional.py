@@ -177,3 +177,26 @@ def test_lint_of_the_proportional_settings(settings, codes):
                             f"  plugin resource-strategy-fit {{\n{settings}  }}\n}}\n", "t.policy")
     assert compiled.ok
     assert {d.code for d in compiled.diagnostics} & {"PD428", "PD406"} == codes
+
+
+def test_room_releasing_pods_free_is_a_future_fit_pipelined(pure):
+    # 40 cores and 4 GPUs at 8 cores each (32 kept); a leaving pod holds 20. A 5-core pod leaves
+    # 15 now (fails) but 35 once it is gone: pipelined there, not bound. A 15-core pod fits neither.
+    plan = rsf_policy(f'    proportional_cpu = {{ "{GPU}": 8 }}')
+    state = ClusterState()
+    node(state, "n1", cpu=40000, memory=400 * GiB, **{GPU: 4})
+    leaving = pod(state, "leaving", cpu=20000, memory=GiB, node_name="n1")
+    leaving.releasing = True
+    state.add_podgroup(PodGroup("ns", "job", min_member=1, phase="Inqueue", uid="pg"))
+    pod(state, "small", cpu=5000, memory=GiB, group="job")
+    decisions = cycle(plan, state, pure)
+    assert placements(decisions) == {} and decisions.pipelined == {"ns/small": "n1"}
+
+    state = ClusterState()
+    node(state, "n1", cpu=40000, memory=400 * GiB, **{GPU: 4})
+    pod(state, "leaving", cpu=20000, memory=GiB, node_name="n1").releasing = True
+    state.add_podgroup(PodGroup("ns", "job", min_member=1, phase="Inqueue", uid="pg"))
+    pod(state, "big", cpu=15000, memory=GiB, group="job")
+    decisions = cycle(plan, state, pure)
+    assert placements(decisions) == {} and decisions.pipelined == {}
+    assert any(proportional_message(GPU) in r.message for r in decisions.reasons_for("ns/big"))
