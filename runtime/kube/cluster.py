@@ -46,6 +46,7 @@ from runtime.kube.draclaims import ClaimWriter, assumed_claim
 from runtime.kube.volumes import BIND_TIMEOUT_S, VolumeBinds
 from runtime.kube.podconditions import PodCondition, PodConditionWriter
 from runtime.kube.queuesync import SYNC_EVERY_S, QueuePublisher
+from runtime.kube.ratelimit import TokenBucket
 from runtime.kube.statusfacts import same_phase_and_counts
 from runtime.cluster.connection import QueueUsage
 from runtime.kube.metrics import Metrics
@@ -77,6 +78,10 @@ ADMISSION_DELAY_S = 0.5
 # as Volcano's vcjob controller does) is left Pending on the API server for longer: it is
 # usually Running first, one write instead of two.
 ADMISSION_WITH_PODS_DELAY_S = 2.0
+# A PodGroup whose phase and counts stand and whose condition alone changes is written at most
+# this often (the rest stay due): never a storm of thousands at once, as after a restart.
+CONDITION_WRITES_PER_S = 50.0
+CONDITION_WRITE_BURST = 200
 QUEUE_STATUS_EVERY_S = 1.0  # a Queue's status (allocated, groups per phase) at most this often
 
 
@@ -139,6 +144,7 @@ class KubeCluster:
         self._in_flight = 0  # binds and status writes not answered yet
         self._busy: set[str] = set()  # "PodGroup/ns/name", "Queue/name": a write (or gang binds) in flight
         self._totals = BindTotals()
+        self._condition_writes = TokenBucket(CONDITION_WRITES_PER_S, CONDITION_WRITE_BURST)
         self._condition_due: dict[str, float] = {}  # PodGroup key -> when its condition change was first due
         self._admission_due: dict[str, float] = {}  # PodGroup key -> when it was first admitted, unwritten
         self._queue_written: dict[str, float] = {}  # Queue name -> when its status was last written
@@ -180,8 +186,11 @@ class KubeCluster:
         self.volumes.stop()
         self.drain(timeout=60.0)
         self.events.stop()
-        self.binds.shutdown(wait=True)
-        self.writes.shutdown(wait=True)
+        # Past the drain's bound, writes still queued are dropped, not waited for (thousands of
+        # status writes must not hold a stopping process for minutes): the next leader writes
+        # what is still due. Those already sent still answer.
+        self.binds.shutdown(wait=True, cancel_futures=True)
+        self.writes.shutdown(wait=True, cancel_futures=True)
         self.cache.stop()
 
     @property
@@ -605,6 +614,11 @@ class KubeCluster:
                 continue
             if same_phase_and_counts(current.get(pg.name), pg.phase, pg_counts):
                 if _not_yet(self._condition_due, due, pg.name, clock, CONDITION_DELAY_S):
+                    continue
+                if not self._condition_writes.try_take():
+                    # Budgeted (a restart finds thousands of running PodGroups without the
+                    # condition it writes): it stays due, for a later cycle.
+                    due[pg.name] = self._condition_due.get(pg.name, clock)
                     continue
             elif pg.phase == PG_INQUEUE and pg.name not in held and \
                     same_phase_and_counts(current.get(pg.name), PG_PENDING, pg_counts):

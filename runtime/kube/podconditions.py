@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from runtime.cluster import decisions as d
 from runtime.kube.api import ApiError, KubeApi
 from runtime.kube.outages import OutageLog, cause_of
+from runtime.kube.ratelimit import TokenBucket
 from runtime.cluster.model import ClusterState, Pod, group_key_of
 
 log = logging.getLogger("policydsl.kube.podconditions")
@@ -161,24 +162,6 @@ def waiting_messages(decisions: d.Decisions, state: ClusterState) -> dict[str, s
     return out
 
 
-class _Budget:
-    """A token bucket that refuses instead of waiting."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens = float(burst)
-        self.stamp = clock()
-
-    def take(self) -> bool:
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
-
-
 class PodConditionWriter:
     """Decides which pods' PodScheduled to write after a cycle (`due`), and writes one (`write`)."""
 
@@ -192,7 +175,7 @@ class PodConditionWriter:
         self.outage = outage
         self.delay_s = delay_s
         self.clock = clock
-        self._budget = _Budget(rate, burst, clock)
+        self._budget = TokenBucket(rate, burst, clock)
         self._lock = threading.Lock()
         self._written: dict[str, tuple[str, str, str]] = {}   # pod -> (uid, reason, message) the API server holds
         self._waiting_since: dict[str, float] = {}         # pod -> first cycle it was seen waiting
@@ -216,7 +199,7 @@ class PodConditionWriter:
                     continue
                 if now - self._waiting_since[key] < self.delay_s:
                     continue
-                if not self._budget.take():
+                if not self._budget.try_take():
                     break   # the rest stay due
                 out.append(PodCondition(key, pod.uid, message, reason))
         return out

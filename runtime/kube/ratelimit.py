@@ -31,6 +31,18 @@ class TokenBucket:
             self.tokens -= 1
             return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
 
+    def try_take(self) -> bool:
+        """Take a token if one is there; False (nothing taken) if not: for writes that can wait
+        for a later cycle instead of blocking this one."""
+        with self._lock:
+            now = self.clock()
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return True
+            return False
+
     def wait(self) -> None:
         delay = self.reserve()
         if delay:
