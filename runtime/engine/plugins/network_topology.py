@@ -241,7 +241,14 @@ class NetworkTopologyPlugin(Plugin):
         names = list(candidates)
         width = snap.allocatable.shape[1]
         allocs = np.array([self.allocatable_of(name, candidates[name]) for name in names]).reshape(len(names), width)
-        useds = np.array([used[candidates[name]].sum(axis=0) for name in names]).reshape(len(names), width)
+        # Every candidate's used in one gather (integer sums: the same as one candidate at a time).
+        rows = [candidates[name] for name in names]
+        filled = [i for i, r in enumerate(rows) if len(r)]
+        useds = np.zeros((len(names), width), dtype=used.dtype)
+        if filled:
+            lengths = np.array([len(rows[i]) for i in filled], dtype=np.int64)
+            starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+            useds[filled] = np.add.reduceat(used[np.concatenate([rows[i] for i in filled])], starts, axis=0)
         many = hypernode_binpack_many(self.columns, allocs, useds, request)
         scores = {name: float(many[i]) if len(candidates[name]) else 0.0 for i, name in enumerate(names)}
         if scores:
