@@ -279,8 +279,10 @@ class Bench:
             f"PodGroups of {namespace}")
 
     def _delete_all(self, delete: Callable[[], object], gone: Callable[[], bool], what: str) -> None:
-        """Delete a collection, again after a server timeout or a 5xx, until it is empty."""
+        """Delete a collection, again after a server timeout, a 5xx or an answer cut short, until
+        it is empty."""
         from kubernetes.client.rest import ApiException
+        from urllib3.exceptions import ProtocolError   # lazy, as ApiException: only the wipe needs them
 
         for attempt in range(1, WIPE_ATTEMPTS + 1):
             try:
@@ -290,6 +292,13 @@ class Bench:
                 if exc.status not in (429, 500, 502, 503, 504) or attempt == WIPE_ATTEMPTS:
                     raise BenchError(f"deleting the {what}: {exc.status} {exc.reason}") from None
                 self.say(f"deleting the {what}: {exc.status} {exc.reason}; deleting the rest again")
+                time.sleep(2.0)
+            except ProtocolError as exc:
+                # The answer (every deleted object, tens of MB) broke off mid-stream: the deletion
+                # itself goes on in the API server; asking again deletes what is left.
+                if attempt == WIPE_ATTEMPTS:
+                    raise BenchError(f"deleting the {what}: {exc}") from None
+                self.say(f"deleting the {what}: the answer broke off ({exc.__class__.__name__}); deleting the rest again")
                 time.sleep(2.0)
         self._wait_until(gone, f"the {what} deleted", 300)
 
