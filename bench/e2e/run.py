@@ -298,7 +298,8 @@ class Bench:
                 # itself goes on in the API server; asking again deletes what is left.
                 if attempt == WIPE_ATTEMPTS:
                     raise BenchError(f"deleting the {what}: {exc}") from None
-                self.say(f"deleting the {what}: the answer broke off ({exc.__class__.__name__}); deleting the rest again")
+                self.say(f"deleting the {what}: the answer broke off ({exc.__class__.__name__}); "
+                         "deleting the rest again")
                 time.sleep(2.0)
         self._wait_until(gone, f"the {what} deleted", 300)
 
