@@ -63,7 +63,8 @@ DELIBERATE: dict[str, tuple[frozenset[str], str, str]] = {
         frozenset({"PD604"}), "`magic`, the doc's example of a plugin built into a custom scheduler",
         "- a plugin Volcano does not ship (a custom build's"),
     "pdb_plugin_block1.yaml": (
-        frozenset({"PD612"}), "shuffle with no plugin choosing its victims (lint PD304): it would evict nothing",
+        frozenset({"PD612"}), "shuffle whose only victim plugin is pdb: Volcano's pdb names every running pod "
+        "its budgets allow (all evicted each cycle); ours answers no victims there (lint PD304)",
         "- `shuffle` with no enabled plugin that answers `victim`"),
     "how_to_use_vnpu_block6_volcano_scheduler_conf.yaml": (
         frozenset({"PD614"}), "Ascend vNPU through HAMi and vGPU MIG geometries are not evaluated",
