@@ -157,6 +157,9 @@ class DeviceResult:
     driver: str
     pool: str
     device: str
+    # allocated for a request with adminAccess: the device stays free for other claims (kube's
+    # allocated state skips such results)
+    admin_access: bool = False
 
     @property
     def device_id(self) -> tuple[str, str, str]:

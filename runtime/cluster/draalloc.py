@@ -11,7 +11,10 @@ channel) over runtime.cluster.dra's objects: which devices a pod's claims get on
   listed). A device is taken when it is free (not allocated to another claim, not taken by an
   earlier request of the search), matches its class's selectors and the request's, its taints
   are tolerated, its pool's shared counters still hold what it consumes, and every
-  `matchAttribute` constraint of its claim still holds. Devices of one request are tried in
+  `matchAttribute` constraint of its claim still holds. A request with `adminAccess` may take a
+  device allocated to another claim, or taken earlier in the search for another claim, but not one
+  its own claim takes already; its results say `admin_access`, and such results never make a
+  device in use (runtime.engine.rules.dra holds no device for them). Devices of one request are tried in
   increasing inventory order only (a set found in another order is the same set: the first
   solution is kube's).
 - `AllocationError`: what makes kube's allocator fail with an error rather than find nothing
@@ -176,8 +179,9 @@ def allocate(claims: Sequence[ResourceClaim], candidates: Sequence[int], invento
         return None
     out = []
     for results in search.results:
-        devices = tuple(DeviceResult(req, *inventory.entries[i].device_id) for req, i in results)
-        out.append(Allocation(devices, _node_selector([inventory.entries[i] for _, i in results], node_name)))
+        devices = tuple(DeviceResult(req, *inventory.entries[i].device_id, admin_access=admin)
+                        for req, i, admin in results)
+        out.append(Allocation(devices, _node_selector([inventory.entries[i] for _, i, _ in results], node_name)))
     return out
 
 
@@ -209,9 +213,11 @@ class _Search:
         self.inv = inventory
         self.in_use = in_use
         self.counters_used = counters_used
-        self.taking: set[int] = set()
+        # device -> how many claims of the search take it (adminAccess lets several); per claim
+        self.taking: dict[int, int] = {}
+        self.claim_taking: list[set[int]] = [set() for _ in claims]
         self.extra: dict[tuple[str, str, str, str], int] = {}
-        self.results: list[list[tuple[str, int]]] = [[] for _ in claims]
+        self.results: list[list[tuple[str, int, bool]]] = [[] for _ in claims]
         self.constraints = [[_Constraint(c) for c in claim.spec.constraints] for claim in claims]
         self.steps = 0
         self.exhausted = False
@@ -274,7 +280,7 @@ class _Search:
             i = everything[di]
             if not self._take(ci, i, sub, base, sub_name, must=True):
                 return False
-            self.results[ci].append((request_name, i))
+            self.results[ci].append((request_name, i, sub.admin_access))
             if self.device(ci, ri, k, sub, parent, di + 1, i):
                 return True
             self._give_back(ci, i, base, sub_name)
@@ -289,13 +295,13 @@ class _Search:
             pool = self.inv.entries[i].pool_id
             if pool in self.inv.incomplete or pool in self.inv.invalid:
                 continue
-            if i in self.taking or self.in_use(i):
+            if self._busy(ci, i, sub):
                 continue
             if not self.inv.selectable(sub, i, claim.key):
                 continue
             if not self._take(ci, i, sub, base, sub_name, must=False):
                 continue
-            self.results[ci].append((request_name, i))
+            self.results[ci].append((request_name, i, sub.admin_access))
             if self.device(ci, ri, k, sub, parent, di + 1, i):
                 return True
             self._give_back(ci, i, base, sub_name)
@@ -304,8 +310,15 @@ class _Search:
         return False
 
     # -- taking one device ----------------------------------------------------------------------
+    def _busy(self, ci: int, i: int, sub: SubRequest) -> bool:
+        """kube's in-use test: adminAccess is refused only a device its own claim takes already;
+        any other request a device allocated or taken in this search by any claim."""
+        if sub.admin_access:
+            return i in self.claim_taking[ci]
+        return i in self.taking or self.in_use(i)
+
     def _take(self, ci: int, i: int, sub: SubRequest, base: str, sub_name: str | None, must: bool) -> bool:
-        if i in self.taking or self.in_use(i):
+        if self._busy(ci, i, sub):
             return False
         entry = self.inv.entries[i]
         need = self.inv.consumption(i)
@@ -331,14 +344,20 @@ class _Search:
                 c.value = value
             c.count += 1
             added.append(c)
-        self.taking.add(i)
+        self.taking[i] = self.taking.get(i, 0) + 1
+        self.claim_taking[ci].add(i)
         for key, amount in need:
             self.extra[key] = self.extra.get(key, 0) + amount
         return True
 
     def _give_back(self, ci: int, i: int, base: str, sub_name: str | None) -> None:
         self.results[ci].pop()
-        self.taking.discard(i)
+        left = self.taking[i] - 1
+        if left:
+            self.taking[i] = left
+        else:
+            del self.taking[i]
+        self.claim_taking[ci].discard(i)
         for key, amount in self.inv.consumption(i):
             self.extra[key] -= amount
         for c in self.constraints[ci]:

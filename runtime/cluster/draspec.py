@@ -297,7 +297,8 @@ def _allocation(raw: Any) -> Allocation | None:
         if not isinstance(r, dict):
             raise FieldError(f"`{at}` must be a mapping")
         results.append(DeviceResult(_string(r, "request", at), _string(r, "driver", at), _string(r, "pool", at),
-                                    _string(r, "device", at)))
+                                    _string(r, "device", at),
+                                    r.get("adminAccess") is True))
     terms = None
     if raw.get("nodeSelector") is not None:
         terms = kf.node_selector_terms(kf.listing(kf.mapping(raw, "nodeSelector"), "nodeSelectorTerms"),

@@ -489,7 +489,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         snapshot.placed_rows = rows_of[known]
         snapshot.rule_pods = scan.rule_pods
         snapshot.label_keys = label_keys
-        snapshot.namespace_labels = state.namespace_labels
+    # inter-pod rules' namespaceSelectors and DRA's adminAccess namespaces read them
+    snapshot.namespace_labels = state.namespace_labels
     if state.settled is not None and state.settled.elastic:
         snapshot.settled_elastic = _settled_elastic(state.settled.elastic, queue_index, index, len(queues), r)
     snapshot.dra = dra

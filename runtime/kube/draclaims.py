@@ -51,7 +51,8 @@ def allocation_status(claim: ResourceClaim, allocation: Allocation, classes: Map
     """`status.allocation` as kube's allocator writes it: results, then configuration — each
     class's once, for the requests allocated from it (FromClass), then the claim's (FromClaim) —
     a configuration for every request naming none."""
-    results = [{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
+    results = [{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device,
+                **({"adminAccess": True} if r.admin_access else {})}
                for r in allocation.devices]
     chosen: dict[str, str] = {}              # request name as allocated -> its device class
     for req in claim.spec.requests:

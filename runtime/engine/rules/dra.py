@@ -38,6 +38,11 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 # figures come in at most this many variants (else one line per variant would bury the reason).
 FIGURED_NODES, FIGURE_VARIANTS = 64, 3
 NODE_SELECTOR_MISMATCH = "resourceclaim not available on the node"
+# resourceapi.DRAAdminNamespaceLabelKey: the API server takes a claim (or template) with adminAccess
+# only in a namespace labelled so; a snapshot's claim elsewhere waits with the server's words.
+ADMIN_NAMESPACE_LABEL = "resource.kubernetes.io/admin-access"
+ADMIN_NAMESPACE_REFUSED = (f"admin access to devices requires the `{ADMIN_NAMESPACE_LABEL}: true` label on the "
+                           f"containing namespace")
 
 
 class DraRule(StatefulRule):
@@ -95,7 +100,8 @@ class DraRule(StatefulRule):
         for key, claim in claims.items():
             if claim.allocation is None or (claim.reserved_for and set(claim.reserved_for) <= ds.done_uids):
                 continue      # unallocated, or only finished pods used it (the controller frees it)
-            held = [self.inv.by_id[r.device_id] for r in claim.allocation.devices if r.device_id in self.inv.by_id]
+            held = [self.inv.by_id[r.device_id] for r in claim.allocation.devices
+                    if r.device_id in self.inv.by_id and not r.admin_access]
             self._hold(key, held, self._all_leaving(claim))
         # This cycle's allocations: claim key -> (allocation, tasks consuming it)
         self._allocated: dict[str, tuple[Allocation, list[int]]] = {}
@@ -234,6 +240,9 @@ class DraRule(StatefulRule):
             return out
         allowed, pending = self._split(claims)
         out[~allowed[rows]] = MASK_FAIL
+        if self._admin_refused(cid, pending):
+            out[:] = MASK_FAIL
+            return out
         if pending:
             for k, node in enumerate(rows.tolist()):
                 if out[k] != MASK_FAIL:
@@ -250,6 +259,8 @@ class DraRule(StatefulRule):
         def fail(message: str, node: int) -> None:
             failing.setdefault(message, np.ones(self.n, dtype=bool))[node] = False
 
+        if self._admin_refused(cid, pending):
+            return [Check(ADMIN_NAMESPACE_REFUSED, np.zeros(self.n, dtype=bool))]
         for node in np.flatnonzero(~allowed).tolist():
             fail(NODE_SELECTOR_MISMATCH, node)
         if pending:
@@ -267,6 +278,13 @@ class DraRule(StatefulRule):
             for node in plain:
                 fail(CANNOT_ALLOCATE if one_message else figures[node], node)
         return [Check(m, p) for m, p in failing.items()]
+
+    def _admin_refused(self, cid: int, pending: list[ResourceClaim]) -> bool:
+        """A claim to allocate asks adminAccess outside a namespace labelled for it."""
+        if not any(s.admin_access for c in pending for r in c.spec.requests for s in r.alternatives):
+            return False
+        namespace = self.snap.pods[self.snap.classes[cid].head].namespace
+        return self.snap.namespace_labels(namespace).get(ADMIN_NAMESPACE_LABEL) != "true"
 
     def _figures(self, pending: list[ResourceClaim], node: int) -> str:
         """How many of the node's devices match the claims' requests, and how many are free."""
@@ -308,7 +326,8 @@ class DraRule(StatefulRule):
             if made is None:      # the filter passed the node: cannot happen but leave no trace
                 made = []
             for c, allocation in zip(pending, made):
-                devices = [self.inv.by_id[r.device_id] for r in allocation.devices]
+                # adminAccess results leave the device free for others (kube's allocated state)
+                devices = [self.inv.by_id[r.device_id] for r in allocation.devices if not r.admin_access]
                 self._allocated[c.key] = (allocation, [t])
                 self._hold(c.key, devices, False)
                 chosen.append((c, allocation))
