@@ -1,15 +1,19 @@
 """Device asks the pod's per-container shape decides, read from the Pod object.
 
 HAMi's vGPU device plugin gets one device list per container; the scheduler's model of a pod
-keeps only its summed requests. A pod whose vGPU ask is split over several containers, or sits in
-an init container, is therefore named as not evaluated (Pod.unsupported), so it waits rather than
-be given one device list for all its containers (volcano#4505: a multi-container vGPU pod crashed
-Volcano's scheduler with volcano-vgpu-device-plugin).
+keeps its summed requests, and, when more than one container asks vGPU, each asking container's
+vGPU requests (Pod.vgpu_containers; volcano#4505: such a pod crashed Volcano's scheduler with
+volcano-vgpu-device-plugin). An init container's vGPU ask is named as not evaluated
+(Pod.unsupported): Volcano's ExtractResourceRequest reads only spec.containers, so it writes no
+device list for an init container, and the device plugin would then serve the init container the
+first regular container's list.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from runtime.cluster.podspec import _container_requests
 
 VGPU_PREFIX = "volcano.sh/vgpu-"
 
@@ -31,6 +35,20 @@ def vgpu_container_problem(obj: dict) -> str | None:
     asking_init = [f"spec.initContainers[{i}]" for i, c in enumerate(init) if _asks_vgpu(c)]
     if asking_init:
         return f"volcano.sh/vgpu-* in an init container ({', '.join(asking_init)})"
-    if len(asking) > 1:
-        return f"volcano.sh/vgpu-* in more than one container ({', '.join(asking)})"
     return None
+
+
+def vgpu_container_asks(obj: dict) -> tuple[dict[str, int], ...]:
+    """Each spec.containers entry asking vGPU count or memory (as Volcano's ExtractResourceRequest
+    picks them), its vGPU requests, limits standing in; () when at most one container asks."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    containers = spec.get("containers") if isinstance(spec.get("containers"), list) else []
+    asks = []
+    for i, c in enumerate(containers):
+        if not _asks_vgpu(c):
+            continue
+        requests = _container_requests(c, f"spec.containers[{i}]")
+        mine = {k: v for k, v in requests.items() if k.startswith(VGPU_PREFIX)}
+        if mine.get(VGPU_PREFIX + "number", 0) or mine.get(VGPU_PREFIX + "memory", 0):
+            asks.append(mine)
+    return tuple(asks) if len(asks) > 1 else ()

@@ -28,7 +28,7 @@ from runtime.cluster.model import (
 )
 from runtime.cluster.draspec import DRA_KINDS, add_dra_object
 from runtime.cluster.podspec import read_pod
-from runtime.cluster.devices import vgpu_container_problem
+from runtime.cluster.devices import vgpu_container_asks, vgpu_container_problem
 from runtime.cluster.storagespec import read_claim, read_csinode, read_storage_class, read_volume
 from runtime.cluster.numa import read_numatopology
 from runtime.cluster.topology import read_hypernode
@@ -252,6 +252,7 @@ def _read_pod(obj: dict, state: ClusterState) -> None:
     pod = read_pod(obj, state.priority_classes)
     pod.images = _container_images(obj)
     pod.unsupported = pod.unsupported or vgpu_container_problem(obj)
+    pod.vgpu_containers = vgpu_container_asks(obj)
     pod.scheduled_at = scheduled_time(obj)
     state.add_pod(pod)
 

@@ -22,11 +22,18 @@ nanoseconds right before sending, runtime.kube.binder._NodeOrder), volcano.sh/vg
 volcano.sh/devices-to-allocate (`UUID,NVIDIA,memory,cores:` per card, one list per container,
 containers separated by `;`) and volcano.sh/bind-phase `allocating`.
 
+Multi-container pods (volcano#4505): each container asking vgpu-number or vgpu-memory gets its own
+device list, in spec order, as Volcano's ExtractResourceRequest lists them (containers asking
+nothing get no entry); the containers are fitted one after another on the node, a later one seeing
+the cards the earlier ones took (so two containers may share a card within its split count, as in
+Volcano's checkNodeGPUSharingPredicateAndScore). A vGPU ask in an init container waits naming it:
+Volcano reads only spec.containers and writes it no device list.
+
 The pod annotations that narrow its cards are evaluated as Volcano does: nvidia.com/use-gputype /
 nvidia.com/nouse-gputype (card type, case aside) and volcano.sh/vgpu-use-gpuuuid /
 volcano.sh/vgpu-nouse-gpuuuid (exact UUIDs, the denylist wins). Not evaluated yet, so such pods
-wait naming it: MIG mode (its geometries), a vGPU ask in more than one container or in an init
-container (one device list per container), volcano.sh/vgpu-podgroup-policy; volcano.sh/vgpu-mode
+wait naming it: MIG mode (its geometries), a vGPU ask in an init container,
+volcano.sh/vgpu-podgroup-policy; volcano.sh/vgpu-mode
 `hami-core` is what every node here is, any other mode waits.
 """
 
@@ -162,6 +169,15 @@ def vgpu_need(requests: Mapping[str, int]) -> VgpuNeed | None:
     return VgpuNeed(number or 1, memory, percent, int(requests.get(VGPU_CORES, 0)))
 
 
+def vgpu_needs(pod) -> tuple[VgpuNeed, ...]:
+    """One need per container asking vGPU, in spec order (Pod.vgpu_containers when several ask,
+    else the pod's summed requests); () when it asks none."""
+    if getattr(pod, "vgpu_containers", ()):
+        return tuple(n for n in (vgpu_need(c) for c in pod.vgpu_containers) if n is not None)
+    need = vgpu_need(pod.requests)
+    return () if need is None else (need,)
+
+
 def vgpu_hold(pod) -> tuple[str, str] | None:
     """(field, why) when a pod's vGPU ask is not evaluated yet, else None."""
     if pod.annotations.get(MODE, HAMI_CORE) != HAMI_CORE:
@@ -223,6 +239,28 @@ class VgpuInventory:
         self.used_mem[c] += sign * int(need.memory_on(int(self.memory[c])))
         self.used_core[c] += sign * need.cores
 
+    def choose_containers(self, needs: Sequence[VgpuNeed], cards: slice, allowed: np.ndarray,
+                          policy: str) -> list[int] | None:
+        """The cards (flat, container after container) `needs` take among `cards` of one node, each
+        container fitted on what the earlier ones left (a card at most once per container); None
+        when a container does not fit. The inventory is left as it was."""
+        chosen: list[int] = []
+        taken: list[tuple[int, VgpuNeed]] = []
+        try:
+            for need in needs:
+                ok = cards.start + np.flatnonzero(self.fit(need, cards) & allowed[cards])
+                mine = self.order(ok, policy)[:need.cards]
+                if len(mine) < need.cards:
+                    return None
+                for c in mine:
+                    self.take(c, need)
+                    taken.append((c, need))
+                chosen += mine
+            return chosen
+        finally:
+            for c, need in taken:
+                self.take(c, need, -1)
+
     def order(self, cards: np.ndarray, policy: str) -> list[int]:
         """Cards in the order Volcano tries them: binpack most memory used first, spread fewest
         tasks first; ties by register order."""
@@ -264,14 +302,15 @@ def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int]) 
         ni = node_pos[pod.node_name]
         on_node = range(first[ni], first[ni] + int(np.count_nonzero(inv.card_node == ni)))
         need = vgpu_need(pod.requests)
+        needs = [n for n in vgpu_needs(pod) for _ in range(n.cards)]   # a device's ask, in order
         for i, mem, cores in vgpu_cards_held(pod, inv.uuid[on_node.start:on_node.stop]):
             c = first[ni] + i
             if mem >= 0:
                 inv.used_num[c] += 1
                 inv.used_mem[c] += mem
                 inv.used_core[c] += cores
-            elif need is not None:
-                inv.take(c, need)
+            elif needs:
+                inv.take(c, needs.pop(0))
     return inv
 
 
@@ -288,10 +327,9 @@ def vgpu_cards_held(pod: Any, uuids: Sequence[str]) -> list[tuple[int, int, int]
                 if c is not None:
                     out.append((c, memory, cores))
         return out
-    need = vgpu_need(pod.requests)
-    if need is None or not pod.devices.get(VGPU_NUMBER):
+    if not vgpu_needs(pod) or not pod.devices.get(VGPU_NUMBER):
         return []
-    return [(c, -1, need.cores) for c in pod.devices[VGPU_NUMBER] if c < len(uuids)]
+    return [(c, -1, 0) for c in pod.devices[VGPU_NUMBER] if c < len(uuids)]
 
 
 def decode_pod_devices(value: str) -> list[list[tuple[str, str, int, int]]]:
@@ -317,15 +355,24 @@ def encode_pod_devices(containers: list[list[tuple[str, str, int, int]]]) -> str
 
 
 def binding_annotations(node, cards: tuple[int, ...], requests: Mapping[str, int],
-                        now: float | None = None) -> dict[str, str]:
+                        now: float | None = None, containers: Sequence[Mapping[str, int]] = ()) -> dict[str, str]:
     """What Volcano's vGPU Allocate carries on the Binding for a pod given `cards` (places in
-    the node's register) on `node`; {} when the node's register no longer names them."""
+    the node's register, container after container) on `node`; `containers`: each asking
+    container's vGPU requests when several ask (Pod.vgpu_containers); {} when the node's register
+    no longer names the cards or they are not as many as asked."""
     parsed = parse_register(node.annotations.get(REGISTER, ""))
-    need = vgpu_need(requests)
-    if parsed is None or need is None or any(c >= len(parsed[0]) for c in cards):
+    needs = [n for n in (vgpu_need(c) for c in containers) if n is not None] if containers else \
+        [n for n in (vgpu_need(requests),) if n is not None]
+    if parsed is None or not needs or any(c >= len(parsed[0]) for c in cards) \
+            or sum(n.cards for n in needs) != len(cards):
         return {}
-    listed = [(parsed[0][c].uuid, NVIDIA, int(need.memory_on(parsed[0][c].memory)), need.cores) for c in cards]
-    ids = encode_pod_devices([listed])
+    lists, at = [], 0
+    for need in needs:
+        mine = cards[at:at + need.cards]
+        at += need.cards
+        lists.append([(parsed[0][c].uuid, NVIDIA, int(need.memory_on(parsed[0][c].memory)), need.cores)
+                      for c in mine])
+    ids = encode_pod_devices(lists)
     stamp = str(int(time.time() if now is None else now))
     return {ASSIGNED_NODE: node.name, ASSIGNED_TIME: stamp, IDS: ids, TO_ALLOCATE: ids,
             BIND_PHASE: "allocating", BIND_TIME: stamp}

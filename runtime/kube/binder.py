@@ -70,7 +70,7 @@ def device_annotations(binding: Binding, pod: Pod | None = None, node: Node | No
     out = {GPU_INDEX_ANNOTATION: ",".join(cards)} if cards else {}
     vgpu = binding.devices.get(vg.VGPU_NUMBER)
     if vgpu and pod is not None and node is not None:
-        out.update(vg.binding_annotations(node, tuple(vgpu), pod.requests))
+        out.update(vg.binding_annotations(node, tuple(vgpu), pod.requests, containers=pod.vgpu_containers))
     return out
 
 

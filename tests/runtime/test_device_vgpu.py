@@ -254,35 +254,74 @@ def test_what_of_vgpu_is_not_evaluated_yet_makes_the_pod_wait_naming_it(pure, an
     assert why.kind == "unsupported" and annotation in why.details["field"]
 
 
-@KERNELS
-def test_a_multi_container_vgpu_pod_waits_naming_its_containers(pure) -> None:
-    """volcano#4505: a pod whose two containers each ask a vGPU crashed Volcano's scheduler with
-    volcano-vgpu-device-plugin. One device list per container is not evaluated yet: it waits."""
-    limits = "{limits: {volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '3000'}}"
-    text = f"""
+MULTI = """
 apiVersion: v1
 kind: Pod
 metadata: {{name: two, namespace: ns}}
 spec:
   schedulerName: volcano
   containers:
-  - {{name: a, image: x, resources: {limits}}}
-  - {{name: b, image: x, resources: {limits}}}
----
+  - {{name: a, image: x, resources: {{limits: {a}}}}}
+  - {{name: sidecar, image: x}}
+  - {{name: b, image: x, resources: {{limits: {b}}}}}
+"""
+
+
+@KERNELS
+def test_a_multi_container_vgpu_pod_gets_one_device_list_per_container(pure) -> None:
+    """volcano#4505: a pod whose two containers each ask a vGPU crashed Volcano's scheduler with
+    volcano-vgpu-device-plugin. Each asking container gets its own list, `;`-separated, in spec
+    order; a container asking nothing gets none (Volcano's ExtractResourceRequest)."""
+    state = load_text(MULTI.format(a="{volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '3000'}",
+                                   b="{volcano.sh/vgpu-number: '2', volcano.sh/vgpu-memory: '1000', "
+                                     "volcano.sh/vgpu-cores: '20'}"))
+    vgpu_node(state, "g0", cards=2)
+    decisions = cycle(BINPACK, state, pure)
+    [binding] = decisions.bindings
+    ids = notes(state, binding)[vg.IDS]
+    first, second = ids.split(";")
+    assert first.count(":") == 1 and ",NVIDIA,3000,0:" in first
+    assert sorted(d.split(",")[0] for d in second.rstrip(":").split(":")) == ["GPU-g0-0", "GPU-g0-1"]
+    assert second.count(",NVIDIA,1000,20:") == 2
+    assert notes(state, binding)[vg.TO_ALLOCATE] == ids
+
+
+@KERNELS
+def test_a_multi_container_pod_fits_its_containers_one_after_another(pure) -> None:
+    """Containers of 2 x 10000 MiB and 1 x 10000 MiB on 16384 MiB cards: the node's totals would
+    hold them on two cards, but the second container sees what the first took (Volcano fits them
+    one after another), so the pod waits on a two-card node and fits on a three-card one."""
+    state = load_text(MULTI.format(a="{volcano.sh/vgpu-number: '2', volcano.sh/vgpu-memory: '10000'}",
+                                   b="{volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '10000'}"))
+    vgpu_node(state, "small", cards=2)
+    decisions = cycle(BINPACK, state, pure)
+    assert not decisions.bindings
+    assert "insufficient vGPU" in reason(decisions, "ns/two")
+    vgpu_node(state, "big", cards=3)
+    decisions = cycle(BINPACK, state, pure)
+    [binding] = decisions.bindings
+    assert binding.node == "big" and len(set(binding.devices[vg.VGPU_NUMBER])) == 3
+
+
+@KERNELS
+def test_a_vgpu_ask_in_an_init_container_waits_naming_it(pure) -> None:
+    """Volcano's ExtractResourceRequest reads spec.containers only: an init container gets no list."""
+    text = """
 apiVersion: v1
 kind: Pod
-metadata: {{name: one, namespace: ns}}
+metadata: {name: init, namespace: ns}
 spec:
   schedulerName: volcano
+  initContainers:
+  - {name: i, image: x, resources: {limits: {volcano.sh/vgpu-number: '1'}}}
   containers:
-  - {{name: a, image: x, resources: {limits}}}
-  - {{name: sidecar, image: x}}
+  - {name: a, image: x, resources: {limits: {volcano.sh/vgpu-number: '1'}}}
 """
     state = load_text(text)
     vgpu_node(state, "g0")
     decisions = cycle(BINPACK, state, pure)
-    assert placements(decisions) == {"ns/one": "g0"}
-    assert "spec.containers[0], spec.containers[1]" in reason(decisions, "ns/two")
+    assert not decisions.bindings
+    assert "spec.initContainers[0]" in reason(decisions, "ns/init")
 
 
 # --- invariant: no card over-committed, no unhealthy card used --------------------------------
@@ -300,7 +339,8 @@ def check_cards(state: ClusterState, decisions) -> list[str]:
         for p in state.pods.values():
             if p.node_name != name or vg.IDS not in p.annotations:
                 continue
-            for device in p.annotations[vg.IDS].rstrip(":").split(":"):
+            devices = [d for container in p.annotations[vg.IDS].split(";") for d in container.split(":") if d]
+            for device in devices:
                 u, _, mem, cores = device.split(",")
                 use[u][0] += 1
                 use[u][1] += int(mem)
@@ -317,14 +357,18 @@ def check_cards(state: ClusterState, decisions) -> list[str]:
 @given(nodes=st.lists(st.tuples(st.integers(1, 4), st.sampled_from([8192, 16384]), st.integers(1, 4),
                                 st.lists(st.booleans(), min_size=4, max_size=4)), min_size=1, max_size=3),
        pods=st.lists(st.tuples(st.integers(1, 2), st.integers(0, 9000), st.sampled_from([0, 20, 50, 100]),
-                               st.sampled_from([0, 0, 30])), min_size=1, max_size=20),
+                               st.sampled_from([0, 0, 30]), st.integers(1, 2)), min_size=1, max_size=20),
        spread=st.booleans(), pure=st.booleans())
 def test_no_vgpu_card_is_over_committed_and_no_unhealthy_card_used(nodes, pods, spread, pure) -> None:
     state = ClusterState()
     for i, (cards, mib, split, healthy) in enumerate(nodes):
         vgpu_node(state, f"g{i}", cards=cards, mib=mib, split=split, healthy=healthy[:cards])
-    for i, (number, memory, cores, percent) in enumerate(pods):
-        vpod(state, f"p{i}", number=number, memory=memory, cores=cores, percent=percent, creation=float(i))
+    for i, (number, memory, cores, percent, containers) in enumerate(pods):
+        p = vpod(state, f"p{i}", number=number * containers, memory=memory * containers, cores=cores * containers,
+                 percent=percent * containers, creation=float(i))
+        if containers > 1:     # the same ask in each container (one device list each)
+            one = {vg.VGPU_NUMBER: number, vg.VGPU_MEMORY: memory, vg.VGPU_CORES: cores, vg.VGPU_PERCENT: percent}
+            p.vgpu_containers = ({k: v for k, v in one.items() if v},) * containers
     for _ in range(2):
         decisions = cycle(SPREAD if spread else BINPACK, state, pure)
         for binding in decisions.bindings:     # what the API server copies from the Binding

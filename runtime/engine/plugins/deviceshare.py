@@ -303,6 +303,32 @@ class VgpuRule(StatefulRule):
             self._needs[t] = vg.vgpu_need(self.ssn.snap.pods[t].requests)
         return self._needs[t]
 
+    def flat_needs(self, t: int) -> list[vg.VgpuNeed]:
+        """Each device's ask, container after container (one per card the pod takes)."""
+        return [n for n in vg.vgpu_needs(self.ssn.snap.pods[t]) for _ in range(n.cards)]
+
+    def multi(self, t: int) -> bool:
+        """Whether several of the pod's containers ask vGPU (one device list each)."""
+        return len(self.ssn.snap.pods[t].vgpu_containers) > 1
+
+    def _multi_fits(self, t: int, nodes) -> np.ndarray:
+        """Per node of `nodes`: whether every container of a multi-container pod fits there."""
+        needs, allowed, inv = vg.vgpu_needs(self.ssn.snap.pods[t]), self.allowed(t), self.inv
+        out = np.zeros(len(nodes), dtype=bool)
+        for i, node in enumerate(nodes):
+            first = inv.first.get(int(node))
+            if first is not None and self._hami[node]:
+                cards = slice(first, first + int(self._card_count[node]))
+                out[i] = inv.choose_containers(needs, cards, allowed, self.policy) is not None
+        return out
+
+    def _take_multi(self, t: int, cards, sign: int) -> tuple:
+        """Take (sign 1) or give back (-1) a multi-container pod's devices, each at its container's
+        ask; () so that the caller's one-ask loop has nothing left to do."""
+        for c, one in zip(cards, self.flat_needs(t)):
+            self.inv.take(c, one, sign)
+        return ()
+
     def allowed(self, t: int) -> np.ndarray:
         if t not in self._allowed:
             self._allowed[t] = self.inv.allowed(self.ssn.snap.pods[t].annotations)
@@ -329,6 +355,8 @@ class VgpuRule(StatefulRule):
             out.append((f"node(s) had too few vGPU cards the pod's {named} allows", narrowed | ~(registered & hami)))
         ok = inv.fit(need) & allowed
         fits = np.bincount(inv.card_node[ok], minlength=n) >= need.cards
+        if self.multi(t):      # containers fitted one after another (devices_vgpu.choose_containers)
+            fits = self._multi_fits(t, np.arange(n))
         out.append((self._short_message(need, registered & hami & ~fits), fits))
         return out
 
@@ -363,6 +391,8 @@ class VgpuRule(StatefulRule):
         """codes() for a few nodes (those a placement changed), card by card on those nodes only:
         the same answer as the full mask, without a pass over every card of the cluster."""
         need, allowed, inv = self.need(t), self.allowed(t), self.inv
+        if self.multi(t):
+            return self._multi_fits(t, nodes.tolist()).astype(np.uint8)
         out = np.zeros(len(nodes), dtype=np.uint8)
         for i, node in enumerate(nodes.tolist()):
             first = inv.first.get(node)
@@ -380,6 +410,9 @@ class VgpuRule(StatefulRule):
         if first is None:
             return []
         cards = slice(first, first + int(self._card_count[node]))
+        if self.multi(t):
+            return self.inv.choose_containers(vg.vgpu_needs(self.ssn.snap.pods[t]), cards, self.allowed(t),
+                                              self.policy) or []
         ok = first + np.flatnonzero(self.inv.fit(need, cards) & self.allowed(t)[cards])
         return self.inv.order(ok, self.policy)[:need.cards]
 
@@ -388,8 +421,9 @@ class VgpuRule(StatefulRule):
         need = self.need(head)
         rows = np.arange(self.ssn.snap.n_nodes) if nodes is None else nodes
         out = np.zeros(len(rows), dtype=np.float64)
+        flat = self.flat_needs(head)
         for i, node in enumerate(rows.tolist()):
-            for c in self._choose(head, node):
+            for c, need in zip(self._choose(head, node), flat):
                 # Volcano's GPUScore: binpack by the card's memory use with this pod's share on it,
                 # spread for each card the pod would have alone.
                 if self.policy == "spread":
@@ -404,7 +438,7 @@ class VgpuRule(StatefulRule):
         if need is None:
             return
         chosen = self._choose(t, node)
-        for c in chosen:
+        for c in (chosen if not self.multi(t) else self._take_multi(t, chosen, 1)):
             self.inv.take(c, need)
         devices = dict(self.ssn.task_devices.get(t, {}))
         devices[vg.VGPU_NUMBER] = tuple(int(self.inv.local[c]) for c in chosen)
@@ -417,7 +451,10 @@ class VgpuRule(StatefulRule):
         if need is None or not devices or vg.VGPU_NUMBER not in devices:
             return
         first = self.inv.first.get(node)
-        for local in devices[vg.VGPU_NUMBER]:
+        mine = devices[vg.VGPU_NUMBER]
+        if self.multi(t) and first is not None:
+            mine = self._take_multi(t, [first + local for local in mine], -1)
+        for local in mine:
             if first is not None:
                 self.inv.take(first + local, need, -1)
         rest = {r: c for r, c in devices.items() if r != vg.VGPU_NUMBER}
