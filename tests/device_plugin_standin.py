@@ -109,7 +109,10 @@ def volcano_allocate(node_pods: list[dict], resource: str, requested: int) -> Se
 
 
 def hami_allocate(node_pods: list[dict], node: str) -> Served:
-    """HAMi's volcano-vgpu-device-plugin Allocate on `node` (one container's devices)."""
+    """HAMi's volcano-vgpu-device-plugin Allocate on `node`, one call per container: the pod's
+    devices-to-allocate holds one list per vGPU container (`;`-separated, spec order); the call
+    serves the first list not yet served and blanks it, and bind-phase turns `success` when none is
+    left (HAMi's GetNextDeviceRequest / EraseNextDeviceTypeFromAnnotation)."""
     oldest = None
     for pod in node_pods:
         notes = _notes(pod)

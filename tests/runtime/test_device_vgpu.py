@@ -16,6 +16,7 @@ from runtime.cluster.model import ClusterState, Node, PodGroup
 from runtime.cluster.objects import load_text
 from runtime.engine import devices_vgpu as vg
 from runtime.kube.binder import binding_body
+from tests import device_plugin_standin as standin
 from tests.runtime.runtime_helpers import GiB, cycle, node, placements, pod, policy
 
 KERNELS = pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
@@ -375,3 +376,26 @@ def test_no_vgpu_card_is_over_committed_and_no_unhealthy_card_used(nodes, pods, 
             state.pods[binding.pod].annotations.update(notes(state, binding))
         state.apply(decisions)
         assert not check_cards(state, decisions), check_cards(state, decisions)
+
+
+@KERNELS
+def test_the_device_plugin_stand_in_serves_each_container_its_own_list(pure) -> None:
+    """HAMi's plugin is called once per container (volcano-vgpu-device-plugin#77): the stand-in,
+    reading only the Binding's annotations, serves the first container's list, then the second's,
+    and flips bind-phase to success once every list is served."""
+    state = load_text(MULTI.format(a="{volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '3000'}",
+                                   b="{volcano.sh/vgpu-number: '2', volcano.sh/vgpu-memory: '1000'}"))
+    vgpu_node(state, "g0", cards=3)
+    [binding] = cycle(SPREAD, state, pure).bindings
+    written = notes(state, binding)
+    listed = [{"metadata": {"name": "two", "namespace": "ns", "annotations": dict(written)},
+               "status": {"phase": "Pending"}}]
+    want = [tuple(d.split(",")[0] for d in container.split(":") if d) for container in written[vg.IDS].split(";")]
+    assert [len(cards) for cards in want] == [1, 2]
+    for cards in want:
+        answer = standin.hami_allocate(listed, "g0")
+        assert answer.pod == "ns/two" and answer.cards == cards
+        listed[0]["metadata"]["annotations"].update(answer.writes)
+    assert listed[0]["metadata"]["annotations"][vg.BIND_PHASE] == "success"
+    with pytest.raises(standin.NoCandidate):
+        standin.hami_allocate(listed, "g0")
