@@ -142,9 +142,19 @@ class MatchAttribute:
 
 
 @dataclass(frozen=True)
+class DistinctAttribute:
+    """A claim's `constraints[i].distinctAttribute` (DRAConsumableCapacity, beta and on by default
+    since 1.36): the devices allocated for `requests` (all of the claim's when empty) have pairwise
+    different values of `attribute` (values of different types differ)."""
+
+    attribute: str
+    requests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ClaimSpec:
     requests: tuple[DeviceRequest, ...] = ()
-    constraints: tuple[MatchAttribute, ...] = ()
+    constraints: tuple[MatchAttribute | DistinctAttribute, ...] = ()
     # spec.devices.config: (the requests it is for, empty: all; opaque configuration as JSON text)
     config: tuple[tuple[tuple[str, ...], str], ...] = ()
 

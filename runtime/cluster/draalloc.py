@@ -11,7 +11,7 @@ channel) over runtime.cluster.dra's objects: which devices a pod's claims get on
   listed). A device is taken when it is free (not allocated to another claim, not taken by an
   earlier request of the search), matches its class's selectors and the request's, its taints
   are tolerated, its pool's shared counters still hold what it consumes, and every
-  `matchAttribute` constraint of its claim still holds. A request with `adminAccess` may take a
+  `matchAttribute` / `distinctAttribute` constraint of its claim still holds. A request with `adminAccess` may take a
   device allocated to another claim, or taken earlier in the search for another claim, but not one
   its own claim takes already; its results say `admin_access`, and such results never make a
   device in use (runtime.engine.rules.dra holds no device for them). Devices of one request are tried in
@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from runtime.cluster.dra import (
-    ALL, ALLOCATION_RESULTS_MAX, NO_EXECUTE, NO_SCHEDULE, Allocation, DeviceClass, DeviceResult, Dra,
-    MatchAttribute, ResourceClaim, ResourceSlice, SubRequest,
+    ALL, ALLOCATION_RESULTS_MAX, NO_EXECUTE, NO_SCHEDULE, Allocation, DeviceClass, DeviceResult, DistinctAttribute,
+    Dra, MatchAttribute, ResourceClaim, ResourceSlice, SubRequest,
 )
 from runtime.cluster.dracel import CelDevice, CelError, cel_device, compile_selector
 from runtime.cluster.selectors import MatchExpression, SelectorTerm
@@ -157,13 +157,39 @@ def tolerated(entry: Entry, request: SubRequest) -> bool:
 
 @dataclass
 class _Constraint:
-    spec: MatchAttribute
+    """A claim constraint during the search: `matchAttribute` (one value, how many devices have
+    it) or `distinctAttribute` (the values taken so far; kube's distinctAttributeConstraint: a
+    value equals another only of the same type). A device without the attribute never fits."""
+
+    spec: MatchAttribute | DistinctAttribute
     value: object = None
     count: int = 0
+    seen: list = field(default_factory=list)
 
     def applies(self, request: str, sub: str | None) -> bool:
         names = self.spec.requests
         return not names or request in names or (sub is not None and f"{request}/{sub}" in names)
+
+    def admits(self, value: object) -> bool:
+        if value is None:
+            return False
+        if isinstance(self.spec, DistinctAttribute):
+            return not any(type(v) is type(value) and v == value for v in self.seen)
+        return self.count == 0 or (type(value) is type(self.value) and value == self.value)
+
+    def add(self, value: object) -> None:
+        if isinstance(self.spec, DistinctAttribute):
+            self.seen.append(value)
+            return
+        if self.count == 0:
+            self.value = value
+        self.count += 1
+
+    def remove(self) -> None:
+        if isinstance(self.spec, DistinctAttribute):
+            self.seen.pop()
+        else:
+            self.count -= 1
 
 
 def allocate(claims: Sequence[ResourceClaim], candidates: Sequence[int], inventory: Inventory,
@@ -332,17 +358,15 @@ class _Search:
             if not c.applies(base, sub_name):
                 continue
             value = entry.device.attribute(c.spec.attribute, entry.slice.driver)
-            if value is None or (c.count > 0 and (type(value) is not type(c.value) or value != c.value)):
+            if not c.admits(value):
                 for done in added:
-                    done.count -= 1
+                    done.remove()
                 if must:
                     driver, pool, name = entry.device_id
                     raise AllocationError(f"claim {self.claims[ci].key}, request {sub.name}: cannot add device "
                                           f"{driver}/{pool}/{name} because a claim constraint would not be satisfied")
                 return False
-            if c.count == 0:
-                c.value = value
-            c.count += 1
+            c.add(value)
             added.append(c)
         self.taking[i] = self.taking.get(i, 0) + 1
         self.claim_taking[ci].add(i)
@@ -362,4 +386,4 @@ class _Search:
             self.extra[key] -= amount
         for c in self.constraints[ci]:
             if c.applies(base, sub_name):
-                c.count -= 1
+                c.remove()

@@ -6,7 +6,7 @@ so that a selector that does not compile is an error of its object, not of a cyc
 
 Fields that change what may be allocated and that this reader does not evaluate are refused,
 naming them (nothing the user asks for is silently ignored): a selector other than `cel`, a
-constraint other than `matchAttribute`, `distinctAttribute`, `capacity.requests` (consumable
+constraint other than `matchAttribute` or `distinctAttribute`, `capacity.requests` (consumable
 capacity), `allowMultipleAllocations`, `bindingConditions`.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from runtime.cluster import kubefields as kf
 from runtime.cluster.dra import (
-    ALL, EXACT_COUNT, Allocation, ClaimSpec, Device, DeviceClass, Dra, DeviceRequest, DeviceResult, DeviceTaint,
+    ALL, EXACT_COUNT, Allocation, ClaimSpec, Device, DeviceClass, DistinctAttribute, Dra, DeviceRequest, DeviceResult, DeviceTaint,
     DeviceToleration, MatchAttribute, PodResourceClaim, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
     SubRequest,
 )
@@ -266,15 +266,19 @@ def claim_spec(spec: dict, where: str) -> ClaimSpec:
         at = f"{where}.devices.constraints[{i}]"
         if not isinstance(c, dict):
             raise FieldError(f"`{at}` must be a mapping")
-        _refuse(c, at, ("distinctAttribute",))
-        attribute = _string(c, "matchAttribute", at)
+        kinds = [k for k in ("matchAttribute", "distinctAttribute") if c.get(k) not in (None, "")]
+        if len(kinds) != 1:
+            raise FieldError(f"`{at}` must set exactly one of matchAttribute, distinctAttribute")
+        (kind,) = kinds
+        attribute = _string(c, kind, at)
         if "/" not in attribute:
-            raise FieldError(f"`{at}.matchAttribute` must be a fully qualified name (domain/name), found `{attribute}`")
+            raise FieldError(f"`{at}.{kind}` must be a fully qualified name (domain/name), found `{attribute}`")
         wanted = tuple(str(n) for n in kf.listing(c, "requests"))
         for n in wanted:
             if n not in qualified:
                 raise FieldError(f"`{at}.requests` names `{n}`, which is no request of the claim")
-        constraints.append(MatchAttribute(attribute, wanted))
+        constraints.append(MatchAttribute(attribute, wanted) if kind == "matchAttribute"
+                           else DistinctAttribute(attribute, wanted))
     config = []
     for i, c in enumerate(kf.listing(devices, "config")):
         at = f"{where}.devices.config[{i}]"
