@@ -53,6 +53,7 @@ AFFINITY = "volcano.sh/task-topology-affinity"
 ANTI_AFFINITY = "volcano.sh/task-topology-anti-affinity"
 TASK_ORDER = "volcano.sh/task-topology-task-order"
 MAX_NODE_SCORE = 100.0
+SCALAR_NODES = 16         # a score on at most this many nodes is worked out without array calls
 # Volcano's affinityPriority: the larger, the earlier a task is placed and bucketed.
 SELF_ANTI_AFFINITY, INTER_AFFINITY, SELF_AFFINITY, INTER_ANTI_AFFINITY = 4, 3, 2, 1
 WAITING = (PENDING, HELD)
@@ -323,8 +324,18 @@ class BucketScore(StatefulRule):
                     self.classes_of_job.setdefault(j, set()).add(cid)
                     self.waiting[cid] = self.waiting.get(cid, 0) + 1
         # Volcano compares Idle + Releasing: every resource but the pod count and per-card columns.
+        self.class_request: dict[int, np.ndarray] = {}
+        self.free: np.ndarray | None = None     # room per node in `columns` (`room`)
+        self.free_seen = 0
         self.columns = np.array([name != "pods" and not managed for name, managed
                                  in zip(snap.resources, snap.device_managed.tolist())], dtype=bool)
+
+    def request_of(self, cid: int) -> np.ndarray:
+        """Class cid's request in the compared columns (cached: a class's request never changes)."""
+        req = self.class_request.get(cid)
+        if req is None:
+            req = self.class_request[cid] = np.asarray(self.ssn.snap.classes[cid].request, dtype=np.int64)[self.columns]
+        return req
 
     def scores(self, cid: int) -> bool:
         return cid in self.of_class and self.weight != 0
@@ -334,6 +345,22 @@ class BucketScore(StatefulRule):
         unit, on every node the task fits): the same choices, and a placement from a bucket then
         re-scores only the nodes the bucket did not fit whole (`moved`), not every node."""
         return self.volcano_score(cid, nodes, offset=True)
+
+    def room(self, nodes: np.ndarray | None) -> np.ndarray:
+        """Idle + releasing room in the compared columns on `nodes` (all when None), kept for every
+        node and brought up to date from the ledger's log of nodes whose room changed since."""
+        ssn = self.ssn
+        logged = ssn.ledger.log_n
+        if self.free is None:
+            snap = ssn.snap
+            self.free = (snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined)[:, self.columns]
+        elif logged > self.free_seen:
+            snap = ssn.snap
+            rows = np.unique(ssn.ledger.log_since(self.free_seen))
+            self.free[rows] = (snap.allocatable[rows] - ssn.used[rows] + ssn.releasing[rows]
+                               - ssn.pipelined[rows])[:, self.columns]
+        self.free_seen = logged
+        return self.free if nodes is None else self.free[nodes]
 
     def volcano_score(self, cid: int, nodes: np.ndarray | None, offset: bool = False) -> np.ndarray:
         """Volcano's NodeOrderFn of class cid's tasks on `nodes` (all when None)."""
@@ -345,41 +372,61 @@ class BucketScore(StatefulRule):
                 self.live.add(cid)
         jb = self.managers[j]
         bucket = jb.buckets[b]
-        rows = np.arange(snap.n_nodes) if nodes is None else nodes
-        cols = self.columns
-        free = (snap.allocatable[rows] - ssn.used[rows] + ssn.releasing[rows] - ssn.pipelined[rows])[:, cols]
-        req = np.asarray(snap.classes[cid].request, dtype=np.int64)[cols]
-        fits = (free >= req).all(axis=1)
+        free = self.room(nodes)
+        req = self.request_of(cid)
         pending = [t for t in bucket.order if bucket.pending[t]]
-        base = np.full(snap.n_nodes, float(len(bucket.order) if offset else len(pending)), dtype=np.float64)
-        for n, count in bucket.node.items():
-            base[n] += count
+        constant = len(bucket.order) if offset else len(pending)
+        # Per node: the bucket's tasks there, less the job's tasks there the class is anti-affine to.
+        extra: dict[int, int] = dict(bucket.node)
         for n, counts in jb.on_node.items():
-            base[n] += min(0, jb.affinity(name, counts, True))
-        out = base[rows]
+            extra[n] = extra.get(n, 0) + min(0, jb.affinity(name, counts, True))
         # Others taken out from the last in bucket order; the scored task is its class's last.
         others = list(reversed(pending))
         mine = next((i for i, t in enumerate(others) if int(snap.task_class[t]) == cid), None)
         if mine is not None:
             del others[mine]
+        scale = MAX_NODE_SCORE / jb.bucket_max if jb.bucket_max else None
+        cols = self.columns
         remains = bucket.request[cols]
         if others:
             steps = remains - np.cumsum(snap.request[others][:, cols], axis=0)
             left = np.vstack([remains[None, :], steps])          # (k+1, R): after 0..k taken out
         else:
             left = remains[None, :]
-        ok = (left[None, :, :] <= free[:, None, :]).all(axis=2)   # (nodes, k+1)
-        taken = np.where(ok.any(axis=1), ok.argmax(axis=1), len(others))
-        out -= taken
+        if nodes is not None and len(nodes) <= SCALAR_NODES:
+            # A few nodes (a placement's): plain numbers, the same sums in the same order.
+            weight, need, steps_left = self.weight, req.tolist(), left.tolist()
+            out = np.zeros(len(nodes), dtype=np.float64)
+            for i, (n, room) in enumerate(zip(nodes.tolist(), free.tolist())):
+                if not all(r >= q for r, q in zip(room, need)):
+                    continue
+                taken = next((k for k, row in enumerate(steps_left)
+                              if all(x <= r for x, r in zip(row, room))), len(others))
+                value = float(constant + extra.get(n, 0) - taken) * weight
+                out[i] = value * scale if scale is not None else value
+            return out
+        rows = np.arange(snap.n_nodes) if nodes is None else nodes
+        fits = (free >= req).all(axis=1)
+        full = np.full(snap.n_nodes, float(constant), dtype=np.float64)
+        if extra:
+            full[np.fromiter(extra.keys(), dtype=np.int64, count=len(extra))] += np.fromiter(
+                extra.values(), dtype=np.float64, count=len(extra))
+        out = full[rows]
+        # Nothing taken out where the whole pending request fits; elsewhere the first count that fits.
+        short = np.flatnonzero(~(left[0] <= free).all(axis=1))
+        if len(short):
+            ok = (left[None, :, :] <= free[short][:, None, :]).all(axis=2)   # (short nodes, k+1)
+            out[short] -= np.where(ok.any(axis=1), ok.argmax(axis=1), len(others))
         out *= self.weight
-        if jb.bucket_max:
-            out *= MAX_NODE_SCORE / jb.bucket_max
+        if scale is not None:
+            out *= scale
         return np.where(fits, out, 0.0)
 
-    def room_changed(self, node: int) -> None:
+    def room_changed(self, node: int) -> np.ndarray:
         at = np.array([node], dtype=np.int64)
         for cid in self.live:
             self.ssn.mark_dirty(cid, at)
+        return at
 
     def moved(self, t: int, node: int, sign: int) -> None:
         ssn = self.ssn
@@ -392,14 +439,14 @@ class BucketScore(StatefulRule):
                     ssn.mark_dirty(cid, None)
             else:
                 self.live.discard(cid)
-        self.room_changed(node)
+        at = self.room_changed(node)
         j = int(ssn.snap.task_job[t])
         jb = self.managers.get(j)
         if jb is None:
             return
         jb.count_on_node(t, node, sign)
         for cid in self.classes_of_job.get(j, ()):
-            ssn.mark_dirty(cid, np.array([node], dtype=np.int64))
+            ssn.mark_dirty(cid, at)
         bucket = jb.bucket(t)
         if bucket is None or t not in bucket.pending:
             return
@@ -409,8 +456,9 @@ class BucketScore(StatefulRule):
         # the tasks taken out change; elsewhere only the pending count, a constant `score` leaves out.
         snap, cols = ssn.snap, self.columns
         larger = bucket.request if sign > 0 else bucket.request + snap.request[t]
-        free = (snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined)[:, cols]
+        free = self.room(None)
         over = np.flatnonzero(~(larger[cols] <= free).all(axis=1))
+        free_over = free[over]
         if sign > 0:
             bucket.pending[t] = False
             bucket.request -= ssn.snap.request[t]
@@ -419,8 +467,12 @@ class BucketScore(StatefulRule):
             bucket.request += ssn.snap.request[t]
         bucket.node[node] = bucket.node.get(node, 0) + sign
         bucket.bound += sign
+        # A class scores 0 wherever its own request does not fit (rooms elsewhere are unchanged,
+        # and a room's change marks its node), so only the nodes of `over` it fits can move.
         for cid in self.classes_of_bucket.get((j, bucket.index), ()):
-            ssn.mark_dirty(cid, over)
+            fitting = over[(free_over >= self.request_of(cid)).all(axis=1)]
+            if len(fitting):
+                ssn.mark_dirty(cid, fitting)
 
     def placed(self, t: int, node: int) -> None:
         self.moved(t, node, 1)
