@@ -2,7 +2,9 @@
 cycles (the test plays the API server: the first cycle's allocations written into the claims'
 dicts): no device is in two claims, every pod bound has every claim allocated with devices its
 node reaches, each request got its count of devices, each device satisfies its class's and its
-request's selector, and every matchAttribute constraint holds — as an independent checker reads
+request's selector, every matchAttribute and distinctAttribute constraint holds, a device given to
+a request with adminAccess (in a namespace labelled for it) is marked so and is the only kind of
+result a device may share with others — as an independent checker reads
 the dicts (the selectors are drawn from a small vocabulary the checker evaluates in Python, not
 through CEL nor any engine code)."""
 
@@ -33,11 +35,21 @@ SELECTORS = {
 CLASS_SELECTOR = f'device.attributes["{DRIVER}"].healthy'     # class "gpu": healthy devices only
 
 
+def constrained(doc: dict, constraint: str | None) -> dict:
+    """A claim or template whose devices must differ in numa under `constraint == "distinct"`."""
+    if constraint == "distinct":
+        spec = doc["spec"]["spec"] if doc["kind"] == "ResourceClaimTemplate" else doc["spec"]
+        spec["devices"]["constraints"] = [{"distinctAttribute": f"{DRIVER}/numa"}]
+    return doc
+
+
 @st.composite
 def clusters(draw):
     n = draw(st.integers(1, 4))
     docs = [node_doc(f"n{i}") for i in range(n)]
     docs.append(device_class("gpu", CLASS_SELECTOR))
+    docs.append({"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "ns", "labels": {"resource.kubernetes.io/admin-access": "true"}}})
     for i in range(n):
         devices = []
         for k in range(draw(st.integers(0, 4))):
@@ -55,7 +67,10 @@ def clusters(draw):
         count = draw(st.integers(1, 2))
         selector = draw(st.sampled_from(list(SELECTORS)))
         req = request(count=count, selectors=(selector,) if selector else ())
-        match = [(f"{DRIVER}/numa", [])] if count > 1 and draw(st.booleans()) else None
+        constraint = draw(st.sampled_from([None, "match", "distinct"])) if count > 1 else None
+        match = [(f"{DRIVER}/numa", [])] if constraint == "match" else None
+        if draw(st.integers(0, 4)) == 0:
+            req = {**req, "exactly": {**req["exactly"], "adminAccess": True}}
         kind = draw(st.sampled_from(["template", "named", "shared"]))
         group = f"g{i}" if draw(st.integers(0, 3)) == 0 else None
         size = draw(st.integers(2, 3)) if group else 1
@@ -64,10 +79,10 @@ def clusters(draw):
         for m in range(size):
             name = f"p{i}-{m}"
             if kind == "template" or (kind == "shared" and not claims):
-                docs.append(template_doc(f"t-{name}", req, match=match))
+                docs.append(constrained(template_doc(f"t-{name}", req, match=match), constraint))
                 docs.append(pod_doc(name, templates={"gpu": f"t-{name}"}, group=group))
             elif kind == "named":
-                docs.append(claim_doc(f"c-{name}", req, match=match))
+                docs.append(constrained(claim_doc(f"c-{name}", req, match=match), constraint))
                 claims.append(f"c-{name}")
                 docs.append(pod_doc(name, claims={"gpu": f"c-{name}"}, group=group))
             else:
@@ -93,20 +108,27 @@ def check(docs: list[dict], allocations: dict[str, dict], bound: dict[str, str])
         spec = specs[got["spec"]]
         (req,) = spec["devices"]["requests"]
         exact = req["exactly"]
+        admin = exact.get("adminAccess") is True
         assert len(got["devices"]) == exact.get("count", 1), (key, got)
-        values = set()
-        for request_name, pool, name in got["devices"]:
+        assert len({(p, n) for _, p, n, _ in got["devices"]}) == len(got["devices"]), (key, got)
+        values = []
+        for request_name, pool, name, marked in got["devices"]:
             dev = (pool, name)
-            assert dev not in owner, f"{dev} in {owner.get(dev)} and {key}"
-            owner[dev] = key
+            assert marked == admin, (key, dev, marked)
+            if not admin:      # adminAccess results never make a device in use
+                assert dev not in owner, f"{dev} in {owner.get(dev)} and {key}"
+                owner[dev] = key
             attrs = devices[dev]
             assert attrs.get("healthy") is True, (key, dev)
             for sel in exact.get("selectors", []):
                 assert SELECTORS[sel["cel"]["expression"]](attrs), (key, dev, sel)
             assert reach[dev] in (None, got["node"]), (key, dev, got["node"])
-            values.add(attrs.get("numa"))
-        if spec["devices"].get("constraints"):
-            assert len(values) == 1, (key, got)
+            values.append(attrs.get("numa"))
+        for constraint in spec["devices"].get("constraints", ()):
+            if "matchAttribute" in constraint:
+                assert len(set(values)) == 1, (key, got)
+            else:
+                assert None not in values and len(set(values)) == len(values), (key, got)
     for pod, node in bound.items():
         for ref in pod_specs(docs)[pod]:
             claim = ref.get("resourceClaimName") or f"{pod.split('/')[1]}-{ref['name']}"
@@ -129,7 +151,7 @@ def play(docs: list[dict], pure: bool) -> None:
         for b in decisions.bindings:
             bound[b.pod] = b.node
             for claim, allocation in decisions.claims.get(b.pod, ()):
-                devices = [(r.request, r.pool, r.device) for r in allocation.devices]
+                devices = [(r.request, r.pool, r.device, r.admin_access) for r in allocation.devices]
                 spec = claim.key
                 if claim.template:
                     ref = next(r for r in pod_specs(docs)[b.pod] if f"{b.pod.split('/')[1]}-{r['name']}" == claim.name)
@@ -153,7 +175,8 @@ def play(docs: list[dict], pure: bool) -> None:
                        "metadata": {"name": key.split("/")[1], "namespace": "ns"}, "spec": template["spec"]["spec"]}
                 docs.append(doc)
             doc["status"] = {"allocation": {"devices": {"results": [
-                {"request": r, "driver": DRIVER, "pool": p, "device": n} for r, p, n in got["devices"]]},
+                {"request": r, "driver": DRIVER, "pool": p, "device": n, **({"adminAccess": True} if a else {})}
+                for r, p, n, a in got["devices"]]},
                 "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                     {"key": "metadata.name", "operator": "In", "values": [got["node"]]}]}]}},
                 "reservedFor": [{"resource": "pods", "name": p, "uid": f"uid-{p.split('/')[1]}"}
