@@ -23,6 +23,7 @@ RESOURCE_WEIGHTS = "resource_weights"  # {resource: number}
 STRINGS = "strings"          # list of strings
 PERCENT = "percent"          # 50% -> 50.0 (or a plain number 0..100)
 STRING_MAP = "string_map"    # {name: string}
+STRING_MAPS = "string_maps"  # list of {name: string}
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ def cerberus_rule(arg: Argument) -> dict:
         STRINGS: {"type": "list", "schema": {"type": "string"}},
         PERCENT: {"type": "number", "min": 0, "max": 100},
         STRING_MAP: {"type": "dict", "keysrules": {"type": "string"}, "valuesrules": {"type": "string"}},
+        STRING_MAPS: {"type": "list", "schema": {"type": "dict", "keysrules": {"type": "string"},
+                                                 "valuesrules": {"type": "string"}}},
     }[arg.kind]
     rule = dict(base)
     rule.update(arg.rules)
@@ -404,6 +407,9 @@ PLUGINS: dict[str, PluginSpec] = {
                 Argument("node_lock", BOOL, "lock a node (its annotation gpu / hamivgpu) from a shared or vGPU "
                          "pod's bind until its device plugin served it; stale after 5 minutes", False,
                          volcano="deviceshare.NodeLockEnable"),
+                Argument("gpu_exclusive_rules", STRING_MAPS, "label maps: a vGPU pod carrying all labels of one "
+                         "rule shares no card with another such pod (of any rule)", [],
+                         volcano="deviceshare.GPUExclusiveRules"),
                 Argument("schedule_policy", SYMBOL, "card choice: binpack fills cards, spread spreads",
                          "binpack", {"allowed": ["binpack", "spread"]}, volcano="deviceshare.SchedulePolicy"),
             ),

@@ -38,6 +38,7 @@ _KIND_WORDS = {
     cat.STRINGS: 'a list of strings such as ["a", "b"]',
     cat.PERCENT: "a percentage such as 50%",
     cat.STRING_MAP: 'a map of strings such as { rz1: "10:00-21:00" }',
+    cat.STRING_MAPS: 'a list of maps of strings such as [{ app: "training" }]',
 }
 
 
@@ -136,6 +137,10 @@ class _Lowering:
             if not isinstance(value, n.MapValue):
                 raise wrong
             return {e.key: self.convert(e.value, cat.STRING, (*path, e.key)) for e in value.entries}
+        if kind == cat.STRING_MAPS:
+            if not isinstance(value, n.ListValue):
+                raise wrong
+            return [self.convert(item, cat.STRING_MAP, (*path, i)) for i, item in enumerate(value.items)]
         if kind in (cat.RESOURCES, cat.RESOURCE_WEIGHTS):
             if not isinstance(value, n.MapValue):
                 raise wrong

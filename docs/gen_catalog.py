@@ -35,6 +35,7 @@ _KIND_WORDS = {
     cat.STRINGS: "list of strings",
     cat.PERCENT: "percentage",
     cat.STRING_MAP: "map of strings",
+    cat.STRING_MAPS: "list of maps of strings",
 }
 
 

@@ -764,7 +764,7 @@ def test_vgpu_guide_config_imports_with_a_warning_for_the_key_volcano_never_read
     ("deviceshare.AscendMindClusterVNPUEnable", "true", True),
     ("deviceshare.KnownGeometriesCMName", "volcano-vgpu-device-config", True),
     ("deviceshare.KnownGeometriesCMNamespace", "kube-system", True),
-    ("deviceshare.GPUExclusiveRules", "'[]'", True),
+    ("deviceshare.GPUExclusiveRules", "[{app: training}]", False),   # evaluated: devices_vgpu.is_exclusive
 ])
 def test_deviceshare_arguments_not_evaluated_are_refused_at_their_key(key, value, refused):
     text = ("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: predicates\n  - name: deviceshare\n"

@@ -469,6 +469,30 @@ PROPORTIONAL_IDLE = CodeInfo(
 )
 
 
+EXCLUSIVE_RULES_IDLE = CodeInfo(
+    "PD429", "exclusive-rules-idle", Severity.WARNING,
+    "deviceshare's `gpu_exclusive_rules` without `vgpu = true`",
+    why="GPU exclusive rules keep pods matching them off each other's HAMi vGPU cards (Volcano's "
+        "deviceshare.GPUExclusiveRules); without `vgpu = true` no vGPU card is placed, so the rules do nothing.",
+    fix="Set `vgpu = true` next to the rules, or drop the rules.",
+    bad=_HEAD + "tier {\n  plugin predicates\n  plugin deviceshare {\n"
+        "    gpu_exclusive_rules = [{ app: \"training\" }]  # expect: PD429\n  }\n}\n",
+    good=_HEAD + "tier {\n  plugin predicates\n  plugin deviceshare {\n    vgpu = true\n"
+         "    gpu_exclusive_rules = [{ app: \"training\" }]\n  }\n}\n",
+)
+
+
+@rule(EXCLUSIVE_RULES_IDLE)
+def exclusive_rules_idle(ctx: LintContext) -> Iterator[Diagnostic]:
+    plugin = ctx.plugin_named("deviceshare")
+    if plugin is None or not plugin.explicit_arguments.get("gpu_exclusive_rules") \
+            or plugin.explicit_arguments.get("vgpu"):
+        return
+    setting = next(w for w in plugin.node.settings if w.key.value == "gpu_exclusive_rules")
+    yield finding(EXCLUSIVE_RULES_IDLE, "`gpu_exclusive_rules` keeps nothing apart without `vgpu = true`",
+                  setting.key.span, "add `vgpu = true`")
+
+
 @rule(PROPORTIONAL_IDLE)
 def proportional_idle(ctx: LintContext) -> Iterator[Diagnostic]:
     plugin = ctx.plugin_named("resource-strategy-fit")

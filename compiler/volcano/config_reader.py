@@ -482,8 +482,6 @@ DECISION_ARGUMENTS: dict[tuple[str, str], str] = {
     ("deviceshare", "deviceshare.KnownGeometriesCMName"): "the MIG geometries of Volcano's vGPU; not evaluated yet",
     ("deviceshare", "deviceshare.KnownGeometriesCMNamespace"): "the MIG geometries of Volcano's vGPU; not evaluated "
                                                                "yet",
-    ("deviceshare", "deviceshare.GPUExclusiveRules"): "Volcano keeps pods matching these rules off each other's "
-                                                      "GPUs; not evaluated yet",
     ("extender", "extender.jobReadyVerb"): "Volcano asks the extender whether a job is ready; not evaluated yet",
     ("extender", "extender.allocateFuncVerb"): "Volcano tells the extender of each placement and undoes it on an "
                                                "error; not evaluated yet",

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from compiler import catalog as cat
 from compiler.quantities import to_base_units
@@ -91,6 +91,23 @@ class NodeReader:
             raise Invalid(f"expected a string, got {kind_of(node)}")
         return str(node.value)
 
+    def string_maps(self, node: Node) -> list[dict[str, str]]:
+        """A YAML list of maps of strings (deviceshare.GPUExclusiveRules). Volcano skips values that
+        are no string, which would widen a rule: refused here instead."""
+        if not isinstance(node, SequenceNode):
+            raise Invalid(f"expected a list of label maps, got {kind_of(node)}")
+        out = []
+        for item in node.value:
+            if not isinstance(item, MappingNode):
+                raise Invalid(f"expected a map of labels in the list, got {kind_of(item)}")
+            rule = {}
+            for key, value in item.value:
+                if not is_scalar(value) or is_null(value) or value.tag != STR_TAG:
+                    raise Invalid(f"label `{plain(key)}`: expected a string value, got {kind_of(value)}")
+                rule[str(plain(key))] = str(value.value)
+            out.append(rule)
+        return out
+
     def argument_value(self, arg: cat.Argument, node: Node) -> Any:
         """A Volcano argument value converted by its catalog kind, range-checked."""
         if arg.kind in (cat.NUMBER, cat.INT):
@@ -111,6 +128,8 @@ class NodeReader:
             except ValueError as err:
                 raise Invalid(str(err)) from None
             value = text.strip()
+        elif arg.kind == cat.STRING_MAPS:
+            value = self.string_maps(node)
         else:
             raise Invalid(f"a {arg.kind} argument has no Volcano form")
         rules = arg.rules

@@ -35,6 +35,12 @@ volcano.sh/vgpu-nouse-gpuuuid (exact UUIDs, the denylist wins). Not evaluated ye
 wait naming it: MIG mode (its geometries), a vGPU ask in an init container,
 volcano.sh/vgpu-podgroup-policy; volcano.sh/vgpu-mode
 `hami-core` is what every node here is, any other mode waits.
+
+GPU exclusive rules (`gpu_exclusive_rules`, Volcano's deviceshare.GPUExclusiveRules, v1.15, #5213):
+each rule a map of labels; a pod carrying all of one rule's labels is exclusive and never shares a
+card with another exclusive pod (whichever rule either matched: the cards of every rule are kept
+from every matching pod, as Volcano's wrapper does); pods matching no rule share as ever, also with
+exclusive pods' cards.
 """
 
 from __future__ import annotations
@@ -66,6 +72,20 @@ FILTERS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID)
 # Pod annotations not evaluated yet (see the module's docstring).
 NOT_EVALUATED = ("volcano.sh/vgpu-podgroup-policy",)
 NO_PERCENT = 101           # Volcano's "no percentage asked"
+ExclusiveRules = tuple[tuple[tuple[str, str], ...], ...]
+
+
+def exclusive_rules(plan) -> ExclusiveRules:
+    """deviceshare's gpu_exclusive_rules as sorted label pairs (rules without labels match nothing,
+    as Volcano drops them)."""
+    share = plan.plugin("deviceshare")
+    rules = share.arguments.get("gpu_exclusive_rules") if share is not None else None
+    return tuple(tuple(sorted(rule.items())) for rule in (rules or ()) if rule)
+
+
+def is_exclusive(labels: Mapping[str, str], rules: ExclusiveRules) -> bool:
+    """Whether a pod with `labels` carries every label of some rule (Volcano's podMatchesRule)."""
+    return any(all(labels.get(k) == v for k, v in rule) for rule in rules)
 
 
 @dataclass(frozen=True)
@@ -124,10 +144,16 @@ def filter_key(annotations: Mapping[str, str]) -> tuple | None:
 
 
 def vgpu_class_keys(plain: np.ndarray, class_keys: dict | None, pods: list, status: np.ndarray,
-                    pending: int) -> tuple[np.ndarray, dict | None]:
-    """(plain, class keys) that also tell apart pending tasks narrowing their vGPU cards differently:
-    the vGPU rule answers for a class by its first task's annotations."""
-    narrowed = [(t, filter_key(pods[t].annotations)) for t in np.flatnonzero(status == pending).tolist()]
+                    pending: int, rules: ExclusiveRules = ()) -> tuple[np.ndarray, dict | None]:
+    """(plain, class keys) that also tell apart pending tasks narrowing their vGPU cards differently
+    or exclusive by `rules`: the vGPU rule answers for a class by its first task."""
+    def key_of(p) -> tuple | None:
+        key = filter_key(p.annotations)
+        if rules and is_exclusive(p.labels, rules):
+            key = (*(key or ()), ("gpu_exclusive_rules", "matched"))
+        return key
+
+    narrowed = [(t, key_of(pods[t])) for t in np.flatnonzero(status == pending).tolist()]
     narrowed = [(t, key) for t, key in narrowed if key is not None]
     if not narrowed:
         return plain, class_keys
@@ -210,6 +236,9 @@ class VgpuInventory:
     node_mode: list[str | None]  # per node: its mode, None without vGPUs
     first: dict[int, int]        # node -> its first card
     _every: np.ndarray | None = None
+    # Per card: devices held by pods exclusive by gpu_exclusive_rules (an exclusive pod takes no
+    # card with one); None when no rule is set.
+    exclusive: np.ndarray | None = None
 
     def allowed(self, annotations: Mapping[str, str]) -> np.ndarray:
         """(C,) bool: cards the pod's type and UUID annotations let it use."""
@@ -221,8 +250,9 @@ class VgpuInventory:
         return np.array([type_allowed(annotations, t) and uuid_allowed(annotations, u)
                          for t, u in zip(self.type, self.uuid)], dtype=bool)
 
-    def fit(self, need: VgpuNeed, cards: slice | np.ndarray | None = None) -> np.ndarray:
-        """(C,) bool: cards that take one more device of `need` now (only `cards` when given)."""
+    def fit(self, need: VgpuNeed, cards: slice | np.ndarray | None = None, exclusive: bool = False) -> np.ndarray:
+        """(C,) bool: cards that take one more device of `need` now (only `cards` when given); an
+        `exclusive` pod only cards no exclusive pod holds."""
         at = slice(None) if cards is None else cards
         used_num, used_core, memory = self.used_num[at], self.used_core[at], self.memory[at]
         ok = self.healthy[at] & self.usable[at] & (used_num < self.split[at])
@@ -232,9 +262,13 @@ class VgpuInventory:
             ok &= used_num == 0
         if need.cores == 0:
             ok &= used_core < 100
+        if exclusive and self.exclusive is not None:
+            ok &= self.exclusive[at] == 0
         return ok
 
-    def take(self, c: int, need: VgpuNeed, sign: int = 1) -> None:
+    def take(self, c: int, need: VgpuNeed, sign: int = 1, exclusive: bool = False) -> None:
+        if exclusive and self.exclusive is not None:
+            self.exclusive[c] += sign
         self.used_num[c] += sign
         self.used_mem[c] += sign * int(need.memory_on(int(self.memory[c])))
         self.used_core[c] += sign * need.cores
@@ -269,7 +303,8 @@ class VgpuInventory:
         return sorted(cards.tolist(), key=lambda c: (-int(self.used_mem[c]), int(self.local[c])))
 
 
-def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int]) -> VgpuInventory:
+def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int],
+                         rules: ExclusiveRules = ()) -> VgpuInventory:
     card_node, local, uuid, types, split, memory, healthy, usable = [], [], [], [], [], [], [], []
     node_mode: list[str | None] = [None] * len(node_objects)
     first: dict[int, int] = {}
@@ -296,6 +331,8 @@ def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int]) 
                         np.array(split, dtype=np.int64), np.array(memory, dtype=np.int64),
                         np.array(healthy, dtype=bool), np.array(usable, dtype=bool), np.zeros(n, dtype=np.int64),
                         np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), node_mode, first)
+    if rules:
+        inv.exclusive = np.zeros(n, dtype=np.int64)
     for pod in pods:
         if not pod.node_name or pod.terminal or node_pos.get(pod.node_name, -1) not in first:
             continue
@@ -303,8 +340,11 @@ def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int]) 
         on_node = range(first[ni], first[ni] + int(np.count_nonzero(inv.card_node == ni)))
         need = vgpu_need(pod.requests)
         needs = [n for n in vgpu_needs(pod) for _ in range(n.cards)]   # a device's ask, in order
+        exclusive = bool(rules) and is_exclusive(pod.labels, rules)
         for i, mem, cores in vgpu_cards_held(pod, inv.uuid[on_node.start:on_node.stop]):
             c = first[ni] + i
+            if exclusive:
+                inv.exclusive[c] += 1
             if mem >= 0:
                 inv.used_num[c] += 1
                 inv.used_mem[c] += mem

@@ -46,7 +46,8 @@ from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
 from runtime.engine.devices import (GPU_NUMBER, DeviceHold, card_model, gfd_card_memory,
                                     hami_numa_groups, held_cards, held_for_devices, held_for_vgpu_quota, unhealthy_cards)
-from runtime.engine.devices_vgpu import VgpuInventory, build_vgpu_inventory, vgpu_class_keys, vgpu_on
+from runtime.engine.devices_vgpu import (VgpuInventory, build_vgpu_inventory, exclusive_rules, vgpu_class_keys,
+                                         vgpu_on)
 
 
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
@@ -433,7 +434,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     if plan.plugin("extender") is not None:   # asked for a class by its first pod: only pods told alike share one
         plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, extender_key)
     if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
-        plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
+        plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING, exclusive_rules(plan))
     if plan.plugin("numa-aware") is not None:     # it answers for a class by its first pod's CPUs and policy
         plain, extra_keys = numa_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
     columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys,
@@ -503,7 +504,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     if vgpu_on(plan):
         snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),
-                                             {name: i for i, name in enumerate(snapshot.node_names)})
+                                             {name: i for i, name in enumerate(snapshot.node_names)},
+                                             exclusive_rules(plan))
     # Last, over the finished tasks: a held task keeps its class, which only pending tasks use.
     snapshot.device_held = held_for_devices(tasks.pods, request, status, PENDING, index, devices, vgpu_on(plan))
     for t in snapshot.device_held:

@@ -294,6 +294,8 @@ class VgpuRule(StatefulRule):
         self.weight = weight
         self._needs: dict[int, vg.VgpuNeed | None] = {}
         self._allowed: dict[int, np.ndarray] = {}       # task -> cards its annotations allow
+        self._rules = vg.exclusive_rules(ssn.plan) if inventory.exclusive is not None else ()
+        self._exclusive: dict[int, bool] = {}          # task -> exclusive by gpu_exclusive_rules
         self._registered = np.array([mode is not None for mode in inventory.node_mode], dtype=bool)
         self._hami = np.array([mode == vg.HAMI_CORE for mode in inventory.node_mode], dtype=bool)
         self._card_count = np.bincount(inventory.card_node, minlength=ssn.snap.n_nodes)
@@ -313,7 +315,7 @@ class VgpuRule(StatefulRule):
 
     def _multi_fits(self, t: int, nodes) -> np.ndarray:
         """Per node of `nodes`: whether every container of a multi-container pod fits there."""
-        needs, allowed, inv = vg.vgpu_needs(self.ssn.snap.pods[t]), self.allowed(t), self.inv
+        needs, allowed, inv = vg.vgpu_needs(self.ssn.snap.pods[t]), self._cards_allowed(t), self.inv
         out = np.zeros(len(nodes), dtype=bool)
         for i, node in enumerate(nodes):
             first = inv.first.get(int(node))
@@ -326,13 +328,24 @@ class VgpuRule(StatefulRule):
         """Take (sign 1) or give back (-1) a multi-container pod's devices, each at its container's
         ask; () so that the caller's one-ask loop has nothing left to do."""
         for c, one in zip(cards, self.flat_needs(t)):
-            self.inv.take(c, one, sign)
+            self.inv.take(c, one, sign, exclusive=self.exclusive(t))
         return ()
 
     def allowed(self, t: int) -> np.ndarray:
         if t not in self._allowed:
             self._allowed[t] = self.inv.allowed(self.ssn.snap.pods[t].annotations)
         return self._allowed[t]
+
+    def exclusive(self, t: int) -> bool:
+        if t not in self._exclusive:
+            self._exclusive[t] = bool(self._rules) and vg.is_exclusive(self.ssn.snap.pods[t].labels, self._rules)
+        return self._exclusive[t]
+
+    def _cards_allowed(self, t: int) -> np.ndarray:
+        """allowed(t), less the cards exclusive pods hold when t is one (read now: placements change
+        them; a multi-container pod's containers are fitted on these)."""
+        allowed = self.allowed(t)
+        return allowed & (self.inv.exclusive == 0) if self.exclusive(t) else allowed
 
     def _head(self, cid: int) -> int:
         return self.ssn.snap.classes[cid].head
@@ -358,6 +371,12 @@ class VgpuRule(StatefulRule):
         if self.multi(t):      # containers fitted one after another (devices_vgpu.choose_containers)
             fits = self._multi_fits(t, np.arange(n))
         out.append((self._short_message(need, registered & hami & ~fits), fits))
+        if self.exclusive(t):
+            alone = np.bincount(inv.card_node[ok & (inv.exclusive == 0)], minlength=n) >= need.cards
+            if self.multi(t):
+                alone = self._multi_fits(t, np.arange(n))
+            out.append(("node(s) had too few vGPU cards free of pods exclusive by deviceshare's "
+                        "gpu_exclusive_rules (the pod's labels match a rule)", alone | ~fits))
         return out
 
     def _short_message(self, need: vg.VgpuNeed, short: np.ndarray) -> str:
@@ -399,7 +418,7 @@ class VgpuRule(StatefulRule):
             if first is None or not self._hami[node]:
                 continue
             cards = slice(first, first + int(self._card_count[node]))
-            out[i] = int(np.count_nonzero(inv.fit(need, cards) & allowed[cards])) >= need.cards
+            out[i] = int(np.count_nonzero(inv.fit(need, cards, self.exclusive(t)) & allowed[cards])) >= need.cards
         return out
 
     def checks(self, cid: int) -> list[Check]:
@@ -411,9 +430,9 @@ class VgpuRule(StatefulRule):
             return []
         cards = slice(first, first + int(self._card_count[node]))
         if self.multi(t):
-            return self.inv.choose_containers(vg.vgpu_needs(self.ssn.snap.pods[t]), cards, self.allowed(t),
+            return self.inv.choose_containers(vg.vgpu_needs(self.ssn.snap.pods[t]), cards, self._cards_allowed(t),
                                               self.policy) or []
-        ok = first + np.flatnonzero(self.inv.fit(need, cards) & self.allowed(t)[cards])
+        ok = first + np.flatnonzero(self.inv.fit(need, cards, self.exclusive(t)) & self.allowed(t)[cards])
         return self.inv.order(ok, self.policy)[:need.cards]
 
     def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
@@ -439,7 +458,7 @@ class VgpuRule(StatefulRule):
             return
         chosen = self._choose(t, node)
         for c in (chosen if not self.multi(t) else self._take_multi(t, chosen, 1)):
-            self.inv.take(c, need)
+            self.inv.take(c, need, exclusive=self.exclusive(t))
         devices = dict(self.ssn.task_devices.get(t, {}))
         devices[vg.VGPU_NUMBER] = tuple(int(self.inv.local[c]) for c in chosen)
         self.ssn.task_devices[t] = devices
@@ -456,7 +475,7 @@ class VgpuRule(StatefulRule):
             mine = self._take_multi(t, [first + local for local in mine], -1)
         for local in mine:
             if first is not None:
-                self.inv.take(first + local, need, -1)
+                self.inv.take(first + local, need, -1, exclusive=self.exclusive(t))
         rest = {r: c for r, c in devices.items() if r != vg.VGPU_NUMBER}
         if rest:
             self.ssn.task_devices[t] = rest
