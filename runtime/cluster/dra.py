@@ -324,12 +324,14 @@ def resolve_pod_claims(pod: "Pod", dra: Dra) -> tuple[PodClaims | None, ClaimPro
 
 
 def allocated_devices(claims: Iterable[ResourceClaim]) -> dict[tuple[str, str, str], str]:
-    """Device id -> the claim it is allocated to, of every allocated claim."""
+    """Device id -> the claim it is allocated to, of every allocated claim (adminAccess results
+    are not allocations that hold a device: kube's allocated state skips them)."""
     out: dict[tuple[str, str, str], str] = {}
     for claim in claims:
         if claim.allocation is not None:
             for result in claim.allocation.devices:
-                out[result.device_id] = claim.key
+                if not result.admin_access:
+                    out[result.device_id] = claim.key
     return out
 
 

@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from runtime.cluster.dra import Dra
+from runtime.cluster.dra import Dra, allocated_devices
 from runtime.cluster.draalloc import allocate, build_inventory
 from runtime.cluster.model import ClusterState
 from runtime.cluster.objects import load_objects
@@ -94,6 +94,7 @@ def test_admin_results_are_read_and_written_as_kube_writes_them():
     claim = state.dra.claims["ns/c0"]
     (result,) = claim.allocation.devices
     assert result.admin_access
+    assert allocated_devices(state.dra.claims.values()) == {}     # device usage: a monitor holds nothing
     written = allocation_status(claim, claim.allocation, state.dra.classes)
     assert written["devices"]["results"] == [
         {"request": "gpu", "driver": DRIVER, "pool": "node-1", "device": "gpu-0", "adminAccess": True}]
