@@ -229,8 +229,11 @@ def _sub_request(raw: dict, where: str, name: str) -> SubRequest:
         raise FieldError(f"`{where}.count` must be at least 1, found `{count}`")
     if mode == ALL and raw.get("count") is not None:
         raise FieldError(f"`{where}.count` must not be set with allocationMode All")
+    admin = raw.get("adminAccess")
+    if admin is not None and not isinstance(admin, bool):
+        raise FieldError(f"`{where}.adminAccess` must be true or false, found `{admin}`")
     return SubRequest(name, _string(raw, "deviceClassName", where), selectors(raw, where), mode,
-                      count if mode == EXACT_COUNT else 0, _tolerations(raw, where), bool(raw.get("adminAccess")))
+                      count if mode == EXACT_COUNT else 0, _tolerations(raw, where), admin is True)
 
 
 def claim_spec(spec: dict, where: str) -> ClaimSpec:

@@ -14,7 +14,7 @@ import pytest
 from runtime.cluster.dra import Dra, allocated_devices
 from runtime.cluster.draalloc import allocate, build_inventory
 from runtime.cluster.model import ClusterState
-from runtime.cluster.objects import load_objects
+from runtime.cluster.objects import ObjectError, load_objects
 from runtime.engine.cycle import Options, run_cycle
 from runtime.engine.rules.dra import ADMIN_NAMESPACE_REFUSED
 from runtime.kube.draclaims import allocation_status
@@ -151,3 +151,12 @@ def test_admin_access_outside_an_admin_namespace_waits_in_the_api_servers_words(
     (reason,) = decisions.reasons_for("ns/monitor")
     assert ADMIN_NAMESPACE_REFUSED in reason.message
     assert "resource.kubernetes.io/admin-access: true" in reason.message
+
+
+def test_a_bad_admin_access_is_a_located_error():
+    req = request()
+    req["exactly"]["adminAccess"] = "yes"
+    with pytest.raises(ObjectError) as err:
+        state_of([claim_doc("c0", req)])
+    assert "spec.devices.requests[0].exactly.adminAccess` must be true or false" in str(err.value)
+    assert "test.yaml" in str(err.value)
