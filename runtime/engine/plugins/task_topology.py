@@ -124,6 +124,7 @@ class Bucket:
     req_score: float = 0.0
     bound: int = 0
     node: dict[int, int] = field(default_factory=dict)
+    version: int = 0        # bumped when `pending` and `request` change (BucketScore.steps)
 
     @property
     def n_pending(self) -> int:
@@ -325,6 +326,8 @@ class BucketScore(StatefulRule):
                     self.waiting[cid] = self.waiting.get(cid, 0) + 1
         # Volcano compares Idle + Releasing: every resource but the pod count and per-card columns.
         self.class_request: dict[int, np.ndarray] = {}
+        self.kept_steps: dict[int, tuple[int, tuple]] = {}
+        self.bucket_least: dict[tuple[int, int], np.ndarray] = {}
         self.free: np.ndarray | None = None     # room per node in `columns` (`room`)
         self.free_seen = 0
         self.columns = np.array([name != "pods" and not managed for name, managed
@@ -336,6 +339,16 @@ class BucketScore(StatefulRule):
         if req is None:
             req = self.class_request[cid] = np.asarray(self.ssn.snap.classes[cid].request, dtype=np.int64)[self.columns]
         return req
+
+    def smallest_request(self, j: int, b: int, classes: Iterable[int]) -> np.ndarray:
+        """The least of each compared column over the requests of bucket (j, b)'s classes: a node
+        short of it scores 0 for every one of them."""
+        least = self.bucket_least.get((j, b))
+        if least is None:
+            rows = [self.request_of(cid) for cid in classes]
+            least = self.bucket_least[(j, b)] = (np.min(rows, axis=0) if rows else
+                                                 np.zeros(int(self.columns.sum()), dtype=np.int64))
+        return least
 
     def scores(self, cid: int) -> bool:
         return cid in self.of_class and self.weight != 0
@@ -356,11 +369,34 @@ class BucketScore(StatefulRule):
             self.free = (snap.allocatable - ssn.used + ssn.releasing - ssn.pipelined)[:, self.columns]
         elif logged > self.free_seen:
             snap = ssn.snap
-            rows = np.unique(ssn.ledger.log_since(self.free_seen))
+            rows = ssn.ledger.log_since(self.free_seen)    # a node logged twice gets the same row twice
             self.free[rows] = (snap.allocatable[rows] - ssn.used[rows] + ssn.releasing[rows]
                                - ssn.pipelined[rows])[:, self.columns]
         self.free_seen = logged
         return self.free if nodes is None else self.free[nodes]
+
+    def steps(self, cid: int, bucket: Bucket) -> tuple[int, int, np.ndarray, list[list[int]]]:
+        """(pending tasks, others, left, left as lists) of class cid's task in `bucket`: `left[k]` the
+        bucket's pending request in the compared columns after k others are taken out, from the last
+        in bucket order (the scored task is its class's last). Kept until the bucket changes."""
+        kept = self.kept_steps.get(cid)
+        if kept is not None and kept[0] == bucket.version:
+            return kept[1]
+        snap, cols = self.ssn.snap, self.columns
+        pending = [t for t in bucket.order if bucket.pending[t]]
+        others = list(reversed(pending))
+        mine = next((i for i, t in enumerate(others) if int(snap.task_class[t]) == cid), None)
+        if mine is not None:
+            del others[mine]
+        remains = bucket.request[cols]
+        if others:
+            taken = remains - np.cumsum(snap.request[others][:, cols], axis=0)
+            left = np.vstack([remains[None, :], taken])          # (k+1, R): after 0..k taken out
+        else:
+            left = remains[None, :]
+        answer = (len(pending), len(others), left, left.tolist())
+        self.kept_steps[cid] = (bucket.version, answer)
+        return answer
 
     def volcano_score(self, cid: int, nodes: np.ndarray | None, offset: bool = False) -> np.ndarray:
         """Volcano's NodeOrderFn of class cid's tasks on `nodes` (all when None)."""
@@ -374,34 +410,22 @@ class BucketScore(StatefulRule):
         bucket = jb.buckets[b]
         free = self.room(nodes)
         req = self.request_of(cid)
-        pending = [t for t in bucket.order if bucket.pending[t]]
-        constant = len(bucket.order) if offset else len(pending)
+        n_pending, n_others, left, steps_left = self.steps(cid, bucket)
+        constant = len(bucket.order) if offset else n_pending
         # Per node: the bucket's tasks there, less the job's tasks there the class is anti-affine to.
         extra: dict[int, int] = dict(bucket.node)
         for n, counts in jb.on_node.items():
             extra[n] = extra.get(n, 0) + min(0, jb.affinity(name, counts, True))
-        # Others taken out from the last in bucket order; the scored task is its class's last.
-        others = list(reversed(pending))
-        mine = next((i for i, t in enumerate(others) if int(snap.task_class[t]) == cid), None)
-        if mine is not None:
-            del others[mine]
         scale = MAX_NODE_SCORE / jb.bucket_max if jb.bucket_max else None
-        cols = self.columns
-        remains = bucket.request[cols]
-        if others:
-            steps = remains - np.cumsum(snap.request[others][:, cols], axis=0)
-            left = np.vstack([remains[None, :], steps])          # (k+1, R): after 0..k taken out
-        else:
-            left = remains[None, :]
         if nodes is not None and len(nodes) <= SCALAR_NODES:
             # A few nodes (a placement's): plain numbers, the same sums in the same order.
-            weight, need, steps_left = self.weight, req.tolist(), left.tolist()
+            weight, need = self.weight, req.tolist()
             out = np.zeros(len(nodes), dtype=np.float64)
             for i, (n, room) in enumerate(zip(nodes.tolist(), free.tolist())):
                 if not all(r >= q for r, q in zip(room, need)):
                     continue
                 taken = next((k for k, row in enumerate(steps_left)
-                              if all(x <= r for x, r in zip(row, room))), len(others))
+                              if all(x <= r for x, r in zip(row, room))), n_others)
                 value = float(constant + extra.get(n, 0) - taken) * weight
                 out[i] = value * scale if scale is not None else value
             return out
@@ -413,10 +437,10 @@ class BucketScore(StatefulRule):
                 extra.values(), dtype=np.float64, count=len(extra))
         out = full[rows]
         # Nothing taken out where the whole pending request fits; elsewhere the first count that fits.
-        short = np.flatnonzero(~(left[0] <= free).all(axis=1))
+        short = np.flatnonzero(fits & ~(left[0] <= free).all(axis=1))
         if len(short):
             ok = (left[None, :, :] <= free[short][:, None, :]).all(axis=2)   # (short nodes, k+1)
-            out[short] -= np.where(ok.any(axis=1), ok.argmax(axis=1), len(others))
+            out[short] -= np.where(ok.any(axis=1), ok.argmax(axis=1), n_others)
         out *= self.weight
         if scale is not None:
             out *= scale
@@ -457,19 +481,23 @@ class BucketScore(StatefulRule):
         snap, cols = ssn.snap, self.columns
         larger = bucket.request if sign > 0 else bucket.request + snap.request[t]
         free = self.room(None)
-        over = np.flatnonzero(~(larger[cols] <= free).all(axis=1))
+        classes = self.classes_of_bucket.get((j, bucket.index), ())
+        smallest = self.smallest_request(j, bucket.index, classes)
+        over = np.flatnonzero((free >= smallest).all(axis=1) & ~(larger[cols] <= free).all(axis=1))
         free_over = free[over]
         if sign > 0:
             bucket.pending[t] = False
+            bucket.version += 1
             bucket.request -= ssn.snap.request[t]
         else:
             bucket.pending[t] = True
+            bucket.version += 1
             bucket.request += ssn.snap.request[t]
         bucket.node[node] = bucket.node.get(node, 0) + sign
         bucket.bound += sign
         # A class scores 0 wherever its own request does not fit (rooms elsewhere are unchanged,
         # and a room's change marks its node), so only the nodes of `over` it fits can move.
-        for cid in self.classes_of_bucket.get((j, bucket.index), ()):
+        for cid in classes:
             fitting = over[(free_over >= self.request_of(cid)).all(axis=1)]
             if len(fitting):
                 ssn.mark_dirty(cid, fitting)
