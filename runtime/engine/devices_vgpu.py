@@ -22,6 +22,11 @@ nanoseconds right before sending, runtime.kube.binder._NodeOrder), volcano.sh/vg
 volcano.sh/devices-to-allocate (`UUID,NVIDIA,memory,cores:` per card, one list per container,
 containers separated by `;`) and volcano.sh/bind-phase `allocating`.
 
+volcano.sh/vgpu-podgroup-policy: spread (Volcano's vgpu after #5049): the pod takes no card on which
+a pod of its PodGroup (the scheduling.k8s.io/group-name annotation, else scheduling.volcano.sh/group-name,
+in its namespace; annotated or not) holds memory or cores; its own containers may share a card.
+A pod without a group is not narrowed.
+
 Multi-container pods (volcano#4505): each container asking vgpu-number or vgpu-memory gets its own
 device list, in spec order, as Volcano's ExtractResourceRequest lists them (containers asking
 nothing get no entry); the containers are fitted one after another on the node, a later one seeing
@@ -32,8 +37,8 @@ Volcano reads only spec.containers and writes it no device list.
 The pod annotations that narrow its cards are evaluated as Volcano does: nvidia.com/use-gputype /
 nvidia.com/nouse-gputype (card type, case aside) and volcano.sh/vgpu-use-gpuuuid /
 volcano.sh/vgpu-nouse-gpuuuid (exact UUIDs, the denylist wins). Not evaluated yet, so such pods
-wait naming it: MIG mode (its geometries), a vGPU ask in an init container,
-volcano.sh/vgpu-podgroup-policy; volcano.sh/vgpu-mode
+wait naming it: MIG mode (its geometries), a vGPU ask in an init container, a
+volcano.sh/vgpu-podgroup-policy other than `spread`; volcano.sh/vgpu-mode
 `hami-core` is what every node here is, any other mode waits.
 
 GPU exclusive rules (`gpu_exclusive_rules`, Volcano's deviceshare.GPUExclusiveRules, v1.15, #5213):
@@ -68,9 +73,11 @@ NVIDIA = "NVIDIA"
 USE_TYPE, NOUSE_TYPE = "nvidia.com/use-gputype", "nvidia.com/nouse-gputype"
 USE_UUID, NOUSE_UUID = "volcano.sh/vgpu-use-gpuuuid", "volcano.sh/vgpu-nouse-gpuuuid"
 # Pod annotations that narrow the cards (evaluated: a pod's class is told apart by them).
-FILTERS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID)
+PODGROUP_POLICY = "volcano.sh/vgpu-podgroup-policy"
+FILTERS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID, PODGROUP_POLICY)
 # Pod annotations not evaluated yet (see the module's docstring).
-NOT_EVALUATED = ("volcano.sh/vgpu-podgroup-policy",)
+NOT_EVALUATED: tuple[str, ...] = ()
+GROUP_NAME_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 NO_PERCENT = 101           # Volcano's "no percentage asked"
 ExclusiveRules = tuple[tuple[tuple[str, str], ...], ...]
 
@@ -140,6 +147,8 @@ def uuid_allowed(annotations: Mapping[str, str], uuid: str) -> bool:
 def filter_key(annotations: Mapping[str, str]) -> tuple | None:
     """What of a pod's annotations narrows its vGPU cards (its class is told apart by it), or None."""
     key = tuple((k, annotations[k]) for k in FILTERS if k in annotations)
+    if annotations.get(PODGROUP_POLICY) == "spread":     # which group's cards it avoids
+        key += tuple((k, annotations[k]) for k in GROUP_NAME_ANNOTATIONS if k in annotations)
     return key or None
 
 
@@ -204,8 +213,41 @@ def vgpu_needs(pod) -> tuple[VgpuNeed, ...]:
     return () if need is None else (need,)
 
 
+def group_key(pod) -> tuple[str, str] | None:
+    """The pod's PodGroup as Volcano's vgpu getPodGroupKey names it (namespace, group), or None."""
+    name = next((pod.annotations[k] for k in GROUP_NAME_ANNOTATIONS if pod.annotations.get(k)), "")
+    return (pod.namespace, name) if name else None
+
+
+def spread_group(pod) -> tuple[str, str] | None:
+    """The group whose cards the pod avoids (volcano.sh/vgpu-podgroup-policy: spread), or None."""
+    return group_key(pod) if pod.annotations.get(PODGROUP_POLICY) == "spread" else None
+
+
+def group_cards_in_use(inv: "VgpuInventory", pods, node_pos: Mapping[str, int]) -> dict:
+    """For each group a pending pod spreads by: (C,) count of its placed pods holding memory or
+    cores on each card (Volcano's deviceHasPodFromSameGroup); {} when no pending pod spreads."""
+    keys = {key for p in pods if not p.node_name and (key := spread_group(p)) is not None}
+    if not keys:
+        return {}
+    out = {key: np.zeros(len(inv.uuid), dtype=np.int64) for key in keys}
+    for p in pods:
+        key = group_key(p)
+        if key not in out or not p.node_name or p.terminal or node_pos.get(p.node_name, -1) not in inv.first:
+            continue
+        ni = node_pos[p.node_name]
+        first, count = inv.first[ni], int(np.count_nonzero(inv.card_node == ni))
+        for i, memory, cores in vgpu_cards_held(p, inv.uuid[first:first + count]):
+            if memory != 0 or cores > 0:      # -1: its ask, charged per card
+                out[key][first + i] += 1
+    return out
+
+
 def vgpu_hold(pod) -> tuple[str, str] | None:
     """(field, why) when a pod's vGPU ask is not evaluated yet, else None."""
+    if pod.annotations.get(PODGROUP_POLICY, "spread") != "spread":
+        return (f"metadata.annotations[{PODGROUP_POLICY}]",
+                f"pod asks for vGPU PodGroup policy {pod.annotations[PODGROUP_POLICY]!r}; Volcano knows only spread")
     if pod.annotations.get(MODE, HAMI_CORE) != HAMI_CORE:
         return (f"metadata.annotations[{MODE}]",
                 f"pod asks for vGPU mode {pod.annotations[MODE]}, which this scheduler does not evaluate yet "
@@ -236,6 +278,8 @@ class VgpuInventory:
     node_mode: list[str | None]  # per node: its mode, None without vGPUs
     first: dict[int, int]        # node -> its first card
     _every: np.ndarray | None = None
+    # Per group its pending pods spread by: placed pods of the group per card (group_cards_in_use).
+    group_use: dict | None = None
     # Per card: devices held by pods exclusive by gpu_exclusive_rules (an exclusive pod takes no
     # card with one); None when no rule is set.
     exclusive: np.ndarray | None = None
@@ -351,6 +395,7 @@ def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int],
                 inv.used_core[c] += cores
             elif needs:
                 inv.take(c, needs.pop(0))
+    inv.group_use = group_cards_in_use(inv, pods, node_pos)
     return inv
 
 

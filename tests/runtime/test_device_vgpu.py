@@ -243,7 +243,7 @@ def test_pods_narrowing_their_cards_get_only_those_and_others_in_their_job_are_n
 
 
 @KERNELS
-@pytest.mark.parametrize("annotation, value", [("volcano.sh/vgpu-podgroup-policy", "spread"), (vg.MODE, "mig")])
+@pytest.mark.parametrize("annotation, value", [(vg.MODE, "mig")])
 def test_what_of_vgpu_is_not_evaluated_yet_makes_the_pod_wait_naming_it(pure, annotation, value) -> None:
     state = ClusterState()
     vgpu_node(state, "g0")
@@ -348,6 +348,22 @@ def check_cards(state: ClusterState, decisions) -> list[str]:
                 use[u][2] += int(cores)
                 if not cards[u][2] and p.key in {b.pod for b in decisions.bindings}:
                     problems.append(f"{p.key} given unhealthy {u}")
+        # volcano.sh/vgpu-podgroup-policy: spread narrows the pod placed: two spreading pods of one
+        # group never use one card (a plain one may join a spreading one's card: TestMixedAnnotations)
+        holders: dict[str, list] = {}
+        for p in state.pods.values():
+            if p.node_name == name and vg.IDS in p.annotations:
+                for container in p.annotations[vg.IDS].split(";"):
+                    for d in [d for d in container.split(":") if d]:
+                        u, _, mem, cores = d.split(",")
+                        if int(mem) or int(cores):
+                            holders.setdefault(u, []).append(p)
+        for u, ps in holders.items():
+            for p in ps:
+                mates = {q.key for q in ps if q.key != p.key and q.group == p.group and p.group
+                         and q.annotations.get("volcano.sh/vgpu-podgroup-policy") == "spread"}
+                if p.annotations.get("volcano.sh/vgpu-podgroup-policy") == "spread" and mates:
+                    problems.append(f"{p.key} spreads but shares {u} with {sorted(mates)}")
         for u, (num, mem, cores) in use.items():
             if num > cards[u][0] or mem > cards[u][1] or cores > 100:
                 problems.append(f"{u}: {num} tasks of {cards[u][0]}, {mem} MiB of {cards[u][1]}, {cores}% cores")
@@ -358,15 +374,19 @@ def check_cards(state: ClusterState, decisions) -> list[str]:
 @given(nodes=st.lists(st.tuples(st.integers(1, 4), st.sampled_from([8192, 16384]), st.integers(1, 4),
                                 st.lists(st.booleans(), min_size=4, max_size=4)), min_size=1, max_size=3),
        pods=st.lists(st.tuples(st.integers(1, 2), st.integers(0, 9000), st.sampled_from([0, 20, 50, 100]),
-                               st.sampled_from([0, 0, 30]), st.integers(1, 2)), min_size=1, max_size=20),
+                               st.sampled_from([0, 0, 30]), st.integers(1, 2), st.sampled_from([None, "j0", "j1"]),
+                               st.booleans()), min_size=1, max_size=20),
        spread=st.booleans(), pure=st.booleans())
 def test_no_vgpu_card_is_over_committed_and_no_unhealthy_card_used(nodes, pods, spread, pure) -> None:
     state = ClusterState()
     for i, (cards, mib, split, healthy) in enumerate(nodes):
         vgpu_node(state, f"g{i}", cards=cards, mib=mib, split=split, healthy=healthy[:cards])
-    for i, (number, memory, cores, percent, containers) in enumerate(pods):
+    for name in ("j0", "j1"):
+        group(state, name)
+    for i, (number, memory, cores, percent, containers, job, apart) in enumerate(pods):
+        named = {"scheduling.k8s.io/group-name": job, **(SPREAD_POLICY if apart else {})} if job else {}
         p = vpod(state, f"p{i}", number=number * containers, memory=memory * containers, cores=cores * containers,
-                 percent=percent * containers, creation=float(i))
+                 percent=percent * containers, creation=float(i), annotations=named, group=job)
         if containers > 1:     # the same ask in each container (one device list each)
             one = {vg.VGPU_NUMBER: number, vg.VGPU_MEMORY: memory, vg.VGPU_CORES: cores, vg.VGPU_PERCENT: percent}
             p.vgpu_containers = ({k: v for k, v in one.items() if v},) * containers
@@ -399,3 +419,65 @@ def test_the_device_plugin_stand_in_serves_each_container_its_own_list(pure) -> 
     assert listed[0]["metadata"]["annotations"][vg.BIND_PHASE] == "success"
     with pytest.raises(standin.NoCandidate):
         standin.hami_allocate(listed, "g0")
+
+
+SPREAD_POLICY = {"volcano.sh/vgpu-podgroup-policy": "spread"}
+
+
+def group(state: ClusterState, name: str, members: int = 1) -> str:
+    state.add_podgroup(PodGroup("ns", name, min_member=members, queue="default", phase="Inqueue", uid=f"pg-{name}"))
+    return name
+
+
+@KERNELS
+@pytest.mark.parametrize("first, second, cards, both", [
+    # Volcano #5049's tests (pkg/scheduler/api/devices/nvidia/vgpu), binpack stacking otherwise
+    (SPREAD_POLICY, SPREAD_POLICY, 2, "different"),      # TestSpreadPreventsCoLocation
+    ({}, {}, 2, "same"),                                 # TestBinpackAllowsCoLocation
+    (SPREAD_POLICY, SPREAD_POLICY, 1, None),             # TestSpreadWithNoRoomFails: the second waits
+    ({}, SPREAD_POLICY, 2, "different"),                 # the spreading pod avoids its unannotated sibling's card
+    (SPREAD_POLICY, {}, 1, "same"),                      # TestMixedAnnotations: the plain pod is not narrowed
+])
+def test_podgroup_spread_keeps_a_groups_pods_on_different_cards(pure, first, second, cards, both) -> None:
+    state = ClusterState()
+    vgpu_node(state, "g0", cards=cards)
+    group(state, "job")
+    named = {"scheduling.k8s.io/group-name": "job"}     # as Volcano's getPodGroupKey reads the group
+    vpod(state, "a", memory=3000, cores=20, annotations={**first, **named}, group="job", creation=1.0)
+    vpod(state, "b", memory=3000, cores=20, annotations={**second, **named}, group="job", creation=2.0)
+    for _ in range(2):      # one cycle may place them together; a second one must see the first
+        decisions = cycle(BINPACK, state, pure)
+        for binding in decisions.bindings:
+            state.pods[binding.pod].annotations.update(notes(state, binding))
+        state.apply(decisions)
+    held = {k: state.pods[k].annotations.get(vg.IDS, "").split(",")[0] for k in ("ns/a", "ns/b")}
+    if both is None:
+        assert held["ns/a"] and not held["ns/b"]
+        assert "vgpu-podgroup-policy=spread" in reason(decisions, "ns/b")
+    else:
+        assert all(held.values())
+        assert (held["ns/a"] == held["ns/b"]) is (both == "same")
+
+
+@KERNELS
+def test_podgroup_spread_lets_other_groups_share_a_card(pure) -> None:
+    """TestSpreadDifferentGroupsCanShare."""
+    state = ClusterState()
+    vgpu_node(state, "g0", cards=1)
+    for name in ("x", "y"):
+        group(state, name)
+        vpod(state, name, memory=3000, annotations={**SPREAD_POLICY, "scheduling.volcano.sh/group-name": name},
+             group=name)
+    decisions = cycle(BINPACK, state, pure)
+    assert placements(decisions) == {"ns/x": "g0", "ns/y": "g0"}
+
+
+@KERNELS
+def test_a_podgroup_policy_volcano_does_not_know_waits_naming_it(pure) -> None:
+    state = ClusterState()
+    vgpu_node(state, "g0")
+    vpod(state, "p", memory=100, annotations={"volcano.sh/vgpu-podgroup-policy": "pack"})
+    decisions = cycle(BINPACK, state, pure)
+    assert not decisions.bindings
+    [why] = decisions.reasons_for("ns/p")
+    assert why.kind == "unsupported" and "vgpu-podgroup-policy" in why.details["field"]

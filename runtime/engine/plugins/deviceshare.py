@@ -334,7 +334,20 @@ class VgpuRule(StatefulRule):
     def allowed(self, t: int) -> np.ndarray:
         if t not in self._allowed:
             self._allowed[t] = self.inv.allowed(self.ssn.snap.pods[t].annotations)
-        return self._allowed[t]
+        key = vg.spread_group(self.ssn.snap.pods[t])
+        use = self.inv.group_use.get(key) if key is not None and self.inv.group_use else None
+        # volcano.sh/vgpu-podgroup-policy: spread: not the cards its group's pods hold now.
+        return self._allowed[t] if use is None else self._allowed[t] & (use == 0)
+
+    def _charge_group(self, t: int, cards, sign: int) -> None:
+        """A placed (1) or undone (-1) pod's cards counted for its group, when a pending pod spreads by it."""
+        key = vg.group_key(self.ssn.snap.pods[t])
+        use = self.inv.group_use.get(key) if key is not None and self.inv.group_use else None
+        if use is None:
+            return
+        for c, one in zip(cards, self.flat_needs(t)):
+            if one.cores > 0 or one.memory_on(int(self.inv.memory[c])) > 0:
+                use[c] += sign
 
     def exclusive(self, t: int) -> bool:
         if t not in self._exclusive:
@@ -461,6 +474,7 @@ class VgpuRule(StatefulRule):
             self.inv.take(c, need, exclusive=self.exclusive(t))
         devices = dict(self.ssn.task_devices.get(t, {}))
         devices[vg.VGPU_NUMBER] = tuple(int(self.inv.local[c]) for c in chosen)
+        self._charge_group(t, chosen, 1)
         self.ssn.task_devices[t] = devices
         self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)
 
@@ -471,6 +485,8 @@ class VgpuRule(StatefulRule):
             return
         first = self.inv.first.get(node)
         mine = devices[vg.VGPU_NUMBER]
+        if first is not None:
+            self._charge_group(t, [first + local for local in mine], -1)
         if self.multi(t) and first is not None:
             mine = self._take_multi(t, [first + local for local in mine], -1)
         for local in mine:
