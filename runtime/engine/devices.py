@@ -318,7 +318,10 @@ def held_for_vgpu_quota(snap, pending: int, unlimited: int) -> dict[int, DeviceH
     out: dict[int, DeviceHold] = {}
     asking = np.flatnonzero(snap.status == pending)
     for t in asking.tolist():
-        need = vg.vgpu_need(snap.pods[t].requests)
+        # Per container (a multi-container pod is charged each container's cards): the first whose
+        # charge is not its request speaks for the pod; one-card containers sum to their requests.
+        needs = vg.vgpu_needs(snap.pods[t])
+        need = next((n for n in needs if n.cards > 1 or n.percent != vg.NO_PERCENT), needs[0] if needs else None)
         if need is None:
             continue
         job = snap.jobs[int(snap.task_job[t])]

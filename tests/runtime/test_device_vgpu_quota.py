@@ -53,3 +53,24 @@ def test_a_per_card_charge_a_queue_would_count_short_waits_naming_it(pure, case,
     assert (bound.get("ns/p") == "g1") is placed, (case, why)
     if named:
         assert named in why and "not evaluated yet" in why, (case, why)
+
+
+@KERNELS
+@pytest.mark.parametrize("containers, placed", [
+    # one card each: the plugin charges each container its ask, which sums to the pod's requests
+    (({vg.VGPU_NUMBER: 1, vg.VGPU_MEMORY: 3000}, {vg.VGPU_NUMBER: 1, vg.VGPU_MEMORY: 1000}), True),
+    # the second container's two cards are charged 2 x 1000 MiB: the queue would count it short
+    (({vg.VGPU_NUMBER: 1, vg.VGPU_MEMORY: 3000}, {vg.VGPU_NUMBER: 2, vg.VGPU_MEMORY: 1000}), False),
+])
+def test_a_multi_container_pod_is_charged_container_by_container(pure, containers, placed) -> None:
+    state = ClusterState()
+    n = node(state, "g1", cpu=64000, memory=256 * GiB,
+             **{vg.VGPU_NUMBER: 8, vg.VGPU_MEMORY: 2 * 16384, vg.VGPU_CORES: 200})
+    n.annotations[vg.REGISTER] = "".join(f"GPU-{i},4,16384,NVIDIA-A100,true,hami-core:" for i in range(2))
+    state.add_podgroup(PodGroup("ns", "j", min_member=1, queue="team", phase="Inqueue", uid="pg-j"))
+    summed = {r: sum(c.get(r, 0) for c in containers) for r in (vg.VGPU_NUMBER, vg.VGPU_MEMORY)}
+    pod(state, "p", cpu=100, memory=GiB, group="j", requests=summed).vgpu_containers = containers
+    decisions = cycle(policy(TIERS + f"queue team {{\n{MEM_CAP}\n}}\n"), state, pure)
+    assert (placements(decisions).get("ns/p") == "g1") is placed
+    if not placed:
+        assert "2 x 1000 MiB" in " | ".join(r.message for r in decisions.reasons_for("ns/p"))
