@@ -375,8 +375,8 @@ class BucketScore(StatefulRule):
         self.free_seen = logged
         return self.free if nodes is None else self.free[nodes]
 
-    def steps(self, cid: int, bucket: Bucket) -> tuple[int, int, np.ndarray, list[list[int]]]:
-        """(pending tasks, others, left, left as lists) of class cid's task in `bucket`: `left[k]` the
+    def steps(self, cid: int, bucket: Bucket) -> tuple[int, int, list[list[int]]]:
+        """(pending tasks, others, left) of class cid's task in `bucket`: `left[k]` the
         bucket's pending request in the compared columns after k others are taken out, from the last
         in bucket order (the scored task is its class's last). Kept until the bucket changes."""
         kept = self.kept_steps.get(cid)
@@ -388,13 +388,13 @@ class BucketScore(StatefulRule):
         mine = next((i for i, t in enumerate(others) if int(snap.task_class[t]) == cid), None)
         if mine is not None:
             del others[mine]
-        remains = bucket.request[cols]
-        if others:
-            taken = remains - np.cumsum(snap.request[others][:, cols], axis=0)
-            left = np.vstack([remains[None, :], taken])          # (k+1, R): after 0..k taken out
-        else:
-            left = remains[None, :]
-        answer = (len(pending), len(others), left, left.tolist())
+        # Plain integers (a bucket has a few tasks): left[0] the whole request, then each taken out.
+        row = bucket.request[cols].tolist()
+        left = [row]
+        for ask in (snap.request[others][:, cols].tolist() if others else ()):
+            row = [x - a for x, a in zip(row, ask)]
+            left.append(row)
+        answer = (len(pending), len(others), left)
         self.kept_steps[cid] = (bucket.version, answer)
         return answer
 
@@ -410,7 +410,7 @@ class BucketScore(StatefulRule):
         bucket = jb.buckets[b]
         free = self.room(nodes)
         req = self.request_of(cid)
-        n_pending, n_others, left, steps_left = self.steps(cid, bucket)
+        n_pending, n_others, steps_left = self.steps(cid, bucket)
         constant = len(bucket.order) if offset else n_pending
         # Per node: the bucket's tasks there, less the job's tasks there the class is anti-affine to.
         extra: dict[int, int] = dict(bucket.node)
@@ -437,6 +437,7 @@ class BucketScore(StatefulRule):
                 extra.values(), dtype=np.float64, count=len(extra))
         out = full[rows]
         # Nothing taken out where the whole pending request fits; elsewhere the first count that fits.
+        left = np.array(steps_left, dtype=np.int64)     # (k+1, R): after 0..k taken out
         short = np.flatnonzero(fits & ~(left[0] <= free).all(axis=1))
         if len(short):
             ok = (left[None, :, :] <= free[short][:, None, :]).all(axis=2)   # (short nodes, k+1)
