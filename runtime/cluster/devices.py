@@ -39,16 +39,19 @@ def vgpu_container_problem(obj: dict) -> str | None:
 
 
 def vgpu_container_asks(obj: dict) -> tuple[dict[str, int], ...]:
-    """Each spec.containers entry asking vGPU count or memory (as Volcano's ExtractResourceRequest
-    picks them), its vGPU requests, limits standing in; () when at most one container asks."""
+    """Per spec.containers entry, in order, its vGPU requests (limits standing in) when it asks vGPU
+    count or memory (as Volcano's ExtractResourceRequest picks them), else {}; () for a pod of one
+    container or none asking. Every container keeps its place: HAMi's protocol writes one device
+    list per container, and its plugin takes the n-th list for spec.containers[n]."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     containers = spec.get("containers") if isinstance(spec.get("containers"), list) else []
-    asks = []
+    asks: list[dict[str, int]] = []
     for i, c in enumerate(containers):
-        if not _asks_vgpu(c):
-            continue
-        requests = _container_requests(c, f"spec.containers[{i}]")
-        mine = {k: v for k, v in requests.items() if k.startswith(VGPU_PREFIX)}
-        if mine.get(VGPU_PREFIX + "number", 0) or mine.get(VGPU_PREFIX + "memory", 0):
-            asks.append(mine)
-    return tuple(asks) if len(asks) > 1 else ()
+        mine: dict[str, int] = {}
+        if _asks_vgpu(c):
+            requests = _container_requests(c, f"spec.containers[{i}]")
+            mine = {k: v for k, v in requests.items() if k.startswith(VGPU_PREFIX)}
+            if not (mine.get(VGPU_PREFIX + "number", 0) or mine.get(VGPU_PREFIX + "memory", 0)):
+                mine = {}
+        asks.append(mine)
+    return tuple(asks) if len(asks) > 1 and any(asks) else ()

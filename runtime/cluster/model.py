@@ -247,8 +247,9 @@ class Pod:
     # A Guaranteed pod's exclusive CPUs per regular container (runtime.cluster.numa.exclusive_cpus,
     # 0: the shared pool); None: not Guaranteed. The numa-aware plugin places them on NUMA nodes.
     numa_cpus: tuple[int, ...] | None = None
-    # Per container asking HAMi vGPU, in spec order, its vGPU requests, when more than one container
-    # asks (one device list per container: runtime.engine.devices_vgpu.vgpu_needs); (): `requests` says it.
+    # Per spec.containers entry its HAMi vGPU requests ({}: it asks none), for a pod of several
+    # containers asking vGPU (one device list per container: runtime.engine.devices_vgpu.vgpu_needs);
+    # (): `requests` says it.
     vgpu_containers: tuple[dict[str, int], ...] = ()
 
     @property

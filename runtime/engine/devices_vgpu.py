@@ -28,8 +28,9 @@ in its namespace; annotated or not) holds memory or cores; its own containers ma
 A pod without a group is not narrowed.
 
 Multi-container pods (volcano#4505): each container asking vgpu-number or vgpu-memory gets its own
-device list, in spec order, as Volcano's ExtractResourceRequest lists them (containers asking
-nothing get no entry); the containers are fitted one after another on the node, a later one seeing
+device list, in spec order, and a container asking none an empty one, as HAMi's protocol lists
+them (Volcano lists only the asking containers, but HAMi's plugin takes the n-th list for
+spec.containers[n], so a sidecar before them would get a vGPU container's list); the containers are fitted one after another on the node, a later one seeing
 the cards the earlier ones took (so two containers may share a card within its split count, as in
 Volcano's checkNodeGPUSharingPredicateAndScore). A vGPU ask in an init container waits naming it:
 Volcano reads only spec.containers and writes it no device list.
@@ -446,13 +447,16 @@ def binding_annotations(node, cards: tuple[int, ...], requests: Mapping[str, int
     container's vGPU requests when several ask (Pod.vgpu_containers); {} when the node's register
     no longer names the cards or they are not as many as asked."""
     parsed = parse_register(node.annotations.get(REGISTER, ""))
-    needs = [n for n in (vgpu_need(c) for c in containers) if n is not None] if containers else \
-        [n for n in (vgpu_need(requests),) if n is not None]
-    if parsed is None or not needs or any(c >= len(parsed[0]) for c in cards) \
-            or sum(n.cards for n in needs) != len(cards):
+    needs = [vgpu_need(c) for c in containers] if containers else [vgpu_need(requests)]
+    if parsed is None or not any(needs) or any(c >= len(parsed[0]) for c in cards) \
+            or sum(n.cards for n in needs if n is not None) != len(cards):
         return {}
-    lists, at = [], 0
+    lists: list[list[tuple[str, str, int, int]]] = []
+    at = 0
     for need in needs:
+        if need is None:       # a container asking no vGPU keeps its place with an empty list
+            lists.append([])
+            continue
         mine = cards[at:at + need.cards]
         at += need.cards
         lists.append([(parsed[0][c].uuid, NVIDIA, int(need.memory_on(parsed[0][c].memory)), need.cores)

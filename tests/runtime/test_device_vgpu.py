@@ -271,8 +271,8 @@ spec:
 @KERNELS
 def test_a_multi_container_vgpu_pod_gets_one_device_list_per_container(pure) -> None:
     """volcano#4505: a pod whose two containers each ask a vGPU crashed Volcano's scheduler with
-    volcano-vgpu-device-plugin. Each asking container gets its own list, `;`-separated, in spec
-    order; a container asking nothing gets none (Volcano's ExtractResourceRequest)."""
+    volcano-vgpu-device-plugin. Each container gets its own list, `;`-separated, in spec order; the
+    sidecar asking nothing an empty one (HAMi's protocol: its plugin takes list n for container n)."""
     state = load_text(MULTI.format(a="{volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '3000'}",
                                    b="{volcano.sh/vgpu-number: '2', volcano.sh/vgpu-memory: '1000', "
                                      "volcano.sh/vgpu-cores: '20'}"))
@@ -280,11 +280,32 @@ def test_a_multi_container_vgpu_pod_gets_one_device_list_per_container(pure) -> 
     decisions = cycle(BINPACK, state, pure)
     [binding] = decisions.bindings
     ids = notes(state, binding)[vg.IDS]
-    first, second = ids.split(";")
+    first, sidecar, second = ids.split(";")
+    assert sidecar == ""
     assert first.count(":") == 1 and ",NVIDIA,3000,0:" in first
     assert sorted(d.split(",")[0] for d in second.rstrip(":").split(":")) == ["GPU-g0-0", "GPU-g0-1"]
     assert second.count(",NVIDIA,1000,20:") == 2
     assert notes(state, binding)[vg.TO_ALLOCATE] == ids
+
+
+@KERNELS
+def test_a_vgpu_container_after_a_sidecar_gets_the_second_list(pure) -> None:
+    """HAMi's plugin hands list n to spec.containers[n]: with a sidecar first, the sidecar's list is
+    empty and the vGPU container's is second (Volcano would write one list, read for the sidecar)."""
+    text = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec:
+  schedulerName: volcano
+  containers:
+  - {name: sidecar, image: x}
+  - {name: a, image: x, resources: {limits: {volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '2000'}}}
+"""
+    state = load_text(text)
+    vgpu_node(state, "g0")
+    [binding] = cycle(BINPACK, state, pure).bindings
+    assert notes(state, binding)[vg.IDS] == ";GPU-g0-0,NVIDIA,2000,0:"
 
 
 @KERNELS
@@ -410,7 +431,8 @@ def test_the_device_plugin_stand_in_serves_each_container_its_own_list(pure) -> 
     written = notes(state, binding)
     listed = [{"metadata": {"name": "two", "namespace": "ns", "annotations": dict(written)},
                "status": {"phase": "Pending"}}]
-    want = [tuple(d.split(",")[0] for d in container.split(":") if d) for container in written[vg.IDS].split(";")]
+    want = [tuple(d.split(",")[0] for d in container.split(":") if d) for container in written[vg.IDS].split(";")
+            if container]
     assert [len(cards) for cards in want] == [1, 2]
     for cards in want:
         answer = standin.hami_allocate(listed, "g0")

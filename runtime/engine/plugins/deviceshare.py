@@ -311,7 +311,7 @@ class VgpuRule(StatefulRule):
 
     def multi(self, t: int) -> bool:
         """Whether several of the pod's containers ask vGPU (one device list each)."""
-        return len(self.ssn.snap.pods[t].vgpu_containers) > 1
+        return len(vg.vgpu_needs(self.ssn.snap.pods[t])) > 1
 
     def _multi_fits(self, t: int, nodes) -> np.ndarray:
         """Per node of `nodes`: whether every container of a multi-container pod fits there."""
