@@ -296,3 +296,65 @@ def test_node_lock_one_pod_per_node_until_its_plugin_served_it(objects: Objects,
     assert objects.bound()["late"] == node
     taken = lock_of(objects, node)
     assert taken and time.time() - calendar.timegm(time.strptime(taken, "%Y-%m-%dT%H:%M:%SZ")) < 60
+
+
+def test_multi_container_vgpu_pods_get_each_container_its_cards(objects: Objects, in_process, bind_order) -> None:
+    """volcano#4505's pods on the dev cluster: two containers asking vGPU and a sidecar asking none.
+    The kubelet calls HAMi's plugin once per container; each call must hand that container the
+    devices of its own list in volcano.sh/vgpu-ids-new (the sidecar's list empty), and bind-phase
+    turns success after the last. The plugin re-stamps the pod's vgpu-time on every call, so a
+    second container's call would go to another pod pending on the node: with `node_lock` only one
+    vGPU pod a node waits for its plugin at a time. Checked independently: per card, split, memory
+    and cores are not over-committed."""
+    from .connector_helpers import pod_body    # only this test builds pods of several containers
+
+    name = unique_scheduler_name()
+    nodes = vgpu_nodes(objects, 2)
+    scheduler = in_process(name, policy("vgpu").replace("vgpu = true", "vgpu = true node_lock = true"))
+    wait_for(lambda: all(REGISTER in getattr(scheduler.cluster.cache.node(n), "annotations", {}) for n in nodes),
+             "the cache to see the vGPU registers", 10)
+    asks = [(("1", "3000", "20"), ("2", "1000", "10")), (("1", "6000", "30"), ("1", "2000", "0"))]
+    for i in range(6):
+        body = pod_body(f"m{(i * 3) % 8}-{i}", name, cpu="100m", memory="128Mi")
+        sidecar = body["spec"]["containers"][0]
+        body["spec"]["containers"] = [
+            {"name": f"c{c}", "image": "busybox",
+             "resources": {"limits": dict(zip(VGPU.values(), ask)), "requests": dict(zip(VGPU.values(), ask))}}
+            for c, ask in enumerate(asks[i % 2])] + [sidecar]
+        objects.api.post(f"/api/v1/namespaces/{objects.namespace}/pods", body)
+    wait_for(lambda: scheduler.sees(objects.namespace, 6, 2), "the cache to see the pods", 10)
+    use: dict[str, list[int]] = {}
+    served: set[str] = set()
+    for _ in range(8):
+        scheduler.cycle()
+        wait_for(lambda: bind_order.bound() == len(objects.bound()), "the watch to see every bind", 10)
+        order = {node: [k for k in keys if k not in served] for node, keys in bind_order.order.items()}
+        assert all(len(keys) <= 1 for keys in order.values()), order
+        for node, keys in sorted(order.items()):
+            for k in keys:
+                namespace, pod_name = k.split("/")
+                pod = objects.api.get(f"/api/v1/namespaces/{namespace}/pods/{pod_name}")
+                lists = pod["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"].split(";")
+                assert len(lists) == 3 and lists[2] == "", lists
+                for container, listed in zip(pod["spec"]["containers"][:2], lists):
+                    answer = standin.hami_allocate(node_pods(objects.api, node), node)
+                    assert answer.pod == k and answer.cards == tuple(d.split(",")[0] for d in listed.split(":") if d)
+                    objects.api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{pod_name}",
+                                            {"metadata": {"annotations": answer.writes}})
+                    asked = {what: standin.limit(container, r) for what, r in VGPU.items()}
+                    assert len(answer.cards) == asked["number"]
+                    for uuid in answer.cards:
+                        assert uuid in nodes[node]
+                        tasks, mib, cores = use.get(uuid, [0, 0, 0])
+                        use[uuid] = [tasks + 1, mib + asked["memory"], cores + asked["cores"]]
+                done = objects.api.get(f"/api/v1/namespaces/{namespace}/pods/{pod_name}")["metadata"]["annotations"]
+                assert done[standin.BIND_PHASE] == "success"
+                served.add(k)
+                objects.api.merge_patch(f"/api/v1/nodes/{node}",        # the plugin releases its lock
+                                        {"metadata": {"annotations": {standin.VGPU_LOCK: None}}})
+        if len(served) == 6:
+            break
+    assert len(served) == 6
+    over = {u: figures for u, figures in use.items()
+            if figures[0] > SPLIT or figures[1] > CARD_MIB or figures[2] > 100}
+    assert not over, f"cards over-committed (tasks, MiB, cores): {over}"
