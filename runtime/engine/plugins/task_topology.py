@@ -314,12 +314,14 @@ class BucketScore(StatefulRule):
         self.waiting: dict[int, int] = {}
         self.scored: set[int] = set()
         self.live: set[int] = set()
+        self.task_class: list[int] = snap.task_class.tolist()    # fixed for the session
+        status = snap.status.tolist()
         for j, jb in managers.items():
             for bucket in jb.buckets:
                 for t in bucket.order:
-                    if int(snap.status[t]) != PENDING:
+                    if status[t] != PENDING:
                         continue    # held: its class is no bucket's (topology_class_keys)
-                    cid = int(snap.task_class[t])
+                    cid = self.task_class[t]
                     self.of_class[cid] = (j, bucket.index, jb.name_of[t])
                     self.classes_of_bucket.setdefault((j, bucket.index), set()).add(cid)
                     self.classes_of_job.setdefault(j, set()).add(cid)
@@ -385,7 +387,8 @@ class BucketScore(StatefulRule):
         snap, cols = self.ssn.snap, self.columns
         pending = [t for t in bucket.order if bucket.pending[t]]
         others = list(reversed(pending))
-        mine = next((i for i, t in enumerate(others) if int(snap.task_class[t]) == cid), None)
+        task_class = self.task_class
+        mine = next((i for i, t in enumerate(others) if task_class[t] == cid), None)
         if mine is not None:
             del others[mine]
         # Plain integers (a bucket has a few tasks): left[0] the whole request, then each taken out.
@@ -455,7 +458,7 @@ class BucketScore(StatefulRule):
 
     def moved(self, t: int, node: int, sign: int) -> None:
         ssn = self.ssn
-        cid = int(ssn.snap.task_class[t])
+        cid = self.task_class[t]
         if cid in self.waiting:
             self.waiting[cid] -= sign
             if self.waiting[cid] > 0 and cid in self.scored:
@@ -484,8 +487,11 @@ class BucketScore(StatefulRule):
         free = self.room(None)
         classes = self.classes_of_bucket.get((j, bucket.index), ())
         smallest = self.smallest_request(j, bucket.index, classes)
-        over = np.flatnonzero((free >= smallest).all(axis=1) & ~(larger[cols] <= free).all(axis=1))
-        free_over = free[over]
+        # First by one column (a cheap pass that leaves out the full nodes), then every column.
+        near = np.flatnonzero(free[:, 0] >= smallest[0]) if len(smallest) else np.arange(len(free))
+        free_near = free[near]
+        keep = (free_near >= smallest).all(axis=1) & ~(larger[cols] <= free_near).all(axis=1)
+        over, free_over = near[keep], free_near[keep]
         if sign > 0:
             bucket.pending[t] = False
             bucket.version += 1
