@@ -28,6 +28,9 @@ def plan(policy_name: str = "binpack", weight: str = ""):
 
 
 BINPACK, SPREAD = plan(), plan("spread")
+# Multi-container vGPU pods are placed only with deviceshare's node_lock (VgpuRule.MULTI_NEEDS_LOCK).
+LOCKED, SPREAD_LOCKED = (policy(TIERS % f" {{\n    vgpu = true\n    schedule_policy = {p}\n    node_lock = true\n  }}")
+                         for p in ("binpack", "spread"))
 
 
 def register(cards: list[tuple[str, int, int, str, bool]], mode: str = "hami-core") -> str:
@@ -277,7 +280,7 @@ def test_a_multi_container_vgpu_pod_gets_one_device_list_per_container(pure) -> 
                                    b="{volcano.sh/vgpu-number: '2', volcano.sh/vgpu-memory: '1000', "
                                      "volcano.sh/vgpu-cores: '20'}"))
     vgpu_node(state, "g0", cards=2)
-    decisions = cycle(BINPACK, state, pure)
+    decisions = cycle(LOCKED, state, pure)
     [binding] = decisions.bindings
     ids = notes(state, binding)[vg.IDS]
     first, sidecar, second = ids.split(";")
@@ -286,6 +289,30 @@ def test_a_multi_container_vgpu_pod_gets_one_device_list_per_container(pure) -> 
     assert sorted(d.split(",")[0] for d in second.rstrip(":").split(":")) == ["GPU-g0-0", "GPU-g0-1"]
     assert second.count(",NVIDIA,1000,20:") == 2
     assert notes(state, binding)[vg.TO_ALLOCATE] == ids
+
+
+@KERNELS
+def test_a_multi_container_vgpu_pod_waits_without_the_node_lock(pure) -> None:
+    """HAMi's plugin re-stamps volcano.sh/vgpu-time at each container's Allocate, so the stand-in
+    (as the plugin) serves a multi-container pod's second container to another pod pending on the
+    node; without node_lock such a pod is not placed, and says why."""
+    asks = "{volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '1000'}"
+    state = load_text(MULTI.format(a=asks, b=asks))
+    vgpu_node(state, "g0")
+    decisions = cycle(BINPACK, state, pure)
+    assert not decisions.bindings
+    assert "without deviceshare's node_lock" in reason(decisions, "ns/two")
+    # What the lock prevents: another pod waiting on the node takes the second container's call.
+    two = {"metadata": {"name": "two", "namespace": "ns", "annotations": {
+        vg.BIND_TIME: "1", vg.BIND_PHASE: "allocating", vg.ASSIGNED_NODE: "g0", vg.ASSIGNED_TIME: "5",
+        vg.TO_ALLOCATE: "GPU-g0-0,NVIDIA,1000,0:;;GPU-g0-1,NVIDIA,1000,0:"}}}
+    other = {"metadata": {"name": "other", "namespace": "ns", "annotations": {
+        vg.BIND_TIME: "1", vg.BIND_PHASE: "allocating", vg.ASSIGNED_NODE: "g0", vg.ASSIGNED_TIME: "6",
+        vg.TO_ALLOCATE: "GPU-g0-1,NVIDIA,1000,0:"}}}
+    first = standin.hami_allocate([two, other], "g0")
+    assert first.pod == "ns/two"
+    two["metadata"]["annotations"].update(first.writes)
+    assert standin.hami_allocate([two, other], "g0").pod == "ns/other"
 
 
 @KERNELS
@@ -316,11 +343,11 @@ def test_a_multi_container_pod_fits_its_containers_one_after_another(pure) -> No
     state = load_text(MULTI.format(a="{volcano.sh/vgpu-number: '2', volcano.sh/vgpu-memory: '10000'}",
                                    b="{volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '10000'}"))
     vgpu_node(state, "small", cards=2)
-    decisions = cycle(BINPACK, state, pure)
+    decisions = cycle(LOCKED, state, pure)
     assert not decisions.bindings
     assert "insufficient vGPU" in reason(decisions, "ns/two")
     vgpu_node(state, "big", cards=3)
-    decisions = cycle(BINPACK, state, pure)
+    decisions = cycle(LOCKED, state, pure)
     [binding] = decisions.bindings
     assert binding.node == "big" and len(set(binding.devices[vg.VGPU_NUMBER])) == 3
 
@@ -412,7 +439,7 @@ def test_no_vgpu_card_is_over_committed_and_no_unhealthy_card_used(nodes, pods, 
             one = {vg.VGPU_NUMBER: number, vg.VGPU_MEMORY: memory, vg.VGPU_CORES: cores, vg.VGPU_PERCENT: percent}
             p.vgpu_containers = ({k: v for k, v in one.items() if v},) * containers
     for _ in range(2):
-        decisions = cycle(SPREAD if spread else BINPACK, state, pure)
+        decisions = cycle(SPREAD_LOCKED if spread else LOCKED, state, pure)
         for binding in decisions.bindings:     # what the API server copies from the Binding
             state.pods[binding.pod].annotations.update(notes(state, binding))
         state.apply(decisions)
@@ -427,7 +454,7 @@ def test_the_device_plugin_stand_in_serves_each_container_its_own_list(pure) -> 
     state = load_text(MULTI.format(a="{volcano.sh/vgpu-number: '1', volcano.sh/vgpu-memory: '3000'}",
                                    b="{volcano.sh/vgpu-number: '2', volcano.sh/vgpu-memory: '1000'}"))
     vgpu_node(state, "g0", cards=3)
-    [binding] = cycle(SPREAD, state, pure).bindings
+    [binding] = cycle(SPREAD_LOCKED, state, pure).bindings
     written = notes(state, binding)
     listed = [{"metadata": {"name": "two", "namespace": "ns", "annotations": dict(written)},
                "status": {"phase": "Pending"}}]

@@ -70,7 +70,8 @@ def test_a_multi_container_pod_is_charged_container_by_container(pure, container
     state.add_podgroup(PodGroup("ns", "j", min_member=1, queue="team", phase="Inqueue", uid="pg-j"))
     summed = {r: sum(c.get(r, 0) for c in containers) for r in (vg.VGPU_NUMBER, vg.VGPU_MEMORY)}
     pod(state, "p", cpu=100, memory=GiB, group="j", requests=summed).vgpu_containers = containers
-    decisions = cycle(policy(TIERS + f"queue team {{\n{MEM_CAP}\n}}\n"), state, pure)
+    locked = TIERS.replace("vgpu = true", "vgpu = true\n    node_lock = true")   # multi-container vGPU needs it
+    decisions = cycle(policy(locked + f"queue team {{\n{MEM_CAP}\n}}\n"), state, pure)
     assert (placements(decisions).get("ns/p") == "g1") is placed
     if not placed:
         assert "2 x 1000 MiB" in " | ".join(r.message for r in decisions.reasons_for("ns/p"))

@@ -286,6 +286,13 @@ class VgpuRule(StatefulRule):
 
     name = "deviceshare"
     preempts = False
+    # deviceshare's node_lock: one vGPU pod a node waits for its plugin at a time. HAMi's plugin
+    # re-stamps a pod's volcano.sh/vgpu-time at each Allocate call (one per container), so a later
+    # container's call goes to another pod waiting on the node: multi-container pods need the lock.
+    node_lock = False
+    MULTI_NEEDS_LOCK = ("node(s) not usable for a pod asking vGPU in several containers without deviceshare's "
+                        "node_lock: HAMi's device plugin re-stamps volcano.sh/vgpu-time at each container's "
+                        "Allocate, so another pod waiting on the node would get its later containers' devices")
 
     def __init__(self, ssn, inventory: vg.VgpuInventory, policy: str, weight: float):
         self.ssn = ssn
@@ -315,6 +322,8 @@ class VgpuRule(StatefulRule):
 
     def _multi_fits(self, t: int, nodes) -> np.ndarray:
         """Per node of `nodes`: whether every container of a multi-container pod fits there."""
+        if not self.node_lock:     # see MULTI_NEEDS_LOCK
+            return np.zeros(len(nodes), dtype=bool)
         needs, allowed, inv = vg.vgpu_needs(self.ssn.snap.pods[t]), self._cards_allowed(t), self.inv
         out = np.zeros(len(nodes), dtype=bool)
         for i, node in enumerate(nodes):
@@ -383,6 +392,8 @@ class VgpuRule(StatefulRule):
         fits = np.bincount(inv.card_node[ok], minlength=n) >= need.cards
         if self.multi(t):      # containers fitted one after another (devices_vgpu.choose_containers)
             fits = self._multi_fits(t, np.arange(n))
+            if not self.node_lock:
+                out.append((self.MULTI_NEEDS_LOCK, np.zeros(n, dtype=bool)))
         out.append((self._short_message(need, registered & hami & ~fits), fits))
         if self.exclusive(t):
             alone = np.bincount(inv.card_node[ok & (inv.exclusive == 0)], minlength=n) >= need.cards
@@ -518,6 +529,7 @@ class DeviceSharePlugin(Plugin):
             if vg.VGPU_PERCENT in ssn.snap.resource_index:
                 per_card[ssn.snap.resource_index[vg.VGPU_PERCENT]] = True
             vgpu = VgpuRule(ssn, ssn.snap.vgpu, self.args.get("schedule_policy", "binpack"), weight)
+            vgpu.node_lock = bool(self.args.get("node_lock"))
             self.register(ssn, "predicate", vgpu)
             self.register(ssn, "node_order", vgpu)
             ssn.add_listener(vgpu)
