@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.cluster.podspec import _container_requests
+from runtime.cluster.podspec import container_requests
 
 VGPU_PREFIX = "volcano.sh/vgpu-"
 
@@ -49,7 +49,7 @@ def vgpu_container_asks(obj: dict) -> tuple[dict[str, int], ...]:
     for i, c in enumerate(containers):
         mine: dict[str, int] = {}
         if _asks_vgpu(c):
-            requests = _container_requests(c, f"spec.containers[{i}]")
+            requests = container_requests(c, f"spec.containers[{i}]")
             mine = {k: v for k, v in requests.items() if k.startswith(VGPU_PREFIX)}
             if not (mine.get(VGPU_PREFIX + "number", 0) or mine.get(VGPU_PREFIX + "memory", 0)):
                 mine = {}

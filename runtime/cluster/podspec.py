@@ -109,7 +109,7 @@ def read_pod(obj: dict, priority_classes: Mapping[str, int]) -> Pod:
 
 # --- requests -------------------------------------------------------------------------------
 
-def _container_requests(container: Any, where: str) -> dict[str, int]:
+def container_requests(container: Any, where: str) -> dict[str, int]:
     """A container's requests, its limits standing in for each resource it requests nothing of."""
     res = kf.mapping(container, "resources")
     out = kf.resources(res.get("limits"), f"{where}.resources.limits")
@@ -132,11 +132,11 @@ def pod_requests(spec: dict) -> dict[str, int]:
     """What the pod holds on its node, per resource, as the kubelet admits it."""
     running: dict[str, int] = {}
     for i, c in enumerate(kf.listing(spec, "containers")):
-        _add(running, _container_requests(c, f"spec.containers[{i}]"))
+        _add(running, container_requests(c, f"spec.containers[{i}]"))
     sidecars: dict[str, int] = {}     # sidecars started so far: they keep running
     init_peak: dict[str, int] = {}
     for i, c in enumerate(kf.listing(spec, "initContainers")):
-        need = _container_requests(c, f"spec.initContainers[{i}]")
+        need = container_requests(c, f"spec.initContainers[{i}]")
         if isinstance(c, dict) and c.get("restartPolicy") == "Always":
             _add(running, need)
             _add(sidecars, need)
