@@ -487,11 +487,8 @@ class BucketScore(StatefulRule):
         free = self.room(None)
         classes = self.classes_of_bucket.get((j, bucket.index), ())
         smallest = self.smallest_request(j, bucket.index, classes)
-        # First by one column (a cheap pass that leaves out the full nodes), then every column.
-        near = np.flatnonzero(free[:, 0] >= smallest[0]) if len(smallest) else np.arange(len(free))
-        free_near = free[near]
-        keep = (free_near >= smallest).all(axis=1) & ~(larger[cols] <= free_near).all(axis=1)
-        over, free_over = near[keep], free_near[keep]
+        over = np.flatnonzero((free >= smallest).all(axis=1) & ~(larger[cols] <= free).all(axis=1))
+        free_over = free[over]
         if sign > 0:
             bucket.pending[t] = False
             bucket.version += 1
