@@ -231,22 +231,6 @@ def numa_class_key(pod: Any) -> tuple | None:
     return ("numa", pod_numa_policy(pod.annotations), pod.numa_cpus)
 
 
-def numa_class_keys(plain: Any, class_keys: dict | None, pods: list, status: Any,
-                    pending: int) -> tuple[Any, dict | None]:
-    """(plain, class keys) that also tell apart pending tasks the numa-aware plugin answers
-    differently for: it answers for a class by its first task."""
-    keyed = [(t, numa_class_key(pods[t])) for t in range(len(pods)) if status[t] == pending]
-    keyed = [(t, key) for t, key in keyed if key is not None]
-    if not keyed:
-        return plain, class_keys
-    out = dict(class_keys) if class_keys else {}
-    plain = plain.copy()
-    for t, key in keyed:
-        plain[t] = False
-        out[t] = (out.get(t), key)
-    return plain, out
-
-
 def numa_policy_unevaluated(pods: list, status: Any, pending: int) -> dict[int, tuple[str, str]]:
     """Pending tasks that ask for a NUMA policy while the numa-aware plugin is off: task -> (the
     field, why it waits). Volcano would place them as if they asked nothing; here they wait."""

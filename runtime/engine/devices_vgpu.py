@@ -51,6 +51,8 @@ exclusive pods' cards.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -153,26 +155,15 @@ def filter_key(annotations: Mapping[str, str]) -> tuple | None:
     return key or None
 
 
-def vgpu_class_keys(plain: np.ndarray, class_keys: dict | None, pods: list, status: np.ndarray,
-                    pending: int, rules: ExclusiveRules = ()) -> tuple[np.ndarray, dict | None]:
-    """(plain, class keys) that also tell apart pending tasks narrowing their vGPU cards differently
-    or exclusive by `rules`: the vGPU rule answers for a class by its first task."""
-    def key_of(p) -> tuple | None:
+def vgpu_class_key(rules: ExclusiveRules = ()) -> Callable[[Pod], tuple | None]:
+    """What tells a pending pod's task class apart for the vGPU rule, which answers for a class by
+    its first pod: the annotations narrowing its cards, and whether `rules` make it exclusive."""
+    def key_of(p: Pod) -> tuple | None:
         key = filter_key(p.annotations)
         if rules and is_exclusive(p.labels, rules):
             key = (*(key or ()), ("gpu_exclusive_rules", "matched"))
         return key
-
-    narrowed = [(t, key_of(pods[t])) for t in np.flatnonzero(status == pending).tolist()]
-    narrowed = [(t, key) for t, key in narrowed if key is not None]
-    if not narrowed:
-        return plain, class_keys
-    out = dict(class_keys) if class_keys else {}
-    plain = plain.copy()
-    for t, key in narrowed:
-        plain[t] = False
-        out[t] = (out.get(t), key)
-    return plain, out
+    return key_of
 
 
 def _int(text: str) -> int:

@@ -104,15 +104,7 @@ def image_locality_weight(plan) -> float:  # plan: compiler.plan.Plan
     return float(spec.arguments.get("imagelocality", 1)) * weight
 
 
-def image_class_keys(plain: np.ndarray, class_keys: dict | None, pods: list[Pod], status: np.ndarray,
-                     pending: int) -> tuple[np.ndarray, dict]:
-    """(plain, class keys) that tell pending tasks apart by their images too: a class's node score is
-    its first pod's."""
-    out = dict(class_keys) if class_keys else {}
-    plain = plain.copy()
-    for t in np.flatnonzero(status == pending).tolist():
-        images = pods[t].images
-        if any(images):
-            plain[t] = False
-            out[t] = (out.get(t), images)
-    return plain, out
+def image_class_key(pod: Pod) -> tuple | None:
+    """What tells a pending pod's task class apart for nodeorder's image score, which scores a
+    class by its first pod: its images, when it names any."""
+    return pod.images if any(pod.images) else None

@@ -39,14 +39,14 @@ from runtime.cluster.draquota import (
 )
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.extenderclient import extender_key
-from runtime.cluster.numa import numa_class_keys, numa_policy_unevaluated
+from runtime.cluster.numa import numa_class_key, numa_policy_unevaluated
 from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
-from runtime.engine.images import image_class_keys, image_locality_weight, node_images
+from runtime.engine.images import image_class_key, image_locality_weight, node_images
 from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
 from runtime.engine.devices import (GPU_NUMBER, DeviceHold, card_model, gfd_card_memory,
                                     hami_numa_groups, held_cards, held_for_devices, held_for_vgpu_quota, unhealthy_cards)
-from runtime.engine.devices_vgpu import (VgpuInventory, build_vgpu_inventory, exclusive_rules, vgpu_class_keys,
+from runtime.engine.devices_vgpu import (VgpuInventory, build_vgpu_inventory, exclusive_rules, vgpu_class_key,
                                          vgpu_on)
 
 
@@ -407,7 +407,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         extra_keys = {t: (extra_keys.get(t) if extra_keys else None, dra.class_keys.get(t))
                       for t in set(dra.class_keys) | set(extra_keys or ())}
     if image_locality_weight(plan) and node_images(nodes.objects).any:   # nodeorder scores a class by its images
-        plain, extra_keys = image_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
+        plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, image_class_key)
     queues, queue_index, capability, guarantee, deserved, borrow_limit = _build_queues(state, plan, index, r)
     capacity = plan.plugin("capacity")
     charges = None if capacity is not None and capacity.arguments.get("device_class_quota") is False else \
@@ -434,9 +434,10 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     if plan.plugin("extender") is not None:   # asked for a class by its first pod: only pods told alike share one
         plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, extender_key)
     if vgpu_on(plan):     # the vGPU rule answers for a class by its first pod's card filters
-        plain, extra_keys = vgpu_class_keys(plain, extra_keys, tasks.pods, status, PENDING, exclusive_rules(plan))
+        plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status,
+                                           vgpu_class_key(exclusive_rules(plan)))
     if plan.plugin("numa-aware") is not None:     # it answers for a class by its first pod's CPUs and policy
-        plain, extra_keys = numa_class_keys(plain, extra_keys, tasks.pods, status, PENDING)
+        plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, numa_class_key)
     columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys,
                              rule_selectors(scan.rule_pods, label_keys) if label_keys is not None else None)
     device_names = managed | {d.resource for d in devices}
