@@ -39,6 +39,7 @@ a restarted `ps` could land beside its running sibling)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import ge, le
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -425,10 +426,9 @@ class BucketScore(StatefulRule):
             weight, need = self.weight, req.tolist()
             out = np.zeros(len(nodes), dtype=np.float64)
             for i, (n, room) in enumerate(zip(nodes.tolist(), free.tolist())):
-                if not all(r >= q for r, q in zip(room, need)):
+                if not all(map(ge, room, need)):
                     continue
-                taken = next((k for k, row in enumerate(steps_left)
-                              if all(x <= r for x, r in zip(row, room))), n_others)
+                taken = next((k for k, row in enumerate(steps_left) if all(map(le, row, room))), n_others)
                 value = float(constant + extra.get(n, 0) - taken) * weight
                 out[i] = value * scale if scale is not None else value
             return out
