@@ -473,8 +473,12 @@ class BucketScore(StatefulRule):
         if jb is None:
             return
         jb.count_on_node(t, node, sign)
+        # Only classes still to place are told: one not scored yet is scored whole at its first
+        # use, one done is marked whole if a task of it comes back (above).
+        live = self.live
         for cid in self.classes_of_job.get(j, ()):
-            ssn.mark_dirty(cid, at)
+            if cid in live:
+                ssn.mark_dirty(cid, at)
         bucket = jb.bucket(t)
         if bucket is None or t not in bucket.pending:
             return
@@ -483,12 +487,14 @@ class BucketScore(StatefulRule):
         # The nodes where the bucket's pending request, before or after, does not fit whole: there
         # the tasks taken out change; elsewhere only the pending count, a constant `score` leaves out.
         snap, cols = ssn.snap, self.columns
-        larger = bucket.request if sign > 0 else bucket.request + snap.request[t]
-        free = self.room(None)
         classes = self.classes_of_bucket.get((j, bucket.index), ())
-        smallest = self.smallest_request(j, bucket.index, classes)
-        over = np.flatnonzero((free >= smallest).all(axis=1) & ~(larger[cols] <= free).all(axis=1))
-        free_over = free[over]
+        told = [cid for cid in classes if cid in live]
+        if told:
+            larger = bucket.request if sign > 0 else bucket.request + snap.request[t]
+            free = self.room(None)
+            smallest = self.smallest_request(j, bucket.index, classes)
+            over = np.flatnonzero((free >= smallest).all(axis=1) & ~(larger[cols] <= free).all(axis=1))
+            free_over = free[over]
         if sign > 0:
             bucket.pending[t] = False
             bucket.version += 1
@@ -501,7 +507,7 @@ class BucketScore(StatefulRule):
         bucket.bound += sign
         # A class scores 0 wherever its own request does not fit (rooms elsewhere are unchanged,
         # and a room's change marks its node), so only the nodes of `over` it fits can move.
-        for cid in classes:
+        for cid in told:
             fitting = over[(free_over >= self.request_of(cid)).all(axis=1)]
             if len(fitting):
                 ssn.mark_dirty(cid, fitting)
