@@ -8,6 +8,7 @@ bindings alone: `ps` tasks (self anti-affinity) on different nodes, each `worker
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,7 @@ from runtime.cluster.model import ClusterState, PodGroup
 from runtime.engine.cycle import open_session, run_cycle
 from runtime.engine.kernels.codes import ALLOCATED
 from runtime.engine.plugins.task_topology import (
-    AFFINITY, ANTI_AFFINITY, TASK_ORDER, BucketScore, TaskTopology, read_topology,
+    AFFINITY, ANTI_AFFINITY, SCALAR_NODES, TASK_ORDER, BucketScore, TaskTopology, read_topology,
 )
 from runtime.engine.session import Options
 from runtime_helpers import GiB, node, placements, pod, policy
@@ -347,6 +348,37 @@ def test_the_cached_scores_stay_those_of_a_fresh_score(pure):
     for step, t in enumerate(order):
         n = [3, 4, 0, 1, 2][step % 5]
         stmt.place(t, n, ALLOCATED)
+        check()
+    stmt.discard()
+    check()
+
+
+def test_a_score_of_a_few_nodes_is_that_of_every_node(pure):
+    # A score of at most SCALAR_NODES nodes is worked out with plain numbers, a larger one with
+    # arrays: both give, float for float, the score of every node at those nodes, as the job's
+    # tasks are placed (nodes short of CPU or memory, some fitting the bucket only in part).
+    state = ClusterState()
+    for i in range(SCALAR_NODES + 6):
+        node(state, f"n{i:02d}", cpu=1000 + 700 * (i % 9), memory=(2 + 3 * (i % 4)) * GiB)
+    tf_job(state, {AFFINITY: "ps,worker;worker", ANTI_AFFINITY: "ps"}, {"ps": 2, "worker": 5}, cpu=1500)
+    ssn = open_session(topology_policy(), state, Options(pure_python=pure))
+    rule = bucket_rule(ssn)
+    n_nodes = ssn.snap.n_nodes
+    few = np.array([0, 3, 5, 8, 13], dtype=np.int64)
+    many = np.arange(1, n_nodes, dtype=np.int64)
+    assert len(few) <= SCALAR_NODES < len(many)
+
+    def check() -> None:
+        for cid in sorted(rule.of_class):
+            for offset in (False, True):
+                whole = rule.volcano_score(cid, None, offset)
+                assert rule.volcano_score(cid, few, offset).tolist() == whole[few].tolist()
+                assert rule.volcano_score(cid, many, offset).tolist() == whole[many].tolist()
+
+    check()
+    stmt = ssn.new_statement()
+    for step, t in enumerate(ssn.pending_tasks(0)):
+        stmt.place(t, [3, 8, 3, 13, 0, 5, 8][step], ALLOCATED)
         check()
     stmt.discard()
     check()
