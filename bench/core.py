@@ -629,15 +629,19 @@ def vgpu_cycles(plan, nodes: int, pods: int, repeat: int) -> dict:
     return out
 
 
+def run_figures(run: dict, unit: str = "") -> str:
+    """One measured cycle as printed: "N{unit}/s (P placed, T ms, cpu C ms)"."""
+    return (f"{run['placements_per_s']:,}{unit}/s ({run['placements']} placed, {run['cycle_s'] * 1000:.1f} ms, "
+            f"cpu {run['cycle_cpu_s'] * 1000:.1f} ms)")
+
+
 def vgpu_section(scale: int, repeat: int, result: dict) -> bool:
     """Section 10 run and printed; whether its checks hold."""
     compilation = compile_text(VGPU_POLICY, "bench-vgpu.policy")
     out = result["vgpu"] = vgpu_cycles(compilation.plan, 2000 // scale, 20000 // scale, repeat)
     w, wo = out["with"], out["without"]
     print(f"vGPU {out['nodes']} nodes / {out['cards']} cards (HAMi register) / {out['pods']} pods of mixed memory and "
-          f"cores: {w['placements_per_s']:,} placements/s ({w['placements']} placed, {w['cycle_s'] * 1000:.1f} ms, cpu "
-          f"{w['cycle_cpu_s'] * 1000:.1f} ms), whole cards (nvidia.com/gpu) {wo['placements_per_s']:,}/s "
-          f"({wo['placements']} placed, {wo['cycle_s'] * 1000:.1f} ms, cpu {wo['cycle_cpu_s'] * 1000:.1f} ms) "
+          f"cores: {run_figures(w, ' placements')}, whole cards (nvidia.com/gpu) {run_figures(wo)} "
           f"(cost {out['cost']}x; best of {repeat}); {out['cards_used']} cards used, within each card's memory, "
           f"cores and split: {out['within_cards']}; compiled and Python decide alike: {out['identical_decisions']}")
     return out["within_cards"] and out["identical_decisions"] and w["placements"] == out["pods"]
@@ -746,9 +750,7 @@ def numa_section(scale: int, repeat: int, result: dict) -> bool:
     w, wo = out["with"], out["without"]
     print(f"numa-aware + nodegroup + task-topology {out['nodes']} nodes (2 NUMA nodes x {NUMA_CPUS} CPUs, "
           f"{NUMA_GROUPS} node groups) / {out['pods']} Guaranteed pods in {out['gangs']} gangs: "
-          f"{w['placements_per_s']:,} placements/s ({w['placements']} placed, {w['cycle_s'] * 1000:.1f} ms, cpu "
-          f"{w['cycle_cpu_s'] * 1000:.1f} ms), plugins off {wo['placements_per_s']:,}/s ({wo['placements']} placed, "
-          f"{wo['cycle_s'] * 1000:.1f} ms, cpu {wo['cycle_cpu_s'] * 1000:.1f} ms) (cost {out['cost']}x; best of "
+          f"{run_figures(w, ' placements')}, plugins off {run_figures(wo)} (cost {out['cost']}x; best of "
           f"{min(repeat, NUMA_REPEAT)}); within one NUMA node {out['pods_within_one_numa_node']}/{w['placements']}, "
           f"in their group {out['pods_in_their_group']}/{w['placements']}, CPUs given twice {out['cpus_given_twice']}; "
           f"compiled and Python decide alike: {out['identical_decisions']}")
