@@ -8,27 +8,14 @@ eviction audit counts both evictions bought."""
 from __future__ import annotations
 
 import pytest
+from runtime_helpers import STANDARD_TIERS
 
 from .connector_helpers import VOLCANO, FakeKubelet, InProcess, Objects, unique_scheduler_name, wait_for
 from .test_connector_hypernodes import create_hypernode, within_one
 
 pytestmark = pytest.mark.integration
 
-POLICY = """policy "sub-group-preempt" version 1
-actions [enqueue, allocate, preempt, backfill]
-tier {
-  plugin priority
-  plugin gang
-  plugin conformance
-}
-tier {
-  plugin drf
-  plugin predicates
-  plugin proportion
-  plugin nodeorder
-  plugin binpack
-}
-"""
+POLICY = 'policy "sub-group-preempt" version 1\nactions [enqueue, allocate, preempt, backfill]\n' + STANDARD_TIERS
 PARTITION = "volcano.sh/partition-id"
 
 
