@@ -476,16 +476,18 @@ class ClusterCache:
         with self._lock:
             return len(self._assumed)
 
-    def record_podgroup_status(self, key: str, status: dict[str, Any]) -> None:
-        """A status the scheduler wrote: seen by the next cycle before the watch echoes it."""
+    def record_podgroup_status(self, key: str, status: dict[str, Any], hypernode: str | None = None) -> None:
+        """A status (and, unless None, the job's HyperNode annotation) the scheduler wrote: seen
+        by the next cycle before the watch echoes it."""
         with self._lock:
             group = self._state.podgroups.get(key)
             if group is None:
                 return
             merged = {**self._pg_status.get(key, {}), **status}
             self._pg_status[key] = merged
-            self._state.podgroups[key] = replace(group, phase=str(merged.get("phase") or group.phase),
-                                                 conditions=_conditions(merged))
+            self._state.podgroups[key] = replace(
+                group, phase=str(merged.get("phase") or group.phase), conditions=_conditions(merged),
+                allocated_hypernode=group.allocated_hypernode if hypernode is None else hypernode)
             self._review(key)
 
     def record_queue_status(self, name: str, status: dict[str, Any]) -> None:
@@ -915,8 +917,8 @@ class ClusterCache:
             return
         group = self._state.podgroups.get(gang_key)
         # The queue to count it under while it settles; None while it is in play.
-        queue = group.queue if group is not None and gang_settles(group, self._pg_status.get(gang_key), gang) \
-            else None
+        queue = group.queue if group is not None and gang_settles(
+            group, self._pg_status.get(gang_key), gang, self._state.has_hypernodes) else None
         if gang.folded is not None and gang.folded != queue:
             for key, (pod, _) in gang.members.items():
                 counted = self._settled.pop(key, None)

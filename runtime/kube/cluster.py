@@ -121,6 +121,9 @@ class _GangBinds:
     dispatched: int = 0
     remaining: int = 0
     failures: list[BindOutcome] = field(default_factory=list)
+    # The job's HyperNode when this cycle moved it (Decisions.hypernodes): written with the
+    # status, since the gang is busy until then and settles as soon as it is Running.
+    hypernode: str | None = None
 
 
 class KubeCluster:
@@ -388,7 +391,8 @@ class KubeCluster:
             if key in statuses:
                 gang = gangs.get(key)
                 if gang is None:
-                    gang = gangs[key] = _GangBinds(statuses[key], counts.get(key, {"running": 0, "succeeded": 0}))
+                    gang = gangs[key] = _GangBinds(statuses[key], counts.get(key, {"running": 0, "succeeded": 0}),
+                                                   hypernode=decisions.hypernodes.get(key))
                 gang.dispatched += 1
                 gang.remaining += 1
         with self._lock:
@@ -550,6 +554,10 @@ class KubeCluster:
                 self.events.record(podgroup_ref(group), "Warning", st.BIND_FAILED, conditions[0].message)
         update = st.podgroup_update(status.name, self.cache.podgroup_status(status.name), phase, conditions,
                                     gang.counts, now=st.now_text(), transition_id=st.new_transition_id())
+        if gang.hypernode is not None and not gang.failures:
+            # One patch for both; a gang short of members gets its HyperNode from the next cycle.
+            update = replace(update or st.Update(status.name, {}, {}),
+                             annotations=st.hypernode_annotation(gang.hypernode))
         if update is not None:
             self._write_podgroup(update)
 

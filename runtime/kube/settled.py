@@ -108,12 +108,18 @@ class Gang:
             self.succeeded += step
 
 
-def gang_settles(group: PodGroup | None, status: Mapping[str, Any] | None, gang: Gang) -> bool:
+def gang_settles(group: PodGroup | None, status: Mapping[str, Any] | None, gang: Gang,
+                 hypernodes: bool = False) -> bool:
     """Whether a cycle would change nothing of this gang: nothing to place or evict (every member
     can settle), its PodGroup stays Running (minMember ready, not all succeeded) with the status
-    it has, and it holds its minResources (else the shortfall counts as inqueue in its queue)."""
+    it has, and it holds its minResources (else the shortfall counts as inqueue in its queue).
+    With `hypernodes` (the cluster has a topology), a gang asking for topology also needs its
+    HyperNode annotation written: the cycle writes it (a soft gang no HyperNode holds stays in
+    play, at the cost of a look each cycle)."""
     size = len(gang.members)
     if group is None or gang.blocked or not size or group.phase != PG_RUNNING:
+        return False
+    if hypernodes and not group.allocated_hypernode and group.asks_topology:
         return False
     if size < group.min_member or gang.succeeded == size:
         return False

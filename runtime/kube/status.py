@@ -167,8 +167,10 @@ class StatusWriter:
         namespace, name = update.key.split("/", 1)
         path = f"{PODGROUPS.path.rsplit('/', 1)[0]}/namespaces/{namespace}/podgroups/{name}"
         if self._patch(path, update, "PodGroup"):
-            if update.patch:
-                self.cache.record_podgroup_status(update.key, update.status)
+            hypernode = (update.annotations or {}).get(JOB_ALLOCATED_HYPERNODE, False)
+            if update.patch or hypernode is not False:
+                self.cache.record_podgroup_status(update.key, update.status,
+                                                  hypernode=None if hypernode is False else hypernode or "")
             return True
         return False
 

@@ -154,7 +154,12 @@ def test_a_hard_tier_one_vcjob_lands_within_one_switch(vc_controller: VolcanoCon
     assert topology_violations(objects, group) == []
     assert rule_violations(objects) == []
     # Said plainly as well: every pod on the nodes of one switch that can hold six.
-    assert any(set(placed.values()) <= set(made[s]) for s in ("s1", "s2")), placed
+    [switch] = [s for s in ("s1", "s2") if set(placed.values()) <= set(made[s])]
+    # The job's HyperNode is written on its PodGroup (Volcano's volcano.sh/job-allocated-hypernode),
+    # where later members and a restarted scheduler read it.
+    wait_for(lambda: ((vcjobs.podgroup("train") or {})["metadata"].get("annotations") or {}).get(
+        "volcano.sh/job-allocated-hypernode") == f"{objects.namespace}-{switch}",
+        "the job's HyperNode annotation on its PodGroup", TIMEOUT)
 
 
 def test_each_partition_of_a_vcjob_lands_within_its_own_switch(vc_controller: VolcanoController,

@@ -11,6 +11,8 @@ from the pods' labels, the policies and the HyperNodes' members, not with the en
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -475,8 +477,8 @@ def test_the_connector_writes_the_annotation_in_the_podgroup_patch():
         def __init__(self):
             self.recorded = []
 
-        def record_podgroup_status(self, key, status):
-            self.recorded.append((key, status))
+        def record_podgroup_status(self, key, status, hypernode=None):
+            self.recorded.append((key, status, hypernode))
 
     api, cache = Api(), Cache()
     writer = kube_status.StatusWriter(api, cache)
@@ -488,4 +490,48 @@ def test_the_connector_writes_the_annotation_in_the_podgroup_patch():
     assert path.endswith("/namespaces/ns/podgroups/g")
     assert first == {"status": update.patch, "metadata": {"annotations": {JOB_ALLOCATED_HYPERNODE: "s0"}}}
     assert second == {"metadata": {"annotations": {JOB_ALLOCATED_HYPERNODE: None}}}
-    assert cache.recorded == [("ns/g", update.status)]
+    # The cache learns both at once: the next cycle neither writes the annotation again nor
+    # leaves the gang in play for it; {} leaves the status as it was.
+    assert cache.recorded == [("ns/g", update.status, "s0"), ("ns/g", {}, "")]
+
+
+def test_a_placed_gang_gets_its_status_and_hypernode_in_one_patch_after_its_binds():
+    """The gang is busy while its binds are out, so the cycle's own status pass skips it; the
+    patch written when its last bind answers carries the job's HyperNode as well, and the cache
+    holds it, so the gang settles instead of costing a second patch (or none: a settled gang is
+    no longer looked at, and its annotation was never written)."""
+    from runtime.kube.api import KubeApi
+    from runtime.kube.binder import BOUND, BindOutcome
+    from runtime.kube.cluster import KubeCluster
+    from runtime.kube.settled import Gang, gang_settles
+
+    state = build(TWO, (2, "hard", 2, ""), [], [("p1", None, {}), ("p2", None, {})])
+    decisions = cycle(PLAN, state, False)
+    where = decisions.hypernodes["c1/pg1"]
+    kube = KubeCluster(KubeApi.__new__(KubeApi), "policydsl", identity="test")
+    patches = []
+    kube.status.api = type("Api", (), {"merge_patch": lambda self, path, body: patches.append(body)})()
+    kube.binder.bind_all = lambda items: [(i, BindOutcome(b.pod, b.node, BOUND, "")) for i, (b, _) in
+                                          enumerate(items)]
+    kube.cache._state.podgroups.update(state.podgroups)
+    try:
+        kube.apply(decisions, state, {})
+        kube.drain(timeout=10)
+    finally:
+        kube.binds.shutdown(wait=True)
+        kube.writes.shutdown(wait=True)
+    [body] = [b for b in patches if "metadata" in b]
+    assert body["status"]["phase"] == "Running"
+    assert body["metadata"]["annotations"] == {JOB_ALLOCATED_HYPERNODE: where}
+    group = kube.cache._state.podgroups["c1/pg1"]
+    assert group.allocated_hypernode == where
+    members = Gang()
+    for binding in decisions.bindings:
+        members.join(binding.pod, dataclasses.replace(state.pods[binding.pod], node_name=binding.node), True)
+    status = kube.cache.podgroup_status("c1/pg1")
+    assert gang_settles(group, status, members, hypernodes=True)
+    # Without its HyperNode written, a gang asking for topology stays in play (where there are HyperNodes).
+    unwritten = state.podgroups["c1/pg1"]
+    unwritten = dataclasses.replace(unwritten, phase="Running")
+    assert not gang_settles(unwritten, status, members, hypernodes=True)
+    assert gang_settles(unwritten, status, members, hypernodes=False)
