@@ -40,6 +40,7 @@ from typing import Any
 
 from runtime.kube import convert
 from runtime.kube.api import ApiError, KubeApi
+from runtime.kube.podtemplates import PodTemplates
 from runtime.kube.settled import Gang, SettledLedger, gang_elastic, gang_settles
 from runtime.cluster.model import (
     QUEUE_ANNOTATION, ClusterState, Condition, Node, Pod, PodGroup, QueueObject, member_settles, settles,
@@ -187,6 +188,9 @@ class ClusterCache:
         self._ledger = SettledLedger(scheduler_name)
         self._settled: dict[str, tuple[Pod, str | None]] = {}
         self._in_play: dict[str, Pod] = {}
+        # Pods read a spec at a time: a restart lists 100,000 pods of a few specs, and each pod
+        # comes again after its bind (runtime/kube/podtemplates.py).
+        self._pod_templates = PodTemplates()
         self._gangs: dict[str, Gang] = {}  # PodGroup key -> our pods naming it
         self._synced: dict[str, threading.Event] = {r.kind: threading.Event() for r in RESOURCES}
         self._resources: list[Resource] = list(RESOURCES)   # watched: RESOURCES and those plugins asked for
@@ -707,7 +711,7 @@ class ClusterCache:
         key = convert.object_key(obj)
         try:
             if resource is PODS:
-                pod = convert.pod_from(obj, st.priority_classes)
+                pod = self._pod_templates.read(obj, st.priority_classes)
                 if convert.pod_matters(pod, self.scheduler_name):
                     if pod.node_name is None and pod.key not in st.pods and pod.scheduler_name == self.scheduler_name:
                         self._on_work()
