@@ -216,6 +216,9 @@ class Session:
         self._static_cache: dict[int, np.ndarray] = {}
         # Each class's placement inputs and tree (ClassPlacement), made on first use.
         self.placements: dict[int, ClassPlacement] = {}
+        # Per fit request (its bytes): the nodes' fit and kernel score, which every class asking
+        # that request reads its tree's keys from (kernels.NodeFits), made on first use.
+        self.node_fits: dict[bytes, Any] = {}
         # Outcome
         self.evictions: list[d.Eviction] = []
         self.task_reasons: dict[int, list[d.Reason]] = {}
@@ -595,10 +598,12 @@ class Session:
         cp = self.placement(cid)
         changed = cp.update() if cp.stateful else _EMPTY
         logged = self.ledger.log_n
-        if cp.tree is None:
+        fits = self._fresh_fits(cp.req, logged)
+        if cp.tree is None:     # stale until a placement needs its keys (runtime.engine.kernels.place)
             cp.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined, cp.req,
-                                           cp.mask, cp.score, self.score_params)
-            cp.tree.build()
+                                           cp.mask, cp.score, self.score_params, fits)
+        elif cp.tree.stale:
+            pass                # built afresh (or scanned) when next asked: nothing to re-key
         elif changed is None or logged - cp.seen + len(changed) > max(64, self.snap.n_nodes // 8):
             cp.tree.build()
         else:
@@ -608,6 +613,22 @@ class Session:
                 cp.tree.refresh(changed.astype(np.int64, copy=False))
         cp.seen = logged
         return cp
+
+    def _fresh_fits(self, req: np.ndarray, logged: int):
+        """The NodeFits of request `req`, brought up to the ledger's log position `logged`
+        (every node afresh when many changed since its last use, as a tree)."""
+        key = req.tobytes()
+        fits = self.node_fits.get(key)
+        if fits is None:
+            fits = self.node_fits[key] = self.k.NodeFits(self.snap.allocatable, self.used, self.releasing,
+                                                         self.pipelined, req, self.score_params)
+        elif logged > fits.seen:
+            if logged - fits.seen > max(64, self.snap.n_nodes // 8):
+                fits.build()
+            else:
+                fits.refresh(self.ledger.log_since(fits.seen))
+        fits.seen = logged
+        return fits
 
     def stateful_codes(self, cid: int, nodes: np.ndarray) -> np.ndarray:
         """Class cid's mask codes on `nodes` as the rules answer now (not waiting for a refresh)."""
@@ -744,6 +765,7 @@ class Session:
         self._rule_states = {}
         self.enqueue_listeners = []
         self.placements = {}
+        self.node_fits = {}
         self._mask_cache = {}
         self._static_cache = {}
 

@@ -196,6 +196,50 @@ def test_placement_tree_matches_brute_force(compiled, seed):
         assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p)
 
 
+@pytest.mark.parametrize("seed", range(15))
+def test_trees_sharing_node_fits_match_brute_force(compiled, seed):
+    """Two classes of one request (different masks and static scores) reading their keys from
+    one NodeFits, as the session shares them: single placements on a stale tree (a scan, no
+    build), a second one (the tree built), runs, room freed elsewhere (the fits and both trees
+    refreshed, each tree told of the other's placements) — every placement the oracle's."""
+    rng = np.random.default_rng(700 + seed)
+    n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    kinds = rng.integers(0, max(1, n // 4), size=n)
+    alloc, used, releasing, pipelined = (a[kinds].copy() for a in random_nodes(rng, n, r))
+    req = (rng.integers(0, 6, size=r) * 1000 * (rng.random(r) < 0.8)).astype(np.int64)
+    masks = [rng.choice([0, 1, 1, 1, 3], size=n).astype(np.uint8) for _ in range(2)]
+    statics = [rng.choice([0.0, 2.5], size=n) for _ in range(2)]
+    params = random_params(rng, r)
+    changed = np.unique(rng.integers(0, n, size=3)).astype(np.int64)
+    steps = [(0, 1), (1, 1), (0, 1), (1, 3), (0, 2), (None, 0), (0, 30), (1, 30)]
+    expected_u, expected_p = used.copy(), pipelined.copy()
+    expected = []
+    for c, k in steps:
+        if c is None:
+            expected_u[changed] = 0
+        else:
+            expected.append(brute_force_placements(k, alloc, expected_u, releasing, expected_p, req, masks[c],
+                                                   statics[c], params))
+    for kernels in (REF, compiled):
+        u, p = used.copy(), pipelined.copy()
+        fits = kernels.NodeFits(alloc, u, releasing, p, req, params)
+        trees = [kernels.PlacementTree(alloc, u, releasing, p, req, masks[c], statics[c], params, fits)
+                 for c in range(2)]
+        got = []
+        for c, k in steps:
+            if c is None:
+                u[changed] = 0
+                fits.refresh(changed)
+                for tree in trees:
+                    tree.refresh(changed)
+                continue
+            placed = trees[c].place(k)
+            got.append(list(zip(trees[c].out_nodes[:placed].tolist(), trees[c].out_kinds[:placed].tolist())))
+            trees[1 - c].refresh(trees[c].out_nodes[:placed].copy())   # the ledger's log, as the session passes it
+        assert got == expected, kernels.name
+        assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p)
+
+
 def test_reference_uses_the_snapshot_unlimited():
     assert interpreted("share").UNLIMITED == UNLIMITED
 

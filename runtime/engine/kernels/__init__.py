@@ -21,7 +21,7 @@ bounds). `load(pure=False)` insists on the compiled ones (KernelsNotBuilt otherw
 the same functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, the
 per-row share classes (RowShare, QueueShare, AtLimit, CountWithin: bound to the session's arrays
 once, called per row), the PlacementTree class (place_batch's tree kept per task class between
-jobs), the Ledger class (the session's accounting), the snapshot's passes over the pods
+jobs) and the NodeFits it may read its keys from, the Ledger class (the session's accounting), the snapshot's passes over the pods
 (scan_pods, group_tasks, task_columns, node_usage, build_jobs) and the cycle's decisions
 (placements, podgroup_statuses).
 """
@@ -71,6 +71,7 @@ class Kernels:
     build_jobs: Callable
     placements: Callable
     podgroup_statuses: Callable
+    NodeFits: type                 # a request's fit and kernel score per node, shared by its classes' trees
 
 
 class ScoreParams:
@@ -138,7 +139,8 @@ def _kernels(name: str, place: ModuleType, share: ModuleType, ledger: ModuleType
     return Kernels(name, place.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
                    share.water_fill, share.RowShare, share.QueueShare, share.AtLimit, share.CountWithin,
                    place.PlacementTree, ledger.Ledger, passes.scan_pods, passes.group_tasks, passes.task_columns,
-                   passes.node_usage, passes.build_jobs, passes.placements, passes.podgroup_statuses)
+                   passes.node_usage, passes.build_jobs, passes.placements, passes.podgroup_statuses,
+                   place.NodeFits)
 
 
 _warned = False

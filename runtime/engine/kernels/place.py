@@ -212,6 +212,88 @@ def place_batch(alloc: cython.const[cython.longlong][:, ::1], used: cython.longl
     return placed
 
 
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def shared_key(fit: cython.const[cython.schar][::1], dyn: cython.const[cython.double][::1],
+               mask: cython.const[cython.uchar][::1], static: cython.const[cython.double][::1],
+               n: cython.Py_ssize_t) -> cython.double:
+    """node_key from a NodeFits' fit state and kernel score at n (the same float: the same sums
+    in the same order)."""
+    state: cython.int
+    if not (mask[n] & MASK_PASS):
+        return NEG_INF
+    state = fit[n]
+    if state == NO_FIT:
+        return NEG_INF
+    if state == IDLE and (mask[n] & MASK_RELEASING):
+        state = FUTURE
+    return dyn[n] + static[n] + (IDLE_BONUS if state == IDLE else FUTURE_BONUS)
+
+
+@cython.cclass
+class NodeFits:
+    """One request's fit state (fit_state) and kernel score (score_node) on every node: the part
+    of a placement key no class's mask or static score changes, kept once for all the classes
+    asking that request (under inter-pod rules a cluster's Deployment-like groups are each a
+    class of its own, a few requests among them). `build` computes every node, `refresh` the
+    nodes listed; `seen` is the session's to keep (the change-log position it is fresh at). A
+    PlacementTree given it reads its keys from here, and re-computes here a node it places on."""
+
+    n_nodes: cython.Py_ssize_t
+    seen = cython.declare(cython.Py_ssize_t, visibility="public")
+    fit_values = cython.declare(object, visibility="readonly")
+    dyn_values = cython.declare(object, visibility="readonly")
+    fit: cython.schar[::1]
+    dyn: cython.double[::1]
+    alloc: cython.const[cython.longlong][:, ::1]
+    used: cython.const[cython.longlong][:, ::1]
+    releasing: cython.const[cython.longlong][:, ::1]
+    pipelined: cython.const[cython.longlong][:, ::1]
+    req: cython.const[cython.longlong][::1]
+    params: cython.const[cython.double][::1]
+
+    def __init__(self, alloc, used, releasing, pipelined, req, params):
+        if not cython.compiled:        # as PlacementTree: memoryviews index faster than arrays interpreted
+            alloc, used, releasing, pipelined, req, params = map(
+                memoryview, (alloc, used, releasing, pipelined, req, params))
+        self.alloc = alloc
+        self.used = used
+        self.releasing = releasing
+        self.pipelined = pipelined
+        self.req = req
+        self.params = params
+        self.n_nodes = alloc.shape[0]
+        self.fit_values = array.array("b", [NO_FIT]) * max(self.n_nodes, 1)
+        self.dyn_values = array.array("d", [0.0]) * max(self.n_nodes, 1)
+        self.fit = self.fit_values if cython.compiled else memoryview(self.fit_values)
+        self.dyn = self.dyn_values if cython.compiled else memoryview(self.dyn_values)
+        self.seen = 0
+        self.build()
+
+    @cython.cfunc
+    @cython.inline
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _update(self, n: cython.Py_ssize_t) -> cython.void:
+        state: cython.int = fit_state(self.alloc, self.used, self.releasing, self.pipelined, self.req, n)
+        self.fit[n] = state
+        self.dyn[n] = score_node(self.alloc, self.used, self.req, self.params, n) if state != NO_FIT else 0.0
+
+    def build(self) -> None:
+        n: cython.Py_ssize_t
+        with cython.nogil:
+            for n in range(self.n_nodes):
+                self._update(n)
+
+    def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
+        j: cython.Py_ssize_t
+        with cython.nogil:
+            for j in range(nodes.shape[0]):
+                self._update(nodes[j])
+
+
 @cython.cclass
 class PlacementTree:
     """place_batch's segment tree kept between uses by one task class, bound at construction to
@@ -219,7 +301,17 @@ class PlacementTree:
     no arrays: acquiring a typed view of each argument costs more than a placement). `build`
     scores every node, `refresh` re-keys only the nodes changed since (by other classes'
     placements, evictions, discards; each node once however often it is listed), `place`
-    places like place_batch, into `out_nodes` / `out_kinds`."""
+    places like place_batch, into `out_nodes` / `out_kinds`.
+
+    The keys are computed when a placement needs them: `build` only marks the tree stale, and a
+    stale tree asked for one placement finds the best node by a plain scan (the same node the
+    built tree would give: highest key, lowest index among equals) without building; asked
+    again while still stale it builds. A class placing a single task (most of a cluster's
+    Deployment-like groups, each a class of its own under inter-pod rules) never allocates or
+    builds its tree, and one whose rules change many nodes per placement (rebuilt after each)
+    scans instead of building. `refresh` of a stale tree does nothing (the build recomputes all).
+    Given `fits` (its request's NodeFits, fresh whenever the tree is used), the keys are read
+    from it instead of computed: a scan or build then costs a few reads per node."""
 
     size: cython.Py_ssize_t
     n_nodes: cython.Py_ssize_t
@@ -227,6 +319,9 @@ class PlacementTree:
     key: cython.double[::1]
     idx: cython.longlong[::1]
     mark: cython.longlong[::1]
+    stale = cython.declare(cython.bint, visibility="readonly")   # keys not computed since the last build()
+    scanned: cython.bint            # stale, and one placement found its node by a scan already
+    grown: cython.bint              # key, idx and mark allocated
     out_nodes = cython.declare(object, visibility="readonly")
     out_kinds = cython.declare(object, visibility="readonly")
     alloc: cython.const[cython.longlong][:, ::1]
@@ -237,14 +332,21 @@ class PlacementTree:
     mask: cython.const[cython.uchar][::1]
     static: cython.const[cython.double][::1]
     params: cython.const[cython.double][::1]
+    shared: cython.bint             # keys read from a NodeFits' arrays (sfit, sdyn)
+    sfit: cython.schar[::1]
+    sdyn: cython.double[::1]
 
-    def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params):
+    def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params, fits=None):
         if not cython.compiled:
             # Interpreted, the tree indexes Python memoryviews of the arrays: a third of the cost
             # of indexing numpy arrays, and Python numbers (its own arrays are array.array for the
             # same reason). Compiled, the typed views below take the arrays' buffers.
             alloc, used, releasing, pipelined, req, mask, static, params = map(
                 memoryview, (alloc, used, releasing, pipelined, req, mask, static, params))
+        self.shared = fits is not None
+        if self.shared:
+            self.sfit = fits.fit_values if cython.compiled else memoryview(fits.fit_values)
+            self.sdyn = fits.dyn_values if cython.compiled else memoryview(fits.dyn_values)
         self.alloc = alloc
         self.used = used
         self.releasing = releasing
@@ -257,21 +359,41 @@ class PlacementTree:
         self.size = 1
         while self.size < self.n_nodes:
             self.size *= 2
+        self.stale = True
+        self.scanned = False
+        self.grown = False
+        self.epoch = 0
+        self.out_nodes = np.empty(16, dtype=np.int64)
+        self.out_kinds = np.empty(16, dtype=np.int8)
+
+    def _grow(self) -> None:
         self.key = array.array("d", [NEG_INF]) * (2 * self.size)
         self.idx = array.array("q", [-1]) * (2 * self.size)
         # mark[n] == epoch: n was re-keyed in this refresh already (the change log repeats nodes).
         self.mark = array.array("q", [0]) * max(self.n_nodes, 1)
-        self.epoch = 0
-        self.out_nodes = np.empty(16, dtype=np.int64)
-        self.out_kinds = np.empty(16, dtype=np.int8)
+        self.grown = True
 
     @cython.cfunc
     @cython.inline
     @cython.nogil
     @cython.exceptval(check=False)
     def _key(self, n: cython.Py_ssize_t) -> cython.double:
+        if self.shared:
+            return shared_key(self.sfit, self.sdyn, self.mask, self.static, n)
         return node_key(self.alloc, self.used, self.releasing, self.pipelined, self.req, self.mask, self.static,
                         self.params, n)
+
+    @cython.cfunc
+    @cython.inline
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _took(self, n: cython.Py_ssize_t) -> cython.void:
+        """This tree placed on node n: its NodeFits' entry afresh (what every tree of the request reads)."""
+        state: cython.int
+        if self.shared:
+            state = fit_state(self.alloc, self.used, self.releasing, self.pipelined, self.req, n)
+            self.sfit[n] = state
+            self.sdyn[n] = score_node(self.alloc, self.used, self.req, self.params, n) if state != NO_FIT else 0.0
 
     @cython.cfunc
     @cython.inline
@@ -287,9 +409,17 @@ class PlacementTree:
             i //= 2
 
     def build(self) -> None:
+        """Every key afresh, when next needed (see the class's doc)."""
+        self.stale = True
+        self.scanned = False
+
+    def _build(self) -> None:
         n: cython.Py_ssize_t
         i: cython.Py_ssize_t
         size: cython.Py_ssize_t = self.size
+        if not self.grown:
+            self._grow()
+        self.stale = False
         with cython.nogil:
             for n in range(self.n_nodes):
                 self.key[size + n] = self._key(n)
@@ -302,6 +432,8 @@ class PlacementTree:
     def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
         j: cython.Py_ssize_t
         n: cython.Py_ssize_t
+        if self.stale:
+            return
         self.epoch += 1
         epoch: cython.longlong = self.epoch
         with cython.nogil:
@@ -323,8 +455,35 @@ class PlacementTree:
         placed: cython.Py_ssize_t = 0
         best: cython.Py_ssize_t
         r: cython.Py_ssize_t
+        n: cython.Py_ssize_t
         best_key: cython.double
+        key: cython.double
         idle: cython.bint
+        if k <= 0:
+            return 0
+        if self.stale:
+            if k == 1 and not self.scanned:
+                self.scanned = True
+                best = -1
+                best_key = NEG_INF
+                with cython.nogil:
+                    for n in range(self.n_nodes):
+                        key = self._key(n)
+                        if key > best_key:        # strictly: the lowest index among equals, as the tree
+                            best_key = key
+                            best = n
+                    if best >= 0:
+                        idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+                        for r in range(r_n):
+                            if idle:
+                                self.used[best, r] += self.req[r]
+                            else:
+                                self.pipelined[best, r] += self.req[r]
+                        out_nodes[0] = best
+                        out_kind[0] = IDLE if idle else FUTURE
+                        self._took(best)
+                return 1 if best >= 0 else 0
+            self._build()
         with cython.nogil:
             while placed < k:
                 best_key = self.key[1]
@@ -340,5 +499,6 @@ class PlacementTree:
                 out_nodes[placed] = best
                 out_kind[placed] = IDLE if idle else FUTURE
                 placed += 1
+                self._took(best)
                 self._rekey(best)
         return placed
