@@ -175,6 +175,9 @@ class PodAffinityRule(CountingRule):
         # lives as long as the session.
         self._carried_by_id: dict[int, list[_Hold]] = {}
         self._classes: dict[int, _ClassTerms] = {}
+        # Per task: the groups it matches and the terms it carries (a pod's labels and rules do
+        # not change within a session), found once however often it is placed and undone.
+        self._task_moves: dict[int, tuple[list[_Group], list[_Hold]]] = {}
         for cls in snap.classes:
             rules = snap.pods[cls.head].rules if cls.head >= 0 else None
             if rules:
@@ -384,11 +387,17 @@ class PodAffinityRule(CountingRule):
                 found[key] = counts.domains.nodes(d)
 
     def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
-        pod = self.snap.pods[t]
+        found = self._task_moves.get(t)
+        if found is None:
+            pod = self.snap.pods[t]
+            found = self._task_moves[t] = (self._matching(pod), self._holds_of(pod.rules) if pod.rules else [])
+        groups, holds = found
+        if not groups and not holds:
+            return
         # A class is told once per move and key: a pod often matches the term it carries itself
         # (a group's anti-affinity), which would mark the same domain twice.
         marks: dict[int, dict[str, np.ndarray] | None] = {}
-        for group in self._matching(pod):
+        for group in groups:
             before = group.matched
             self._count_group(group, node, step, leaving)
             if (before == 0) != (group.matched == 0):   # the self-affine first-pod rule flips
@@ -396,10 +405,9 @@ class PodAffinityRule(CountingRule):
                     marks[cid] = None
             for counts in group.counts.values():
                 self._changed(marks, group.users, counts, node)
-        if pod.rules:
-            for hold in self._holds_of(pod.rules):
-                hold.counts.add(node, step, leaving)
-                self._changed(marks, hold.matched, hold.counts, node)
+        for hold in holds:
+            hold.counts.add(node, step, leaving)
+            self._changed(marks, hold.matched, hold.counts, node)
         mark = self.ssn.mark_dirty
         for cid, by_key in marks.items():
             if by_key is None:

@@ -17,7 +17,10 @@ For a pod P and each of its constraints (key, maxSkew, selector):
 Counts are kept per node for each (namespace, selector) the cycle's constraints use, and per
 domain for each class's constraint (its eligible nodes). A placement changes one domain's
 count: the class is marked on that domain's nodes, or on every node when the global minimum
-moved.
+moved. The global minimum is kept with the number of domains at it, so that a placement finds
+it without a pass over the domains. Classes whose constraints differ only in the pods they
+count (each Deployment's own selector) share their eligible nodes and domains: those depend
+on the keys, the inclusion policies and the class's node affinity and tolerations only.
 """
 
 from __future__ import annotations
@@ -54,6 +57,16 @@ class _Selection:
     selector: LabelSelector
     per_node: np.ndarray
     users: list["_Spread"] = field(default_factory=list)
+    total: int = 0                    # pods counted on any node: a class's counts start at 0 while none
+
+
+@dataclass(frozen=True, eq=False)
+class _Eligible:
+    """A constraint's eligible nodes and the domains they make (shared by classes alike)."""
+
+    eligible: np.ndarray              # (N,) bool
+    present: np.ndarray               # (D,) bool: the domain has an eligible node
+    of_eligible: np.ndarray           # domains.of[eligible]
 
 
 @dataclass(eq=False)
@@ -68,12 +81,48 @@ class _Spread:
     count: np.ndarray                 # (D,) int64
     self_match: int
     low: int = 0                      # the global minimum (0 while fewer domains than minDomains)
+    domains_present: int = 0          # domains with an eligible node
+    at_low: int = 0                   # of those, the ones counting `low` (when the minimum is theirs)
+
+    def __post_init__(self) -> None:
+        self.domains_present = int(self.present.sum())
+
+    def floored(self) -> bool:
+        """Whether the minimum is 0 whatever the counts (no domain, or fewer than minDomains)."""
+        domains = self.domains_present
+        return not domains or bool(self.constraint.min_domains and domains < self.constraint.min_domains)
 
     def minimum(self) -> int:
-        domains = int(self.present.sum())
-        if not domains or (self.constraint.min_domains and domains < self.constraint.min_domains):
+        if self.floored():
             return 0
         return int(self.count[self.present].min())
+
+    def reset_low(self) -> None:
+        """`low` and `at_low` from the counts (a pass over the domains)."""
+        self.low = self.minimum()
+        self.at_low = 0 if self.floored() else int((self.count[self.present] == self.low).sum())
+
+    def step(self, d: int, step: int) -> tuple[int, int]:
+        """Count `step` pods more in domain d (eligible); returns (the domain's count before, the
+        global minimum before). The minimum moves only when the last domain at it gains a pod, or
+        a domain drops under it: only then are the domains looked at."""
+        count = self.count
+        before = int(count[d])
+        after = before + step
+        count[d] = after
+        low = self.low
+        if self.floored():
+            return before, low
+        if step > 0:
+            if before == low:
+                self.at_low -= 1
+                if self.at_low <= 0:
+                    self.reset_low()
+        elif after < low:
+            self.low, self.at_low = after, 1
+        elif after == low:
+            self.at_low += 1
+        return before, low
 
 
 class TopologySpreadRule(CountingRule):
@@ -90,6 +139,8 @@ class TopologySpreadRule(CountingRule):
         self._selections: dict[tuple[str, LabelSelector], _Selection] = {}
         self._by_namespace: dict[str, SelectorIndex[_Selection]] = {}
         self._matches: dict[Profile, list[_Selection]] = {}
+        self._task_matches: dict[int, list[_Selection]] = {}
+        self._eligible: dict[tuple, _Eligible] = {}
         self._classes: dict[int, list[_Spread]] = {}
         self._score_range: dict[int, tuple[float, float]] = {}
         for cls in snap.classes:
@@ -103,6 +154,7 @@ class TopologySpreadRule(CountingRule):
                 if len(alike.live):
                     for selection in self._matching(alike.pod):
                         np.add.at(selection.per_node, alike.live, 1)
+                        selection.total += len(alike.live)
 
     def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
         key = (namespace, selector)
@@ -121,6 +173,41 @@ class TopologySpreadRule(CountingRule):
                                           if s.selector.matches(pod.labels)] if index is not None else []
         return found
 
+    def _eligible_for(self, cid: int, keys: tuple[str, ...], c: SpreadConstraint) -> _Eligible:
+        """Constraint c's eligible nodes for class cid, among the nodes with every one of `keys`
+        (those of the class's constraints of c's kind): made once per such keys, inclusion
+        policies and the class's node affinity and tolerations, as far as they are read."""
+        cls = self.snap.classes[cid]
+        honor_affinity = c.node_affinity_policy == "Honor" and bool(cls.node_selector or cls.required_terms)
+        honor_taints = c.node_taints_policy == "Honor"
+        key = (keys, c.topology_key, (cls.node_selector, cls.required_terms) if honor_affinity else None,
+               cls.tolerations if honor_taints else None)
+        try:
+            found = self._eligible.get(key)
+        except TypeError:       # a term that does not hash: made for this class alone
+            key, found = None, None
+        if found is None:
+            snap = self.snap
+            eligible = np.ones(snap.n_nodes, dtype=bool)
+            for k in keys:
+                eligible &= snap.topology.domains(k).of >= 0
+            if honor_affinity:
+                eligible &= affinity_mask(snap, cls)
+            if honor_taints:
+                for check in untolerated_taint_checks(snap, cls.tolerations):
+                    eligible &= check.passing
+            domains = snap.topology.domains(c.topology_key)
+            of_eligible = domains.of[eligible]
+            present = np.zeros(max(domains.count, 1), dtype=bool)
+            present[of_eligible] = True
+            present = present[:domains.count] if domains.count else present[:0]
+            for array in (eligible, present, of_eligible):
+                array.flags.writeable = False        # shared by the classes alike
+            found = _Eligible(eligible, present, of_eligible)
+            if key is not None:
+                self._eligible[key] = found
+        return found
+
     def _class(self, cid: int) -> list[_Spread]:
         found = self._classes.get(cid)
         if found is None:
@@ -134,31 +221,22 @@ class TopologySpreadRule(CountingRule):
                 if not group:
                     continue
                 # A node counts only if it has every key of the pod's constraints (of each kind).
-                keyed = np.ones(snap.n_nodes, dtype=bool)
+                keys = tuple(sorted({c.topology_key for c in group}))
                 for c in group:
-                    keyed &= snap.topology.domains(c.topology_key).of >= 0
-                for c in group:
-                    eligible = keyed.copy()
-                    if c.node_affinity_policy == "Honor" and (cls.node_selector or cls.required_terms):
-                        eligible &= affinity_mask(snap, cls)
-                    if c.node_taints_policy == "Honor":
-                        for check in untolerated_taint_checks(snap, cls.tolerations):
-                            eligible &= check.passing
+                    shared = self._eligible_for(cid, keys, c)
                     domains = snap.topology.domains(c.topology_key)
-                    present = np.zeros(max(domains.count, 1), dtype=bool)
-                    present[domains.of[eligible]] = True
-                    present = present[:domains.count] if domains.count else present[:0]
                     counted = c.selector is not None and bool(c.selector.match_labels or c.selector.match_expressions)
                     count = np.zeros(domains.count, dtype=np.int64)
-                    spread = _Spread(cid, c, domains, eligible, present, count,
+                    spread = _Spread(cid, c, domains, shared.eligible, shared.present, count,
                                      int(c.selector is not None and c.selector.matches(pod.labels)))
                     if counted:
                         selection = self._selection(pod.namespace, c.selector)
-                        if domains.count:   # eligible nodes have the key; bincount: np.add.at is slow
-                            count += np.bincount(domains.of[eligible], weights=selection.per_node[eligible],
+                        if domains.count and selection.total:
+                            # eligible nodes have the key; bincount: np.add.at is slow
+                            count += np.bincount(shared.of_eligible, weights=selection.per_node[shared.eligible],
                                                  minlength=domains.count).astype(np.int64)
                         selection.users.append(spread)
-                    spread.low = spread.minimum()
+                    spread.reset_low()
                     found.append(spread)
         return found
 
@@ -244,22 +322,21 @@ class TopologySpreadRule(CountingRule):
     def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
         if leaving:
             return      # a leaving pod no longer counts
-        for selection in self._matching(self.snap.pods[t]):
+        selections = self._task_matches.get(t)
+        if selections is None:
+            selections = self._task_matches[t] = self._matching(self.snap.pods[t])
+        for selection in selections:
             selection.per_node[node] += step
+            selection.total += step
             for s in selection.users:
                 if not s.eligible[node]:
                     continue
                 d = int(s.domains.of[node])
-                before = int(s.count[d])
-                s.count[d] = after = before + step
-                # The global minimum can only move if this domain was at it (a pod added) or
-                # drops under it (a pod taken away): else it stays, without a pass over the domains.
-                low = s.minimum() if (before == s.low if step > 0 else after < s.low) else s.low
+                before, low = s.step(d, step)
                 if not s.constraint.hard or low != s.low:
-                    s.low = low
                     self.ssn.mark_dirty(s.cid, None)     # scores are normalized over all nodes
                     continue
                 # Every node of the domain shares its verdict: re-asked only when it flips.
                 skew, own = s.constraint.max_skew, s.self_match
-                if (before + own - low > skew) != (after + own - low > skew):
+                if (before + own - low > skew) != (before + step + own - low > skew):
                     self.ssn.mark_dirty(s.cid, s.domains.nodes(d))
