@@ -128,7 +128,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.pipeline import compile_text  # noqa: E402
-from runtime.engine.cycle import Options, collect, open_session  # noqa: E402
+from runtime.engine.cycle import Options, collect, collector_paused, open_session  # noqa: E402
 from runtime.engine.actions import registry as actions  # noqa: E402
 from runtime.kube.settled import SettledLedger  # noqa: E402
 from runtime.cluster.model import (  # noqa: E402
@@ -983,23 +983,25 @@ def make_scale_cluster(nodes: int, with_rules: bool = True) -> ClusterState:
 
 def scale_cycle(plan, state, cache: SnapshotCache) -> tuple[float, dict, object]:
     """One compiled cycle timed by phase: snapshot, plugins open (with reservations), actions,
-    collect; (seconds, phases, decisions)."""
+    collect; (seconds, phases, decisions). The cyclic collector is paused for the cycle, as
+    run_cycle (the scheduler's loop) pauses it."""
     cpu = time.process_time()
     start = time.perf_counter()
-    kernels = load_kernels(False)
-    snap = build_snapshot(state, plan, "volcano", cache, kernels)
-    snapped = time.perf_counter()
-    ssn = Session(plan, snap, kernels)
-    ssn.open_plugins(plugin_registry())
-    hold_reservations(ssn, None)
-    ssn.lost_to = {}
-    opened = time.perf_counter()
-    registry = actions()
-    for name in plan.actions:
-        registry[name](ssn)
-    acted = time.perf_counter()
-    decisions = collect(ssn)
-    ssn.close()
+    with collector_paused:
+        kernels = load_kernels(False)
+        snap = build_snapshot(state, plan, "volcano", cache, kernels)
+        snapped = time.perf_counter()
+        ssn = Session(plan, snap, kernels)
+        ssn.open_plugins(plugin_registry())
+        hold_reservations(ssn, None)
+        ssn.lost_to = {}
+        opened = time.perf_counter()
+        registry = actions()
+        for name in plan.actions:
+            registry[name](ssn)
+        acted = time.perf_counter()
+        decisions = collect(ssn)
+        ssn.close()
     end = time.perf_counter()
     phases = {"snapshot_s": round(snapped - start, 4), "plugins_open_s": round(opened - snapped, 4),
               "actions_s": round(acted - opened, 4), "collect_s": round(end - acted, 4),
