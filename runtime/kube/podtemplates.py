@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover
 
 TEMPLATES = 4096      # distinct pod specs remembered (a restart's 100,000 pods of one bench have 1)
 VARIANTS = 64         # label variants of one spec whose rules read labels (matchLabelKeys)
+TIMES = 4096         # creation timestamps remembered
 _LABEL_KEYS = b'LabelKeys"'     # matchLabelKeys / mismatchLabelKeys as a key of the serialized spec
 _NULL = b"null"
 _EXACT = (orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -59,6 +60,9 @@ class PodTemplates:
         # (namespace, spec bytes) -> {label variant: a pod read in full with that spec, a copy of
         # the one returned (whose holder may set its fields)}
         self._templates: dict[tuple[str, bytes], dict[bytes, Pod]] = {}
+        # creationTimestamp -> seconds: pods made in one second share it (only the API's UTC
+        # form, "...Z", whose reading depends on nothing else; only readings that succeeded).
+        self._times: dict[str, float] = {}
         self.hits = 0
         self.misses = 0
 
@@ -78,7 +82,7 @@ class PodTemplates:
         proto = variants.get(variant) if variants is not None else None
         if proto is not None:
             try:
-                pod = _from_template(proto, obj, priority_classes)
+                pod = _from_template(proto, obj, priority_classes, self._times)
             except FieldError:   # the uncached path says what is wrong, as it would have
                 pod = None
             if pod is not None:
@@ -131,7 +135,7 @@ def _exact_json(value: Any) -> bytes | None:
     return None if _NULL in body else body
 
 
-def _from_template(proto: Pod, obj: dict, priority_classes: Mapping[str, int]) -> Pod | None:
+def _from_template(proto: Pod, obj: dict, priority_classes: Mapping[str, int], times: dict[str, float]) -> Pod | None:
     """The pod obj describes, its spec's parts taken from `proto` (a pod read in full with the same
     namespace, spec but nodeName, and labels where its rules read them); None: read it in full.
     What read_pod reads of metadata and status, in read_pod's order (the first problem raises)."""
@@ -157,14 +161,26 @@ def _from_template(proto: Pod, obj: dict, priority_classes: Mapping[str, int]) -
     node_name = spec.get("nodeName") or None
     resource_claims = proto.resource_claims
     uid = kf.uid_of(meta, namespace, name)
-    creation = kf.timestamp(meta)
+    stamp = meta.get("creationTimestamp")
+    creation = times.get(stamp) if type(stamp) is str else None
+    if creation is None:
+        creation = kf.timestamp(meta)
+        if type(stamp) is str and stamp.endswith("Z"):
+            if len(times) >= TIMES:
+                times.clear()
+            times[stamp] = creation
     if resource_claims is not None:     # the claims made for it: status.resourceClaimStatuses
         resource_claims = pod_resource_claims(spec, status)
+    group = None
+    for annotation in GROUP_ANNOTATIONS:    # the first set, as read_pod takes it
+        if annotations.get(annotation):
+            group = annotations[annotation]
+            break
     return Pod(
         namespace=namespace, name=name, requests=dict(proto.requests), uid=uid, node_name=node_name,
         phase=str(status.get("phase") or (POD_RUNNING if node_name else POD_PENDING)),
         scheduler_name=proto.scheduler_name,
-        group=next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), None),
+        group=group,
         priority_class=priority_class,
         priority=None if priority is None else kf.integer(priority, "spec.priority", 0),
         node_selector=dict(proto.node_selector), required_terms=proto.required_terms,
@@ -173,6 +189,6 @@ def _from_template(proto: Pod, obj: dict, priority_classes: Mapping[str, int]) -
         scheduling_gates=proto.scheduling_gates, preemption_policy=proto.preemption_policy,
         unsupported=proto.unsupported, volumes=volumes, resource_claims=resource_claims,
         nominated_node=str(status.get("nominatedNodeName") or "") or None, numa_cpus=proto.numa_cpus,
-        images=proto.images, vgpu_containers=tuple(dict(asks) for asks in proto.vgpu_containers),
+        images=proto.images, vgpu_containers=proto.vgpu_containers and tuple(dict(asks) for asks in proto.vgpu_containers),
         scheduled_at=scheduled_time(obj),
     )

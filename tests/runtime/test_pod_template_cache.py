@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +24,7 @@ from runtime.kube import convert
 from runtime.kube.cache import PODS, ClusterCache
 from runtime.kube.podtemplates import VARIANTS, PodTemplates
 
+REPO = Path(__file__).resolve().parents[2]
 CLASSES = {"high": 1000, "low": -5}
 
 # --- pod objects: specs from a small palette (so they repeat), with bad values now and then ---
@@ -254,3 +258,14 @@ def test_priority_follows_the_priority_classes_of_the_moment() -> None:
         assert templates.read(obj, classes).priority == 2000
     assert templates.read(api_pod("p3", priorityClassName="high"), {}).priority is None
     assert templates.hits == 5
+
+
+def test_the_pod_read_benchmark_runs_and_its_pods_are_identical_both_ways() -> None:
+    # bench/pod_read.py exits 1 when a pod read through templates differs from one read in full;
+    # as tests/test_bench_scripts.py runs the others: completion and the script's own check, no timing.
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "pod_read.py"), "--pods", "400", "--templates", "4",
+                           "--repeat", "1", "--json"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["identical_pods"] is True and result["events"] == 400 + 200
+    assert (result["template_misses"], result["templates_held"]) == (4, 4)
