@@ -5,7 +5,8 @@ and through the connector's spec templates (runtime.kube.podtemplates.PodTemplat
     python bench/pod_read.py [--pods 100000] [--templates 10] [--gang 8] [--repeat 3] [--json]
 
 The pods: `--pods` objects as the API server answers them (defaults filled in: tolerations of the
-DefaultTolerationSeconds admission, termination and pull fields, status), in gangs of `--gang`
+DefaultTolerationSeconds admission, the service account token volume of the ServiceAccount admission,
+named at random per pod, termination and pull fields, status), in gangs of `--gang`
 (one PodGroup annotation each), their specs from `--templates` workloads (every third with
 hostname anti-affinity and zone spread, every fifth with a sidecar and a GPU). Read as a restart
 lists them (pending and bound), then as the watch brings each pending one again once bound
@@ -78,6 +79,13 @@ def pod_objects(pods: int, templates: int, gang: int) -> tuple[list[dict[str, An
             },
             "spec": spec, "status": {"phase": "Pending", "qosClass": "Burstable"},
         }
+        token = f"kube-api-access-{i:05x}"[-21:]
+        spec["volumes"] = [{"name": token, "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}]
+        for container in spec["containers"]:
+            container["volumeMounts"] = [{"name": token, "readOnly": True,
+                                          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
         if job % 2:
             spec["nodeName"] = f"node-{i % 10_000}"
         listed.append(obj)

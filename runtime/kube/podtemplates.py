@@ -7,7 +7,8 @@ after each status write). Reading a spec (runtime.cluster.podspec, ~40-70 us a p
 restart (100,000 pods listed) and a sixth of the scheduler's processor time per pod under load.
 
 `PodTemplates.read(obj, priority_classes)` is `runtime.kube.convert.pod_from`, exactly:
-- The key is the pod's namespace and its spec without `nodeName`, serialized by orjson (keys in
+- The key is the pod's namespace and its spec without `nodeName` (and without the random name of
+  its service account token volume: _shared_part), serialized by orjson (keys in
   the order sent: the reader's results may follow dict order, e.g. the first of two unsupported
   volume types). Equal bytes mean equal JSON values for what a JSON decoder returns (dicts,
   lists, str, int, float, bool, None); a `null` anywhere (orjson writes NaN and Infinity as
@@ -57,9 +58,9 @@ _EXACT = (orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | or
 class PodTemplates:
     def __init__(self, limit: int = TEMPLATES) -> None:
         self.limit = limit
-        # (namespace, spec bytes) -> {label variant: a pod read in full with that spec, a copy of
+        # (namespace, spec bytes, volumes unnamed) -> {label variant: a pod read in full with that spec, a copy of
         # the one returned (whose holder may set its fields)}
-        self._templates: dict[tuple[str, bytes], dict[bytes, Pod]] = {}
+        self._templates: dict[tuple[str, bytes, tuple[int, ...]], dict[bytes, Pod]] = {}
         # creationTimestamp -> seconds: pods made in one second share it (only the API's UTC
         # form, "...Z", whose reading depends on nothing else; only readings that succeeded).
         self._times: dict[str, float] = {}
@@ -101,8 +102,8 @@ class PodTemplates:
         return pod
 
 
-def _template_key(obj: Any) -> tuple[tuple[str, bytes], bytes] | None:
-    """((namespace, spec bytes without nodeName), label variant), or None: read it in full."""
+def _template_key(obj: Any) -> tuple[tuple[str, bytes, tuple[int, ...]], bytes] | None:
+    """((namespace, spec bytes, volumes unnamed), label variant), or None: read it in full."""
     if orjson is None or type(obj) is not dict:
         return None
     meta, spec = obj.get("metadata"), obj.get("spec")
@@ -111,9 +112,7 @@ def _template_key(obj: Any) -> tuple[tuple[str, bytes], bytes] | None:
     namespace = meta.get("namespace") or "default"
     if type(namespace) is not str:
         return None
-    if "nodeName" in spec:
-        spec = spec.copy()
-        del spec["nodeName"]
+    spec, unnamed = _shared_part(spec)
     body = _exact_json(spec)
     if body is None:
         return None
@@ -123,7 +122,32 @@ def _template_key(obj: Any) -> tuple[tuple[str, bytes], bytes] | None:
         variant = b"{}" if labels is None else _exact_json(labels)     # read_pod reads None as {}
         if variant is None:
             return None
-    return (namespace, body), variant
+    return (namespace, body, unnamed), variant
+
+
+def _shared_part(spec: dict) -> tuple[dict, tuple[int, ...]]:
+    """The spec without what differs pod by pod but decides nothing in the Pod: its nodeName (read
+    for each pod), the name of a volume that is only `projected` (the service account token
+    volume the API server adds to every pod, `kube-api-access-<random>`: read_pod only checks
+    the name is a non-empty string) and the containers' `volumeMounts` (that name again; read
+    by nothing). The indexes of the volumes whose name was left out come with it, so a volume
+    without a name (an error) never shares a key with one whose name was left out."""
+    volumes, unnamed = spec.get("volumes"), ()
+    if "nodeName" not in spec and not volumes:
+        return spec, unnamed
+    spec = spec.copy()
+    spec.pop("nodeName", None)
+    if type(volumes) is list:
+        unnamed = tuple(i for i, v in enumerate(volumes) if type(v) is dict and len(v) == 2 and "projected" in v
+                        and type(v.get("name")) is str and v["name"])
+        if unnamed:
+            spec["volumes"] = [{"projected": v["projected"]} if i in unnamed else v for i, v in enumerate(volumes)]
+            for kind in ("containers", "initContainers"):
+                containers = spec.get(kind)
+                if type(containers) is list:
+                    spec[kind] = [{k: x for k, x in c.items() if k != "volumeMounts"} if type(c) is dict else c
+                                  for c in containers]
+    return spec, unnamed
 
 
 def _exact_json(value: Any) -> bytes | None:

@@ -110,7 +110,7 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
 TIME = st.sampled_from([None, "2026-01-02T03:04:05Z", "2026-01-02T03:04:06Z"])
 # One of these now and then: a pod whose metadata or status the reader refuses (its spec may be a
 # known template's: the template must not answer for it).
-POD_FAULTS = ["no name", "labels", "annotations", "status", "creation", "scheduled", "claim statuses"]
+POD_FAULTS = ["no name", "labels", "annotations", "status", "creation", "scheduled", "claim statuses", "volume name"]
 
 
 @st.composite
@@ -130,6 +130,13 @@ def pods(draw: st.DrawFn, spec: dict[str, Any], index: int) -> dict[str, Any]:
     node = draw(st.sampled_from([None, None, "n1", "n2"]))
     if node is not None:
         spec["nodeName"] = node
+    if draw(st.booleans()):     # the service account token volume the API server adds, named at random
+        token = f"kube-api-access-{draw(st.sampled_from(['a1b2c', 'x9y8z', 'q']))}"
+        spec["volumes"] = [*spec.get("volumes", []), {"name": token, "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}}]
+        for container in spec["containers"]:
+            container["volumeMounts"] = [{"name": token, "readOnly": True,
+                                          "mountPath": draw(st.sampled_from(["/var/run/secrets", "/t"]))}]
     obj: dict[str, Any] = {"metadata": meta, "spec": spec}
     status = draw(st.sampled_from([None, {}, {"phase": "Running"}, {"nominatedNodeName": "n3"},
                                    {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": f"gpu-{index}"}]}]))
@@ -150,6 +157,16 @@ def pods(draw: st.DrawFn, spec: dict[str, Any], index: int) -> dict[str, Any]:
             obj["status"] = "bad"
         elif fault == "creation":
             meta["creationTimestamp"] = "yesterday"
+        elif fault == "volume name":    # the token volume (or a new one) with an empty, odd or no name
+            volumes = spec.setdefault("volumes", [])
+            if not volumes or "projected" not in volumes[-1]:
+                volumes.append({"name": "kube-api-access-q", "projected": {"sources": [
+                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}})
+            bad = draw(st.sampled_from(["", 7, None]))
+            if bad is None:
+                del volumes[-1]["name"]
+            else:
+                volumes[-1]["name"] = bad
         elif fault == "scheduled":
             obj["status"] = {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "soon"}]}
         else:
@@ -193,9 +210,13 @@ def api_pod(name: str, node: str | None = None, **spec: Any) -> dict[str, Any]:
                          "creationTimestamp": "2026-01-02T03:04:05Z"}, "spec": body, "status": {"phase": "Pending"}}
 
 
-def test_pods_of_one_spec_but_their_node_share_one_template() -> None:
+def test_pods_of_one_spec_but_their_node_and_token_volume_share_one_template() -> None:
     templates = PodTemplates()
     pods = [api_pod(f"p{i}", node=f"n{i % 3}" if i % 2 else None) for i in range(10)]
+    for i, obj in enumerate(pods):
+        token = f"kube-api-access-{i:05d}"
+        obj["spec"]["volumes"] = [{"name": token, "projected": {"sources": []}}]
+        obj["spec"]["containers"][0]["volumeMounts"] = [{"name": token, "mountPath": "/var/run/secrets"}]
     for obj in pods:
         assert templates.read(obj, {}) == convert.pod_from(obj, {})
     assert (templates.misses, templates.hits, len(templates)) == (1, 9, 1)
@@ -269,3 +290,23 @@ def test_the_pod_read_benchmark_runs_and_its_pods_are_identical_both_ways() -> N
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["identical_pods"] is True and result["events"] == 400 + 200
     assert (result["template_misses"], result["templates_held"]) == (4, 4)
+
+
+def test_a_volume_name_is_left_out_of_the_key_only_where_the_pod_does_not_show_it() -> None:
+    templates = PodTemplates()
+
+    def with_volume(name: str, volume: dict[str, Any]) -> dict[str, Any]:
+        obj = api_pod(name)
+        obj["spec"]["volumes"] = [volume]
+        return obj
+
+    token = {"name": "kube-api-access-abcde", "projected": {"sources": []}}
+    templates.read(with_volume("p0", token), {})
+    odd_names = [with_volume(f"p{i}", {**token, "name": bad}) for i, bad in enumerate(["", 7, ["x"]], 1)]
+    no_name = with_volume("p4", {"projected": {"sources": []}})
+    # A claim's volume name is shown (PodClaim.volume): another type beside `projected` keeps it.
+    claims = [with_volume(f"c{i}", {"name": f"v{i}", "projected": {"sources": []},
+                                    "persistentVolumeClaim": {"claimName": "data"}}) for i in range(2)]
+    for obj in (*odd_names, no_name, *claims):
+        assert read(templates.read, obj, {}) == read(convert.pod_from, obj, {})
+    assert [c.volume for c in templates.read(claims[1], {}).volumes] == ["v1"]
