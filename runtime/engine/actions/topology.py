@@ -129,9 +129,13 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                 allowed = np.zeros(snap.n_nodes, dtype=bool)
                 allowed[rows] = True
                 rule.restrict(classes, name, allowed)
-                outcome = dry_run(ssn, j, one_task, attempt, rows, columns)
+                outcome = dry_run(ssn, j, one_task, attempt, rows, columns, keep_ready=first_ready_wins)
                 if outcome is None:
                     return False              # nothing to place
+                if len(outcome) == 4:
+                    # The first ready one wins (trial_order): its dry run is the turn itself,
+                    # kept rather than undone and placed again the same way.
+                    return finish(ssn, j, outcome[3])
                 if outcome[0]:
                     results.append((-outcome[0], -outcome[1], outcome[2], name, allowed, rows))
                     if first_ready_wins and outcome[0] == READY:
@@ -251,9 +255,10 @@ def node_free(ssn: Session) -> np.ndarray:
 
 
 def dry_run(ssn: Session, j: int, one_task: bool, attempt: Callable, rows: np.ndarray,
-            columns: np.ndarray) -> tuple[int, int, float] | None:
+            columns: np.ndarray, keep_ready: bool = False) -> tuple | None:
     """The turn placed within the HyperNode and undone: (outcome, tasks placed, room left as a
-    share of the HyperNode's), outcome READY, PIPELINED_OUTCOME or 0. Reasons it wrote are undone."""
+    share of the HyperNode's), outcome READY, PIPELINED_OUTCOME or 0. Reasons it wrote are undone.
+    With `keep_ready`, a READY turn is not undone: (READY, placed, 0.0, the attempt's answer)."""
     job = ssn.snap.jobs[j]
     saved = {t: list(ssn.task_reasons[t]) for t in job.tasks.tolist() if t in ssn.task_reasons}
     job_saved = list(ssn.job_reasons.get(j, []))
@@ -268,6 +273,8 @@ def dry_run(ssn: Session, j: int, one_task: bool, attempt: Callable, rows: np.nd
     else:
         outcome = 0
     placed = int(ssn.job_ready[j]) + int(ssn.job_pipelined[j])
+    if keep_ready and outcome == READY:
+        return outcome, placed, 0.0, tried
     left = 0.0
     if outcome:
         total = ssn.snap.allocatable[rows].sum(axis=0)
