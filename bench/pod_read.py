@@ -44,9 +44,8 @@ def template_spec(t: int) -> dict[str, Any]:
         "dnsPolicy": "ClusterFirst", "securityContext": {}, "schedulerName": "volcano", "priority": 0,
         "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority",
         "tolerations": [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": 300}],
+            {"key": f"node.kubernetes.io/{condition}", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300} for condition in ("not-ready", "unreachable")],
     }
     if t % 3 == 0:
         selector = {"matchLabels": {"app": f"w{t}"}}

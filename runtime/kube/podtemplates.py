@@ -3,8 +3,9 @@ for all the pods that share it.
 
 The pods of one workload (a ReplicaSet's, a Job's, a vcjob task's) have one spec but for
 `nodeName`, and each pod comes twice or more (listed or ADDED, then MODIFIED after its bind, and
-after each status write). Reading a spec (runtime.cluster.podspec, ~40-70 us a pod) dominated a
-restart (100,000 pods listed) and a sixth of the scheduler's processor time per pod under load.
+after each status write). Reading a spec (runtime.cluster.podspec, ~40-70 us a pod) was most of a
+restart's processor time (100,000 pods listed) and about a quarter of the scheduler's per pod
+bound in the side-by-side benchmark's gang workload (bench/pod_read.py measures it).
 
 `PodTemplates.read(obj, priority_classes)` is `runtime.kube.convert.pod_from`, exactly:
 - The key is the pod's namespace and its spec without `nodeName` (and without the random name of
@@ -72,6 +73,7 @@ class PodTemplates:
 
     def clear(self) -> None:
         self._templates.clear()
+        self._times.clear()
 
     def read(self, obj: dict[str, Any], priority_classes: Mapping[str, int]) -> Pod:
         """convert.pod_from(obj, priority_classes), through the template of obj's spec when known."""
@@ -213,6 +215,7 @@ def _from_template(proto: Pod, obj: dict, priority_classes: Mapping[str, int], t
         scheduling_gates=proto.scheduling_gates, preemption_policy=proto.preemption_policy,
         unsupported=proto.unsupported, volumes=volumes, resource_claims=resource_claims,
         nominated_node=str(status.get("nominatedNodeName") or "") or None, numa_cpus=proto.numa_cpus,
-        images=proto.images, vgpu_containers=proto.vgpu_containers and tuple(dict(asks) for asks in proto.vgpu_containers),
+        images=proto.images,
+        vgpu_containers=proto.vgpu_containers and tuple(dict(asks) for asks in proto.vgpu_containers),
         scheduled_at=scheduled_time(obj),
     )
