@@ -483,12 +483,19 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                     if job.podgroup is not None and job.podgroup.sub_groups and len(job.tasks)},
     )
     if scan.rule_pods:
-        placed = state.placed_pods()
-        positions = cache.node_positions(state)
-        rows_of = np.array([positions.get(p.node_name, -1) for p in placed], dtype=np.int64)
-        known = rows_of >= 0
-        snapshot.placed_pods = [p for p, ok in zip(placed, known.tolist()) if ok]
-        snapshot.placed_rows = rows_of[known]
+        # Every pod holding room on a known node (ClusterState.placed_pods), from the scan's rows.
+        known = scan.placed_node >= 0
+        listed = list(state.pods.values())
+        snapshot.placed_pods = [listed[i] for i in scan.placed_at[known].tolist()]
+        snapshot.placed_rows = scan.placed_node[known]
+        if state.settled is not None and state.settled_pods is not None:   # and those only counted
+            positions = cache.node_positions(state)
+            names = state.pods.keys()
+            extra = [p for p in state.settled_pods() if p.key not in names and p.node_name and not p.terminal]
+            rows_of = np.array([positions.get(p.node_name, -1) for p in extra], dtype=np.int64)
+            ok = rows_of >= 0
+            snapshot.placed_pods += [p for p, good in zip(extra, ok.tolist()) if good]
+            snapshot.placed_rows = np.concatenate([snapshot.placed_rows, rows_of[ok]])
         snapshot.rule_pods = scan.rule_pods
         snapshot.label_keys = label_keys
     # inter-pod rules' namespaceSelectors and DRA's adminAccess namespaces read them
@@ -734,7 +741,9 @@ def rule_label_keys(rule_pods: list[Pod]) -> tuple[str, ...]:
     """The label keys any inter-pod selector of these pods reads (sorted): pods that agree on
     them (and on namespace and rules) are alike to every rule, whatever their other labels."""
     keys: set[str] = set()
-    for rules in {pod.rules for pod in rule_pods}:
+    # Distinct by identity: a union of keys needs no equal rules merged (hashing 40,000 rules by
+    # value costs more than reading a shared one's terms again).
+    for rules in {id(pod.rules): pod.rules for pod in rule_pods}.values():
         terms = [*rules.affinity, *rules.anti_affinity, *(w.term for w in rules.preferred_affinity),
                  *(w.term for w in rules.preferred_anti_affinity)]
         for term in terms:

@@ -229,6 +229,7 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
     placed_shape = np.empty(n, dtype=np.int64)
     placed_gone = np.empty(n, dtype=np.uint8)
     placed_mine = np.empty(n, dtype=np.uint8)
+    placed_at = np.empty(n, dtype=np.int64)
     shape = np.empty(n, dtype=np.int64)
     job = np.empty(n, dtype=np.int64)
     priority = np.empty(n, dtype=np.int64)
@@ -244,6 +245,8 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
     nd: cython.longlong[::1] = memoryview(node_of)
     pg: cython.uchar[::1] = memoryview(placed_gone)
     pm: cython.uchar[::1] = memoryview(placed_mine)
+    pa: cython.longlong[::1] = memoryview(placed_at)
+    i: cython.Py_ssize_t = -1
     pl: cython.uchar[::1] = memoryview(plain)
     cr: cython.double[::1] = memoryview(creation)
     st: cython.schar[::1] = memoryview(status)
@@ -257,6 +260,7 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
     gone: cython.bint
     where: cython.longlong
     for key, pod in pods.items():
+        i += 1
         if not isinstance(pod, Pod):
             raise TypeError(f"state.pods[{key!r}] is a {type(pod).__name__}, not a Pod")
         requests = get_slot(pod, M_REQUESTS)
@@ -304,6 +308,7 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
                 ps[p] = sid
                 pg[p] = gone
                 pm[p] = mine
+                pa[p] = i
                 p += 1
         if mine and phase != "Failed":
             if fold and not get_slot(pod, M_GROUP) and (phase == "Succeeded" or (node and not gone)):
@@ -359,7 +364,7 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
             t += 1
     return PodScan(shapes, placed_node[:p], placed_shape[:p], placed_gone[:p], placed_mine[:p], ours, keys,
                    shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names,
-                   settled, rule_pods, volume_pods, volume_tasks)
+                   settled, rule_pods, volume_pods, volume_tasks, placed_at[:p])
 
 
 @cython.cfunc

@@ -42,6 +42,9 @@ class PodScan:
     # such pod on a node, whoever's, and ours waiting; and the scan positions of ours waiting.
     volume_pods: list[Any]
     volume_tasks: list[int]
+    # (P,) int64: each placed pod's position in the state's pods (dict order), so that the placed
+    # pods themselves are listed without a second pass over every pod.
+    placed_at: np.ndarray
 
 
 @dataclass
