@@ -125,6 +125,18 @@ class _Spread:
         return before, low
 
 
+@dataclass(eq=False)
+class _SoftScores:
+    """A class's ScheduleAnyway scores as last normalized: each node's rounded raw score, the nodes
+    with every key, and the raw range over them. A count change moves the raw score of one
+    domain's nodes only; while the range stays, only those nodes' scores change."""
+
+    raw: np.ndarray                   # (N,) float64, rounded
+    valid: np.ndarray                 # (N,) bool
+    high: float
+    low: float
+
+
 class TopologySpreadRule(CountingRule):
     """The session's PodTopologySpread state: predicates turns its filter on (`filter_on`),
     nodeorder its scorer (`weight`)."""
@@ -142,7 +154,7 @@ class TopologySpreadRule(CountingRule):
         self._task_matches: dict[int, list[_Selection]] = {}
         self._eligible: dict[tuple, _Eligible] = {}
         self._classes: dict[int, list[_Spread]] = {}
-        self._score_range: dict[int, tuple[float, float]] = {}
+        self._soft: dict[int, _SoftScores] = {}
         for cls in snap.classes:
             pod = snap.pods[cls.head] if cls.head >= 0 else None
             if pod is not None and pod.rules:
@@ -298,25 +310,58 @@ class TopologySpreadRule(CountingRule):
         missing, skewed = self._verdicts(cid, None)
         return [Check(m, ~f) for m, f in ((MISSING_LABEL_MESSAGE, missing), (SKEW_MESSAGE, skewed)) if f.any()]
 
-    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
-        # Normalized over every node: each change marks the whole class, so `nodes` is None.
-        snap = self.snap
-        soft = [s for s in self._class(cid) if not s.constraint.hard]
-        raw = np.zeros(snap.n_nodes, dtype=np.float64)
-        valid = np.ones(snap.n_nodes, dtype=bool)
+    def _raw(self, soft: list[_Spread], nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(rounded raw scores, nodes with every key) on `nodes` (all when None): the same
+        element-wise operations either way, so a node's raw score is the same float."""
+        size = self.snap.n_nodes if nodes is None else len(nodes)
+        raw = np.zeros(size, dtype=np.float64)
+        valid = np.ones(size, dtype=bool)
         for s in soft:
-            has = s.domains.of >= 0
+            of = s.domains.of if nodes is None else s.domains.of[nodes]
+            has = of >= 0
             valid &= has
-            weight = math.log(int(s.present.sum()) + 2)
-            count = s.count[np.where(has, s.domains.of, 0)] if s.domains.count else np.zeros(snap.n_nodes)
+            weight = math.log(s.domains_present + 2)
+            count = s.count[np.where(has, of, 0)] if s.domains.count else np.zeros(size)
             raw += np.where(has, count * weight + (s.constraint.max_skew - 1), 0.0)
-        raw = np.round(raw)
-        scores = np.zeros(snap.n_nodes, dtype=np.float64)
-        if valid.any():
-            high, low = raw[valid].max(), raw[valid].min()
-            scores[valid] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - raw[valid]) / high
+        return np.round(raw), valid
+
+    @staticmethod
+    def _normalized(raw: np.ndarray, valid: np.ndarray, high: float, low: float) -> np.ndarray:
+        scores = np.zeros(len(raw), dtype=np.float64)
+        scores[valid] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - raw[valid]) / high
+        return scores
+
+    def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
+        # Normalized over every node (kube-scheduler's NormalizeScore): asked about a few nodes
+        # only when the range stayed (see `_move`), from the raw scores kept since.
+        kept = self._soft.get(cid)
+        if nodes is not None and kept is not None:
+            scores = self._normalized(kept.raw[nodes], kept.valid[nodes], kept.high, kept.low)
+            scores *= self.weight
+            return scores
+        raw, valid = self._raw([s for s in self._class(cid) if not s.constraint.hard], None)
+        high, low = (float(raw[valid].max()), float(raw[valid].min())) if valid.any() else (0.0, 0.0)
+        self._soft[cid] = _SoftScores(raw, valid, high, low)
+        scores = self._normalized(raw, valid, high, low)
         scores *= self.weight
         return scores if nodes is None else scores[nodes]
+
+    def _soft_moved(self, s: _Spread, d: int) -> None:
+        """Class s.cid's soft count moved in domain d: its raw scores there afresh; the class is
+        marked on the domain's nodes while the range over all nodes stays, else everywhere."""
+        kept = self._soft.get(s.cid)
+        if kept is None:
+            self.ssn.mark_dirty(s.cid, None)        # not scored yet: its first score reads all
+            return
+        nodes = s.domains.nodes(d)
+        kept.raw[nodes] = self._raw([c for c in self._class(s.cid) if not c.constraint.hard], nodes)[0]
+        valid = kept.raw[kept.valid]
+        high, low = (float(valid.max()), float(valid.min())) if len(valid) else (0.0, 0.0)
+        if high != kept.high or low != kept.low:
+            kept.high, kept.low = high, low
+            self.ssn.mark_dirty(s.cid, None)
+        else:
+            self.ssn.mark_dirty(s.cid, nodes)
 
     # --- notifications ---------------------------------------------------------------------
     def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
@@ -333,8 +378,11 @@ class TopologySpreadRule(CountingRule):
                     continue
                 d = int(s.domains.of[node])
                 before, low = s.step(d, step)
-                if not s.constraint.hard or low != s.low:
-                    self.ssn.mark_dirty(s.cid, None)     # scores are normalized over all nodes
+                if not s.constraint.hard:
+                    self._soft_moved(s, d)
+                    continue
+                if low != s.low:
+                    self.ssn.mark_dirty(s.cid, None)
                     continue
                 # Every node of the domain shares its verdict: re-asked only when it flips.
                 skew, own = s.constraint.max_skew, s.self_match

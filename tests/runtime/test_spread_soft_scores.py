@@ -1,0 +1,60 @@
+"""PodTopologySpread's ScheduleAnyway scores kept between placements (runtime.engine.rules.spread:
+a placement re-scores only its domain's nodes while the normalization range stays): the cycle
+decides exactly as when every placement re-scores the class on every node, on random clusters
+(zones of uneven sizes, nodes lacking the key, soft constraints on zone and hostname, some with
+a hard one beside, pods already running), both kernels."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runtime.cluster.model import ClusterState, PodRules, SpreadConstraint
+from runtime.cluster.selectors import LabelSelector
+from runtime.engine.rules import spread as spread_module
+from runtime_helpers import STANDARD_TIERS, cycle, node, placements, pod, policy
+
+PLAN = policy(STANDARD_TIERS)
+SCORES_ONLY = policy("tier {\n plugin predicates\n plugin nodeorder {\n leastrequested = 0\n balancedresource = 0\n }\n}")
+HOST = "kubernetes.io/hostname"
+
+
+def random_cluster(seed: int) -> ClusterState:
+    rng = random.Random(seed)
+    state = ClusterState()
+    names = [f"n{i}" for i in range(rng.randint(6, 24))]
+    for name in names:
+        labels = {HOST: name}
+        if rng.random() < 0.9:
+            labels["zone"] = f"z{rng.randint(0, 3)}"
+        node(state, name, cpu=rng.choice([4000, 8000, 16000]), labels=labels)
+    for g in range(rng.randint(2, 6)):
+        selector = LabelSelector((("app", f"a{g}"),))
+        constraints = [SpreadConstraint(rng.randint(1, 3), rng.choice(["zone", HOST]), "ScheduleAnyway", selector)]
+        if rng.random() < 0.3:
+            constraints.append(SpreadConstraint(rng.randint(1, 2), "zone", "ScheduleAnyway", selector))
+        if rng.random() < 0.2:
+            constraints.append(SpreadConstraint(rng.randint(2, 3), "zone", "DoNotSchedule", selector))
+        rules = PodRules(spread=tuple(constraints))
+        for r in range(rng.randint(2, 9)):
+            running = rng.random() < 0.25
+            pod(state, f"g{g}-{r}", cpu=rng.choice([250, 500, 1000]), labels={"app": f"a{g}"}, rules=rules,
+                node_name=rng.choice(names) if running else None, creation=float(g))
+    return state
+
+
+def every_node_rescored(self, s, d):
+    """The behaviour before scores were kept: a soft count change re-scores the class everywhere."""
+    self.ssn.mark_dirty(s.cid, None)
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+@pytest.mark.parametrize("plan", [PLAN, SCORES_ONLY], ids=["standard", "scores-only"])
+@pytest.mark.parametrize("seed", range(25))
+def test_kept_scores_decide_as_scores_made_afresh(seed, plan, pure, monkeypatch):
+    kept = cycle(plan, random_cluster(seed), pure)
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "_soft_moved", every_node_rescored)
+    afresh = cycle(plan, random_cluster(seed), pure)
+    assert placements(kept) == placements(afresh)
+    assert kept.to_json() == afresh.to_json()
