@@ -55,11 +55,19 @@ def placed_groups(ssn) -> list[PlacedGroup]:
 def _group_placed(snap: Snapshot) -> list[PlacedGroup]:
     keys = snap.label_keys or ()
     rows: dict[tuple, tuple[Pod, list[int], list[int]]] = {}
-    for pod, row in placed(snap):
-        labels = pod.labels
+    pods = snap.placed_pods
+    # The values of the keys the selectors read, per pod (one key, the common case, without a
+    # tuple each: a cluster's bound pods are many).
+    if len(keys) == 1:
+        key0 = keys[0]
+        values: list = [pod.labels.get(key0) for pod in pods]
+    else:
+        values = [tuple([pod.labels.get(k) for k in keys]) for pod in pods]
+    for pod, value, row in zip(pods, values, snap.placed_rows.tolist()):
         # Rules objects are shared by the pods of a template (runtime.cluster.podspec), so their
-        # identity groups them without comparing terms.
-        key = (pod.namespace, tuple([labels.get(k) for k in keys]), id(pod.rules) if pod.rules else 0)
+        # identity groups them without comparing terms (nor asking each whether it is empty: an
+        # empty rules object only makes a group of its own, which counts as one without).
+        key = (pod.namespace, value, id(pod.rules))
         found = rows.get(key)
         if found is None:
             found = rows[key] = (pod, [], [])

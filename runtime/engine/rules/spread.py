@@ -51,11 +51,13 @@ FEW_NODES = 8
 
 @dataclass(eq=False)
 class _Selection:
-    """Pods of one namespace a selector matches, counted per node."""
+    """Pods of one namespace a selector matches, counted per node (node row -> pods: a selector
+    matches the few replicas of one template, and a node-long array each would cost memory and
+    a pass per class over the nodes)."""
 
     namespace: str
     selector: LabelSelector
-    per_node: np.ndarray
+    per_node: dict[int, int]
     users: list["_Spread"] = field(default_factory=list)
     total: int = 0                    # pods counted on any node: a class's counts start at 0 while none
 
@@ -164,15 +166,18 @@ class TopologySpreadRule(CountingRule):
         if self._selections:
             for alike in placed_groups(ssn):
                 if len(alike.live):
+                    rows = alike.live.tolist()
                     for selection in self._matching(alike.pod):
-                        np.add.at(selection.per_node, alike.live, 1)
-                        selection.total += len(alike.live)
+                        per_node = selection.per_node
+                        for row in rows:
+                            per_node[row] = per_node.get(row, 0) + 1
+                        selection.total += len(rows)
 
     def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
         key = (namespace, selector)
         found = self._selections.get(key)
         if found is None:
-            found = self._selections[key] = _Selection(namespace, selector, np.zeros(self.snap.n_nodes, np.int64))
+            found = self._selections[key] = _Selection(namespace, selector, {})
             self._by_namespace.setdefault(namespace, SelectorIndex()).add(found, selector)
         return found
 
@@ -244,9 +249,11 @@ class TopologySpreadRule(CountingRule):
                     if counted:
                         selection = self._selection(pod.namespace, c.selector)
                         if domains.count and selection.total:
-                            # eligible nodes have the key; bincount: np.add.at is slow
-                            count += np.bincount(shared.of_eligible, weights=selection.per_node[shared.eligible],
-                                                 minlength=domains.count).astype(np.int64)
+                            # The nodes holding matching pods, those eligible (they have the key).
+                            rows = np.fromiter(selection.per_node, dtype=np.int64, count=len(selection.per_node))
+                            pods = np.fromiter(selection.per_node.values(), dtype=np.int64, count=len(rows))
+                            keep = shared.eligible[rows]
+                            np.add.at(count, domains.of[rows[keep]], pods[keep])
                         selection.users.append(spread)
                     spread.reset_low()
                     found.append(spread)
@@ -371,7 +378,7 @@ class TopologySpreadRule(CountingRule):
         if selections is None:
             selections = self._task_matches[t] = self._matching(self.snap.pods[t])
         for selection in selections:
-            selection.per_node[node] += step
+            selection.per_node[node] = selection.per_node.get(node, 0) + step
             selection.total += step
             for s in selection.users:
                 if not s.eligible[node]:
