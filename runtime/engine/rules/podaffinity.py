@@ -48,37 +48,30 @@ REPELS, ATTRACTS, PREFERS, AVOIDS = "repels", "attracts", "prefers", "avoids"
 
 
 class _Counts:
-    """Pods per domain of one topology key, those running and those leaving apart. Each array is
-    made on the first pod it counts: a term's key is often the hostname (a count per node), the
-    terms are one per rule group, and most never count a leaving pod (or, for a group not yet
-    placed, any pod), so empty ones would cost a zeroed node-long array each."""
+    """Pods per domain of one topology key, those running and those leaving apart, kept sparse
+    (domain -> pods): a term's key is often the hostname, the terms are one per rule group and
+    count the few replicas of one template, so a node-long array each would cost memory (most
+    of a large cluster's session) and its zeroing. Read per node through a dense array made
+    for the read."""
 
     def __init__(self, domains: Domains):
         self.domains = domains
-        self.live: np.ndarray | None = None
-        self.gone: np.ndarray | None = None
+        self.live: dict[int, int] = {}
+        self.gone: dict[int, int] = {}
         # Pods counted in any domain, live and leaving: a filter over counts that are all zero
         # is skipped without looking at the nodes.
         self.live_total = 0
         self.gone_total = 0
 
-    def _array(self, leaving: bool) -> np.ndarray:
-        if leaving:
-            if self.gone is None:
-                self.gone = np.zeros(max(self.domains.count, 1), dtype=np.int64)
-            return self.gone
-        if self.live is None:
-            self.live = np.zeros(max(self.domains.count, 1), dtype=np.int64)
-        return self.live
-
     def add(self, node: int, step: int, leaving: bool) -> int:
         """Returns the node's domain (-1: the node lacks the key, nothing counted)."""
         d = int(self.domains.of[node])
         if d >= 0:
-            self._array(leaving)[d] += step
             if leaving:
+                self.gone[d] = self.gone.get(d, 0) + step
                 self.gone_total += step
             else:
+                self.live[d] = self.live.get(d, 0) + step
                 self.live_total += step
         return d
 
@@ -88,9 +81,11 @@ class _Counts:
         if not len(nodes):
             return 0
         d = self.domains.of[nodes]
-        d = d[d >= 0]
-        if len(d):
-            np.add.at(self._array(leaving), d, 1)
+        d = d[d >= 0].tolist()
+        if d:
+            counts = self.gone if leaving else self.live
+            for one in d:
+                counts[one] = counts.get(one, 0) + 1
             if leaving:
                 self.gone_total += len(d)
             else:
@@ -102,16 +97,22 @@ class _Counts:
         d = int(self.domains.of[r])
         if d < 0:
             return False, 0, 0
-        return (True, int(self.live[d]) if self.live is not None else 0,
-                int(self.gone[d]) if self.gone is not None else 0)
+        return True, self.live.get(d, 0), self.gone.get(d, 0)
+
+    def _dense(self, counts: dict[int, int]) -> np.ndarray:
+        """Per domain, and 0 in an extra last entry (read by nodes lacking the key, domain -1)."""
+        out = np.zeros(self.domains.count + 1, dtype=np.int64)
+        if counts:
+            out[np.fromiter(counts, dtype=np.int64, count=len(counts))] = np.fromiter(
+                counts.values(), dtype=np.int64, count=len(counts))
+        return out
 
     def at(self, nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(has the key, live count, leaving count) on `nodes` (all when None)."""
         of = self.domains.of if nodes is None else self.domains.of[nodes]
-        has = of >= 0
-        d = np.where(has, of, 0)
-        return (has, np.where(has, self.live[d], 0) if self.live is not None else np.zeros(len(of), dtype=np.int64),
-                np.where(has, self.gone[d], 0) if self.gone is not None else np.zeros(len(of), dtype=np.int64))
+        zero = np.zeros(len(of), dtype=np.int64)
+        return (of >= 0, self._dense(self.live)[of] if self.live else zero,
+                self._dense(self.gone)[of] if self.gone else zero)
 
 
 @dataclass(eq=False)
