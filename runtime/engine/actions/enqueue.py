@@ -13,8 +13,9 @@ from runtime.engine.extension import REJECT
 
 
 def run(ssn: Session) -> None:
-    heaps: dict[int, list] = {}
-    for job in ssn.snap.jobs:
+    waiting = []
+    jobs = ssn.snap.jobs
+    for job in jobs:
         j = job.index
         if ssn.job_phase[j] != "Pending":
             continue
@@ -25,17 +26,19 @@ def run(ssn: Session) -> None:
         if job.problem or job.queue < 0:
             ssn.job_reasons.setdefault(j, [d.Reason(d.JOB, job.problem or f"queue {job.queue_name} does not exist")])
             continue
-        heaps.setdefault(job.queue, []).append((ssn.job_key(j), j))
-    queues = []
-    for q, heap in heaps.items():
-        heapq.heapify(heap)
-        queues.append((ssn.queue_key(q), q))
+        waiting.append(j)
+    # Each queue's jobs in job order (the order a heap of (job_key, j) pops them, the keys taken
+    # now), next job last: one sort of every job instead of a heap per queue.
+    turns: dict[int, list[int]] = {}
+    for j in reversed(ssn.job_order(waiting)):
+        turns.setdefault(jobs[j].queue, []).append(j)
+    queues = [(ssn.queue_key(q), q) for q in turns]
     heapq.heapify(queues)
     while queues:
         _, q = heapq.heappop(queues)
-        _, j = heapq.heappop(heaps[q])
-        _admit(ssn, j)
-        if heaps[q]:
+        left = turns[q]
+        _admit(ssn, left.pop())
+        if left:
             heapq.heappush(queues, (ssn.queue_key(q), q))
 
 

@@ -50,16 +50,17 @@ class CapacityPlugin(Plugin):
         amount = np.where(named, snap.deserved, 0)
         queues = snap.queues
 
-        # Asked at every job's turn: each queue's named columns and their amounts found once.
-        named_columns = [np.flatnonzero(row) for row in named]
-        named_amounts = [amount[q][cols].tolist() for q, cols in enumerate(named_columns)]
+        # Asked at every job's turn: each queue's named columns and their amounts found once
+        # (plain lists: the row is read as Python numbers, no array indexed per question).
+        named_columns = [np.flatnonzero(row).tolist() for row in named]
+        named_pairs = [list(zip(cols, amount[q][cols].tolist())) for q, cols in enumerate(named_columns)]
 
         def share(q: int) -> float:
-            cols = named_columns[q]
-            if not len(cols):
+            pairs = named_pairs[q]
+            if not pairs:
                 return 1.0
-            alloc = ssn.queue_allocated[q][cols].tolist()
-            return float(max((a / w if w > 0 else (1.0 if a > 0 else 0.0)) for a, w in zip(alloc, named_amounts[q])))
+            alloc = ssn.queue_allocated[q].tolist()
+            return float(max((alloc[c] / w if w > 0 else (1.0 if alloc[c] > 0 else 0.0)) for c, w in pairs))
 
         def queue_order(q: int) -> tuple:
             return (-queues[q].priority, share(q), 0 if len(named_columns[q]) else 1)
