@@ -254,11 +254,11 @@ class NetworkTopologyPlugin(Plugin):
         if scores:
             top = max(scores.values())
             best = [name for name, s in scores.items() if s == top]
-            if len(best) > 1 and tasks:
-                nodes = ssn.task_node[tasks]
+            nodes = ssn.task_node[tasks] if len(best) > 1 and tasks else None
+            placed = nodes[nodes >= 0] if nodes is not None else ()
+            if len(placed):     # ties broken by the share of the job's tasks already there
                 for name in best:
-                    rows = candidates[name]
-                    scores[name] += float(np.isin(nodes[nodes >= 0], rows).sum()) / len(tasks)
+                    scores[name] += float(np.isin(placed, candidates[name]).sum()) / len(tasks)
         return {name: MAX_NODE_SCORE * self.weight * s for name, s in scores.items()}
 
 
