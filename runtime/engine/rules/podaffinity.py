@@ -191,7 +191,7 @@ class PodAffinityRule(CountingRule):
         for rules in {id(pod.rules): pod.rules for pod in snap.rule_pods}.values():
             self._holds_of(rules)
         for alike in placed_groups(ssn):
-            for group in self._matching(alike.pod):
+            for group in self._matching(alike.pod, alike.profile):
                 for counts in group.counts.values():
                     group.matched += counts.add_rows(alike.live, False)
                     counts.add_rows(alike.leaving, True)
@@ -234,9 +234,10 @@ class PodAffinityRule(CountingRule):
             self._hold_index.add(hold, term.selector)
         return hold
 
-    def _matching(self, pod: Pod) -> list[_Group]:
+    def _matching(self, pod: Pod, key: Profile | None = None) -> list[_Group]:
         """The groups whose terms all match the pod (cached by its profile)."""
-        key = profile(self.snap, pod)
+        if key is None:
+            key = profile(self.snap, pod)
         found = self._matches.get(key)
         if found is None:
             found = self._matches[key] = [g for g in self._group_index.candidates(pod.labels)

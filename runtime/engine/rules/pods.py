@@ -45,6 +45,7 @@ class PlacedGroup:
     rules: PodRules | None
     live: np.ndarray      # node rows of those running, one per pod (a row may repeat)
     leaving: np.ndarray   # node rows of those being evicted or deleted
+    profile: Profile      # profile(snap, pod), made once for every rule
 
 
 def placed_groups(ssn) -> list[PlacedGroup]:
@@ -72,8 +73,10 @@ def _group_placed(snap: Snapshot) -> list[PlacedGroup]:
         if found is None:
             found = rows[key] = (pod, [], [])
         found[2 if pod.releasing else 1].append(row)
-    return [PlacedGroup(pod, pod.rules or None, np.array(live, dtype=np.int64), np.array(leaving, dtype=np.int64))
-            for pod, live, leaving in rows.values()]
+    one_key = len(keys) == 1
+    return [PlacedGroup(pod, pod.rules or None, np.array(live, dtype=np.int64), np.array(leaving, dtype=np.int64),
+                        (namespace, (value,) if one_key else value))
+            for (namespace, value, _), (pod, live, leaving) in rows.items()]
 
 
 class CountingRule(StatefulRule):

@@ -167,7 +167,7 @@ class TopologySpreadRule(CountingRule):
             for alike in placed_groups(ssn):
                 if len(alike.live):
                     rows = alike.live.tolist()
-                    for selection in self._matching(alike.pod):
+                    for selection in self._matching(alike.pod, alike.profile):
                         per_node = selection.per_node
                         for row in rows:
                             per_node[row] = per_node.get(row, 0) + 1
@@ -181,8 +181,9 @@ class TopologySpreadRule(CountingRule):
             self._by_namespace.setdefault(namespace, SelectorIndex()).add(found, selector)
         return found
 
-    def _matching(self, pod: Pod) -> list[_Selection]:
-        key = profile(self.snap, pod)
+    def _matching(self, pod: Pod, key: Profile | None = None) -> list[_Selection]:
+        if key is None:
+            key = profile(self.snap, pod)
         found = self._matches.get(key)
         if found is None:
             index = self._by_namespace.get(pod.namespace)
@@ -325,11 +326,13 @@ class TopologySpreadRule(CountingRule):
         valid = np.ones(size, dtype=bool)
         for s in soft:
             of = s.domains.of if nodes is None else s.domains.of[nodes]
-            has = of >= 0
-            valid &= has
+            valid &= of >= 0
             weight = math.log(s.domains_present + 2)
-            count = s.count[np.where(has, of, 0)] if s.domains.count else np.zeros(size)
-            raw += np.where(has, count * weight + (s.constraint.max_skew - 1), 0.0)
+            # Each domain's term once, read through the nodes' domains; nodes lacking the key
+            # read the extra last entry, 0.
+            per_domain = np.zeros(s.domains.count + 1, dtype=np.float64)
+            per_domain[:-1] = s.count * weight + (s.constraint.max_skew - 1)
+            raw += per_domain[of]
         return np.round(raw), valid
 
     @staticmethod
