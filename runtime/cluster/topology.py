@@ -118,6 +118,10 @@ class Topology:
     # Where the HyperNodes came from: "" (HyperNode objects) or a description of the node labels
     # they were derived from (runtime.cluster.topology_labels).
     derived_from: str = ""
+    # What the engine derives from this resolution and a snapshot's node list (HyperNode → node
+    # rows, runtime.engine.rules.hypernodes): kept with the resolution, which a cluster keeps
+    # while its nodes and HyperNodes stay the same, so cycles do not derive it again.
+    row_memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def tiers(self) -> tuple[int, ...]:

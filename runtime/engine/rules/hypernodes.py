@@ -39,10 +39,18 @@ class HyperNodeRule(StatefulRule):
         for job in snap.jobs:
             if job.podgroup is not None and job.podgroup.asks_topology:
                 self.concerned.update(int(c) for c in snap.task_class[job.tasks].tolist())
-        self.node_pos = {name: i for i, name in enumerate(snap.node_names)}
-        self._rows: dict[str, np.ndarray] = {}
+        # Rows and their stacking depend only on the resolved HyperNodes and the node list: kept on
+        # the resolution for the next cycles while both are the same objects.
+        memo = snap.hypernodes.row_memo if snap.hypernodes is not None else {}
+        if memo.get("node_names") is not snap.node_names:
+            memo.clear()
+            memo.update(node_names=snap.node_names, node_pos={name: i for i, name in enumerate(snap.node_names)},
+                        rows={}, stacked={})
+        self.node_pos: dict[str, int] = memo["node_pos"]
+        self._rows: dict[str, np.ndarray] = memo["rows"]
         self._totals: dict[tuple[str, ...], np.ndarray] = {}
-        self._stacked: dict[tuple[str, ...], tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._stacked: dict[tuple[str, ...], tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]] = \
+            memo["stacked"]
         self.allowed: np.ndarray | None = None     # bool per node row, while a HyperNode is tried
         self.hypernode = ""
         self.classes: frozenset[int] = frozenset()
