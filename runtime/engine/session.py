@@ -93,7 +93,7 @@ class ClassPlacement:
         if self.filters:
             codes = self.static_mask.copy() if nodes is None else self.static_mask[nodes]
             for rule in self.filters:
-                codes = combine_codes(codes, rule.codes(self.cid, nodes))
+                combine_into(codes, rule.codes(self.cid, nodes))
             if nodes is None:
                 self.mask[:] = codes
             else:
@@ -101,7 +101,7 @@ class ClassPlacement:
         if self.scorers:
             extra = sum(rule.score(self.cid, nodes) for rule in self.scorers)
             if nodes is None:
-                self.score[:] = self.static_score + extra
+                np.add(self.static_score, extra, out=self.score)
             else:
                 self.score[nodes] = self.static_score[nodes] + extra
         return nodes
@@ -114,6 +114,16 @@ def combine_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Both filters' answers at once: a node fails if either fails, else passes later if either
     says later."""
     return np.where((a & b & MASK_PASS) != 0, a | b, MASK_FAIL).astype(np.uint8)
+
+
+def combine_into(codes: np.ndarray, other: np.ndarray) -> None:
+    """combine_codes(codes, other) written into `codes` (uint8, the caller's own array): in
+    place, a few passes over bytes instead of boolean, where and cast temporaries."""
+    other = np.asarray(other).astype(np.uint8, copy=False)
+    passing = codes & other
+    passing &= MASK_PASS         # 1 where both pass (MASK_FAIL is 0)
+    codes |= other
+    codes *= passing
 
 
 @dataclass(frozen=True)
@@ -635,7 +645,7 @@ class Session:
         cp = self.placement(cid)
         codes = cp.static_mask[nodes]
         for rule in cp.filters:
-            codes = combine_codes(codes, rule.codes(cid, nodes))
+            combine_into(codes, rule.codes(cid, nodes))
         return codes
 
     def mark_dirty(self, cid: int, nodes: np.ndarray | None) -> None:
