@@ -28,7 +28,7 @@ import numpy as np
 
 from runtime.engine.extension import StatefulRule
 from runtime.engine.plugins.base import Plugin
-from runtime.engine.rules.hypernodes import asks_topology
+from runtime.engine.rules.hypernodes import asks_topology, row_memo
 
 MAX_NODE_SCORE = 100.0
 SCALAR_BELOW = 8        # fewer HyperNodes than this to rescore: plain floats beat numpy's call cost
@@ -209,8 +209,10 @@ class NetworkTopologyPlugin(Plugin):
         self.ssn = ssn
         if self.spec.enabled("hypernode_order"):     # a Volcano switch, not an extension point here
             ssn.hypernode_order = self.hypernode_order
-        # A HyperNode's rows (kept, so `is` is a safe test) and their allocatable, for this session.
-        self._alloc_sums: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # A HyperNode's rows (kept, so `is` is a safe test) and their allocatable, kept while the
+        # node list and HyperNodes are the same (rules.hypernodes.row_memo).
+        self._alloc_sums: dict[str, tuple[np.ndarray, np.ndarray]] = \
+            row_memo(snap)["allocatable"] if snap.hypernodes is not None else {}
         if (self.args.get("normal_pod_binpack", True) and self.spec.enabled("node_order")
                 and snap.hypernodes is not None and snap.hypernodes.tiers):
             plain = {int(c) for job in snap.jobs if not asks_topology(job)

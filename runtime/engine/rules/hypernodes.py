@@ -28,6 +28,19 @@ def asks_topology(job) -> bool:
     return job.podgroup is not None and job.podgroup.network_topology is not None
 
 
+def row_memo(snap) -> dict:
+    """What is derived from the resolved HyperNodes and the snapshot's node list alone (node
+    positions, each HyperNode's rows, their stacking, their allocatable): kept on the resolution
+    for the next cycles while both are the same objects (the node list is SnapshotCache's, and
+    its allocatable with it)."""
+    memo = snap.hypernodes.row_memo if snap.hypernodes is not None else {}
+    if memo.get("node_names") is not snap.node_names:
+        memo.clear()
+        memo.update(node_names=snap.node_names, node_pos={name: i for i, name in enumerate(snap.node_names)},
+                    rows={}, stacked={}, allocatable={})
+    return memo
+
+
 class HyperNodeRule(StatefulRule):
     name = "network-topology"
     preempts = False
@@ -39,13 +52,7 @@ class HyperNodeRule(StatefulRule):
         for job in snap.jobs:
             if job.podgroup is not None and job.podgroup.asks_topology:
                 self.concerned.update(int(c) for c in snap.task_class[job.tasks].tolist())
-        # Rows and their stacking depend only on the resolved HyperNodes and the node list: kept on
-        # the resolution for the next cycles while both are the same objects.
-        memo = snap.hypernodes.row_memo if snap.hypernodes is not None else {}
-        if memo.get("node_names") is not snap.node_names:
-            memo.clear()
-            memo.update(node_names=snap.node_names, node_pos={name: i for i, name in enumerate(snap.node_names)},
-                        rows={}, stacked={})
+        memo = row_memo(snap)
         self.node_pos: dict[str, int] = memo["node_pos"]
         self._rows: dict[str, np.ndarray] = memo["rows"]
         self._totals: dict[tuple[str, ...], np.ndarray] = {}
