@@ -224,6 +224,7 @@ class Session:
         self.hypernode_order: Callable[..., dict[str, float]] | None = None
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._static_cache: dict[int, np.ndarray] = {}
+        self._no_static_score: np.ndarray | None = None     # zeros, read-only, shared (class_static_score)
         # Each class's placement inputs and tree (ClassPlacement), made on first use.
         self.placements: dict[int, ClassPlacement] = {}
         # Per fit request (its bytes): the nodes' fit and kernel score, which every class asking
@@ -580,11 +581,17 @@ class Session:
     def class_static_score(self, cls: TaskClass) -> np.ndarray:
         cached = self._static_cache.get(cls.index)
         if cached is None:
-            cached = np.zeros(self.snap.n_nodes, dtype=np.float64)
             for scorer in self.flat("node_order"):
                 extra = scorer(cls)
                 if extra is not None:
+                    if cached is None:
+                        cached = np.zeros(self.snap.n_nodes, dtype=np.float64)
                     cached += extra
+            if cached is None:      # no scorer scores the class: every such class reads one array
+                if self._no_static_score is None:
+                    self._no_static_score = np.zeros(self.snap.n_nodes, dtype=np.float64)
+                    self._no_static_score.flags.writeable = False
+                cached = self._no_static_score
             self._static_cache[cls.index] = cached
         return cached
 
