@@ -337,6 +337,7 @@ class PlacementTree:
     sdyn: cython.double[::1]
 
     def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params, fits=None):
+        nf: NodeFits
         if not cython.compiled:
             # Interpreted, the tree indexes Python memoryviews of the arrays: a third of the cost
             # of indexing numpy arrays, and Python numbers (its own arrays are array.array for the
@@ -345,17 +346,25 @@ class PlacementTree:
                 memoryview, (alloc, used, releasing, pipelined, req, mask, static, params))
         self.shared = fits is not None
         if self.shared:
-            self.sfit = fits.fit_values if cython.compiled else memoryview(fits.fit_values)
-            self.sdyn = fits.dyn_values if cython.compiled else memoryview(fits.dyn_values)
-        self.alloc = alloc
+            # The request's NodeFits holds the same node arrays, request and parameters: its views
+            # are taken over (a class's tree is made per class, acquiring a buffer costs more).
+            nf = fits
+            self.sfit = nf.fit
+            self.sdyn = nf.dyn
+            self.alloc = nf.alloc
+            self.releasing = nf.releasing
+            self.req = nf.req
+            self.params = nf.params
+        else:
+            self.alloc = alloc
+            self.releasing = releasing
+            self.req = req
+            self.params = params
         self.used = used
-        self.releasing = releasing
         self.pipelined = pipelined
-        self.req = req
         self.mask = mask
         self.static = static
-        self.params = params
-        self.n_nodes = alloc.shape[0]
+        self.n_nodes = self.alloc.shape[0]
         self.size = 1
         while self.size < self.n_nodes:
             self.size *= 2
