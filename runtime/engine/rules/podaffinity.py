@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
-from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
+from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, alike_key, placed_groups, profile
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
 
@@ -177,8 +177,10 @@ class PodAffinityRule(CountingRule):
         self._carried_by_id: dict[int, list[_Hold]] = {}
         self._classes: dict[int, _ClassTerms] = {}
         # Per task: the groups it matches and the terms it carries (a pod's labels and rules do
-        # not change within a session), found once however often it is placed and undone.
+        # not change within a session), found once however often it is placed and undone, and
+        # once per class for pending tasks (alike_key).
         self._task_moves: dict[int, tuple[list[_Group], list[_Hold]]] = {}
+        self._class_moves: dict[int, tuple[list[_Group], list[_Hold]]] = {}
         for cls in snap.classes:
             rules = snap.pods[cls.head].rules if cls.head >= 0 else None
             if rules:
@@ -391,8 +393,14 @@ class PodAffinityRule(CountingRule):
     def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
         found = self._task_moves.get(t)
         if found is None:
-            pod = self.snap.pods[t]
-            found = self._task_moves[t] = (self._matching(pod), self._holds_of(pod.rules) if pod.rules else [])
+            alike = alike_key(self.snap, t)
+            found = self._class_moves.get(alike) if alike >= 0 else None
+            if found is None:
+                pod = self.snap.pods[t]
+                found = (self._matching(pod), self._holds_of(pod.rules) if pod.rules else [])
+                if alike >= 0:
+                    self._class_moves[alike] = found
+            self._task_moves[t] = found
         groups, holds = found
         if not groups and not holds:
             return

@@ -20,7 +20,7 @@ import numpy as np
 from runtime.cluster.model import Pod, PodRules
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.extension import StatefulRule
-from runtime.engine.snapshot import Snapshot
+from runtime.engine.snapshot import PENDING, Snapshot
 
 Profile = Hashable
 T = TypeVar("T")
@@ -30,6 +30,13 @@ def profile(snap: Snapshot, pod: Pod) -> Profile:
     labels = pod.labels
     keys = snap.label_keys or ()
     return pod.namespace, tuple([labels.get(k) for k in keys])
+
+
+def alike_key(snap: Snapshot, t: int) -> int:
+    """A key task t shares with the tasks every rule answers alike for (-1: none): a pending
+    task's class, which its namespace, rules and the inter-pod selectors its labels satisfy
+    make (runtime.engine.kernels.task_columns); the others are keyed by themselves."""
+    return int(snap.task_class[t]) if snap.status[t] == PENDING else -1
 
 
 def placed(snap: Snapshot) -> Iterator[tuple[Pod, int]]:

@@ -35,7 +35,7 @@ import numpy as np
 from runtime.cluster.model import Pod, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
-from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile
+from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, alike_key, placed_groups, profile
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
 
@@ -153,7 +153,8 @@ class TopologySpreadRule(CountingRule):
         self._selections: dict[tuple[str, LabelSelector], _Selection] = {}
         self._by_namespace: dict[str, SelectorIndex[_Selection]] = {}
         self._matches: dict[Profile, list[_Selection]] = {}
-        self._task_matches: dict[int, list[_Selection]] = {}
+        self._task_matches: dict[int, list[_Selection]] = {}     # per task, and per class (alike_key)
+        self._class_matches: dict[int, list[_Selection]] = {}
         self._eligible: dict[tuple, _Eligible] = {}
         self._classes: dict[int, list[_Spread]] = {}
         self._soft: dict[int, _SoftScores] = {}
@@ -379,7 +380,13 @@ class TopologySpreadRule(CountingRule):
             return      # a leaving pod no longer counts
         selections = self._task_matches.get(t)
         if selections is None:
-            selections = self._task_matches[t] = self._matching(self.snap.pods[t])
+            alike = alike_key(self.snap, t)
+            selections = self._class_matches.get(alike) if alike >= 0 else None
+            if selections is None:
+                selections = self._matching(self.snap.pods[t])
+                if alike >= 0:
+                    self._class_matches[alike] = selections
+            self._task_matches[t] = selections
         for selection in selections:
             selection.per_node[node] = selection.per_node.get(node, 0) + step
             selection.total += step
