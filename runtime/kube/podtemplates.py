@@ -147,9 +147,15 @@ def _shared_part(spec: dict) -> tuple[dict, tuple[int, ...]]:
             for kind in ("containers", "initContainers"):
                 containers = spec.get(kind)
                 if type(containers) is list:
-                    spec[kind] = [{k: x for k, x in c.items() if k != "volumeMounts"} if type(c) is dict else c
-                                  for c in containers]
+                    spec[kind] = [_without_mounts(c) for c in containers]
     return spec, unnamed
+
+
+def _without_mounts(container: Any) -> Any:
+    if type(container) is dict and "volumeMounts" in container:
+        container = container.copy()
+        del container["volumeMounts"]
+    return container
 
 
 def _exact_json(value: Any) -> bytes | None:
