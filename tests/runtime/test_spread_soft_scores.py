@@ -1,8 +1,9 @@
-"""PodTopologySpread's ScheduleAnyway scores kept between placements (runtime.engine.rules.spread:
-a placement re-scores only its domain's nodes while the normalization range stays): the cycle
-decides exactly as when every placement re-scores the class on every node, on random clusters
-(zones of uneven sizes, nodes lacking the key, soft constraints on zone and hostname, some with
-a hard one beside, pods already running), both kernels."""
+"""PodTopologySpread's state kept between placements (runtime.engine.rules.spread): ScheduleAnyway
+scores (a placement re-scores only its domain's nodes while the normalization range stays) and
+DoNotSchedule codes per domain (set as a domain's verdict flips). Cycles decide exactly as when
+every placement re-scores the class on every node, and as when every filter answer is made
+afresh from the counts, on random clusters (zones of uneven sizes, nodes lacking the key,
+constraints on zone and hostname, minDomains, pods already running, preemption), both kernels."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ import random
 
 import pytest
 
+import numpy as np
+
 from runtime.cluster.model import ClusterState, PodRules, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.rules import spread as spread_module
+from runtime.engine.extension import MASK_FAIL, MASK_PASS
 from runtime_helpers import STANDARD_TIERS, cycle, node, placements, pod, policy
 
 PLAN = policy(STANDARD_TIERS)
+EVICTING = policy(STANDARD_TIERS, actions="enqueue, allocate, preempt, backfill")
 SCORES_ONLY = policy("tier {\n plugin predicates\n plugin nodeorder {\n leastrequested = 0\n balancedresource = 0\n }\n}")
 HOST = "kubernetes.io/hostname"
 
@@ -57,4 +62,46 @@ def test_kept_scores_decide_as_scores_made_afresh(seed, plan, pure, monkeypatch)
     monkeypatch.setattr(spread_module.TopologySpreadRule, "_soft_moved", every_node_rescored)
     afresh = cycle(plan, random_cluster(seed), pure)
     assert placements(kept) == placements(afresh)
+    assert kept.to_json() == afresh.to_json()
+
+
+def hard_cluster(seed: int) -> ClusterState:
+    rng = random.Random(seed)
+    state = ClusterState()
+    names = [f"n{i}" for i in range(rng.randint(4, 16))]
+    for name in names:
+        labels = {HOST: name}
+        if rng.random() < 0.85:
+            labels["zone"] = f"z{rng.randint(0, 3)}"
+        node(state, name, cpu=rng.choice([2000, 4000]), labels=labels)
+    for g in range(rng.randint(2, 5)):
+        selector = LabelSelector((("app", f"a{g}"),))
+        constraints = [SpreadConstraint(rng.randint(1, 2), rng.choice(["zone", HOST]), "DoNotSchedule", selector,
+                                        min_domains=rng.choice([None, None, 2, 6]))]
+        if rng.random() < 0.3:
+            constraints.append(SpreadConstraint(rng.randint(1, 3), "zone", "DoNotSchedule", selector))
+        rules = PodRules(spread=tuple(constraints))
+        priority = rng.choice([None, 10, 1000])
+        for r in range(rng.randint(2, 8)):
+            running = rng.random() < 0.3
+            pod(state, f"g{g}-{r}", cpu=rng.choice([500, 1000, 1500]), labels={"app": f"a{g}"}, rules=rules,
+                node_name=rng.choice(names) if running else None, creation=float(g), priority=priority)
+    return state
+
+
+def codes_afresh(self, cid, nodes):
+    """The filter's answer made from the counts on every call (no codes kept)."""
+    missing, skewed = self._verdicts(cid, nodes)
+    out = np.full(len(missing), MASK_PASS, dtype=np.uint8)
+    out[missing | skewed] = MASK_FAIL
+    return out
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+@pytest.mark.parametrize("plan", [PLAN, EVICTING], ids=["standard", "evicting"])
+@pytest.mark.parametrize("seed", range(25))
+def test_kept_codes_decide_as_codes_made_afresh(seed, plan, pure, monkeypatch):
+    kept = cycle(plan, hard_cluster(seed), pure)
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "codes", codes_afresh)
+    afresh = cycle(plan, hard_cluster(seed), pure)
     assert kept.to_json() == afresh.to_json()

@@ -45,8 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover
 SKEW_MESSAGE = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL_MESSAGE = "node(s) didn't match pod topology spread constraints (missing required label)"
 MAX_NODE_SCORE = 100.0
-# Up to this many nodes, `codes` answers node by node (see there).
-FEW_NODES = 8
 
 
 @dataclass(eq=False)
@@ -85,6 +83,9 @@ class _Spread:
     low: int = 0                      # the global minimum (0 while fewer domains than minDomains)
     domains_present: int = 0          # domains with an eligible node
     at_low: int = 0                   # of those, the ones counting `low` (when the minimum is theirs)
+    # A hard constraint's filter code per domain, and MASK_FAIL in an extra last entry (read by
+    # nodes lacking the key); kept as counts move (`refresh_codes`, `_move`).
+    codes: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.domains_present = int(self.present.sum())
@@ -98,6 +99,11 @@ class _Spread:
         if self.floored():
             return 0
         return int(self.count[self.present].min())
+
+    def refresh_codes(self) -> None:
+        codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
+        codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
+        self.codes = codes
 
     def reset_low(self) -> None:
         """`low` and `at_low` from the counts (a pass over the domains)."""
@@ -158,6 +164,7 @@ class TopologySpreadRule(CountingRule):
         self._eligible: dict[tuple, _Eligible] = {}
         self._classes: dict[int, list[_Spread]] = {}
         self._soft: dict[int, _SoftScores] = {}
+        self._hard: dict[int, list[_Spread]] = {}
         for cls in snap.classes:
             pod = snap.pods[cls.head] if cls.head >= 0 else None
             if pod is not None and pod.rules:
@@ -258,6 +265,8 @@ class TopologySpreadRule(CountingRule):
                             np.add.at(count, domains.of[rows[keep]], pods[keep])
                         selection.users.append(spread)
                     spread.reset_low()
+                    if hard:
+                        spread.refresh_codes()
                     found.append(spread)
         return found
 
@@ -284,36 +293,19 @@ class TopologySpreadRule(CountingRule):
         return missing, skewed & ~missing
 
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
-        if nodes is not None and len(nodes) <= FEW_NODES:
-            # A placement re-asks about the node or few it touched: node by node in Python costs
-            # less than the whole-array path's fixed numpy overhead (same answers).
-            hard = [s for s in self._class(cid) if s.constraint.hard]
-            return np.array([self._code_at(hard, r) for r in nodes.tolist()], dtype=np.uint8)
-        # Each domain's verdict once, read through the nodes' domains: a node lacking the key
-        # reads the extra last entry (it fails), as `_verdicts` has it.
-        size = self.snap.n_nodes if nodes is None else len(nodes)
-        fail = np.zeros(size, dtype=bool)
-        for s in self._class(cid):
-            if not s.constraint.hard:
-                continue
-            verdict = np.empty(s.domains.count + 1, dtype=bool)
-            verdict[:-1] = s.count + (s.self_match - s.low) > s.constraint.max_skew
-            verdict[-1] = True
-            fail |= verdict[s.domains.of if nodes is None else s.domains.of[nodes]]
-        out = np.full(size, MASK_PASS, dtype=np.uint8)
-        out[fail] = MASK_FAIL
-        return out
-
-    @staticmethod
-    def _code_at(hard: list[_Spread], r: int) -> int:
-        """`codes` on the one node row r, given the class's hard constraints."""
+        # Each domain's code is kept (`_Spread.codes`), read through the nodes' domains: a node
+        # lacking the key reads the extra last entry (it fails), as `_verdicts` has it.
+        hard = self._hard.get(cid)
+        if hard is None:
+            hard = self._hard[cid] = [s for s in self._class(cid) if s.constraint.hard]
+        if not hard:
+            return np.full(self.snap.n_nodes if nodes is None else len(nodes), MASK_PASS, dtype=np.uint8)
+        out = None
         for s in hard:
-            d = int(s.domains.of[r])
-            if d < 0:
-                return MASK_FAIL
-            if int(s.count[d]) + s.self_match - s.low > s.constraint.max_skew:
-                return MASK_FAIL
-        return MASK_PASS
+            codes = s.codes[s.domains.of if nodes is None else s.domains.of[nodes]]
+            # MASK_FAIL < MASK_PASS: a node fails if any constraint fails it.
+            out = codes if out is None else np.minimum(out, codes, out=out)
+        return out
 
     def checks(self, cid: int) -> list[Check]:
         missing, skewed = self._verdicts(cid, None)
@@ -399,9 +391,12 @@ class TopologySpreadRule(CountingRule):
                     self._soft_moved(s, d)
                     continue
                 if low != s.low:
+                    s.refresh_codes()
                     self.ssn.mark_dirty(s.cid, None)
                     continue
                 # Every node of the domain shares its verdict: re-asked only when it flips.
                 skew, own = s.constraint.max_skew, s.self_match
-                if (before + own - low > skew) != (before + step + own - low > skew):
+                fails = before + step + own - low > skew
+                if (before + own - low > skew) != fails:
+                    s.codes[d] = MASK_FAIL if fails else MASK_PASS
                     self.ssn.mark_dirty(s.cid, s.domains.nodes(d))
