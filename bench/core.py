@@ -1002,6 +1002,7 @@ def scale_cycle(plan, state, cache: SnapshotCache) -> tuple[float, dict, object]
         acted = time.perf_counter()
         decisions = collect(ssn)
         ssn.close()
+        del ssn, snap    # gone before the collector is back, as run_cycle's are (else its next pass walks them)
     end = time.perf_counter()
     phases = {"snapshot_s": round(snapped - start, 4), "plugins_open_s": round(opened - snapped, 4),
               "actions_s": round(acted - opened, 4), "collect_s": round(end - acted, 4),

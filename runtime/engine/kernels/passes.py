@@ -247,6 +247,9 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
     pm: cython.uchar[::1] = memoryview(placed_mine)
     pa: cython.longlong[::1] = memoryview(placed_at)
     i: cython.Py_ssize_t = -1
+    run: cython.Py_ssize_t = 0          # settled pods counted in a row under (run_queue, run_sid)
+    run_sid: cython.Py_ssize_t = -1
+    run_queue = None
     pl: cython.uchar[::1] = memoryview(plain)
     cr: cython.double[::1] = memoryview(creation)
     st: cython.schar[::1] = memoryview(status)
@@ -313,8 +316,14 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
         if mine and phase != "Failed":
             if fold and not get_slot(pod, M_GROUP) and (phase == "Succeeded" or (node and not gone)):
                 if phase != "Succeeded":
-                    queue_key = (get_slot(pod, M_ANNOTATIONS).get(QUEUE_ANNOTATION), sid)
-                    settled[queue_key] = settled.get(queue_key, 0) + 1
+                    # Counted in runs: a Deployment's replicas come in a row, one queue and request.
+                    queue = get_slot(pod, M_ANNOTATIONS).get(QUEUE_ANNOTATION)
+                    if run > 0 and sid == run_sid and queue == run_queue:
+                        run += 1
+                    else:
+                        if run > 0:
+                            settled[(run_queue, run_sid)] = settled.get((run_queue, run_sid), 0) + run
+                        run_queue, run_sid, run = queue, sid, 1
                 continue
             prio = get_slot(pod, M_PRIORITY)
             if prio is None:
@@ -362,6 +371,8 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
                     pl[t] = False
                     volume_tasks.append(t)
             t += 1
+    if run > 0:
+        settled[(run_queue, run_sid)] = settled.get((run_queue, run_sid), 0) + run
     return PodScan(shapes, placed_node[:p], placed_shape[:p], placed_gone[:p], placed_mine[:p], ours, keys,
                    shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names,
                    settled, rule_pods, volume_pods, volume_tasks, placed_at[:p])
