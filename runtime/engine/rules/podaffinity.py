@@ -151,6 +151,11 @@ class _ClassTerms:
     repelled_by: list[_Hold] = field(default_factory=list)
     scored_by: list[_Hold] = field(default_factory=list)
     score_range: tuple[float, float] = (0.0, 0.0)
+    # Made once the above are: the counts a pod in a node's domain fails (or, leaving, delays)
+    # the node by (existing pods' anti-affinity, then the class's own), and whether the class
+    # has score terms.
+    against: list[_Counts] = field(default_factory=list)
+    score_terms: bool = False
 
 
 class PodAffinityRule(CountingRule):
@@ -246,11 +251,6 @@ class PodAffinityRule(CountingRule):
                                           if g.matches(pod, self.ns_labels)]
         return found
 
-    def _count_group(self, group: _Group, node: int, step: int, leaving: bool) -> None:
-        for counts in group.counts.values():
-            if counts.add(node, step, leaving) >= 0 and not leaving:
-                group.matched += step
-
     def _class(self, cid: int) -> _ClassTerms:
         ct = self._classes.get(cid)
         if ct is None:
@@ -272,6 +272,8 @@ class PodAffinityRule(CountingRule):
                 if hold.term.matches(pod.namespace, pod.labels, self.ns_labels):
                     (ct.repelled_by if hold.kind == REPELS else ct.scored_by).append(hold)
                     hold.matched.append(cid)
+            ct.against = [h.counts for h in ct.repelled_by] + [c for g in ct.anti for c in g.counts.values()]
+            ct.score_terms = bool(ct.preferred or ct.scored_by)
         return ct
 
     # --- the extension point ---------------------------------------------------------------
@@ -280,8 +282,7 @@ class PodAffinityRule(CountingRule):
         return self.filter_on and bool(ct.affinity or ct.anti or ct.repelled_by)
 
     def scores(self, cid: int) -> bool:
-        ct = self._class(cid)
-        return self.weight > 0 and bool(ct.preferred or ct.scored_by)
+        return self.weight > 0 and self._class(cid).score_terms
 
     def _verdicts(self, cid: int, nodes: np.ndarray | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per message: (nodes failing now, nodes passing only once leaving pods are gone)."""
@@ -313,12 +314,13 @@ class PodAffinityRule(CountingRule):
     def _code_at(self, ct: _ClassTerms, r: int) -> int:
         """`codes` on the one node row r."""
         later = False
-        for counts in (*(h.counts for h in ct.repelled_by), *(c for g in ct.anti for c in g.counts.values())):
+        for counts in ct.against:
             if counts.live_total or counts.gone_total:
-                _, live, gone = counts.at_row(r)
-                if live > 0:
-                    return MASK_FAIL
-                later = later or gone > 0
+                d = int(counts.domains.of[r])
+                if d >= 0:
+                    if counts.live.get(d, 0) > 0:
+                        return MASK_FAIL
+                    later = later or counts.gone.get(d, 0) > 0
         if ct.affinity is not None:
             first = ct.affinity.matched == 0 and ct.self_affine
             for counts in ct.affinity.counts.values():
@@ -369,21 +371,16 @@ class PodAffinityRule(CountingRule):
         return scores if nodes is None else scores[nodes]
 
     # --- notifications ---------------------------------------------------------------------
-    def _changed(self, marks: dict, cids: list[int], counts: _Counts, node: int) -> None:
+    def _changed(self, marks: dict, cids: list[int], counts: _Counts, d: int) -> None:
         """Collects in `marks` (class -> {topology key: nodes}, None: every node) the nodes
-        whose answers a count change in `counts` at `node` may have changed."""
-        if not cids:
-            return
-        d = int(counts.domains.of[node])
-        if d < 0:
-            return
+        whose answers a count change in `counts` in domain d may have changed."""
         key = counts.domains.key
         for cid in cids:
             found = marks.get(cid, ())
             if found is None or key in found:
                 continue
             # Scores are normalized over all nodes: a change anywhere re-scores the class.
-            if self.scores(cid):
+            if self.weight > 0 and (self._classes.get(cid) or self._class(cid)).score_terms:
                 marks[cid] = None
             else:
                 if not found:
@@ -409,15 +406,20 @@ class PodAffinityRule(CountingRule):
         marks: dict[int, dict[str, np.ndarray] | None] = {}
         for group in groups:
             before = group.matched
-            self._count_group(group, node, step, leaving)
+            for counts in group.counts.values():
+                d = counts.add(node, step, leaving)
+                if d >= 0:
+                    if not leaving:
+                        group.matched += step
+                    if group.users:
+                        self._changed(marks, group.users, counts, d)
             if (before == 0) != (group.matched == 0):   # the self-affine first-pod rule flips
                 for cid in group.first_pod_users:
                     marks[cid] = None
-            for counts in group.counts.values():
-                self._changed(marks, group.users, counts, node)
         for hold in holds:
-            hold.counts.add(node, step, leaving)
-            self._changed(marks, hold.matched, hold.counts, node)
+            d = hold.counts.add(node, step, leaving)
+            if d >= 0 and hold.matched:
+                self._changed(marks, hold.matched, hold.counts, d)
         mark = self.ssn.mark_dirty
         for cid, by_key in marks.items():
             if by_key is None:
