@@ -535,3 +535,23 @@ def test_a_placed_gang_gets_its_status_and_hypernode_in_one_patch_after_its_bind
     unwritten = dataclasses.replace(unwritten, phase="Running")
     assert not gang_settles(unwritten, status, members, hypernodes=True)
     assert gang_settles(unwritten, status, members, hypernodes=False)
+
+
+def test_a_hard_gang_completed_by_pods_requesting_nothing_needs_room_only_for_the_others(pure):
+    """minMember 3 of a, b, c (1 cpu each) and z (nothing), created in that order, hard within
+    tier 1; each switch holds 2 cpu. The first three pending pods ask 3 cpu, which no switch
+    has; but a, b and z make the gang (Volcano counts a pod requesting nothing ready), so the
+    search must not pass a switch over for the third cpu. (Found by the hypothesis property of
+    test_subgroup_eviction_properties: reclaim pipelined a gang that allocate then never
+    completed, its victims evicted for nothing.)"""
+    state = ClusterState()
+    for s in ("s0", "s1"):
+        node(state, f"{s}-n1", cpu=2000, memory=4 * GiB)
+        state.add_hypernode(HyperNode(s, 1, "", (Member("Node", exact=f"{s}-n1"),)))
+    state.add_podgroup(PodGroup("c1", "pg1", min_member=3, phase="Inqueue", uid="pg1",
+                                network_topology=NetworkTopology("hard", 1)))
+    for i, (name, cpu) in enumerate((("a", 1000), ("b", 1000), ("c", 1000), ("z", 0))):
+        pod(state, name, cpu=cpu, memory=0 if not cpu else GiB, group="pg1", ns="c1", creation=float(i))
+    bound = run(state, pure)
+    assert "c1/z" in bound and len(bound) == 3, bound
+    assert len({bound[k] for k in bound}) == 1      # one switch (one node each here)

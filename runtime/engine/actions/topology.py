@@ -223,8 +223,11 @@ def required_nodes(ssn: Session, j: int, tasks: np.ndarray, recorded: str = "") 
 
 
 def gang_need(ssn: Session, j: int) -> tuple[int, np.ndarray]:
-    """How many more tasks the gang needs placed (at least one, but see below), and what the first of its pending
-    tasks that many request together. A gang that reaches its minMember only with its reservations
+    """How many more tasks the gang needs placed (at least one, but see below), and the least
+    that many of its pending tasks request together, per resource (the smallest asks of each
+    resource summed: whichever tasks make up the gang need at least that, so a HyperNode with
+    less room is passed over rightly; a gang completed by pods that request nothing needs no
+    room for the others). A gang that reaches its minMember only with its reservations
     (pipelined tasks: a preemptor's, held) needs no room at all: its turn binds them without room
     for one more (were its HyperNode passed over for lacking room its extra pods would want, the
     reservations, and the evictions that bought them, would never bind)."""
@@ -233,8 +236,10 @@ def gang_need(ssn: Session, j: int) -> tuple[int, np.ndarray]:
     if int(ssn.job_pipelined[j]) and have >= job.min_member:
         return 0, np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
     need = max(job.min_member - have, 1)
-    pending = [t for t in job.tasks.tolist() if ssn.status[t] == PENDING][:need]
-    req = ssn.snap.request[pending].sum(axis=0) if pending else np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
+    pending = [t for t in job.tasks.tolist() if ssn.status[t] == PENDING]
+    req = np.sort(ssn.snap.request[pending], axis=0)[:need].sum(axis=0) if pending else \
+        np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
+    pending = pending[:need]
     if ssn.snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
         req[ssn.snap.queue_only] = 0
     return len(pending) or need, req
