@@ -280,9 +280,7 @@ def _evict_for_group(ssn: Session, stmt: Statement, j: int, group, tasks: list[i
     snap = ssn.snap
     rule = ssn.hypernode_rule
     placed = topology.required_nodes(ssn, j, group.tasks)
-    need = snap.request[tasks[:want]].sum(axis=0)
-    if snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
-        need[snap.queue_only] = 0
+    need = topology.least_request(ssn, tasks, want)
     levels, why = topology.sub_group_levels(ssn, group, region, region_allowed, placed, need, _freeable(ssn))
     if levels is None:
         reason = d.Reason(d.GANG, f"{topology.sub_group_said(ssn, j, group)}: {why}", {"topology": True})
@@ -590,9 +588,7 @@ def evict_bundles(ssn: Session, j: int, rows: np.ndarray | None, point: str, may
     if tasks is None:
         _, need = topology.gang_need(ssn, j)
     else:
-        need = snap.request[[t for t in tasks if ssn.status[t] == PENDING][:want]].sum(axis=0)
-        if snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
-            need[snap.queue_only] = 0
+        need = topology.least_request(ssn, [t for t in tasks if ssn.status[t] == PENDING], want)
     bundles = bundles_in(ssn, j, rows, point, may_evict, on_node, whole_gangs, need)
     if not bundles:
         return None

@@ -237,12 +237,19 @@ def gang_need(ssn: Session, j: int) -> tuple[int, np.ndarray]:
         return 0, np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
     need = max(job.min_member - have, 1)
     pending = [t for t in job.tasks.tolist() if ssn.status[t] == PENDING]
-    req = np.sort(ssn.snap.request[pending], axis=0)[:need].sum(axis=0) if pending else \
-        np.zeros(ssn.snap.request.shape[1], dtype=np.int64)
-    pending = pending[:need]
-    if ssn.snap.queue_only is not None:     # DRA device counts: queues count them, no node offers them
-        req[ssn.snap.queue_only] = 0
-    return len(pending) or need, req
+    return min(len(pending), need) or need, least_request(ssn, pending, need)
+
+
+def least_request(ssn: Session, tasks: list[int], count: int) -> np.ndarray:
+    """The least any `count` of `tasks` ask together, per resource: the `count` smallest asks of
+    each resource summed (so room below it holds no such choice). DRA device counts are left
+    out: queues count them, no node offers them."""
+    snap = ssn.snap
+    req = np.sort(snap.request[tasks], axis=0)[:count].sum(axis=0) if len(tasks) and count > 0 else \
+        np.zeros(snap.request.shape[1], dtype=np.int64)
+    if snap.queue_only is not None:
+        req[snap.queue_only] = 0
+    return req
 
 
 def free_room(ssn: Session, rows: np.ndarray) -> np.ndarray:
