@@ -67,6 +67,7 @@ class _Eligible:
     eligible: np.ndarray              # (N,) bool
     present: np.ndarray               # (D,) bool: the domain has an eligible node
     of_eligible: np.ndarray           # domains.of[eligible]
+    domains_present: int              # present.sum()
 
 
 @dataclass(eq=False)
@@ -81,14 +82,15 @@ class _Spread:
     count: np.ndarray                 # (D,) int64
     self_match: int
     low: int = 0                      # the global minimum (0 while fewer domains than minDomains)
-    domains_present: int = 0          # domains with an eligible node
+    domains_present: int = -1         # domains with an eligible node (counted when not given)
     at_low: int = 0                   # of those, the ones counting `low` (when the minimum is theirs)
     # A hard constraint's filter code per domain, and MASK_FAIL in an extra last entry (read by
     # nodes lacking the key); kept as counts move (`refresh_codes`, `_move`).
     codes: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.domains_present = int(self.present.sum())
+        if self.domains_present < 0:
+            self.domains_present = int(self.present.sum())
 
     def floored(self) -> bool:
         """Whether the minimum is 0 whatever the counts (no domain, or fewer than minDomains)."""
@@ -229,7 +231,7 @@ class TopologySpreadRule(CountingRule):
             present = present[:domains.count] if domains.count else present[:0]
             for array in (eligible, present, of_eligible):
                 array.flags.writeable = False        # shared by the classes alike
-            found = _Eligible(eligible, present, of_eligible)
+            found = _Eligible(eligible, present, of_eligible, int(present.sum()))
             if key is not None:
                 self._eligible[key] = found
         return found
@@ -254,7 +256,8 @@ class TopologySpreadRule(CountingRule):
                     counted = c.selector is not None and bool(c.selector.match_labels or c.selector.match_expressions)
                     count = np.zeros(domains.count, dtype=np.int64)
                     spread = _Spread(cid, c, domains, shared.eligible, shared.present, count,
-                                     int(c.selector is not None and c.selector.matches(pod.labels)))
+                                     int(c.selector is not None and c.selector.matches(pod.labels)),
+                                     domains_present=shared.domains_present)
                     if counted:
                         selection = self._selection(pod.namespace, c.selector)
                         if domains.count and selection.total:
@@ -264,7 +267,10 @@ class TopologySpreadRule(CountingRule):
                             keep = shared.eligible[rows]
                             np.add.at(count, domains.of[rows[keep]], pods[keep])
                         selection.users.append(spread)
-                    spread.reset_low()
+                    if counted and domains.count and selection.total:
+                        spread.reset_low()
+                    else:       # every count 0: the minimum is 0, and every domain is at it
+                        spread.low, spread.at_low = 0, (0 if spread.floored() else spread.domains_present)
                     if hard:
                         spread.refresh_codes()
                     found.append(spread)
