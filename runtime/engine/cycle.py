@@ -35,9 +35,10 @@ class _CollectorPause:
     (Session.close breaks its one cycle); each allocation burst set off generation-0 and -1
     collections and, the state being frozen (gc.freeze) so that the oldest generation looks
     small, about three full collections a cycle walking every object the cycle holds: a tenth
-    of the cycle's processor time, collecting nothing. Re-entrant and thread-safe (the
-    connector's reflectors pause it too, runtime.kube.cache); it is enabled again only if it
-    was enabled when the outermost pause began."""
+    of the cycle's processor time, collecting nothing. Re-entrant and thread-safe: the one
+    instance, `collector_paused`, is shared with the connector's reflectors, which pause it
+    while they list (runtime.kube.cache), so a cycle ending during a list does not enable it
+    again; it is enabled again only if it was enabled when the outermost pause began."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -134,7 +134,7 @@ def test_lists_read_the_watch_cache_with_the_collector_paused(monkeypatch) -> No
 
     # Two lists at once (one per reflector thread): back on only when both are done; and a
     # collector someone else turned off stays off.
-    pause = cache_module._CollectorPause()
+    pause = cache_module.collector_paused
     with pause:
         with pause:
             assert not gc.isenabled()
@@ -147,6 +147,16 @@ def test_lists_read_the_watch_cache_with_the_collector_paused(monkeypatch) -> No
         assert not gc.isenabled()
     finally:
         gc.enable()
+    # A cycle that ends while a list goes on leaves the collector off: the cycle's pause is the
+    # same one (runtime.engine.cycle.collector_paused).
+    from runtime.engine.cycle import collector_paused as cycle_pause
+
+    cycle_pause.__enter__()             # a cycle starts
+    pause.__enter__()                   # a reflector lists meanwhile
+    cycle_pause.__exit__(None, None, None)
+    assert not gc.isenabled()
+    pause.__exit__(None, None, None)
+    assert gc.isenabled()
 
 
 def test_the_api_json_reader_reads_what_the_standard_library_reads() -> None:
