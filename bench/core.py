@@ -207,17 +207,20 @@ def make_cluster(nodes: int, pods: int, jobs: int, queues: int = QUEUES) -> Clus
 def one_cycle(plan, state, pure: bool, cache: SnapshotCache | None = None, fold: bool | None = None):
     """Seconds for snapshot + session + actions + collect, placements, phases, decisions. The
     phases include the cycle's processor time (what other processes on a shared machine do
-    not inflate as much as the wall clock)."""
+    not inflate as much as the wall clock). The cyclic collector is paused for the cycle, as
+    run_cycle (the scheduler's loop) pauses it."""
     cpu = time.process_time()
     start = time.perf_counter()
-    ssn = open_session(plan, state, Options(pure_python=pure, fold_settled=fold), cache)
-    opened = time.perf_counter()
-    registry = actions()
-    for name in plan.actions:
-        registry[name](ssn)
-    acted = time.perf_counter()
-    decisions = collect(ssn)
-    ssn.close()
+    with collector_paused:
+        ssn = open_session(plan, state, Options(pure_python=pure, fold_settled=fold), cache)
+        opened = time.perf_counter()
+        registry = actions()
+        for name in plan.actions:
+            registry[name](ssn)
+        acted = time.perf_counter()
+        decisions = collect(ssn)
+        ssn.close()
+        del ssn    # gone before the collector is back, as run_cycle's session is
     end = time.perf_counter()
     phases = {"snapshot_and_open_s": round(opened - start, 4), "actions_s": round(acted - opened, 4),
               "collect_s": round(end - acted, 4), "cycle_cpu_s": round(time.process_time() - cpu, 4)}
