@@ -204,6 +204,18 @@ def make_cluster(nodes: int, pods: int, jobs: int, queues: int = QUEUES) -> Clus
     return state
 
 
+def act_and_collect(plan, ssn):
+    """The plan's actions run on an open session, its decisions collected and the session
+    closed: (when the actions ended, perf_counter; the decisions)."""
+    registry = actions()
+    for name in plan.actions:
+        registry[name](ssn)
+    acted = time.perf_counter()
+    decisions = collect(ssn)
+    ssn.close()
+    return acted, decisions
+
+
 def one_cycle(plan, state, pure: bool, cache: SnapshotCache | None = None, fold: bool | None = None):
     """Seconds for snapshot + session + actions + collect, placements, phases, decisions. The
     phases include the cycle's processor time (what other processes on a shared machine do
@@ -214,12 +226,7 @@ def one_cycle(plan, state, pure: bool, cache: SnapshotCache | None = None, fold:
     with collector_paused:
         ssn = open_session(plan, state, Options(pure_python=pure, fold_settled=fold), cache)
         opened = time.perf_counter()
-        registry = actions()
-        for name in plan.actions:
-            registry[name](ssn)
-        acted = time.perf_counter()
-        decisions = collect(ssn)
-        ssn.close()
+        acted, decisions = act_and_collect(plan, ssn)
         del ssn    # gone before the collector is back, as run_cycle's session is
     end = time.perf_counter()
     phases = {"snapshot_and_open_s": round(opened - start, 4), "actions_s": round(acted - opened, 4),
@@ -999,12 +1006,7 @@ def scale_cycle(plan, state, cache: SnapshotCache) -> tuple[float, dict, object]
         hold_reservations(ssn, None)
         ssn.lost_to = {}
         opened = time.perf_counter()
-        registry = actions()
-        for name in plan.actions:
-            registry[name](ssn)
-        acted = time.perf_counter()
-        decisions = collect(ssn)
-        ssn.close()
+        acted, decisions = act_and_collect(plan, ssn)
         del ssn, snap    # gone before the collector is back, as run_cycle's are (else its next pass walks them)
     end = time.perf_counter()
     phases = {"snapshot_s": round(snapped - start, 4), "plugins_open_s": round(opened - snapped, 4),
