@@ -408,6 +408,23 @@ class PlacementTree:
     @cython.inline
     @cython.nogil
     @cython.exceptval(check=False)
+    def _charge(self, n: cython.Py_ssize_t, key: cython.double) -> cython.schar:
+        """One task placed on node n, whose key was `key`: its request charged to the node's used
+        (idle room) or pipelined (room being freed), the NodeFits told; the kind of placement."""
+        r: cython.Py_ssize_t
+        idle: cython.bint = key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+        for r in range(self.req.shape[0]):
+            if idle:
+                self.used[n, r] += self.req[r]
+            else:
+                self.pipelined[n, r] += self.req[r]
+        self._took(n)
+        return IDLE if idle else FUTURE
+
+    @cython.cfunc
+    @cython.inline
+    @cython.nogil
+    @cython.exceptval(check=False)
     def _rekey(self, n: cython.Py_ssize_t) -> cython.void:
         """Node n's key afresh, and its ancestors'."""
         i: cython.Py_ssize_t = self.size + n
@@ -460,14 +477,11 @@ class PlacementTree:
             self.out_kinds = np.empty(2 * k, dtype=np.int8)
         out_nodes: cython.longlong[::1] = self.out_nodes
         out_kind: cython.schar[::1] = self.out_kinds
-        r_n: cython.Py_ssize_t = self.req.shape[0]
         placed: cython.Py_ssize_t = 0
         best: cython.Py_ssize_t
-        r: cython.Py_ssize_t
         n: cython.Py_ssize_t
         best_key: cython.double
         key: cython.double
-        idle: cython.bint
         if k <= 0:
             return 0
         if self.stale:
@@ -482,15 +496,8 @@ class PlacementTree:
                             best_key = key
                             best = n
                     if best >= 0:
-                        idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
-                        for r in range(r_n):
-                            if idle:
-                                self.used[best, r] += self.req[r]
-                            else:
-                                self.pipelined[best, r] += self.req[r]
                         out_nodes[0] = best
-                        out_kind[0] = IDLE if idle else FUTURE
-                        self._took(best)
+                        out_kind[0] = self._charge(best, best_key)
                 return 1 if best >= 0 else 0
             self._build()
         with cython.nogil:
@@ -499,15 +506,8 @@ class PlacementTree:
                 if best_key == NEG_INF:
                     break
                 best = self.idx[1]
-                idle = best_key >= (IDLE_BONUS + FUTURE_BONUS) / 2
-                for r in range(r_n):
-                    if idle:
-                        self.used[best, r] += self.req[r]
-                    else:
-                        self.pipelined[best, r] += self.req[r]
                 out_nodes[placed] = best
-                out_kind[placed] = IDLE if idle else FUTURE
+                out_kind[placed] = self._charge(best, best_key)
                 placed += 1
-                self._took(best)
                 self._rekey(best)
         return placed
