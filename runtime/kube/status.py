@@ -167,10 +167,10 @@ class StatusWriter:
         namespace, name = update.key.split("/", 1)
         path = f"{PODGROUPS.path.rsplit('/', 1)[0]}/namespaces/{namespace}/podgroups/{name}"
         if self._patch(path, update, "PodGroup"):
-            hypernode = (update.annotations or {}).get(JOB_ALLOCATED_HYPERNODE, False)
-            if update.patch or hypernode is not False:
-                self.cache.record_podgroup_status(update.key, update.status,
-                                                  hypernode=None if hypernode is False else hypernode or "")
+            written = update.annotations or {}
+            hypernode = (written[JOB_ALLOCATED_HYPERNODE] or "") if JOB_ALLOCATED_HYPERNODE in written else None
+            if update.patch or hypernode is not None:
+                self.cache.record_podgroup_status(update.key, update.status, hypernode=hypernode)
             return True
         return False
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -129,17 +129,16 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                 allowed = np.zeros(snap.n_nodes, dtype=bool)
                 allowed[rows] = True
                 rule.restrict(classes, name, allowed)
-                outcome = dry_run(ssn, j, one_task, attempt, rows, columns, keep_ready=first_ready_wins)
-                if outcome is None:
+                tried = dry_run(ssn, j, one_task, attempt, rows, columns, keep_ready=first_ready_wins)
+                if tried is None:
                     return False              # nothing to place
-                if len(outcome) == 4:
+                outcome, placed, left, kept = tried
+                if kept is not None:
                     # The first ready one wins (trial_order): its dry run is the turn itself,
                     # kept rather than undone and placed again the same way.
-                    return finish(ssn, j, outcome[3])
-                if outcome[0]:
-                    results.append((-outcome[0], -outcome[1], outcome[2], name, allowed, rows))
-                    if first_ready_wins and outcome[0] == READY:
-                        break                 # no later candidate can rank above it
+                    return finish(ssn, j, kept)
+                if outcome:
+                    results.append((-outcome, -placed, left, name, allowed, rows))
             if results:
                 if ssn.hypernode_order is not None:
                     # The network-topology-aware plugin's score, as Volcano's selectBestHyperNode;
@@ -147,9 +146,9 @@ def allocate_within(ssn: Session, j: int, one_task: bool, attempt: Callable, fin
                     scores = ssn.hypernode_order(j, {r[3]: r[5] for r in results})
                     key = lambda r: (r[0], -scores[r[3]], r[3])      # noqa: E731
                 else:
-                    # A ready gang first (the first ready in trial order, the only one tried),
-                    # else the most tasks placed, the least room left, the name.
-                    key = lambda r: r[:4] if r[0] != -READY else (r[0],)      # noqa: E731
+                    # None is ready (the first ready one is kept as the turn, above): the most
+                    # tasks placed, the least room left, the name.
+                    key = lambda r: r[:4]      # noqa: E731
                 _, _, _, name, allowed, _ = min(results, key=key)
                 rule.restrict(classes, name, allowed)
                 tried = attempt(ssn, j, one_task)
@@ -267,10 +266,11 @@ def node_free(ssn: Session) -> np.ndarray:
 
 
 def dry_run(ssn: Session, j: int, one_task: bool, attempt: Callable, rows: np.ndarray,
-            columns: np.ndarray, keep_ready: bool = False) -> tuple | None:
+            columns: np.ndarray, keep_ready: bool = False) -> tuple[int, int, float, Any] | None:
     """The turn placed within the HyperNode and undone: (outcome, tasks placed, room left as a
-    share of the HyperNode's), outcome READY, PIPELINED_OUTCOME or 0. Reasons it wrote are undone.
-    With `keep_ready`, a READY turn is not undone: (READY, placed, 0.0, the attempt's answer)."""
+    share of the HyperNode's, None), outcome READY, PIPELINED_OUTCOME or 0. Reasons it wrote are
+    undone. With `keep_ready`, a READY turn is kept instead: (READY, placed, 0.0, the attempt's
+    answer, for the caller to finish)."""
     job = ssn.snap.jobs[j]
     saved = {t: list(ssn.task_reasons[t]) for t in job.tasks.tolist() if t in ssn.task_reasons}
     job_saved = list(ssn.job_reasons.get(j, []))
@@ -302,7 +302,7 @@ def dry_run(ssn: Session, j: int, one_task: bool, attempt: Callable, rows: np.nd
         ssn.job_reasons[j] = job_saved
     else:
         ssn.job_reasons.pop(j, None)
-    return outcome, placed, left
+    return outcome, placed, left, None
 
 
 def shortage_text(ssn: Session, need: int, need_req: np.ndarray, rooms: list[tuple[str, np.ndarray]],
