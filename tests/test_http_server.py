@@ -124,6 +124,9 @@ def test_connections_beyond_the_cap_are_refused_and_the_probes_still_answer(serv
     assert (status, body) == (200, b"ok")
     status, headers, body = get(server, "/metrics")   # the reserve is for probes only
     assert status == 503 and headers["Retry-After"] == "1"
+    # The refused connection must be gone before the next count: else `hold` waiting for 4 could
+    # count it, and the probe below would take the reserve it leaves.
+    wait_for(lambda: server.connections == 3, "the refused connection released")
 
     hold = connect(server)   # takes the probes' reserve...
     hold.sendall(b"GET /healthz HTTP/1.1\r\n")
