@@ -49,6 +49,9 @@ from runtime.engine.snapshot import (
 )
 
 _NONE: list = []          # the callbacks of a point nobody registered at (never appended to)
+# Placement trees holding key arrays at once: a few per queue taking turns is plenty; a tree whose
+# arrays another took is built again when next used (kernels.TreeRoom).
+TREES_HOLDING_KEYS = 64
 
 
 class ClassPlacement:
@@ -230,6 +233,8 @@ class Session:
         # Per fit request (its bytes): the nodes' fit and kernel score, which every class asking
         # that request reads its tree's keys from (kernels.NodeFits), made on first use.
         self.node_fits: dict[bytes, Any] = {}
+        # The trees' key arrays: at most TREES_HOLDING_KEYS trees hold some at once (kernels.TreeRoom).
+        self.tree_room = kernels.TreeRoom(TREES_HOLDING_KEYS)
         # Outcome
         self.evictions: list[d.Eviction] = []
         self.task_reasons: dict[int, list[d.Reason]] = {}
@@ -618,7 +623,7 @@ class Session:
         fits = self._fresh_fits(cp.req, logged)
         if cp.tree is None:     # stale until a placement needs its keys (runtime.engine.kernels.place)
             cp.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined, cp.req,
-                                           cp.mask, cp.score, self.score_params, fits)
+                                           cp.mask, cp.score, self.score_params, fits, self.tree_room)
         elif cp.tree.stale:
             pass                # built afresh (or scanned) when next asked: nothing to re-key
         elif changed is None or logged - cp.seen + len(changed) > max(64, self.snap.n_nodes // 8):
@@ -782,6 +787,7 @@ class Session:
         self._rule_states = {}
         self.enqueue_listeners = []
         self.placements = {}
+        self.tree_room.clear()
         self.node_fits = {}
         self._mask_cache = {}
         self._static_cache = {}

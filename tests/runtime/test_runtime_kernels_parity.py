@@ -196,12 +196,14 @@ def test_placement_tree_matches_brute_force(compiled, seed):
         assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p)
 
 
+@pytest.mark.parametrize("room_limit", [None, 1])
 @pytest.mark.parametrize("seed", range(15))
-def test_trees_sharing_node_fits_match_brute_force(compiled, seed):
+def test_trees_sharing_node_fits_match_brute_force(compiled, seed, room_limit):
     """Two classes of one request (different masks and static scores) reading their keys from
     one NodeFits, as the session shares them: single placements on a stale tree (a scan, no
     build), a second one (the tree built), runs, room freed elsewhere (the fits and both trees
-    refreshed, each tree told of the other's placements) — every placement the oracle's."""
+    refreshed, each tree told of the other's placements) — every placement the oracle's. With a
+    TreeRoom of one, each tree that builds takes the other's key arrays (the other goes stale)."""
     rng = np.random.default_rng(700 + seed)
     n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
     kinds = rng.integers(0, max(1, n // 4), size=n)
@@ -223,7 +225,8 @@ def test_trees_sharing_node_fits_match_brute_force(compiled, seed):
     for kernels in (REF, compiled):
         u, p = used.copy(), pipelined.copy()
         fits = kernels.NodeFits(alloc, u, releasing, p, req, params)
-        trees = [kernels.PlacementTree(alloc, u, releasing, p, req, masks[c], statics[c], params, fits)
+        room = None if room_limit is None else kernels.TreeRoom(room_limit)
+        trees = [kernels.PlacementTree(alloc, u, releasing, p, req, masks[c], statics[c], params, fits, room)
                  for c in range(2)]
         got = []
         for c, k in steps:

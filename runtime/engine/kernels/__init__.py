@@ -72,6 +72,7 @@ class Kernels:
     placements: Callable
     podgroup_statuses: Callable
     NodeFits: type                 # a request's fit and kernel score per node, shared by its classes' trees
+    TreeRoom: type                 # room for a few trees' keys at a time, shared by a session's trees
 
 
 class ScoreParams:
@@ -140,7 +141,7 @@ def _kernels(name: str, place: ModuleType, share: ModuleType, ledger: ModuleType
                    share.water_fill, share.RowShare, share.QueueShare, share.AtLimit, share.CountWithin,
                    place.PlacementTree, ledger.Ledger, passes.scan_pods, passes.group_tasks, passes.task_columns,
                    passes.node_usage, passes.build_jobs, passes.placements, passes.podgroup_statuses,
-                   place.NodeFits)
+                   place.NodeFits, place.TreeRoom)
 
 
 _warned = False

@@ -295,6 +295,29 @@ class NodeFits:
 
 
 @cython.cclass
+class TreeRoom:
+    """Room for the keys of at most `limit` PlacementTrees at a time, shared by a session's trees.
+    Under inter-pod rules each Deployment-like group is a task class of its own with a tree of its
+    own; each keeping its keys for the whole cycle (some 300 KB at 5,000 nodes), a thousand trees
+    are 300 MB of fresh memory a cycle, whose first touch cost a fifth of section 6's cycle. A tree
+    that needs keys while `limit` trees hold them takes over the arrays of the one placed with
+    longest ago, which goes stale (built afresh when next used: the same placements). `clear`
+    lets the trees go (they refer to the room: a cycle otherwise)."""
+
+    limit: cython.Py_ssize_t
+    tick: cython.longlong
+    holders: list
+
+    def __init__(self, limit):
+        self.limit = max(limit, 1)
+        self.tick = 0
+        self.holders = []
+
+    def clear(self) -> None:
+        self.holders = []
+
+
+@cython.cclass
 class PlacementTree:
     """place_batch's segment tree kept between uses by one task class, bound at construction to
     the session's node arrays and the class's request, mask and static scores (a call passes
@@ -311,7 +334,8 @@ class PlacementTree:
     builds its tree, and one whose rules change many nodes per placement (rebuilt after each)
     scans instead of building. `refresh` of a stale tree does nothing (the build recomputes all).
     Given `fits` (its request's NodeFits, fresh whenever the tree is used), the keys are read
-    from it instead of computed: a scan or build then costs a few reads per node."""
+    from it instead of computed: a scan or build then costs a few reads per node. Given `room`
+    (a TreeRoom), its key arrays are taken from and given back to the room's."""
 
     size: cython.Py_ssize_t
     n_nodes: cython.Py_ssize_t
@@ -335,8 +359,10 @@ class PlacementTree:
     shared: cython.bint             # keys read from a NodeFits' arrays (sfit, sdyn)
     sfit: cython.schar[::1]
     sdyn: cython.double[::1]
+    room: TreeRoom                  # None: the tree's arrays are its own
+    placed_at: cython.longlong      # the room's tick at this tree's last placement
 
-    def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params, fits=None):
+    def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params, fits=None, room=None):
         nf: NodeFits
         if not cython.compiled:
             # Interpreted, the tree indexes Python memoryviews of the arrays: a third of the cost
@@ -372,15 +398,52 @@ class PlacementTree:
         self.scanned = False
         self.grown = False
         self.epoch = 0
+        self.room = room
+        self.placed_at = 0
         self.out_nodes = np.empty(16, dtype=np.int64)
         self.out_kinds = np.empty(16, dtype=np.int8)
 
     def _grow(self) -> None:
+        if self.room is not None and self._take_over():
+            return
         self.key = array.array("d", [NEG_INF]) * (2 * self.size)
         self.idx = array.array("q", [-1]) * (2 * self.size)
         # mark[n] == epoch: n was re-keyed in this refresh already (the change log repeats nodes).
         self.mark = array.array("q", [0]) * max(self.n_nodes, 1)
         self.grown = True
+
+    def _take_over(self) -> cython.bint:
+        """Take the arrays of the room's tree placed with longest ago when the room is full (that
+        tree goes stale); else join the room's holders. Whether arrays were taken."""
+        holders: list = self.room.holders
+        victim: PlacementTree
+        other: PlacementTree
+        i: cython.Py_ssize_t
+        oldest: cython.Py_ssize_t = 0
+        if len(holders) < self.room.limit:
+            holders.append(self)
+            return False
+        victim = holders[0]
+        for i in range(1, len(holders)):
+            other = holders[i]
+            if other.placed_at < victim.placed_at:
+                victim = other
+                oldest = i
+        holders[oldest] = self
+        if victim.size != self.size or victim.n_nodes != self.n_nodes:
+            return False
+        self.key = victim.key
+        self.idx = victim.idx
+        self.mark = victim.mark
+        # Padding leaves (past n_nodes) stay -inf in any tree of this size; the mark array holds
+        # the victim's epochs: ours continue above them.
+        if victim.epoch > self.epoch:
+            self.epoch = victim.epoch
+        victim.grown = False
+        victim.stale = True
+        victim.scanned = True        # used again, it will be used more: built at once, not scanned first
+        self.grown = True
+        return True
 
     @cython.cfunc
     @cython.inline
@@ -484,6 +547,9 @@ class PlacementTree:
         key: cython.double
         if k <= 0:
             return 0
+        if self.room is not None:
+            self.room.tick += 1
+            self.placed_at = self.room.tick
         if self.stale:
             if k == 1 and not self.scanned:
                 self.scanned = True
