@@ -292,6 +292,46 @@ class Pod:
         return self.phase in (POD_SUCCEEDED, POD_FAILED)
 
 
+class InPlaceChanges:
+    """Pods changed in place (the same object, other fields), by identity: what a cycle's pod scan
+    kept from the last cycle (runtime.engine.snapshot.SnapshotCache) cannot see by itself, as it
+    sees a pod replaced, added or removed. ClusterState's transitions (apply, complete_pod) note
+    the pods they change; code changing a Pod of a state in place otherwise calls pod_changed.
+    Ids only (no reference kept); a reader keeps (epoch, position) and reads what came after.
+    The log is cleared at LIMIT entries and its epoch bumped: a reader of an older epoch scans
+    every pod again."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.ids: list[int] = []
+
+    def note(self, pod: "Pod") -> None:
+        if len(self.ids) >= self.LIMIT:
+            self.epoch += 1
+            self.ids = []
+        self.ids.append(id(pod))
+
+    def since(self, epoch: int, position: int) -> list[int] | None:
+        """The ids noted after (epoch, position); None when they are no longer known."""
+        if epoch != self.epoch:
+            return None
+        return self.ids[position:]
+
+    def mark(self) -> tuple[int, int]:
+        return self.epoch, len(self.ids)
+
+
+IN_PLACE = InPlaceChanges()
+
+
+def pod_changed(pod: "Pod") -> None:
+    """Say that `pod`, a pod of some ClusterState, was changed in place (a field assigned, its
+    requests, labels or annotations changed): the next snapshot reads it again."""
+    IN_PLACE.note(pod)
+
+
 @dataclass(slots=True)      # slots: built field by field in kernels/passes.py
 class Condition:
     type: str              # Unschedulable | Scheduled
@@ -694,10 +734,12 @@ class ClusterState:
             pod = self.pods.get(key)
             if pod is not None and pod.nominated_node != node:
                 pod.nominated_node, pod.nominated_at = node, decisions.now
+                IN_PLACE.note(pod)
         for key in decisions.released:
             pod = self.pods.get(key)
             if pod is not None:
                 pod.nominated_node = pod.nominated_at = None
+                IN_PLACE.note(pod)
         for binding in decisions.bindings:
             pod = self.pods.get(binding.pod)
             if pod is None or pod.node_name is not None:
@@ -706,6 +748,7 @@ class ClusterState:
                 bind_claims(self, decisions.volumes[binding.pod], binding.node)
             for claim, allocation in decisions.claims.get(binding.pod, ()):
                 with_allocation(self.dra, claim, allocation, (pod.uid,))
+            IN_PLACE.note(pod)
             pod.nominated_node = pod.nominated_at = None
             pod.node_name = binding.node
             pod.phase = POD_RUNNING
@@ -720,6 +763,7 @@ class ClusterState:
             pod = self.pods.get(eviction.pod)
             if pod is not None:
                 pod.releasing = True
+                IN_PLACE.note(pod)
         for status in decisions.podgroups:
             group = self.podgroups.get(status.name)
             if group is not None:
@@ -744,6 +788,7 @@ class ClusterState:
     def complete_pod(self, key: str, phase: str = POD_SUCCEEDED) -> None:
         pod = self.pods[key]
         pod.phase = phase
+        IN_PLACE.note(pod)
         self.numa_give_back(key)
 
     def shallow_copy(self) -> "ClusterState":

@@ -28,6 +28,7 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED,
 )
 from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
+from runtime.engine.podscan import PodScanMemo
 from runtime.cluster.model import (
     MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, QUEUE_ANNOTATION, ClusterState, NetworkTopology, Node, Pod,
     SettledPods, Taint,
@@ -258,9 +259,11 @@ class _NodeArrays:
 
 
 class SnapshotCache:
-    """Keeps the node arrays between cycles while the node set and resource list are unchanged."""
+    """Keeps the node arrays between cycles while the node set and resource list are unchanged,
+    and the pass over the pods (`pods`: what each pod read, read again only where a pod changed)."""
 
     def __init__(self) -> None:
+        self.pods = PodScanMemo()
         self._nodes: _NodeArrays | None = None
         self._node_resources: tuple[int, set[str]] | None = None
         self._positions: tuple[int, dict[str, int]] | None = None
@@ -355,9 +358,13 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     for d in devices:
         if d.sharing == "memory":
             managed.update(r for r in (memory_resource_of(d), d.cores_resource) if r)
-    cache = cache or SnapshotCache()
-    scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
-                       cache.node_positions(state), fold)
+    if cache is None:     # one cycle: nothing to keep the pods' reading for
+        cache = SnapshotCache()
+        scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
+                           cache.node_positions(state), fold)
+    else:
+        scan = cache.pods.scan(k, state.pods, scheduler_name, state.priority_classes, state.default_priority,
+                               cache.node_positions(state), fold)
     counted_room = np.zeros((0, 4), dtype=np.int64)
     if state.settled is not None:
         if not fold or state.settled.scheduler_name != scheduler_name:

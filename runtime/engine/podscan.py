@@ -1,0 +1,323 @@
+"""The snapshot's pass over the pods, kept across cycles (`PodScanMemo`).
+
+A cluster's pods change a few at a time between cycles while most stay bound where they are:
+reading all of them every cycle (runtime.engine.kernels.scan_pods) costs a running scheduler
+more the bigger its cluster, whatever changed. The memo keeps what the last scan read of each
+pod, by its place in the state's pods (dict order), and reads again only the pods that are new,
+replaced by another object, moved in the dict's order, or noted as changed in place
+(runtime.cluster.model.pod_changed: ClusterState's own transitions note the pods they change).
+Its answer is the PodScan a full scan gives, field for field (shape and job numbers by first
+appearance, as the scan numbers them), so the snapshot decides alike; tests hold the two side
+by side. Anything else the scan reads (the node rows, the priority classes, the scheduler's
+name, whether settled pods fold, the kernels) changing makes it scan every pod again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from runtime.cluster.model import IN_PLACE, QUEUE_ANNOTATION
+from runtime.engine.kernels import Kernels
+from runtime.engine.kernels.records import PodScan
+
+_GROUP = operator.attrgetter("group")
+_ANNOTATIONS = operator.attrgetter("annotations")
+# Above one pod in RESCAN_SHARE changed, every pod is scanned again (as cheap, and simpler).
+RESCAN_SHARE = 4
+
+
+@dataclass
+class _Kept:
+    """What the last scan read, pods by their place in the state's pods (dict order)."""
+
+    setting: tuple                  # what the scan read besides the pods (compared by identity)
+    priority_classes: dict[str, int]
+    mark: tuple[int, int]           # IN_PLACE's position when the scan began
+    keys: list[str]
+    values: list[Any]
+    own: np.ndarray                 # (n,) each pod's request map, numbered as `shapes`
+    # Rows of the pods holding room on a node, in place order (PodScan.placed_*); `p_fold`:
+    # the queue (number in `queues`) a folded settled pod counts under, -1 for the others.
+    p_node: np.ndarray
+    p_shape: np.ndarray
+    p_gone: np.ndarray
+    p_mine: np.ndarray
+    p_pos: np.ndarray
+    p_fold: np.ndarray
+    # Our pods as tasks, in place order (PodScan's task columns); `t_volume`: in volume_tasks.
+    t_pos: np.ndarray
+    t_shape: np.ndarray
+    t_job: np.ndarray
+    t_priority: np.ndarray
+    t_creation: np.ndarray
+    t_status: np.ndarray
+    t_node: np.ndarray
+    t_plain: np.ndarray
+    t_volume: np.ndarray
+    rule_at: np.ndarray             # (n,) bool: in PodScan.rule_pods
+    volume_at: np.ndarray           # (n,) bool: in PodScan.volume_pods
+    shapes: list[dict[str, int]]    # request maps (copies), numbered as the scan numbers them
+    job_names: list[str]
+    queues: list[str | None]
+
+
+class PodScanMemo:
+    """scan_pods kept across cycles (see the module's docstring). One per SnapshotCache."""
+
+    def __init__(self) -> None:
+        self._kept: _Kept | None = None
+        self.rescanned = 0          # pods the last call read (tests and the benchmark say how many)
+
+    def scan(self, k: Kernels, pods: dict, scheduler_name: str, priority_classes: dict[str, int],
+             default_priority: int, node_pos: dict[str, int], fold: bool) -> PodScan:
+        setting = (k.scan_pods, scheduler_name, default_priority, node_pos, bool(fold))
+        mark = IN_PLACE.mark()        # before reading: a change noted meanwhile is read next time
+        keys = list(pods)
+        values = list(pods.values())
+        n = len(keys)
+        kept = self._kept
+        if kept is not None and (any(a is not b for a, b in zip(kept.setting, setting))
+                                 or kept.priority_classes != priority_classes):
+            kept = None
+        noted = IN_PLACE.since(*kept.mark) if kept is not None else None
+        if noted is None:
+            kept = None
+        new_of_old = None
+        if kept is not None:
+            if keys == kept.keys:
+                same = np.fromiter(map(operator.is_, values, kept.values), dtype=bool, count=n)
+            else:
+                where = {key: i for i, key in enumerate(kept.keys)}
+                old_of_new = np.fromiter((where.get(key, -1) for key in keys), dtype=np.int64, count=n)
+                old = kept.values
+                same = np.fromiter((j >= 0 and old[j] is v for j, v in zip(old_of_new.tolist(), values)),
+                                   dtype=bool, count=n)
+                # Kept rows move to their pod's new place (and are sorted by it: a key removed and
+                # added again moves to the end of the dict's order).
+                valid = np.flatnonzero(old_of_new >= 0)
+                new_of_old = np.full(len(kept.keys), -1, dtype=np.int64)
+                new_of_old[old_of_new[valid]] = valid
+            if noted:
+                ids = set(noted)
+                same &= ~np.fromiter((id(v) in ids for v in values), dtype=bool, count=n)
+            if (n - int(same.sum())) * RESCAN_SHARE > n:
+                kept = None
+        if kept is not None and new_of_old is None and same.all():     # nothing changed
+            kept.mark = mark
+            self.rescanned = 0
+            return _answer(kept)
+        if kept is None:
+            same = np.zeros(n, dtype=bool)
+            changed = np.arange(n, dtype=np.int64)
+            sub_keys, sub_values, sub_pods = keys, values, pods
+        else:
+            changed = np.flatnonzero(~same)
+            sub_keys = [keys[i] for i in changed.tolist()]
+            sub_values = [values[i] for i in changed.tolist()]
+            sub_pods = dict(zip(sub_keys, sub_values))
+        self.rescanned = len(changed)
+        sub = k.scan_pods(sub_pods, scheduler_name, priority_classes, default_priority, node_pos, fold)
+        out = self._merge(kept, new_of_old, same, changed, sub_keys, sub_values, sub, n, fold)
+        out.setting, out.priority_classes, out.mark, out.keys, out.values = \
+            setting, dict(priority_classes), mark, keys, values
+        self._kept = out
+        return _answer(out)
+
+    def _merge(self, kept: _Kept | None, new_of_old: np.ndarray | None, same: np.ndarray, changed: np.ndarray,
+               sub_keys: list[str], sub_values: list[Any], sub: PodScan, n: int, fold: bool) -> _Kept:
+        """The kept rows of the pods unchanged and the new scan's rows of the others, in place
+        order, renumbered (shapes, jobs, queues) as one scan of every pod would number them."""
+        shapes = list(kept.shapes) if kept is not None else []
+        shape_ids = {tuple(s.items()): i for i, s in enumerate(shapes)}
+
+        def shape_id(requests: dict[str, int]) -> int:
+            items = tuple(requests.items())
+            found = shape_ids.get(items)
+            if found is None:
+                found = shape_ids[items] = len(shapes)
+                shapes.append(dict(requests))
+            return found
+
+        job_names = list(kept.job_names) if kept is not None else []
+        job_ids = {name: i for i, name in enumerate(job_names)}
+        queues = list(kept.queues) if kept is not None else []
+        queue_ids = {q: i for i, q in enumerate(queues)}
+        m = len(sub_values)
+        at = changed      # sub-scan place -> place
+
+        # The new scan's rows, in the memo's numbers.
+        sub_shape = np.array([shape_id(s) for s in sub.shapes], dtype=np.int64).reshape(-1)
+        p_pos_new = at[sub.placed_at]
+        p_shape_new = sub_shape[sub.placed_shape]
+        p_fold_new = np.full(len(p_pos_new), -1, dtype=np.int64)
+        if fold:
+            # Our lone pods bound and not releasing are folded (counted under their queue
+            # annotation), as the scan folds them; read with C-level maps, not a loop.
+            rows = np.flatnonzero((sub.placed_mine != 0) & (sub.placed_gone == 0))
+            candidates = list(map(sub_values.__getitem__, sub.placed_at[rows].tolist()))
+            lone = np.fromiter(map(operator.not_, map(_GROUP, candidates)), dtype=bool, count=len(candidates))
+            rows = rows[lone]
+            candidates = list(itertools.compress(candidates, lone.tolist()))
+            named = list(map(dict.get, map(_ANNOTATIONS, candidates), itertools.repeat(QUEUE_ANNOTATION)))
+            for queue in dict.fromkeys(named):
+                if queue not in queue_ids:
+                    queue_ids[queue] = len(queues)
+                    queues.append(queue)
+            p_fold_new[rows] = np.fromiter(map(queue_ids.__getitem__, named), dtype=np.int64, count=len(named))
+        # Where each listed pod is among those scanned: the lists are in their order, by identity.
+        place = dict(zip(map(id, sub_values), range(m))) if sub.ours or sub.rule_pods or sub.volume_pods else {}
+        distinct = len(place) == m
+        if distinct:
+            t_sub = np.fromiter(map(place.__getitem__, map(id, sub.ours)), dtype=np.int64, count=len(sub.ours))
+        else:     # one object under two keys (or none listed): by key
+            place_of = dict(zip(sub_keys, range(m)))
+            t_sub = np.fromiter(map(place_of.__getitem__, sub.keys), dtype=np.int64, count=len(sub.keys))
+        t_pos_new = at[t_sub]
+        sub_job = np.empty(len(sub.job_names), dtype=np.int64)
+        for j, name in enumerate(sub.job_names):
+            found = job_ids.get(name)
+            if found is None:
+                found = job_ids[name] = len(job_names)
+                job_names.append(name)
+            sub_job[j] = found
+        t_shape_new = sub_shape[sub.shape]
+        t_volume_new = np.zeros(len(t_pos_new), dtype=bool)
+        t_volume_new[np.asarray(sub.volume_tasks, dtype=np.int64)] = True
+        # Each pod's own request map: the scan's rows give it, but a pod on a node that is gone
+        # has the empty map in its rows; those (and pods in no row) are read here.
+        own_sub = np.full(m, -1, dtype=np.int64)
+        own_sub[t_sub] = t_shape_new
+        own_sub[sub.placed_at] = np.where(sub.placed_node >= 0, p_shape_new, -1)
+        for i in np.flatnonzero(own_sub < 0).tolist():
+            own_sub[i] = shape_id(sub_values[i].requests)
+        rule_sub, volume_sub = (_listed(sub_values, place if distinct else None, chosen)
+                                for chosen in (sub.rule_pods, sub.volume_pods))
+
+        own = np.empty(n, dtype=np.int64)
+        rule_at = np.zeros(n, dtype=bool)
+        volume_at = np.zeros(n, dtype=bool)
+        own[at] = own_sub
+        rule_at[at] = rule_sub
+        volume_at[at] = volume_sub
+        if kept is None:
+            p_cols = [p_pos_new, sub.placed_node, p_shape_new, sub.placed_gone, sub.placed_mine, p_fold_new]
+            t_cols = [t_pos_new, t_shape_new, sub_job[sub.job],
+                      sub.priority, sub.creation, sub.status, sub.node, sub.plain, t_volume_new]
+        else:
+            old_places = np.flatnonzero(same) if new_of_old is None else None
+            if new_of_old is None:
+                own[old_places] = kept.own[old_places]
+                rule_at[old_places] = kept.rule_at[old_places]
+                volume_at[old_places] = kept.volume_at[old_places]
+            else:
+                old_of = np.flatnonzero((new_of_old >= 0))
+                old_of = old_of[same[new_of_old[old_of]]]
+                own[new_of_old[old_of]] = kept.own[old_of]
+                rule_at[new_of_old[old_of]] = kept.rule_at[old_of]
+                volume_at[new_of_old[old_of]] = kept.volume_at[old_of]
+
+            def kept_rows(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                place = pos if new_of_old is None else new_of_old[pos]
+                ok = place >= 0
+                ok[ok] = same[place[ok]]
+                return ok, place[ok]
+
+            p_ok, p_place = kept_rows(kept.p_pos)
+            t_ok, t_place = kept_rows(kept.t_pos)
+            p_cols = [np.concatenate([p_place, p_pos_new]),
+                      *(np.concatenate([old[p_ok], new]) for old, new in (
+                          (kept.p_node, sub.placed_node), (kept.p_shape, p_shape_new), (kept.p_gone, sub.placed_gone),
+                          (kept.p_mine, sub.placed_mine), (kept.p_fold, p_fold_new)))]
+            t_cols = [np.concatenate([t_place, t_pos_new]),
+                      *(np.concatenate([old[t_ok], new]) for old, new in (
+                          (kept.t_shape, t_shape_new), (kept.t_job, sub_job[sub.job]),
+                          (kept.t_priority, sub.priority), (kept.t_creation, sub.creation), (kept.t_status, sub.status),
+                          (kept.t_node, sub.node), (kept.t_plain, sub.plain), (kept.t_volume, t_volume_new)))]
+            p_cols = _in_place_order(p_cols)
+            t_cols = _in_place_order(t_cols)
+
+        p_pos, p_node, p_shape, p_gone, p_mine, p_fold = p_cols
+        t_pos, t_shape, t_job, t_priority, t_creation, t_status, t_node, t_plain, t_volume = t_cols
+        # Numbered by first appearance, as one scan numbers them: a pod's own request map, then
+        # (a pod bound to a node that is gone) the empty map its row holds.
+        gone = np.flatnonzero(p_node < 0)
+        if len(gone):
+            events = np.concatenate([own, np.full(len(gone), shape_id({}), dtype=np.int64)])
+            events = events[np.argsort(np.concatenate([2 * np.arange(n), 2 * p_pos[gone] + 1]), kind="stable")]
+        else:
+            events = own
+        shape_map, shape_order = _first_seen(events, len(shapes))
+        job_map, job_order = _first_seen(t_job, len(job_names))
+        folded = p_fold >= 0
+        queue_map, queue_order = _first_seen(p_fold[folded], len(queues))
+        p_fold = p_fold.copy()
+        p_fold[folded] = queue_map[p_fold[folded]]
+        return _Kept(
+            (), {}, (0, 0), [], [], shape_map[own],
+            p_node, shape_map[p_shape], p_gone, p_mine, p_pos, p_fold,
+            t_pos, shape_map[t_shape], job_map[t_job], t_priority, t_creation, t_status, t_node, t_plain, t_volume,
+            rule_at, volume_at, [shapes[i] for i in shape_order.tolist()], [job_names[i] for i in job_order.tolist()],
+            [queues[i] for i in queue_order.tolist()])
+
+
+def _listed(values: list[Any], place: dict[int, int] | None, chosen: list[Any]) -> np.ndarray:
+    """(len(values),) bool: which of `values` are in `chosen`, a subsequence of them (by
+    identity). `place`: id -> place in `values`, None when an object is there twice."""
+    out = np.zeros(len(values), dtype=bool)
+    if not chosen:
+        return out
+    if place is not None:
+        out[np.fromiter(map(place.__getitem__, map(id, chosen)), dtype=np.int64, count=len(chosen))] = True
+    else:     # one object under two keys: each place of it is listed
+        ids = set(map(id, chosen))
+        out[:] = np.fromiter((id(v) in ids for v in values), dtype=bool, count=len(values))
+    return out
+
+
+def _in_place_order(columns: list[np.ndarray]) -> list[np.ndarray]:
+    """Rows (columns[0]: their place) sorted by place; kept rows then new ones, each in order,
+    so a stable sort is a merge of two runs."""
+    places = columns[0]
+    if len(places) < 2 or bool((places[1:] > places[:-1]).all()):
+        return columns
+    order = np.argsort(places, kind="stable")
+    return [c[order] for c in columns]
+
+
+def _first_seen(ids: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(new number of each id, ids in order of first appearance): ids numbered by where they
+    first appear in `ids`; ids that do not appear get -1."""
+    first = np.full(size, len(ids), dtype=np.int64)
+    # Fancy assignment with repeated indices keeps the last value written: written from the
+    # end, that is each id's first place.
+    first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1, dtype=np.int64)
+    seen = np.flatnonzero(first < len(ids))
+    order = seen[np.argsort(first[seen], kind="stable")]
+    numbers = np.full(size, -1, dtype=np.int64)
+    numbers[order] = np.arange(len(order), dtype=np.int64)
+    return numbers, order
+
+
+def _answer(kept: _Kept) -> PodScan:
+    """The PodScan for the snapshot: its own lists and arrays (the snapshot adds to some)."""
+    values, keys = kept.values, kept.keys
+    t_pos = kept.t_pos.tolist()
+    settled: dict[tuple[str | None, int], int] = {}
+    folded = kept.p_fold >= 0
+    if folded.any():
+        width = max(len(kept.shapes), 1)
+        counts = np.bincount(kept.p_fold[folded] * width + kept.p_shape[folded])
+        for code in np.flatnonzero(counts).tolist():
+            settled[(kept.queues[code // width], code % width)] = int(counts[code])
+    return PodScan(
+        [dict(s) for s in kept.shapes], kept.p_node.copy(), kept.p_shape.copy(), kept.p_gone.copy(),
+        kept.p_mine.copy(), [values[i] for i in t_pos], [keys[i] for i in t_pos], kept.t_shape.copy(),
+        kept.t_job.copy(), kept.t_priority.copy(), kept.t_creation.copy(), kept.t_status.copy(), kept.t_node.copy(),
+        kept.t_plain.copy(), list(kept.job_names), settled, [values[i] for i in np.flatnonzero(kept.rule_at).tolist()],
+        [values[i] for i in np.flatnonzero(kept.volume_at).tolist()], np.flatnonzero(kept.t_volume).tolist(),
+        kept.p_pos.copy())
