@@ -72,6 +72,11 @@ class StatefulRule:
         """Weighted node scores of class cid on `nodes` (all when None)."""
         raise NotImplementedError
 
+    def listens(self, cid: int) -> bool:
+        """Whether placing, undoing or evicting a pending task of class cid can change the rule's
+        state (else the session does not tell it of them)."""
+        return True
+
     def placed(self, t: int, node: int) -> None:
         pass
 

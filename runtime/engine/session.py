@@ -52,6 +52,21 @@ _NONE: list = []          # the callbacks of a point nobody registered at (never
 # Placement trees holding key arrays at once: a few per queue taking turns is plenty; a tree whose
 # arrays another took is built again when next used (kernels.TreeRoom).
 TREES_HOLDING_KEYS = 64
+# A class placing by a shared tree (SharedTree) re-keys at most this many of its nodes whose codes
+# differ from the tree's per placement; past that it gets a tree of its own.
+SHARED_BUDGET = 16
+
+
+class SharedTree:
+    """A placement tree of the static mask and scores that classes whose stateful rules only
+    filter share (one per request, static mask and static scores): under inter-pod rules each
+    Deployment-like group is a class of its own, whose codes differ from the static mask on the
+    few nodes its own pods hold. Such a class places by it (PlacementTree.place_masked) instead
+    of scanning, building and refreshing a tree of its own over every node."""
+
+    def __init__(self) -> None:
+        self.tree: Any = None
+        self.seen = 0           # the ledger log position the tree is up to date at
 
 
 class ClassPlacement:
@@ -73,6 +88,8 @@ class ClassPlacement:
         self.score = static_score.copy() if scorers else static_score
         self.tree = None
         self.seen = 0
+        self.shared: SharedTree | None = None     # placing by a shared tree (Session.place_one)
+        self.view: Any = None                      # kernels.MaskView of `mask`, when shared
         self.dirty_all = self.stateful
         self.dirty: list[np.ndarray] = []
 
@@ -93,7 +110,18 @@ class ClassPlacement:
         else:
             return _EMPTY
         self.dirty_all, self.dirty = False, []
-        if self.filters:
+        if self.filters and nodes is not None and len(nodes) <= FEW_NODES:
+            # A placement re-asks about the node or few it touched: combined in Python, without
+            # the numpy calls' fixed costs (combine_into's answers).
+            codes = self.static_mask[nodes].tolist()
+            for rule in self.filters:
+                for i, other in enumerate(rule.codes(self.cid, nodes).tolist()):
+                    mine = codes[i]
+                    codes[i] = (mine | other) if mine & other & MASK_PASS else MASK_FAIL
+            mask = self.mask
+            for row, code in zip(nodes.tolist(), codes):
+                mask[row] = code
+        elif self.filters:
             codes = self.static_mask.copy() if nodes is None else self.static_mask[nodes]
             for rule in self.filters:
                 combine_into(codes, rule.codes(self.cid, nodes))
@@ -111,6 +139,7 @@ class ClassPlacement:
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+FEW_NODES = 8       # up to this many marked nodes, ClassPlacement.update combines codes in Python
 
 
 def combine_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -214,6 +243,9 @@ class Session:
         self.stateful_filters: list[StatefulRule] = []
         self.stateful_scorers: list[StatefulRule] = []
         self.listeners: list[StatefulRule] = []
+        # listeners_of, per task class and per task (None: not asked yet)
+        self._class_listeners: dict[int, list[StatefulRule]] = {}
+        self._task_listeners: list[list[StatefulRule] | None] = [None] * len(snap.task_class)
         self._rule_states: dict[str, Any] = {}
         self.answered: set[tuple[str, str]] = set()      # (plugin, point) registered
         self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
@@ -235,6 +267,7 @@ class Session:
         self.node_fits: dict[bytes, Any] = {}
         # The trees' key arrays: at most TREES_HOLDING_KEYS trees hold some at once (kernels.TreeRoom).
         self.tree_room = kernels.TreeRoom(TREES_HOLDING_KEYS)
+        self.shared_trees: dict[tuple, SharedTree] = {}
         # Outcome
         self.evictions: list[d.Eviction] = []
         self.task_reasons: dict[int, list[d.Reason]] = {}
@@ -392,6 +425,8 @@ class Session:
         """Tell `rule` of every placement, undo and eviction (once, however often registered)."""
         if all(rule is not other for other in self.listeners):
             self.listeners.append(rule)
+            self._class_listeners = {}
+            self._task_listeners = [None] * len(self.snap.task_class)
 
     def rule_state(self, name: str, make: Callable[[], Any]) -> Any:
         """The session's one instance of a stateful rule that several plugins register facets
@@ -611,6 +646,12 @@ class Session:
             cp = self.placements[cid] = ClassPlacement(
                 cid, req, mask, self.class_static_score(cls), [f for f in self.stateful_filters if f.filters(cid)],
                 [f for f in self.stateful_scorers if f.scores(cid)])
+            if cp.filters and not cp.scorers:
+                key = (req.tobytes(), mask.tobytes(), id(cp.static_score))
+                cp.shared = self.shared_trees.get(key)
+                if cp.shared is None:
+                    cp.shared = self.shared_trees[key] = SharedTree()
+                cp.view = self.k.MaskView(cp.mask)
         return cp
 
     def fresh_placement(self, cid: int) -> ClassPlacement:
@@ -621,6 +662,9 @@ class Session:
         changed = cp.update() if cp.stateful else _EMPTY
         logged = self.ledger.log_n
         fits = self._fresh_fits(cp.req, logged)
+        if cp.shared is not None:
+            self._fresh_shared(cp, logged, fits)
+            return cp
         if cp.tree is None:     # stale until a placement needs its keys (runtime.engine.kernels.place)
             cp.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined, cp.req,
                                            cp.mask, cp.score, self.score_params, fits, self.tree_room)
@@ -635,6 +679,42 @@ class Session:
                 cp.tree.refresh(changed.astype(np.int64, copy=False))
         cp.seen = logged
         return cp
+
+    def _fresh_shared(self, cp: ClassPlacement, logged: int, fits) -> None:
+        """Class cp's shared tree brought up to the ledger's log position (made when new)."""
+        shared = cp.shared
+        tree = shared.tree
+        if tree is None:
+            shared.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined,
+                                               cp.req, cp.static_mask, cp.static_score, self.score_params, fits,
+                                               self.tree_room)
+        elif tree.stale:
+            pass
+        elif logged - shared.seen > max(64, self.snap.n_nodes // 8):
+            tree.build()
+        elif logged > shared.seen:
+            tree.refresh(self.ledger.log_since(shared.seen))
+        shared.seen = logged
+
+    def place_one(self, cp: ClassPlacement) -> Any:
+        """One task of class cp (just brought up to date by fresh_placement) placed on its best
+        node: the tree whose out_nodes[0] / out_kinds[0] say where, None when no node takes it.
+        `placed_by` then takes the placement as seen."""
+        shared = cp.shared
+        if shared is not None:
+            got = shared.tree.place_masked(cp.view, SHARED_BUDGET)
+            if got >= 0:
+                return shared.tree if got else None
+            cp.shared = None       # many of its nodes differ now: a tree of its own from here on
+            cp = self.fresh_placement(cp.cid)
+        return cp.tree if cp.tree.place(1) else None
+
+    def placed_by(self, cp: ClassPlacement) -> None:
+        """Class cp's tree placed (and re-keyed) the ledger's latest placements itself."""
+        if cp.shared is not None:
+            cp.shared.seen = self.ledger.log_n
+        else:
+            cp.seen = self.ledger.log_n
 
     def _fresh_fits(self, req: np.ndarray, logged: int):
         """The NodeFits of request `req`, brought up to the ledger's log position `logged`
@@ -673,15 +753,47 @@ class Session:
                 cp.mark(nodes)
 
     # --- placement notifications ---------------------------------------------------------
+    def listeners_of(self, t: int) -> list[StatefulRule]:
+        """The listeners a placement or undo of task t can concern: of a task pending in the
+        snapshot, those listening to its class (StatefulRule.listens; under inter-pod rules most
+        pods concern one rule or none, with delayed claims most concern none), else all."""
+        found = self._task_listeners[t]
+        if found is None:
+            if self.snap.status[t] != PENDING:
+                found = self.listeners
+            else:
+                cid = int(self.snap.task_class[t])
+                found = self._class_listeners.get(cid)
+                if found is None:
+                    found = self._class_listeners[cid] = [rule for rule in self.listeners if rule.listens(cid)]
+            self._task_listeners[t] = found
+        return found
+
     def notify_placed(self, tasks, nodes) -> None:
-        for rule in self.listeners:
-            for t, node in zip(tasks, nodes):
-                rule.placed(int(t), int(node))
+        self._notify(tasks, nodes, False)
 
     def notify_unplaced(self, tasks, nodes) -> None:
-        for rule in self.listeners:
-            for t, node in zip(tasks, nodes):
-                rule.unplaced(int(t), int(node))
+        self._notify(tasks, nodes, True)
+
+    def _notify(self, tasks, nodes, undo: bool) -> None:
+        """Each listener told of the tasks' placements (or undos) in turn, of those concerning it."""
+        known = self._task_listeners
+        if len(tasks) == 1:
+            t = int(tasks[0])
+            rules = known[t]
+            for rule in self.listeners_of(t) if rules is None else rules:
+                (rule.unplaced if undo else rule.placed)(t, int(nodes[0]))
+            return
+        ts = [int(t) for t in tasks]
+        concerned = [self.listeners_of(t) if known[t] is None else known[t] for t in ts]
+        if not any(concerned):
+            return
+        listeners = self.listeners
+        for rule in listeners:
+            tell = rule.unplaced if undo else rule.placed
+            for t, node, rules in zip(ts, nodes, concerned):
+                if rules is listeners or any(r is rule for r in rules):
+                    tell(t, int(node))
 
     def fit_request(self, t: int) -> np.ndarray:
         """The request the fit kernel checks: device-managed columns are the card check's."""
@@ -782,12 +894,15 @@ class Session:
         self.stateful_filters = []
         self.stateful_scorers = []
         self.listeners = []
+        self._class_listeners = {}
+        self._task_listeners = []
         self.storage = None
         self.hypernode_rule = None
         self._rule_states = {}
         self.enqueue_listeners = []
         self.placements = {}
         self.tree_room.clear()
+        self.shared_trees = {}
         self.node_fits = {}
         self._mask_cache = {}
         self._static_cache = {}

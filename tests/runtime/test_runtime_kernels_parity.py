@@ -243,6 +243,59 @@ def test_trees_sharing_node_fits_match_brute_force(compiled, seed, room_limit):
         assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_place_masked_matches_brute_force(compiled, seed):
+    """Classes placing by a shared tree of the static mask (PlacementTree.place_masked), their
+    own codes differing from it on some nodes (failing, or held by leaving pods), each placement
+    then excluding its node for its class (as hostname anti-affinity does): every placement the
+    oracle's under the class's codes; past the budget nothing is placed (-1) and the shared tree
+    is left as it was."""
+    rng = np.random.default_rng(900 + seed)
+    n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    kinds = rng.integers(0, max(1, n // 4), size=n)
+    alloc, used, releasing, pipelined = (a[kinds].copy() for a in random_nodes(rng, n, r))
+    req = (rng.integers(0, 6, size=r) * 1000 * (rng.random(r) < 0.8)).astype(np.int64)
+    base = rng.choice([0, 1, 1, 1, 3], size=n).astype(np.uint8)
+    static = rng.choice([0.0, 2.5], size=n)
+    params = random_params(rng, r)
+    budget = int(rng.integers(0, 6))
+    masks = []
+    for _ in range(2):
+        m = base.copy()
+        differ = rng.random(n) < 0.3
+        # Failing there, or passing only once leaving pods are gone (a key never above the base's).
+        m[differ] = np.where(rng.random(n) < 0.5, 0, base | 2).astype(np.uint8)[differ]
+        masks.append(m)
+    steps = [0, 1, 0, 0, 1, 1, 0]
+    for kernels in (REF, compiled):
+        u, p = used.copy(), pipelined.copy()
+        mine = [m.copy() for m in masks]
+        expected_u, expected_p = used.copy(), pipelined.copy()
+        fits = kernels.NodeFits(alloc, u, releasing, p, req, params)
+        tree = kernels.PlacementTree(alloc, u, releasing, p, req, base, static, params, fits)
+        views = [kernels.MaskView(m) for m in mine]
+        for c in steps:
+            want = brute_force_placements(1, alloc, expected_u.copy(), releasing, expected_p.copy(), req, mine[c],
+                                          static, params)
+            got = tree.place_masked(views[c], budget)
+            if got < 0:
+                # Nothing placed, the tree as it was: a plain placement is the oracle's by the base mask.
+                assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name
+                assert tree.place(0) == 0
+                continue
+            assert got == len(want), kernels.name
+            if not want:
+                continue
+            node, kind = want[0]
+            assert (int(tree.out_nodes[0]), int(tree.out_kinds[0])) == (node, kind), kernels.name
+            (expected_u if kind == 2 else expected_p)[node] += req
+            assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name
+            mine[c][node] = 0         # the class's own pod there now excludes the node for it
+        # The shared tree still answers for the static mask: its next placement is the oracle's.
+        assert [(int(a), int(b)) for a, b in zip(tree.out_nodes[:tree.place(1)], tree.out_kinds[:1])] == \
+            brute_force_placements(1, alloc, expected_u, releasing, expected_p, req, base, static, params), kernels.name
+
+
 def test_reference_uses_the_snapshot_unlimited():
     assert interpreted("share").UNLIMITED == UNLIMITED
 

@@ -64,10 +64,11 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     while placed < limit:
         if placed:
             cp = ssn.fresh_placement(cid)
-        if cp.tree.place(1) == 0:
+        tree = ssn.place_one(cp)
+        if tree is None:
             break
-        stmt.placed(run[placed:placed + 1], cp.tree.out_nodes, cp.tree.out_kinds, 1)
-        cp.seen = ssn.ledger.log_n
+        stmt.placed(run[placed:placed + 1], tree.out_nodes, tree.out_kinds, 1)
+        ssn.placed_by(cp)
         placed += 1
     return placed
 

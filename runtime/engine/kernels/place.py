@@ -295,6 +295,18 @@ class NodeFits:
 
 
 @cython.cclass
+class MaskView:
+    """A class's node mask codes (its array, updated in place by its owner) held as a typed view
+    once: a tree asked about the class on every placement would otherwise acquire the buffer
+    each time (PlacementTree.place_masked)."""
+
+    codes: cython.const[cython.uchar][::1]
+
+    def __init__(self, codes):
+        self.codes = codes if cython.compiled else memoryview(codes)
+
+
+@cython.cclass
 class TreeRoom:
     """Room for the keys of at most `limit` PlacementTrees at a time, shared by a session's trees.
     Under inter-pod rules each Deployment-like group is a task class of its own with a tree of its
@@ -361,6 +373,8 @@ class PlacementTree:
     sdyn: cython.double[::1]
     room: TreeRoom                  # None: the tree's arrays are its own
     placed_at: cython.longlong      # the room's tick at this tree's last placement
+    touched: cython.longlong[::1]   # place_masked's re-keyed nodes
+    touched_n: cython.Py_ssize_t    # its capacity (0: not allocated)
 
     def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params, fits=None, room=None):
         nf: NodeFits
@@ -400,6 +414,7 @@ class PlacementTree:
         self.epoch = 0
         self.room = room
         self.placed_at = 0
+        self.touched_n = 0
         self.out_nodes = np.empty(16, dtype=np.int64)
         self.out_kinds = np.empty(16, dtype=np.int8)
 
@@ -453,6 +468,17 @@ class PlacementTree:
         if self.shared:
             return shared_key(self.sfit, self.sdyn, self.mask, self.static, n)
         return node_key(self.alloc, self.used, self.releasing, self.pipelined, self.req, self.mask, self.static,
+                        self.params, n)
+
+    @cython.cfunc
+    @cython.inline
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _key_with(self, cmask: cython.const[cython.uchar][::1], n: cython.Py_ssize_t) -> cython.double:
+        """Node n's key under another class's mask codes (same request and static scores)."""
+        if self.shared:
+            return shared_key(self.sfit, self.sdyn, cmask, self.static, n)
+        return node_key(self.alloc, self.used, self.releasing, self.pipelined, self.req, cmask, self.static,
                         self.params, n)
 
     @cython.cfunc
@@ -577,3 +603,64 @@ class PlacementTree:
                 placed += 1
                 self._rekey(best)
         return placed
+
+    def place_masked(self, view: MaskView, budget: cython.Py_ssize_t) -> cython.Py_ssize_t:
+        """Place one task of another class with this tree's request and static scores whose
+        mask codes (`view`) differ from this tree's on few nodes (a class whose rules only
+        exclude nodes: its pods' own hostnames under anti-affinity), by this tree's keys: the
+        node the class's own tree would give (highest key, lowest index among equals). A node
+        on top whose codes differ is re-keyed with the class's codes, until the top is a node
+        whose codes do not differ or were re-keyed; those are put back before the placement is
+        charged. Returns 1 (out_nodes[0] / out_kinds[0] say where), 0 (no node), or -1 when
+        more than `budget` such nodes came on top (nothing placed: the class is better off with
+        a tree of its own)."""
+        cmask: cython.const[cython.uchar][::1] = view.codes
+        best: cython.Py_ssize_t = -1
+        best_key: cython.double = NEG_INF
+        found: cython.Py_ssize_t = 0
+        count: cython.Py_ssize_t = 0
+        i: cython.Py_ssize_t
+        j: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        if self.room is not None:
+            self.room.tick += 1
+            self.placed_at = self.room.tick
+        if self.stale:
+            self._build()
+        if self.touched_n < budget + 1:
+            self.touched_n = budget + 1
+            self.touched = array.array("q", [0]) * self.touched_n
+        self.epoch += 1
+        epoch: cython.longlong = self.epoch
+        out_nodes: cython.longlong[::1] = self.out_nodes
+        out_kind: cython.schar[::1] = self.out_kinds
+        with cython.nogil:
+            while True:
+                best_key = self.key[1]
+                if best_key == NEG_INF:
+                    found = 0
+                    break
+                best = self.idx[1]
+                if self.mark[best] == epoch or cmask[best] == self.mask[best]:
+                    found = 1
+                    break
+                if count >= budget:
+                    found = -1
+                    break
+                self.mark[best] = epoch
+                self.touched[count] = best
+                count += 1
+                i = self.size + best
+                self.key[i] = self._key_with(cmask, best)
+                i //= 2
+                while i >= 1:
+                    pull(self.key, self.idx, i)
+                    i //= 2
+            for j in range(count):
+                n = self.touched[j]
+                self._rekey(n)
+            if found == 1:
+                out_nodes[0] = best
+                out_kind[0] = self._charge(best, best_key)
+                self._rekey(best)
+        return found

@@ -387,7 +387,8 @@ class PodAffinityRule(CountingRule):
                     found = marks[cid] = {}
                 found[key] = counts.domains.nodes(d)
 
-    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+    def _moves(self, t: int) -> tuple[list[_Group], list[_Hold]]:
+        """The groups task t matches and the terms it carries."""
         found = self._task_moves.get(t)
         if found is None:
             alike = alike_key(self.snap, t)
@@ -398,7 +399,14 @@ class PodAffinityRule(CountingRule):
                 if alike >= 0:
                     self._class_moves[alike] = found
             self._task_moves[t] = found
-        groups, holds = found
+        return found
+
+    def listens(self, cid: int) -> bool:
+        groups, holds = self._moves(self.snap.classes[cid].head)
+        return bool(groups or holds)
+
+    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+        groups, holds = self._moves(t)
         if not groups and not holds:
             return
         # A class is told once per move and key: a pod often matches the term it carries itself

@@ -65,6 +65,9 @@ class NodePortsRule(CountingRule):
         failing = self.codes(cid, None) == MASK_FAIL
         return [Check(PORTS_MESSAGE, ~failing)] if failing.any() else []
 
+    def listens(self, cid: int) -> bool:
+        return bool(self._ports(cid))
+
     def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
         rules = self.snap.pods[t].rules
         if rules and rules.host_ports:

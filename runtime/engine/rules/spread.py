@@ -373,9 +373,8 @@ class TopologySpreadRule(CountingRule):
             self.ssn.mark_dirty(s.cid, nodes)
 
     # --- notifications ---------------------------------------------------------------------
-    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
-        if leaving:
-            return      # a leaving pod no longer counts
+    def _selections_of(self, t: int) -> list[_Selection]:
+        """The selections task t's labels match."""
         selections = self._task_matches.get(t)
         if selections is None:
             alike = alike_key(self.snap, t)
@@ -385,7 +384,15 @@ class TopologySpreadRule(CountingRule):
                 if alike >= 0:
                     self._class_matches[alike] = selections
             self._task_matches[t] = selections
-        for selection in selections:
+        return selections
+
+    def listens(self, cid: int) -> bool:
+        return bool(self._selections_of(self.snap.classes[cid].head))
+
+    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+        if leaving:
+            return      # a leaving pod no longer counts
+        for selection in self._selections_of(t):
             selection.per_node[node] = selection.per_node.get(node, 0) + step
             selection.total += step
             for s in selection.users:

@@ -559,6 +559,10 @@ class VolumeRule(StatefulRule):
         return out
 
     # --- placements ------------------------------------------------------------------------
+    def listens(self, cid: int) -> bool:
+        # The claims a task uses make its class (the head's are the class's, as in _class).
+        return self.snap.classes[cid].head in self.vs.uses
+
     def placed(self, t: int, node: int) -> None:
         uses = self.vs.uses.get(t)
         if uses is None:
