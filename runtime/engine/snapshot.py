@@ -14,6 +14,7 @@ without a parent hangs under `root` (index 0), whose capability is the whole clu
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -54,6 +55,7 @@ from runtime.engine.devices_vgpu import (VgpuInventory, build_vgpu_inventory, ex
 READY_STATUSES = (ALLOCATED, BOUND, SUCCEEDED)
 
 BASE_RESOURCES = ("cpu", "memory", "pods")
+_RULES_OF = operator.attrgetter("rules")
 NVLINK_LABEL = "policydsl.io/nvlink-islands"
 NUMA_LABEL = "policydsl.io/gpu-numa"
 TOPOLOGY_LABELS = {"nvlink": NVLINK_LABEL, "numa": NUMA_LABEL}
@@ -264,6 +266,7 @@ class SnapshotCache:
 
     def __init__(self) -> None:
         self.pods = PodScanMemo()
+        self._rule_reading: tuple[frozenset[int], list, tuple[str, ...], SelectorSet] | None = None
         self._nodes: _NodeArrays | None = None
         self._node_resources: tuple[int, set[str]] | None = None
         self._positions: tuple[int, dict[str, int]] | None = None
@@ -285,6 +288,21 @@ class SnapshotCache:
         if cached is None or cached[0] != state.node_generation:
             cached = self._positions = (state.node_generation, {name: i for i, name in enumerate(sorted(state.nodes))})
         return cached[1]
+
+    def rule_reading(self, rule_pods: list[Pod]) -> tuple[tuple[str, ...], SelectorSet]:
+        """rule_label_keys and rule_selectors of these pods, kept while their distinct rules
+        objects are the same ones (PodRules are frozen: the same objects read the same keys and
+        selectors; the selectors' numbers only tell them apart, and a kept SelectorSet keeps what
+        it matched). The objects are held, so an id is not taken by another meanwhile."""
+        distinct = {id(r): r for r in map(_RULES_OF, rule_pods)}
+        ids = frozenset(distinct)
+        kept = self._rule_reading
+        if kept is not None and kept[0] == ids:
+            return kept[2], kept[3]
+        keys = rule_label_keys(rule_pods)
+        selectors = rule_selectors(rule_pods, keys)
+        self._rule_reading = (ids, list(distinct.values()), keys, selectors)
+        return keys, selectors
 
     def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
         cached = self._nodes
@@ -358,7 +376,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     for d in devices:
         if d.sharing == "memory":
             managed.update(r for r in (memory_resource_of(d), d.cores_resource) if r)
-    if cache is None:     # one cycle: nothing to keep the pods' reading for
+    once = cache is None
+    if once:     # one cycle: nothing to keep the pods' reading for
         cache = SnapshotCache()
         scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
                            cache.node_positions(state), fold)
@@ -405,7 +424,12 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     request = shapes[task_shape]
     task_priority = scan.priority[tasks.order]
     status = scan.status[tasks.order]
-    label_keys = rule_label_keys(scan.rule_pods) if scan.rule_pods else None
+    label_keys, selectors = None, None
+    if scan.rule_pods:
+        label_keys, selectors = ((rule_label_keys(scan.rule_pods), None) if once
+                                 else cache.rule_reading(scan.rule_pods))
+        if selectors is None:
+            selectors = rule_selectors(scan.rule_pods, label_keys)
     volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state)) if scan.volume_pods else None
     plain, extra_keys = scan.plain[tasks.order], volumes.class_keys if volumes is not None else None
     dra = _dra_snapshot(state, tasks.pods, status)
@@ -445,8 +469,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                                            vgpu_class_key(exclusive_rules(plan)))
     if plan.plugin("numa-aware") is not None:     # it answers for a class by its first pod's CPUs and policy
         plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, numa_class_key)
-    columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys,
-                             rule_selectors(scan.rule_pods, label_keys) if label_keys is not None else None)
+    columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys, selectors)
     device_names = managed | {d.resource for d in devices}
     classes = []
     for cid, head in enumerate(columns.class_heads):

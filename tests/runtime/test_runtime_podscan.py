@@ -224,3 +224,25 @@ def test_gang_members_and_settled_counts_follow_changes() -> None:
     second = memo.scan(k, state.pods, "volcano", {}, 0, positions, True)
     assert scan_fields(second) == scan_fields(k.scan_pods(state.pods, "volcano", {}, 0, positions, True))
     assert sum(second.settled.values()) == 2
+
+
+def test_rule_keys_and_classes_follow_new_rules_objects() -> None:
+    """The label keys and selectors the rules read are kept while the same rules objects are in
+    play: a pod replaced with rules reading another key changes them (and the classes)."""
+    from runtime.engine.snapshot import build_snapshot
+    state = ClusterState()
+    for i in range(3):
+        node(state, f"n{i}", cpu=8000, labels={HOST: f"n{i}", "zone": f"z{i % 2}"})
+    pod(state, "bound", node_name="n0", labels={"app": "web", "tier": "a"}, rules=ANTI)
+    for i, tier in enumerate(("a", "b", "a")):
+        pod(state, f"w{i}", labels={"app": "web", "tier": tier}, rules=ANTI)
+    plan = policy(STANDARD_TIERS, actions="enqueue, allocate")
+    cache = SnapshotCache()
+    first = build_snapshot(state, plan, cache=cache)
+    assert first.label_keys == ("app",)
+    by_tier = PodRules(anti_affinity=(PodAffinityTerm(HOST, LabelSelector((("tier", "a"),)), frozenset({"ns"})),))
+    state.pods["ns/bound"] = dataclasses.replace(state.pods["ns/bound"], rules=by_tier)
+    kept, fresh = build_snapshot(state, plan, cache=cache), build_snapshot(state, plan)
+    assert kept.label_keys == fresh.label_keys == ("app", "tier")
+    assert kept.task_class.tolist() == fresh.task_class.tolist()
+    assert len({kept.task_class[kept.task_keys.index(f"ns/w{i}")] for i in range(3)}) == 2   # tier a / b apart
