@@ -246,6 +246,7 @@ class Session:
         # listeners_of, per task class and per task (None: not asked yet)
         self._class_listeners: dict[int, list[StatefulRule]] = {}
         self._task_listeners: list[list[StatefulRule] | None] = [None] * len(snap.task_class)
+        self._pending_class: list[int] | None = None    # per task: its class if pending in the snapshot, else -1
         self._rule_states: dict[str, Any] = {}
         self.answered: set[tuple[str, str]] = set()      # (plugin, point) registered
         self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
@@ -258,6 +259,7 @@ class Session:
         # {HyperNode: score}, when the plugin is on; allocate's topology placement ranks by it.
         self.hypernode_order: Callable[..., dict[str, float]] | None = None
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
+        self._masks_alike: dict[tuple[int, ...], tuple[np.ndarray, list[Check]]] = {}   # class_mask by its checks' masks
         self._static_cache: dict[int, np.ndarray] = {}
         self._no_static_score: np.ndarray | None = None     # zeros, read-only, shared (class_static_score)
         # Each class's placement inputs and tree (ClassPlacement), made on first use.
@@ -612,10 +614,16 @@ class Session:
             checks = [Check("node(s) were unschedulable", self.snap.schedulable)]
             for fn in self.flat("predicate"):
                 checks.extend(fn(cls))
-            mask = np.ones(self.snap.n_nodes, dtype=bool)
-            for check in checks:
-                mask &= check.passing
-            cached = self._mask_cache[cls.index] = (mask.view(np.uint8), checks)
+            # Classes are many under inter-pod rules, their predicates' masks few (cached by the
+            # predicates): classes with the same masks read one array (never written).
+            same = tuple(id(check.passing) for check in checks)
+            alike = self._masks_alike.get(same)
+            if alike is None:
+                mask = np.ones(self.snap.n_nodes, dtype=bool)
+                for check in checks:
+                    mask &= check.passing
+                alike = self._masks_alike[same] = (mask.view(np.uint8), checks)   # the checks keep the ids taken
+            cached = self._mask_cache[cls.index] = (alike[0], checks)
         return cached
 
     def class_static_score(self, cls: TaskClass) -> np.ndarray:
@@ -647,7 +655,7 @@ class Session:
                 cid, req, mask, self.class_static_score(cls), [f for f in self.stateful_filters if f.filters(cid)],
                 [f for f in self.stateful_scorers if f.scores(cid)])
             if cp.filters and not cp.scorers:
-                key = (req.tobytes(), mask.tobytes(), id(cp.static_score))
+                key = (req.tobytes(), id(mask), id(cp.static_score))      # class_mask's arrays are shared
                 cp.shared = self.shared_trees.get(key)
                 if cp.shared is None:
                     cp.shared = self.shared_trees[key] = SharedTree()
@@ -759,10 +767,13 @@ class Session:
         pods concern one rule or none, with delayed claims most concern none), else all."""
         found = self._task_listeners[t]
         if found is None:
-            if self.snap.status[t] != PENDING:
+            if self._pending_class is None:     # made once, on the first placement told
+                snap = self.snap
+                self._pending_class = np.where(snap.status == PENDING, snap.task_class, -1).tolist()
+            cid = self._pending_class[t]
+            if cid < 0:
                 found = self.listeners
             else:
-                cid = int(self.snap.task_class[t])
                 found = self._class_listeners.get(cid)
                 if found is None:
                     found = self._class_listeners[cid] = [rule for rule in self.listeners if rule.listens(cid)]
@@ -905,6 +916,7 @@ class Session:
         self.shared_trees = {}
         self.node_fits = {}
         self._mask_cache = {}
+        self._masks_alike = {}
         self._static_cache = {}
 
 

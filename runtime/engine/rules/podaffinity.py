@@ -335,8 +335,12 @@ class PodAffinityRule(CountingRule):
             # less than the whole-array path's fixed numpy overhead (same answers).
             ct = self._class(cid)
             return np.array([self._code_at(ct, r) for r in nodes.tolist()], dtype=np.uint8)
-        verdicts = self._verdicts(cid, nodes)
         size = self.snap.n_nodes if nodes is None else len(nodes)
+        ct = self._class(cid)
+        if ct.affinity is None and not any(c.live_total or c.gone_total for c in ct.against):
+            # No pod counted against the class anywhere (its group's first pod): every node passes.
+            return np.full(size, MASK_PASS, dtype=np.uint8)
+        verdicts = self._verdicts(cid, nodes)
         fail = np.zeros(size, dtype=bool)
         later = np.zeros(size, dtype=bool)
         for f, lt in verdicts.values():
