@@ -235,10 +235,11 @@ def numa_policy_unevaluated(pods: list, status: Any, pending: int) -> dict[int, 
     """Pending tasks that ask for a NUMA policy while the numa-aware plugin is off: task -> (the
     field, why it waits). Volcano would place them as if they asked nothing; here they wait."""
     out: dict[int, tuple[str, str]] = {}
-    for t, pod in enumerate(pods):
-        if status[t] != pending:
+    codes = status.tolist() if hasattr(status, "tolist") else status     # a numpy array read at once
+    for t, code in enumerate(codes):
+        if code != pending:
             continue
-        policy = pod_numa_policy(pod.annotations)
+        policy = pod_numa_policy(pods[t].annotations)
         if policy and policy != "none":
             out[t] = (f"metadata.annotations[{NUMA_POLICY_ANNOTATION}]",
                       f"pod asks for NUMA policy `{policy}` ({NUMA_POLICY_ANNOTATION}), which only the numa-aware "

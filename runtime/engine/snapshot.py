@@ -294,14 +294,13 @@ class SnapshotCache:
         objects are the same ones (PodRules are frozen: the same objects read the same keys and
         selectors; the selectors' numbers only tell them apart, and a kept SelectorSet keeps what
         it matched). The objects are held, so an id is not taken by another meanwhile."""
-        distinct = {id(r): r for r in map(_RULES_OF, rule_pods)}
-        ids = frozenset(distinct)
+        ids = frozenset(map(id, map(_RULES_OF, rule_pods)))
         kept = self._rule_reading
         if kept is not None and kept[0] == ids:
             return kept[2], kept[3]
         keys = rule_label_keys(rule_pods)
         selectors = rule_selectors(rule_pods, keys)
-        self._rule_reading = (ids, list(distinct.values()), keys, selectors)
+        self._rule_reading = (ids, list({id(r): r for r in map(_RULES_OF, rule_pods)}.values()), keys, selectors)
         return keys, selectors
 
     def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
@@ -516,7 +515,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         # Every pod holding room on a known node (ClusterState.placed_pods), from the scan's rows.
         known = scan.placed_node >= 0
         listed = list(state.pods.values())
-        snapshot.placed_pods = [listed[i] for i in scan.placed_at[known].tolist()]
+        snapshot.placed_pods = list(map(listed.__getitem__, scan.placed_at[known].tolist()))
         snapshot.placed_rows = scan.placed_node[known]
         if state.settled is not None and state.settled_pods is not None:   # and those only counted
             positions = cache.node_positions(state)
