@@ -116,6 +116,7 @@ class VolumeRule(StatefulRule):
         self._pv_index: dict[str, int] = {}              # PV name -> its index in `pvs`
         self._pv_nodes: list[np.ndarray | None] = []     # rows, None: every node
         self._pv_shapes: list[list[int]] = []
+        self._pvs_by_class: dict[str, list[PersistentVolume]] | None = None   # storage class -> its PVs, in order
         self._reserved: set[int] = set()
         self.shapes: list[_Shape] = []
         self._shape_index: dict[tuple, int] = {}
@@ -125,6 +126,7 @@ class VolumeRule(StatefulRule):
         self._choice: dict[str, list] = {}
         self.choices: dict[int, list[VolumeChoice]] = {}
         self._holding: dict[int, list[str]] = {}       # task -> the delayed claims it holds a choice of
+        self._task_claims: dict[int, tuple] = {}        # task -> (its claims, their attach identities)
         # ReadWriteOncePod claims in use: claim -> [live users, leaving users]
         self._users: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self._rwop_classes: dict[str, set[int]] = defaultdict(set)
@@ -157,6 +159,13 @@ class VolumeRule(StatefulRule):
         """The node rows of terms that only name nodes (`metadata.name In (...)`, a local PV's
         usual affinity), found by name instead of by a pass over every node; None for any other
         terms. An empty term matches nothing (terms_mask)."""
+        if len(terms) == 1 and len(terms[0]) == 1:
+            # One name list (a local PV's affinity, one per node): no sets of sets.
+            e = terms[0][0]
+            if not (e.field and e.key == "metadata.name" and e.operator == "In"):
+                return None
+            node_row = self._node_row
+            return sorted({node_row[name] for name in e.values if name in node_row})
         rows: set[int] = set()
         for term in terms:
             if not term:
@@ -218,7 +227,12 @@ class VolumeRule(StatefulRule):
             return s
         known = self._pv_index
         candidates = []
-        for pv in self.storage.volumes.values():
+        if self._pvs_by_class is None:
+            # volume_fits asks for the claim's class: a shape looks only at its class's PVs.
+            self._pvs_by_class = {}
+            for pv in self.storage.volumes.values():
+                self._pvs_by_class.setdefault(pv.storage_class, []).append(pv)
+        for pv in self._pvs_by_class.get(claim.storage_class or "", ()):
             if not volume_fits(pv, claim):
                 continue
             i = known.get(pv.name)
@@ -568,15 +582,16 @@ class VolumeRule(StatefulRule):
         if uses is None:
             return
         self._choose(t, uses, node)
-        claims = tuple(u.claim for u in uses)
-        self._use(claims, self._identities(uses), node, 1, False)
+        claims, identities = self._claims_of(t, uses)
+        self._use(claims, identities, node, 1, False)
 
     def unplaced(self, t: int, node: int) -> None:
         uses = self.vs.uses.get(t)
         if uses is None:
             return
         self._release(t)
-        self._use(tuple(u.claim for u in uses), self._identities(uses), node, -1, False)
+        claims, identities = self._claims_of(t, uses)
+        self._use(claims, identities, node, -1, False)
 
     def evicted(self, t: int, node: int) -> None:
         self._move(t, node, leaving=True)
@@ -591,6 +606,13 @@ class VolumeRule(StatefulRule):
             return
         self._use(placed.claims, placed.attached, node, -1, not leaving)
         self._use(placed.claims, placed.attached, node, 1, leaving)
+
+    def _claims_of(self, t: int, uses: tuple[ClaimUse, ...]) -> tuple[tuple, tuple[tuple[str, str], ...]]:
+        """Task t's claims and attach identities (`_use`'s arguments), found once per task."""
+        found = self._task_claims.get(t)
+        if found is None:
+            found = self._task_claims[t] = (tuple(u.claim for u in uses), self._identities(uses))
+        return found
 
     def _identities(self, uses: tuple[ClaimUse, ...]) -> tuple[tuple[str, str], ...]:
         out = []
@@ -610,7 +632,7 @@ class VolumeRule(StatefulRule):
                     self.ssn.mark_dirty(cid, None)
         if not self.limits or not attached:
             return
-        dirty = np.array([node], dtype=np.int64)
+        dirty = None
         for driver, volume in attached:
             on = self._attached[driver][volume]
             counts = on.setdefault(node, [0, 0])
@@ -620,10 +642,14 @@ class VolumeRule(StatefulRule):
             if not after_any:
                 del on[node]
             self._limit_of(driver)
-            self._any[driver][node] += int(after_any) - int(before_any)
-            self._live[driver][node] += int(after_live) - int(before_live)
+            if after_any != before_any:
+                self._any[driver][node] += int(after_any) - int(before_any)
+            if after_live != before_live:
+                self._live[driver][node] += int(after_live) - int(before_live)
             if not self._limited(driver):
                 continue      # no node limits the driver: its counts change no answer
+            if dirty is None:
+                dirty = np.array([node], dtype=np.int64)
             for cid in self._driver_classes.get(driver, ()):
                 self.ssn.mark_dirty(cid, dirty)
 
