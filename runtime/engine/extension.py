@@ -72,6 +72,11 @@ class StatefulRule:
         """Weighted node scores of class cid on `nodes` (all when None)."""
         raise NotImplementedError
 
+    def unchanged_by_own(self, cid: int) -> bool:
+        """Whether placing tasks of class cid leaves the rule's answers for class cid as they
+        were (then a run of them is placed in one call, as a class no rule concerns)."""
+        return False
+
     def listens(self, cid: int) -> bool:
         """Whether placing, undoing or evicting a pending task of class cid can change the rule's
         state (else the session does not tell it of them)."""

@@ -89,6 +89,9 @@ class ClassPlacement:
         self.tree = None
         self.seen = 0
         self.shared: SharedTree | None = None     # placing by a shared tree (Session.place_one)
+        # Its rules' answers for it stay as they are while it places (StatefulRule.unchanged_by_own):
+        # a run is placed in one tree call.
+        self.unchanged = False
         self.view: Any = None                      # kernels.MaskView of `mask`, when shared
         self.dirty_all = self.stateful
         self.dirty: list[np.ndarray] = []
@@ -654,7 +657,8 @@ class Session:
             cp = self.placements[cid] = ClassPlacement(
                 cid, req, mask, self.class_static_score(cls), [f for f in self.stateful_filters if f.filters(cid)],
                 [f for f in self.stateful_scorers if f.scores(cid)])
-            if cp.filters and not cp.scorers:
+            cp.unchanged = bool(cp.filters) and not cp.scorers and all(f.unchanged_by_own(cid) for f in cp.filters)
+            if cp.filters and not cp.scorers and not cp.unchanged:
                 key = (req.tobytes(), id(mask), id(cp.static_score))      # class_mask's arrays are shared
                 cp.shared = self.shared_trees.get(key)
                 if cp.shared is None:

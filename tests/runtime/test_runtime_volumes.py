@@ -309,6 +309,23 @@ def test_dynamic_provisioning_where_the_class_allows(pure):
     assert bound(decisions) == {"p": "b"} and chosen(decisions) == {"p": {"data": None}}
 
 
+@pytest.mark.parametrize("limit", [None, 1])
+def test_a_gang_of_pods_with_claims_only_provisioned(pure, limit):
+    # Claims no PV could take, each the pod's own: placing one changes nothing the others' node
+    # check reads, and the gang is placed in one call (VolumeRule.unchanged_by_own) — binpack
+    # puts all three on one node, each with a volume of its own. With an attach limit of one
+    # volume per node the same gang is placed pod by pod, one to a node.
+    nodes = [node_doc(n, labels={ZONE: "z1"}) for n in ("n1", "n2", "n3")]
+    limits = [csinode_doc(n, {DRIVER: limit}) for n in ("n1", "n2", "n3")] if limit else []
+    docs = [*nodes, *limits, storage_class("zonal", provisioner=DRIVER, topologies=[(ZONE, ["z1"])]),
+            podgroup_doc("g", 3), *[pvc_doc(f"c{i}", cls="zonal") for i in range(3)],
+            *[claim_pod(f"p{i}", [f"c{i}"], group="g") for i in range(3)]]
+    decisions = run(docs, pure)
+    placed = bound(decisions)
+    assert len(placed) == 3 and chosen(decisions) == {f"p{i}": {f"c{i}": None} for i in range(3)}
+    assert len(set(placed.values())) == (1 if limit is None else 3)
+
+
 def test_a_static_volume_is_taken_before_provisioning(pure):
     # On the node a pod goes to (chosen by the other scores: kube's volume binder has no score
     # without storage capacity scoring), a free static volume comes before a new one.

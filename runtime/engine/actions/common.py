@@ -50,11 +50,12 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
 
 def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure).
-    A class no stateful rule concerns places the run in one tree call; otherwise task by task,
-    each placement's effect on the rules (and so on the class's next node) taken in first."""
+    A class no stateful rule concerns (or none whose answers for it its own placements change)
+    places the run in one tree call; otherwise task by task, each placement's effect on the
+    rules (and so on the class's next node) taken in first."""
     cid = int(ssn.snap.task_class[run[0]])
     cp = ssn.fresh_placement(cid)
-    if not cp.stateful:
+    if not cp.stateful or cp.unchanged:
         placed = cp.tree.place(limit)
         stmt.placed(run, cp.tree.out_nodes, cp.tree.out_kinds, placed)
         # The tree already re-keyed the nodes it placed on.

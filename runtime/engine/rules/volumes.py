@@ -572,6 +572,14 @@ class VolumeRule(StatefulRule):
         out.extend(Check(m, p) for m, p in static if not p.all())
         return out
 
+    def unchanged_by_own(self, cid: int) -> bool:
+        # Claims only provisioned (no PV could take them: nothing reserved), each the pod's own
+        # (no choice others follow), none ReadWriteOncePod, no attach limit: a placement of the
+        # class changes nothing the class's codes read.
+        c = self._class(cid)
+        return c is not None and not c.rwop and not any(self._limited(d) for d in c.drivers) and all(
+            sl.claim is None and not self.shapes[sl.shape].candidates for sl in c.slots)
+
     # --- placements ------------------------------------------------------------------------
     def listens(self, cid: int) -> bool:
         # The claims a task uses make its class (the head's are the class's, as in _class).
