@@ -144,7 +144,7 @@ class PodScanMemo:
             return found
 
         job_names = list(kept.job_names) if kept is not None else []
-        job_ids = {name: i for i, name in enumerate(job_names)}
+        job_ids = dict(zip(job_names, range(len(job_names))))
         queues = list(kept.queues) if kept is not None else []
         queue_ids = {q: i for i, q in enumerate(queues)}
         m = len(sub_values)

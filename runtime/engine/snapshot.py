@@ -515,7 +515,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         # Every pod holding room on a known node (ClusterState.placed_pods), from the scan's rows.
         known = scan.placed_node >= 0
         listed = list(state.pods.values())
-        snapshot.placed_pods = list(map(listed.__getitem__, scan.placed_at[known].tolist()))
+        snapshot.placed_pods = [listed[i] for i in scan.placed_at[known].tolist()]
         snapshot.placed_rows = scan.placed_node[known]
         if state.settled is not None and state.settled_pods is not None:   # and those only counted
             positions = cache.node_positions(state)
