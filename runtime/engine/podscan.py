@@ -64,6 +64,24 @@ class _Kept:
     shapes: list[dict[str, int]]    # request maps (copies), numbered as the scan numbers them
     job_names: list[str]
     queues: list[str | None]
+    # Per placed row, its group for the inter-pod rules (`PodScanMemo.placed_grouping`: a number
+    # in the memo's table of group keys), -1 where not made yet.
+    p_group: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PlacedGrouping:
+    """The placed pods on known nodes (Snapshot.placed_pods, in its order) grouped as the rules
+    group them (runtime.engine.rules.pods): by namespace, the values of the label keys the rules'
+    selectors read, and rules object. Groups in order of their first pod; group g's first pod is
+    placed_pods[first[g]], its live rows rows[bounds[2g]:bounds[2g+1]] and its leaving rows (pods
+    being deleted) rows[bounds[2g+1]:bounds[2g+2]], each in placed order; profiles[g] is
+    (namespace, label values)."""
+
+    first: list[int]
+    rows: np.ndarray                # read-only: the groups' rows are views of it
+    bounds: list[int]
+    profiles: list[tuple]
 
 
 class PodScanMemo:
@@ -72,6 +90,53 @@ class PodScanMemo:
     def __init__(self) -> None:
         self._kept: _Kept | None = None
         self.rescanned = 0          # pods the last call read (tests and the benchmark say how many)
+        # The placed pods' group keys (placed_grouping): key -> number, and the rules objects the
+        # keys name by id (held, so no other object takes the id), for these label keys.
+        self._group_ids: dict[tuple, int] = {}
+        self._group_rules: list[Any] = []
+        self._group_label_keys: tuple[str, ...] | None = None
+        self.regrouped = 0          # placed pods the last placed_grouping read
+
+    def placed_grouping(self, label_keys: tuple[str, ...]) -> PlacedGrouping:
+        """The last scan's placed pods on known nodes grouped for the inter-pod rules; a pod's
+        group key is read again only where the scan read the pod again (or the keys changed)."""
+        kept = self._kept
+        assert kept is not None, "placed_grouping follows a scan"
+        if kept.p_group is None or label_keys != self._group_label_keys \
+                or len(self._group_ids) > 4 * len(kept.p_node) + 1024:
+            kept.p_group = np.full(len(kept.p_node), -1, dtype=np.int64)
+            self._group_ids, self._group_rules, self._group_label_keys = {}, [], label_keys
+        known = np.flatnonzero(kept.p_node >= 0)
+        groups = kept.p_group
+        todo = known[groups[known] < 0]
+        self.regrouped = len(todo)
+        ids, holders, values = self._group_ids, self._group_rules, kept.values
+        one = len(label_keys) == 1
+        key0 = label_keys[0] if one else None
+        for r, place in zip(todo.tolist(), kept.p_pos[todo].tolist()):
+            pod = values[place]
+            labels = pod.labels
+            value = labels.get(key0) if one else tuple([labels.get(k) for k in label_keys])
+            key = (pod.namespace, value, id(pod.rules))
+            found = ids.get(key)
+            if found is None:
+                found = ids[key] = len(holders)
+                holders.append(pod.rules)
+            groups[r] = found
+        g_of = groups[known]
+        numbers, order = _first_seen(g_of, len(holders))
+        g = numbers[g_of]
+        count = len(order)
+        first = np.full(count, len(g), dtype=np.int64)
+        first[g[::-1]] = np.arange(len(g) - 1, -1, -1, dtype=np.int64)
+        sort_key = 2 * g + (kept.p_gone[known] != 0)
+        by_group = np.argsort(sort_key, kind="stable")
+        rows = kept.p_node[known][by_group]
+        rows.flags.writeable = False
+        bounds = np.searchsorted(sort_key[by_group], np.arange(2 * count + 1, dtype=np.int64)).tolist()
+        keys = list(ids)
+        profiles = [(keys[i][0], (keys[i][1],)) if one else (keys[i][0], keys[i][1]) for i in order.tolist()]
+        return PlacedGrouping(first.tolist(), rows, bounds, profiles)
 
     def scan(self, k: Kernels, pods: dict, scheduler_name: str, priority_classes: dict[str, int],
              default_priority: int, node_pos: dict[str, int], fold: bool) -> PodScan:
@@ -205,7 +270,8 @@ class PodScanMemo:
         rule_at[at] = rule_sub
         volume_at[at] = volume_sub
         if kept is None:
-            p_cols = [p_pos_new, sub.placed_node, p_shape_new, sub.placed_gone, sub.placed_mine, p_fold_new]
+            p_cols = [p_pos_new, sub.placed_node, p_shape_new, sub.placed_gone, sub.placed_mine, p_fold_new,
+                      np.full(len(p_pos_new), -1, dtype=np.int64)]
             t_cols = [t_pos_new, t_shape_new, sub_job[sub.job],
                       sub.priority, sub.creation, sub.status, sub.node, sub.plain, t_volume_new]
         else:
@@ -232,7 +298,9 @@ class PodScanMemo:
             p_cols = [np.concatenate([p_place, p_pos_new]),
                       *(np.concatenate([old[p_ok], new]) for old, new in (
                           (kept.p_node, sub.placed_node), (kept.p_shape, p_shape_new), (kept.p_gone, sub.placed_gone),
-                          (kept.p_mine, sub.placed_mine), (kept.p_fold, p_fold_new)))]
+                          (kept.p_mine, sub.placed_mine), (kept.p_fold, p_fold_new),
+                          (kept.p_group if kept.p_group is not None else np.full(len(kept.p_pos), -1, dtype=np.int64),
+                           np.full(len(p_pos_new), -1, dtype=np.int64))))]
             t_cols = [np.concatenate([t_place, t_pos_new]),
                       *(np.concatenate([old[t_ok], new]) for old, new in (
                           (kept.t_shape, t_shape_new), (kept.t_job, sub_job[sub.job]),
@@ -241,7 +309,7 @@ class PodScanMemo:
             p_cols = _in_place_order(p_cols)
             t_cols = _in_place_order(t_cols)
 
-        p_pos, p_node, p_shape, p_gone, p_mine, p_fold = p_cols
+        p_pos, p_node, p_shape, p_gone, p_mine, p_fold, p_group = p_cols
         t_pos, t_shape, t_job, t_priority, t_creation, t_status, t_node, t_plain, t_volume = t_cols
         # Numbered by first appearance, as one scan numbers them: a pod's own request map, then
         # (a pod bound to a node that is gone) the empty map its row holds.
@@ -262,7 +330,7 @@ class PodScanMemo:
             p_node, shape_map[p_shape], p_gone, p_mine, p_pos, p_fold,
             t_pos, shape_map[t_shape], job_map[t_job], t_priority, t_creation, t_status, t_node, t_plain, t_volume,
             rule_at, volume_at, [shapes[i] for i in shape_order.tolist()], [job_names[i] for i in job_order.tolist()],
-            [queues[i] for i in queue_order.tolist()])
+            [queues[i] for i in queue_order.tolist()], p_group)
 
 
 def _listed(values: list[Any], place: dict[int, int] | None, chosen: list[Any]) -> np.ndarray:

@@ -29,7 +29,7 @@ from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports th
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED,
 )
 from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
-from runtime.engine.podscan import PodScanMemo
+from runtime.engine.podscan import PlacedGrouping, PodScanMemo
 from runtime.cluster.model import (
     MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, QUEUE_ANNOTATION, ClusterState, NetworkTopology, Node, Pod,
     SettledPods, Taint,
@@ -186,6 +186,9 @@ class Snapshot:
     placed_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     rule_pods: list[Pod] = field(default_factory=list)
     label_keys: tuple[str, ...] | None = None
+    # The placed pods grouped for the rules, kept across cycles by the snapshot cache
+    # (runtime.engine.podscan.PlacedGrouping); None: the rules group them (runtime.engine.rules.pods).
+    placed_grouping: PlacedGrouping | None = None
     namespace_labels: Callable[[str], dict[str, str]] = lambda name: {}
     topology: "Topology | None" = None
     # Volcano's HyperNodes resolved (runtime.cluster.topology), when some job asks for network
@@ -527,6 +530,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
             snapshot.placed_rows = np.concatenate([snapshot.placed_rows, rows_of[ok]])
         snapshot.rule_pods = scan.rule_pods
         snapshot.label_keys = label_keys
+        if not once and state.settled is None:     # the placed pods are the kept scan's
+            snapshot.placed_grouping = cache.pods.placed_grouping(label_keys or ())
     # inter-pod rules' namespaceSelectors and DRA's adminAccess namespaces read them
     snapshot.namespace_labels = state.namespace_labels
     if state.settled is not None and state.settled.elastic:

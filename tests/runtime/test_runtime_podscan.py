@@ -246,3 +246,35 @@ def test_rule_keys_and_classes_follow_new_rules_objects() -> None:
     assert kept.label_keys == fresh.label_keys == ("app", "tier")
     assert kept.task_class.tolist() == fresh.task_class.tolist()
     assert len({kept.task_class[kept.task_keys.index(f"ns/w{i}")] for i in range(3)}) == 2   # tier a / b apart
+
+
+def groups_of(snap) -> list[tuple]:
+    from runtime.engine.rules.pods import _group_placed
+    return [(id(g.pod), id(g.rules), g.live.tolist(), g.leaving.tolist(), g.profile) for g in _group_placed(snap)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_placed_groups_kept_are_the_groups_made_afresh(seed: int) -> None:
+    """The placed pods grouped for the rules by the snapshot cache (PlacedGrouping, a pod's key
+    read again only where the scan read the pod again) are the groups made from the pods afresh,
+    after every kind of change; and a change reads only the pods it touched."""
+    from runtime.engine.snapshot import build_snapshot
+    rng = random.Random(seed)
+    state = cluster(rng, pods=200)
+    plan = policy(STANDARD_TIERS, actions="enqueue, allocate")
+    cache = SnapshotCache()
+    for step in range(20):
+        if step == 10:
+            node(state, "a-first", cpu=64000, labels={HOST: "a-first", "zone": "z0"})
+        kept = build_snapshot(state, plan, cache=cache)
+        assert kept.placed_grouping is not None
+        afresh = dataclasses.replace(kept, placed_grouping=None)
+        assert groups_of(kept) == groups_of(afresh), f"step {step}"
+        assert (kept.label_keys == ("app", "tier")) == (step > 14)
+        if 0 < step < 10:
+            assert cache.pods.regrouped <= 2 * cache.pods.rescanned
+        change(state, rng, step)
+        if step == 14:    # a rules object reading another key: every key read again
+            key = next(k for k, p in state.pods.items() if p.node_name in state.nodes and not p.terminal)
+            state.pods[key] = dataclasses.replace(state.pods[key], rules=PodRules(
+                anti_affinity=(PodAffinityTerm(HOST, LabelSelector((("tier", "a"),)), frozenset({"ns"})),)))
