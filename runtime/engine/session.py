@@ -85,6 +85,7 @@ class ClassPlacement:
         self.scorers = scorers
         self.stateful = bool(filters or scorers)
         self.mask = static_mask.copy() if filters else static_mask
+        self.static_passes = bool(filters) and bool(static_mask.all())     # see update
         self.score = static_score.copy() if scorers else static_score
         self.tree = None
         self.seen = 0
@@ -116,7 +117,7 @@ class ClassPlacement:
         if self.filters and nodes is not None and len(nodes) <= FEW_NODES:
             # A placement re-asks about the node or few it touched: combined in Python, without
             # the numpy calls' fixed costs (combine_into's answers).
-            codes = self.static_mask[nodes].tolist()
+            codes = [MASK_PASS] * len(nodes) if self.static_passes else self.static_mask[nodes].tolist()
             for rule in self.filters:
                 for i, other in enumerate(rule.codes(self.cid, nodes).tolist()):
                     mine = codes[i]
@@ -125,8 +126,17 @@ class ClassPlacement:
             for row, code in zip(nodes.tolist(), codes):
                 mask[row] = code
         elif self.filters:
-            codes = self.static_mask.copy() if nodes is None else self.static_mask[nodes]
-            for rule in self.filters:
+            rules = self.filters
+            if self.static_passes:
+                # Every node passes the static predicates: combined with them, the first rule's
+                # codes are themselves (MASK_FAIL is 0, a passing code has MASK_PASS).
+                codes = rules[0].codes(self.cid, nodes)
+                if len(rules) > 1:
+                    codes = np.array(codes, dtype=np.uint8)     # our own, to combine the others into
+                rules = rules[1:]
+            else:
+                codes = self.static_mask.copy() if nodes is None else self.static_mask[nodes]
+            for rule in rules:
                 combine_into(codes, rule.codes(self.cid, nodes))
             if nodes is None:
                 self.mask[:] = codes
