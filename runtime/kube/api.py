@@ -39,6 +39,12 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 # Generous pool: binds, evictions and status writes run concurrently, watches hold one each.
 POOL_SIZE = 96
+# Writes go one at a time over the kept-alive connections the pipelined binds use
+# (runtime.kube.pipelining): the urllib3 pool's layers (http.client, its header parser,
+# urllib3's response) cost several times the processor time of a bind per request, and a
+# scheduler writes a PodGroup status per gang. Reads stay with the pool: lists can be long
+# and streamed, and watches are.
+PIPED_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
 TOKEN_REFRESH_S = 10.0
@@ -89,6 +95,13 @@ class KubeApi:
         """Send one request (with `headers` added); the decoded JSON answer, or ApiError."""
         if self.limiter is not None:
             self.limiter.wait()
+        if method in PIPED_METHODS and timeout == REQUEST_TIMEOUT_S:
+            try:
+                endpoint = self._pipe_endpoint()
+            except (OSError, ValueError):
+                endpoint = None     # the pool reports what is wrong with the TLS files
+            if endpoint is not None:
+                return self._piped(endpoint, method, path, query, body, content_type, headers)
         response = self._send(method, path, query, body, content_type, (CONNECT_TIMEOUT_S, timeout), headers)
         try:
             data = response.data
@@ -155,6 +168,31 @@ class KubeApi:
         answers = pipe.exchange(batch)
         self._give_back(pipe)
         return [_result_of(answer) for answer in answers]
+
+    def _piped(self, endpoint: Endpoint, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
+               content_type: str, extra: Mapping[str, str] | None) -> Any:
+        """One request on a kept-alive pipe: as `request` answers it (ApiError status 0: no answer)."""
+        headers = self._headers(method, path, content_type, body)
+        if extra:
+            headers.update(extra)
+        target = endpoint.path_prefix + path + ("?" + urlencode(query) if query else "")
+        data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        request = Request(method, target, headers, data)
+        while True:
+            try:
+                pipe = self._take_pipe(endpoint)
+            except PipeError as err:
+                raise ApiError(0, "ConnectionError", str(err)) from None
+            answer = pipe.exchange([request])[0]
+            self._give_back(pipe)
+            # A kept-alive connection the server closed just as it was taken: sent again on a
+            # new one, as urllib3 does, unless a create (POST) could then happen twice.
+            if answer is not None or pipe.exchanges == 1 or method == "POST":
+                break
+        result = _result_of(answer)
+        if isinstance(result, ApiError):
+            raise result
+        return result
 
     def _pipe_endpoint(self) -> Endpoint | None:
         if self._endpoint is False:

@@ -118,6 +118,7 @@ class Pipe:
         self._reader: BinaryIO = sock.makefile("rb")
         self._authority = authority
         self.reusable = True  # false once the connection failed or the server said it closes
+        self.exchanges = 0    # begun on this connection: more than one, and it was kept alive in between
 
     @staticmethod
     def open(endpoint: Endpoint, connect_timeout: float, read_timeout: float) -> Pipe:
@@ -136,6 +137,7 @@ class Pipe:
         """Send every request at once, then read the answers in order. A request whose answer
         did not come (the connection failed or closed first) gets None; so does every later one."""
         answers: list[Answer | None] = [None] * len(requests)
+        self.exchanges += 1
         try:
             self._sock.sendall(b"".join(self._encode(r) for r in requests))
             for i in range(len(requests)):

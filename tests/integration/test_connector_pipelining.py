@@ -183,6 +183,44 @@ def test_a_connection_the_server_closed_while_idle_is_not_used_again(scripted) -
     assert server.connections == 2
 
 
+def test_single_writes_share_the_kept_alive_connection_and_reads_use_the_client_pool(scripted) -> None:
+    server = scripted(answer(200, {"patched": 1}), answer(201, {"created": 2}), answer(200, {"read": 3}),
+                      answer(404, {"message": "queues \"q\" not found"}))
+    api = server.api()
+
+    assert api.merge_patch("/a/podgroups/g", {"status": {"phase": "Running"}}) == {"patched": 1}
+    assert api.post("/a/events", {"reason": "x"}) == {"created": 2}
+    assert api.get("/a/podgroups/g") == {"read": 3}
+    with pytest.raises(ApiError) as refused:
+        api.put("/a/queues/q", {})
+
+    assert (refused.value.status, refused.value.message) == (404, 'queues "q" not found')
+    assert [line for _, line in server.requests] == [
+        "PATCH /a/podgroups/g HTTP/1.1", "POST /a/events HTTP/1.1", "GET /a/podgroups/g HTTP/1.1",
+        "PUT /a/queues/q HTTP/1.1"]
+    by_connection = {}
+    for number, line in server.requests:
+        by_connection.setdefault(number, []).append(line.split()[0])
+    assert sorted(by_connection.values()) == [["GET"], ["PATCH", "POST", "PUT"]]
+
+
+@pytest.mark.parametrize("method, sent_again", [("PATCH", True), ("PUT", True), ("DELETE", True), ("POST", False)])
+def test_a_write_on_a_connection_closed_as_it_was_taken_is_sent_again_unless_a_create(scripted, method,
+                                                                                      sent_again) -> None:
+    server = scripted(answer(200, {"first": 1}), CLOSE, answer(200, {"again": 2}))
+    api = server.api()
+    assert api.merge_patch("/a/x", {}) == {"first": 1}
+
+    if sent_again:
+        assert api.request(method, "/a/y", body={}) == {"again": 2}
+        assert [number for number, _ in server.requests] == [1, 1, 2]
+    else:
+        with pytest.raises(ApiError) as failed:
+            api.request(method, "/a/y", body={})
+        assert failed.value.status == 0 and failed.value.transient
+        assert [number for number, _ in server.requests] == [1, 1]
+
+
 @pytest.mark.integration
 def test_a_batch_of_bindings_with_mixed_outcomes_on_the_api_server(objects: Objects) -> None:
     objects.node(f"{objects.namespace}-n0", cpu="8", memory="16Gi")
