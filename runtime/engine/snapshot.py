@@ -268,7 +268,11 @@ class SnapshotCache:
     and the pass over the pods (`pods`: what each pod read, read again only where a pod changed)."""
 
     def __init__(self) -> None:
-        self.pods = PodScanMemo()
+        # The pass over the pods kept, one per folding (a plan that may evict lists every pod for a
+        # few cycles after one that needed victims, then folds again: neither starts cold); `pods`
+        # is the one the last snapshot used.
+        self._pod_memos = {False: PodScanMemo(), True: PodScanMemo()}
+        self.pods = self._pod_memos[False]
         self._rule_reading: tuple[frozenset[int], list, tuple[str, ...], SelectorSet] | None = None
         self._nodes: _NodeArrays | None = None
         self._node_resources: tuple[int, set[str]] | None = None
@@ -384,6 +388,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         scan = k.scan_pods(state.pods, scheduler_name, state.priority_classes, state.default_priority,
                            cache.node_positions(state), fold)
     else:
+        cache.pods = cache._pod_memos[bool(fold)]
         scan = cache.pods.scan(k, state.pods, scheduler_name, state.priority_classes, state.default_priority,
                                cache.node_positions(state), fold)
     counted_room = np.zeros((0, 4), dtype=np.int64)

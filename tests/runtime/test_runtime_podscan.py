@@ -278,3 +278,18 @@ def test_placed_groups_kept_are_the_groups_made_afresh(seed: int) -> None:
             key = next(k for k, p in state.pods.items() if p.node_name in state.nodes and not p.terminal)
             state.pods[key] = dataclasses.replace(state.pods[key], rules=PodRules(
                 anti_affinity=(PodAffinityTerm(HOST, LabelSelector((("tier", "a"),)), frozenset({"ns"})),)))
+
+
+def test_folding_and_listing_keep_a_scan_each() -> None:
+    """A plan that may evict folds settled pods, lists them all after a cycle that needed victims,
+    then folds again: each way keeps its own scan, so neither starts over."""
+    from runtime.engine.snapshot import build_snapshot
+    state = cluster(random.Random(3), pods=150)
+    plan = policy(STANDARD_TIERS, actions="enqueue, allocate")
+    cache = SnapshotCache()
+    for fold in (True, False, True, False):
+        kept = build_snapshot(state, plan, cache=cache, fold_settled=fold)
+        fresh = build_snapshot(state, plan, fold_settled=fold)
+        assert kept.task_keys == fresh.task_keys and kept.status.tolist() == fresh.status.tolist()
+        assert kept.settled_pods == fresh.settled_pods
+    assert cache.pods.rescanned == 0
