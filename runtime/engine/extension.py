@@ -77,6 +77,12 @@ class StatefulRule:
         were (then a run of them is placed in one call, as a class no rule concerns)."""
         return False
 
+    def excludes_own_node(self, cid: int) -> bool:
+        """Whether placing a task of class cid on a node makes the rule fail that node for class
+        cid and changes nothing else of its answers for it (a local volume's only PV taken);
+        with every other rule of the class unchanged_by_own, a run is placed in one call."""
+        return False
+
     def listens(self, cid: int) -> bool:
         """Whether placing, undoing or evicting a pending task of class cid can change the rule's
         state (else the session does not tell it of them)."""

@@ -93,6 +93,9 @@ class ClassPlacement:
         # Its rules' answers for it stay as they are while it places (StatefulRule.unchanged_by_own):
         # a run is placed in one tree call.
         self.unchanged = False
+        # Its placements only exclude their own node for it (StatefulRule.excludes_own_node):
+        # a run is placed in one call of its shared tree.
+        self.excludes_own = False
         self.view: Any = None                      # kernels.MaskView of `mask`, when shared
         self.dirty_all = self.stateful
         self.dirty: list[np.ndarray] = []
@@ -668,6 +671,8 @@ class Session:
                 cid, req, mask, self.class_static_score(cls), [f for f in self.stateful_filters if f.filters(cid)],
                 [f for f in self.stateful_scorers if f.scores(cid)])
             cp.unchanged = bool(cp.filters) and not cp.scorers and all(f.unchanged_by_own(cid) for f in cp.filters)
+            cp.excludes_own = bool(cp.filters) and not cp.scorers and not cp.unchanged and all(
+                f.unchanged_by_own(cid) or f.excludes_own_node(cid) for f in cp.filters)
             if cp.filters and not cp.scorers and not cp.unchanged:
                 key = (req.tobytes(), id(mask), id(cp.static_score))      # class_mask's arrays are shared
                 cp.shared = self.shared_trees.get(key)
@@ -730,6 +735,22 @@ class Session:
             cp.shared = None       # many of its nodes differ now: a tree of its own from here on
             cp = self.fresh_placement(cp.cid)
         return cp.tree if cp.tree.place(1) else None
+
+    def place_excluding(self, cp: ClassPlacement, limit: int) -> tuple[Any, int, bool]:
+        """Up to `limit` tasks of class cp (excludes_own, fresh) placed in one call of its
+        shared tree, or of its own (whose mask is the class's: no node differs), each
+        placement's node keyed out for the next: (the tree whose out_nodes / out_kinds say
+        where, how many, whether the class's differing nodes passed the shared tree's budget —
+        then it has a tree of its own from here on, the rest placed after fresh_placement)."""
+        if cp.shared is None:
+            got = cp.tree.place_masked(cp.view, 0, limit)
+            return cp.tree, got, False
+        tree = cp.shared.tree
+        got = tree.place_masked(cp.view, SHARED_BUDGET, limit)
+        if got >= 0:
+            return tree, got, False
+        cp.shared = None
+        return tree, -1 - got, True
 
     def placed_by(self, cp: ClassPlacement) -> None:
         """Class cp's tree placed (and re-keyed) the ledger's latest placements itself."""

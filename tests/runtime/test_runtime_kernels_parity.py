@@ -291,6 +291,24 @@ def test_place_masked_matches_brute_force(compiled, seed):
             (expected_u if kind == 2 else expected_p)[node] += req
             assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name
             mine[c][node] = 0         # the class's own pod there now excludes the node for it
+        # A run of three in one call, each placement's node then excluded for the class (a local
+        # volume's only PV taken): the oracle's placements one by one, the node failed after each.
+        want, oracle_mask = [], mine[0].copy()
+        oracle_u, oracle_p = expected_u.copy(), expected_p.copy()
+        for _ in range(3):
+            one = brute_force_placements(1, alloc, oracle_u, releasing, oracle_p, req, oracle_mask, static, params)
+            if not one:
+                break
+            want.append(one[0])
+            oracle_mask[one[0][0]] = 0
+        got = tree.place_masked(views[0], budget, 3)
+        placed = got if got >= 0 else -1 - got
+        assert list(zip(tree.out_nodes[:placed].tolist(), tree.out_kinds[:placed].tolist())) == want[:placed], \
+            kernels.name
+        assert got < 0 or placed == len(want), kernels.name
+        for node, kind in want[:placed]:
+            (expected_u if kind == 2 else expected_p)[node] += req
+        assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name
         # The shared tree still answers for the static mask: its next placement is the oracle's.
         assert [(int(a), int(b)) for a, b in zip(tree.out_nodes[:tree.place(1)], tree.out_kinds[:1])] == \
             brute_force_placements(1, alloc, expected_u, releasing, expected_p, req, base, static, params), kernels.name

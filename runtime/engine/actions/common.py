@@ -51,8 +51,9 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
 def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     """Place up to `limit` tasks of one run; returns how many were placed (stops at a failure).
     A class no stateful rule concerns (or none whose answers for it its own placements change)
-    places the run in one tree call; otherwise task by task, each placement's effect on the
-    rules (and so on the class's next node) taken in first."""
+    places the run in one tree call, as does one whose placements only exclude their own node
+    for it (each node keyed out for the rest of the call); otherwise task by task, each
+    placement's effect on the rules (and so on the class's next node) taken in first."""
     cid = int(ssn.snap.task_class[run[0]])
     cp = ssn.fresh_placement(cid)
     if not cp.stateful or cp.unchanged:
@@ -62,6 +63,16 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
         cp.seen = ssn.ledger.log_n
         return placed
     placed = 0
+    while cp.excludes_own and limit - placed > 1:
+        tree, got, over = ssn.place_excluding(cp, limit - placed)
+        if got:
+            stmt.placed(run[placed:], tree.out_nodes, tree.out_kinds, got)
+            if not over:
+                ssn.placed_by(cp)
+            placed += got
+        if not over:
+            return placed
+        cp = ssn.fresh_placement(cid)      # a tree of its own now: the rest in one call of it
     while placed < limit:
         if placed:
             cp = ssn.fresh_placement(cid)

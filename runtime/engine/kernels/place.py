@@ -604,63 +604,86 @@ class PlacementTree:
                 self._rekey(best)
         return placed
 
-    def place_masked(self, view: MaskView, budget: cython.Py_ssize_t) -> cython.Py_ssize_t:
-        """Place one task of another class with this tree's request and static scores whose
+    def place_masked(self, view: MaskView, budget: cython.Py_ssize_t, k: cython.Py_ssize_t = 1) -> cython.Py_ssize_t:
+        """Place up to k tasks of another class with this tree's request and static scores whose
         mask codes (`view`) differ from this tree's on few nodes (a class whose rules only
         exclude nodes: its pods' own hostnames under anti-affinity), by this tree's keys: the
         node the class's own tree would give (highest key, lowest index among equals). A node
         on top whose codes differ is re-keyed with the class's codes, until the top is a node
-        whose codes do not differ or were re-keyed; those are put back before the placement is
-        charged. Returns 1 (out_nodes[0] / out_kinds[0] say where), 0 (no node), or -1 when
-        more than `budget` such nodes came on top (nothing placed: the class is better off with
-        a tree of its own)."""
+        whose codes do not differ or were re-keyed. With k > 1 the class's placement on a node
+        excludes that node for the class (a local volume's only PV taken): it is keyed out for
+        the rest of the call. Every node re-keyed is put back at the end. Returns how many were
+        placed (out_nodes / out_kinds say where; fewer than k: no node for the next), or
+        -1 - placed when more than `budget` differing nodes came on top (the class is better off
+        with a tree of its own for the rest)."""
         cmask: cython.const[cython.uchar][::1] = view.codes
         best: cython.Py_ssize_t = -1
         best_key: cython.double = NEG_INF
         found: cython.Py_ssize_t = 0
-        count: cython.Py_ssize_t = 0
+        count: cython.Py_ssize_t = 0        # differing nodes re-keyed (the budget's)
+        kept: cython.Py_ssize_t = 0         # nodes re-keyed, to put back
+        placed: cython.Py_ssize_t = 0
         i: cython.Py_ssize_t
         j: cython.Py_ssize_t
         n: cython.Py_ssize_t
+        if k <= 0:
+            return 0
         if self.room is not None:
             self.room.tick += 1
             self.placed_at = self.room.tick
         if self.stale:
             self._build()
-        if self.touched_n < budget + 1:
-            self.touched_n = budget + 1
+        if self.touched_n < budget + k + 1:
+            self.touched_n = budget + k + 1
             self.touched = array.array("q", [0]) * self.touched_n
+        if self.out_nodes.shape[0] < k:
+            self.out_nodes = np.empty(2 * k, dtype=np.int64)
+            self.out_kinds = np.empty(2 * k, dtype=np.int8)
         self.epoch += 1
         epoch: cython.longlong = self.epoch
         out_nodes: cython.longlong[::1] = self.out_nodes
         out_kind: cython.schar[::1] = self.out_kinds
         with cython.nogil:
-            while True:
-                best_key = self.key[1]
-                if best_key == NEG_INF:
-                    found = 0
+            while placed < k:
+                while True:
+                    best_key = self.key[1]
+                    if best_key == NEG_INF:
+                        found = 0
+                        break
+                    best = self.idx[1]
+                    if self.mark[best] == epoch or cmask[best] == self.mask[best]:
+                        found = 1
+                        break
+                    if count >= budget:
+                        found = -1
+                        break
+                    self.mark[best] = epoch
+                    self.touched[kept] = best
+                    kept += 1
+                    count += 1
+                    i = self.size + best
+                    self.key[i] = self._key_with(cmask, best)
+                    i //= 2
+                    while i >= 1:
+                        pull(self.key, self.idx, i)
+                        i //= 2
+                if found != 1:
                     break
-                best = self.idx[1]
-                if self.mark[best] == epoch or cmask[best] == self.mask[best]:
-                    found = 1
-                    break
-                if count >= budget:
-                    found = -1
-                    break
-                self.mark[best] = epoch
-                self.touched[count] = best
-                count += 1
+                out_nodes[placed] = best
+                out_kind[placed] = self._charge(best, best_key)
+                placed += 1
+                if self.mark[best] != epoch:
+                    self.mark[best] = epoch
+                    self.touched[kept] = best
+                    kept += 1
+                # Keyed out for the rest of the call (with k == 1 there is none: put back below).
                 i = self.size + best
-                self.key[i] = self._key_with(cmask, best)
+                self.key[i] = NEG_INF
                 i //= 2
                 while i >= 1:
                     pull(self.key, self.idx, i)
                     i //= 2
-            for j in range(count):
+            for j in range(kept):
                 n = self.touched[j]
                 self._rekey(n)
-            if found == 1:
-                out_nodes[0] = best
-                out_kind[0] = self._charge(best, best_key)
-                self._rekey(best)
-        return found
+        return placed if found != -1 else -1 - placed

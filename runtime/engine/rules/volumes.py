@@ -580,6 +580,20 @@ class VolumeRule(StatefulRule):
         return c is not None and not c.rwop and not any(self._limited(d) for d in c.drivers) and all(
             sl.claim is None and not self.shapes[sl.shape].candidates for sl in c.slots)
 
+    def excludes_own_node(self, cid: int) -> bool:
+        # One claim, the pod's own, only local PVs can take it (none reachable from every node,
+        # no provisioning), at most one per node: a placement takes its node's PV, and the node
+        # has none left for the class; nothing else the class reads changes (no ReadWriteOncePod,
+        # no attach limit).
+        c = self._class(cid)
+        if c is None or c.rwop or any(self._limited(d) for d in c.drivers) or len(c.slots) != 1 \
+                or c.slots[0].claim is not None:
+            return False
+        shape = self.shapes[c.slots[0].shape]
+        return not shape.everywhere and not shape.provision.any() and all(
+            len(pvs) == 1 for pvs in shape.by_node.values()) and all(
+            self._pv_nodes[i] is not None and len(self._pv_nodes[i]) == 1 for i in shape.candidates)
+
     # --- placements ------------------------------------------------------------------------
     def listens(self, cid: int) -> bool:
         # The claims a task uses make its class (the head's are the class's, as in _class).
