@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -82,6 +82,22 @@ class PlacedGrouping:
     rows: np.ndarray                # read-only: the groups' rows are views of it
     bounds: list[int]
     profiles: list[tuple]
+    keys: list[int]                 # each group's number in the memo's table (stable across cycles)
+    reuse: dict[int, Any]           # what `groups` made last time for groups whose pods did not change
+    made: dict[int, Any]            # what `groups` makes now (kept for the next cycle's reuse)
+
+    def groups(self, make: Callable[[int, int, tuple], Any]) -> list[Any]:
+        """One object per group, in order: made by make(group, first pod's index, profile), or the
+        one made for it in an earlier cycle when none of its pods changed since."""
+        out = []
+        reuse, made = self.reuse, self.made
+        for g, (key, f, profile) in enumerate(zip(self.keys, self.first, self.profiles)):
+            found = reuse.get(key)
+            if found is None:
+                found = make(g, f, profile)
+            made[key] = found
+            out.append(found)
+        return out
 
 
 class PodScanMemo:
@@ -96,6 +112,11 @@ class PodScanMemo:
         self._group_rules: list[Any] = []
         self._group_label_keys: tuple[str, ...] | None = None
         self.regrouped = 0          # placed pods the last placed_grouping read
+        # What PlacedGrouping.groups made, by group number, and the groups whose pods changed
+        # since (a row dropped or added; every group when the rows moved or were all read again).
+        self._made: dict[int, Any] = {}
+        self._dirty: set[int] = set()
+        self._all_dirty = True
 
     def placed_grouping(self, label_keys: tuple[str, ...]) -> PlacedGrouping:
         """The last scan's placed pods on known nodes grouped for the inter-pod rules; a pod's
@@ -106,6 +127,7 @@ class PodScanMemo:
                 or len(self._group_ids) > 4 * len(kept.p_node) + 1024:
             kept.p_group = np.full(len(kept.p_node), -1, dtype=np.int64)
             self._group_ids, self._group_rules, self._group_label_keys = {}, [], label_keys
+            self._all_dirty = True
         known = np.flatnonzero(kept.p_node >= 0)
         groups = kept.p_group
         todo = known[groups[known] < 0]
@@ -123,6 +145,10 @@ class PodScanMemo:
                 found = ids[key] = len(holders)
                 holders.append(pod.rules)
             groups[r] = found
+        dirty = self._dirty
+        dirty.update(groups[todo].tolist())
+        reuse = {} if self._all_dirty else {key: made for key, made in self._made.items() if key not in dirty}
+        self._made, self._dirty, self._all_dirty = {}, set(), False
         g_of = groups[known]
         numbers, order = _first_seen(g_of, len(holders))
         g = numbers[g_of]
@@ -136,7 +162,7 @@ class PodScanMemo:
         bounds = np.searchsorted(sort_key[by_group], np.arange(2 * count + 1, dtype=np.int64)).tolist()
         keys = list(ids)
         profiles = [(keys[i][0], (keys[i][1],)) if one else (keys[i][0], keys[i][1]) for i in order.tolist()]
-        return PlacedGrouping(first.tolist(), rows, bounds, profiles)
+        return PlacedGrouping(first.tolist(), rows, bounds, profiles, order.tolist(), reuse, self._made)
 
     def scan(self, k: Kernels, pods: dict, scheduler_name: str, priority_classes: dict[str, int],
              default_priority: int, node_pos: dict[str, int], fold: bool) -> PodScan:
@@ -270,6 +296,7 @@ class PodScanMemo:
         rule_at[at] = rule_sub
         volume_at[at] = volume_sub
         if kept is None:
+            self._all_dirty = True
             p_cols = [p_pos_new, sub.placed_node, p_shape_new, sub.placed_gone, sub.placed_mine, p_fold_new,
                       np.full(len(p_pos_new), -1, dtype=np.int64)]
             t_cols = [t_pos_new, t_shape_new, sub_job[sub.job],
@@ -295,6 +322,12 @@ class PodScanMemo:
 
             p_ok, p_place = kept_rows(kept.p_pos)
             t_ok, t_place = kept_rows(kept.t_pos)
+            # The groups of the rows dropped changed; rows kept in another order change them all.
+            if kept.p_group is not None:
+                dropped = kept.p_group[~p_ok]
+                self._dirty.update(dropped[dropped >= 0].tolist())
+            if len(p_place) > 1 and not bool((p_place[1:] > p_place[:-1]).all()):
+                self._all_dirty = True
             p_cols = [np.concatenate([p_place, p_pos_new]),
                       *(np.concatenate([old[p_ok], new]) for old, new in (
                           (kept.p_node, sub.placed_node), (kept.p_shape, p_shape_new), (kept.p_gone, sub.placed_gone),

@@ -293,3 +293,25 @@ def test_folding_and_listing_keep_a_scan_each() -> None:
         assert kept.task_keys == fresh.task_keys and kept.status.tolist() == fresh.status.tolist()
         assert kept.settled_pods == fresh.settled_pods
     assert cache.pods.rescanned == 0
+
+
+def test_placed_groups_of_unchanged_pods_are_reused() -> None:
+    """A group none of whose pods changed is the object made for it last cycle; a group that
+    lost or gained a pod is made again (and equals the one made afresh)."""
+    from runtime.engine.rules.pods import _group_placed
+    from runtime.engine.snapshot import build_snapshot
+    state = cluster(random.Random(5), pods=200)
+    plan = policy(STANDARD_TIERS, actions="enqueue, allocate")
+    cache = SnapshotCache()
+    first = _group_placed(build_snapshot(state, plan, cache=cache))
+    again = _group_placed(build_snapshot(state, plan, cache=cache))
+    assert len(first) == len(again) and all(a is b for a, b in zip(first, again))
+    victim = next(g for g in again if len(g.live) > 1)
+    key = next(k for k, p in state.pods.items() if p is victim.pod)
+    state.remove_pod(key)
+    snap = build_snapshot(state, plan, cache=cache)
+    third = _group_placed(snap)
+    assert victim not in third and any(g.rules is victim.rules and g.profile == victim.profile for g in third)
+    before = {id(g) for g in again}
+    assert sum(id(g) not in before for g in third) == 1      # only the victim's group is made again
+    assert groups_of(snap) == groups_of(dataclasses.replace(snap, placed_grouping=None))

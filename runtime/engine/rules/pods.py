@@ -64,9 +64,9 @@ def _group_placed(snap: Snapshot) -> list[PlacedGroup]:
     grouping = snap.placed_grouping
     if grouping is not None:     # grouped by the snapshot cache, read again only where pods changed
         pods, rows, bounds = snap.placed_pods, grouping.rows, grouping.bounds
-        return [PlacedGroup(pods[f], pods[f].rules or None, rows[bounds[2 * g]:bounds[2 * g + 1]],
-                            rows[bounds[2 * g + 1]:bounds[2 * g + 2]], profile)
-                for g, (f, profile) in enumerate(zip(grouping.first, grouping.profiles))]
+        return grouping.groups(lambda g, f, profile: PlacedGroup(
+            pods[f], pods[f].rules or None, rows[bounds[2 * g]:bounds[2 * g + 1]],
+            rows[bounds[2 * g + 1]:bounds[2 * g + 2]], profile))
     keys = snap.label_keys or ()
     rows: dict[tuple, tuple[Pod, list[int], list[int]]] = {}
     pods = snap.placed_pods
