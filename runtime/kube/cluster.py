@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -337,9 +337,10 @@ class KubeCluster:
             outage.tick()
         self._evict(decisions.evictions, state.pods, report)
         self._nominate(decisions, state.pods)
-        self._dispatch_binds(decisions, state, counts)
+        dispatched = self._dispatch_binds(decisions, state, counts)
         report.binding = len(decisions.bindings)
-        report.status_writes = self._write_status(decisions, state, usage, counts, self._held_groups(state))
+        report.status_writes = self._write_status(decisions, state, usage, counts, self._held_groups(state),
+                                                  dispatched)
         report.events = self._record_waiting(decisions, state)
         report.status_writes += self._write_pod_conditions(decisions, state)
         return report
@@ -398,10 +399,11 @@ class KubeCluster:
 
     # --- binds -------------------------------------------------------------------------------------
     def _dispatch_binds(self, decisions: d.Decisions, state: ClusterState,
-                        counts: Mapping[str, dict[str, int]]) -> None:
-        """Start the binds; the status of their PodGroups waits for them."""
+                        counts: Mapping[str, dict[str, int]]) -> set[str]:
+        """Start the binds; the status of their PodGroups waits for them: the PodGroups whose
+        status the answers write (their last bind's settling writes it)."""
         if not decisions.bindings:
-            return
+            return set()
         statuses = {pg.name: pg for pg in decisions.podgroups}
         gangs: dict[str, _GangBinds] = {}
         for binding in decisions.bindings:
@@ -437,6 +439,7 @@ class KubeCluster:
             items.append((binding, pod, gang))
         for batch in bind_batches(items, BIND_PIPELINE_DEPTH):
             self.binds.submit(self._bind_batch, batch)
+        return set(gangs)
 
     def _write_claims(self, items: list[tuple[d.Binding, Pod | None, _GangBinds | None]]):
         """Write the ResourceClaims of the pods about to be bound: (the items to bind, what was
@@ -608,9 +611,12 @@ class KubeCluster:
         return out
 
     def _write_status(self, decisions: d.Decisions, state: ClusterState, usage: Mapping[str, QueueUsage],
-                      counts: Mapping[str, dict[str, int]], held: Mapping[str, list[Refusal]]) -> int:
+                      counts: Mapping[str, dict[str, int]], held: Mapping[str, list[Refusal]],
+                      dispatched: Collection[str] = ()) -> int:
         """Dispatch the status writes that change something; how many. A gang not running with
-        members held back after a refused bind says so (BindFailed), whatever else it waits for."""
+        members held back after a refused bind says so (BindFailed), whatever else it waits for.
+        `dispatched`: PodGroups whose binds this cycle started; their answers write the status
+        (even when they all came back already, which would otherwise write it twice)."""
         now, transition = st.now_text(), st.new_transition_id()
         with self._lock:
             busy = set(self._busy)
@@ -626,7 +632,7 @@ class KubeCluster:
         with_pods = {group_key_of(pod) for u in decisions.unschedulable
                      if (pod := state.pods.get(u.pod)) is not None and pod.group}
         for pg in decisions.podgroups:
-            if busy and f"PodGroup/{pg.name}" in busy:
+            if pg.name in dispatched or (busy and f"PodGroup/{pg.name}" in busy):
                 continue
             pg_counts = counts.get(pg.name, no_pods)
             conditions = pg.conditions
@@ -656,7 +662,7 @@ class KubeCluster:
             writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
         # The job's HyperNode changed and its status did not (or waits): the annotation alone.
         for name, hypernode in sorted(hypernodes.items()):
-            if name not in annotated and f"PodGroup/{name}" not in busy:
+            if name not in annotated and name not in dispatched and f"PodGroup/{name}" not in busy:
                 update = st.Update(name, {}, {}, st.hypernode_annotation(hypernode))
                 writes.append((f"PodGroup/{name}", partial(self._write_podgroup, update)))
         self._condition_due = due  # a change no longer computed is no longer due
