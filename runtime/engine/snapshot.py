@@ -4,7 +4,8 @@ Built from a ClusterState and the Plan: nodes × resources int64 matrices (alloc
 releasing), label and taint bitsets, per-task request vectors and status, job and queue
 arrays. The kernels read these arrays; plugins and actions index them. The node part is
 cached across cycles (`SnapshotCache`) while the state's `node_generation` is unchanged, so a
-steady cluster rebuilds only the pod-dependent arrays.
+steady cluster rebuilds only the pod-dependent arrays; the pass over the pods is kept too
+(runtime.engine.podscan: only pods new, replaced or noted changed in place are read again).
 
 Queues come from the policy and from Queue objects: a queue the policy declares is taken from
 the policy (the object's spec is ignored); Queue objects add the queues the policy does not
