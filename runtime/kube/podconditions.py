@@ -44,7 +44,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 
 from runtime.cluster import decisions as d
@@ -105,38 +105,53 @@ def scheduled_reason(reasons) -> str:
     return SCHEDULER_ERROR
 
 
-def waiting_reasons(decisions: d.Decisions, state: ClusterState) -> dict[str, str]:
-    """pod key -> the PodScheduled reason of each pod `waiting_messages` gives a message."""
+def waiting_reasons(decisions: d.Decisions, state: ClusterState, only: Container[str] | None = None) -> dict[str, str]:
+    """pod key -> the PodScheduled reason of each pod `waiting_messages` gives a message (of
+    those in `only`, when given)."""
     gangs: dict[str, list[d.Reason]] = {}
     for item in decisions.unschedulable:
         pod = state.pods.get(item.pod)
         if pod is not None and pod.group:
             gangs.setdefault(group_key_of(pod), []).extend(item.reasons)
+    of_gang: dict[str, str] = {}    # a gang's pods share its reasons: one verdict per gang
     out: dict[str, str] = {}
     for item in decisions.unschedulable:
         pod = state.pods.get(item.pod)
-        if pod is None or not item.reasons:
+        if pod is None or not item.reasons or (only is not None and item.pod not in only):
             continue
-        reasons = item.reasons
         if pod.group:
-            group = state.podgroups.get(group_key_of(pod))
+            key = group_key_of(pod)
+            group = state.podgroups.get(key)
             if group is not None and group.min_member > 1:
-                reasons = gangs[group_key_of(pod)]
-        out[item.pod] = scheduled_reason(reasons)
+                if key not in of_gang:
+                    of_gang[key] = scheduled_reason(gangs[key])
+                out[item.pod] = of_gang[key]
+                continue
+        out[item.pod] = scheduled_reason(item.reasons)
     for key in decisions.pipelined:
         if key in state.pods and key not in out:
             out[key] = UNSCHEDULABLE    # nominated: Cluster Autoscaler counts it on its node
     return out
 
 
-def waiting_messages(decisions: d.Decisions, state: ClusterState) -> dict[str, str]:
-    """pod key -> the PodScheduled message each waiting pod of ours should carry."""
+def waiting_pods(decisions: d.Decisions, state: ClusterState) -> list[str]:
+    """The pods `waiting_messages` gives a message, found without making one."""
+    out = [item.pod for item in decisions.unschedulable if item.reasons and item.pod in state.pods
+           and not any(r.kind == d.GATED for r in item.reasons)]
+    out += [key for key in decisions.pipelined if key in state.pods]
+    return out
+
+
+def waiting_messages(decisions: d.Decisions, state: ClusterState,
+                     only: Container[str] | None = None) -> dict[str, str]:
+    """pod key -> the PodScheduled message each waiting pod of ours should carry (of those in
+    `only`, when given)."""
     groups = {s.name: c.message for s in decisions.podgroups for c in s.conditions[:1]
               if c.type == UNSCHEDULABLE and c.status == "True"}
     out: dict[str, str] = {}
     for item in decisions.unschedulable:
         pod = state.pods.get(item.pod)
-        if pod is None or not item.reasons:
+        if pod is None or not item.reasons or (only is not None and item.pod not in only):
             continue
         if any(r.kind == d.GATED for r in item.reasons):
             continue   # SchedulingGated, set by the API server
@@ -156,7 +171,7 @@ def waiting_messages(decisions: d.Decisions, state: ClusterState) -> dict[str, s
                 parts.append(reason.message)
         out[item.pod] = "; ".join(parts)[:MAX_MESSAGE]
     for key, node in decisions.pipelined.items():
-        if key in state.pods and key not in out:
+        if key in state.pods and key not in out and (only is None or key in only):
             out[key] = f"waiting for the pods evicted from node {node} to leave: its room there is held for it " \
                        f"(status.nominatedNodeName)"
     return out
@@ -184,14 +199,20 @@ class PodConditionWriter:
 
     def due(self, decisions: d.Decisions, state: ClusterState, busy: Callable[[str], bool]) -> list[PodCondition]:
         """The conditions to write now; forgets pods that no longer wait (bounded memory)."""
-        messages = waiting_messages(decisions, state)
-        reasons = waiting_reasons(decisions, state)
         now = self.clock()
         out = []
         with self._lock:
-            self._waiting_since = {key: self._waiting_since.get(key, now) for key in messages}
-            self._written = {k: v for k, v in self._written.items() if k in messages}
-            self._transition = {k: v for k, v in self._transition.items() if k in messages}
+            # Messages are made only for the pods that waited long enough: most of a busy
+            # cycle's waiting pods have waited less than delay_s and get none yet.
+            waiting = waiting_pods(decisions, state)
+            self._waiting_since = {key: self._waiting_since.get(key, now) for key in waiting}
+            self._written = {k: v for k, v in self._written.items() if k in self._waiting_since}
+            self._transition = {k: v for k, v in self._transition.items() if k in self._waiting_since}
+            ripe = {key for key in waiting if now - self._waiting_since[key] >= self.delay_s}
+            if not ripe:
+                return out
+            messages = waiting_messages(decisions, state, ripe)
+            reasons = waiting_reasons(decisions, state, ripe)
             for key, message in messages.items():
                 pod: Pod = state.pods[key]
                 reason = reasons.get(key, UNSCHEDULABLE)

@@ -12,7 +12,8 @@ import pytest
 from runtime.cluster import decisions as d
 from runtime.cluster.model import ClusterState
 from runtime.kube.podconditions import (POD_SCHEDULED, SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_QUEUE,
-                                        PodConditionWriter, scheduled_reason, waiting_reasons)
+                                        PodConditionWriter, scheduled_reason, waiting_messages, waiting_pods,
+                                        waiting_reasons)
 from runtime_helpers import STANDARD_TIERS, cycle, gang, node, placements, policy
 
 NODES = d.Reason(d.NODES, "0/2 nodes are available: 2 Insufficient cpu.")
@@ -163,3 +164,32 @@ def test_a_reason_that_changes_kind_is_written_again() -> None:
         (condition,) = writer.due(decisions, state, lambda _: False)
         assert writer.write(condition)
         assert api.status["ns/p-0"]["conditions"][0]["reason"] == expected
+
+
+def test_only_pods_that_waited_long_enough_get_a_condition_and_a_gated_one_is_forgotten() -> None:
+    """Messages are made only for pods past the delay; which pods wait is the same set whose
+    messages would be made (a gated pod is not one: the API server writes its condition)."""
+    state = ClusterState()
+    node(state, "n1", cpu=4000)
+    for name in ("a", "b", "g"):
+        gang(state, name, 1, queue="big", cpu=1000)
+    clock = [0.0]
+    api = FakeApi()
+    writer = PodConditionWriter(api, delay_s=1.0, clock=lambda: clock[0])   # type: ignore[arg-type]
+    early = d.Decisions(unschedulable=[d.Unschedulable("ns/a-0", (d.Reason(d.NODES, "no room"),)),
+                                       d.Unschedulable("ns/g-0", (d.Reason(d.NODES, "no room"),))])
+    assert writer.due(early, state, lambda _: False) == []
+    clock[0] = 0.5
+    later = d.Decisions(unschedulable=[*early.unschedulable,
+                                       d.Unschedulable("ns/b-0", (d.Reason(d.NODES, "no room"),))])
+    assert writer.due(later, state, lambda _: False) == []
+    clock[0] = 1.2
+    assert sorted(c.pod for c in writer.due(later, state, lambda _: False)) == ["ns/a-0", "ns/g-0"]
+    for condition in writer.due(later, state, lambda _: False):
+        assert writer.write(condition)
+    assert sorted(writer.written()) == ["ns/a-0", "ns/g-0"]
+    gated = d.Decisions(unschedulable=[d.Unschedulable("ns/a-0", (d.Reason(d.NODES, "no room"),)),
+                                       d.Unschedulable("ns/g-0", (d.Reason(d.GATED, "gated"),))])
+    assert set(waiting_pods(gated, state)) == set(waiting_messages(gated, state)) == {"ns/a-0"}
+    writer.due(gated, state, lambda _: False)
+    assert sorted(writer.written()) == ["ns/a-0"]    # g's condition is the API server's now: ours is forgotten
