@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlencode
 
 import urllib3
@@ -45,6 +45,7 @@ POOL_SIZE = 96
 # scheduler writes a PodGroup status per gang. Reads stay with the pool: lists can be long
 # and streamed, and watches are.
 PIPED_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+MAX_CHUNK_LINE = 1024      # a chunk's size line (hex digits and any extensions)
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
 TOKEN_REFRESH_S = 10.0
@@ -235,8 +236,9 @@ class KubeApi:
             raise _error_of(response.status, response.reason or "", response.data, None)
         with self._lock:
             self._open.add(response)
+        raw_file = _chunked_body_file(response)
         try:
-            for line in _lines(response):
+            for line in (_lines(response) if raw_file is None else _chunk_lines(raw_file)):
                 if line:
                     raw = loads(line)
                     yield WatchEvent(raw.get("type", ""), raw.get("object") or {})
@@ -245,6 +247,8 @@ class KubeApi:
         finally:
             with self._lock:
                 self._open.discard(response)
+            if raw_file is not None:
+                response.close()    # read past the HTTP client's back: the connection is not reused
             response.release_conn()
 
     def close(self) -> None:
@@ -297,6 +301,38 @@ def loads(data: bytes | str) -> Any:
         except ValueError:
             pass
     return json.loads(data)
+
+
+def _chunked_body_file(response: Any) -> BinaryIO | None:
+    """The buffered socket file a chunked, uncompressed watch answer's body is read from, or
+    None (then urllib3 reads it). A watch is an event a chunk: urllib3's chunk reader and the
+    generator layers around it cost more than the event's JSON does, on every pod's every change."""
+    fp = getattr(response, "_fp", None)     # http.client.HTTPResponse, headers read and nothing more
+    raw = getattr(fp, "fp", None)
+    if raw is None or not getattr(fp, "chunked", False) or getattr(fp, "chunk_left", None) is not None \
+            or response.headers.get("content-encoding") or not hasattr(raw, "readline"):
+        return None
+    return raw
+
+
+def _chunk_lines(raw: BinaryIO) -> Iterator[bytes]:
+    """The newline-delimited JSON of a chunked body read from `raw` (HTTP/1.1 chunked coding)."""
+    pending = b""
+    while True:
+        size_line = raw.readline(MAX_CHUNK_LINE + 1)
+        if not size_line.endswith(b"\n"):
+            raise OSError("the watch's connection ended in a chunk's size line")
+        size = int(size_line.split(b";", 1)[0], 16)   # ValueError: not chunked coding after all
+        if size == 0:
+            break
+        data = raw.read(size)
+        if len(data) != size or raw.readline(3) not in (b"\r\n", b"\n"):
+            raise OSError("the watch's connection ended in a chunk")
+        parts = (pending + data).split(b"\n")
+        pending = parts.pop()
+        yield from parts
+    if pending.strip():
+        yield pending
 
 
 def _lines(response: Any) -> Iterator[bytes]:

@@ -221,6 +221,35 @@ def test_a_write_on_a_connection_closed_as_it_was_taken_is_sent_again_unless_a_c
         assert [number for number, _ in server.requests] == [1, 1]
 
 
+def chunked_watch(*chunks: bytes) -> bytes:
+    head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    body = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(c), c) for c in chunks)
+    return head.encode() + body + b"0\r\nX-Trailer: 1\r\n\r\n"
+
+
+def test_a_watch_reads_events_across_chunk_boundaries_and_its_connection_is_not_reused(scripted) -> None:
+    first = json.dumps({"type": "ADDED", "object": {"metadata": {"name": "a"}}}).encode()
+    second = json.dumps({"type": "DELETED", "object": {"metadata": {"name": "b"}}}).encode()
+    server = scripted(chunked_watch(first + b"\n" + second[:7], second[7:] + b"\n", b"\n"), answer(200, {"n": 1}))
+    api = server.api()
+
+    events = list(api.watch("/api/v1/pods", {}, 60))
+
+    assert [(e.type, e.object["metadata"]["name"]) for e in events] == [("ADDED", "a"), ("DELETED", "b")]
+    assert api.get("/api/v1/pods/x") == {"n": 1}
+    assert [number for number, _ in server.requests] == [1, 2]   # the watch's connection was closed
+
+
+def test_a_watch_cut_off_inside_a_chunk_ends_with_no_answer(scripted) -> None:
+    whole = chunked_watch(json.dumps({"type": "ADDED", "object": {}}).encode() + b"\n")
+    server = scripted(whole[:-20], hang_up_after_answer=True)
+    api = server.api()
+
+    with pytest.raises(ApiError) as ended:
+        list(api.watch("/api/v1/pods", {}, 60))
+    assert ended.value.status == 0
+
+
 @pytest.mark.integration
 def test_a_batch_of_bindings_with_mixed_outcomes_on_the_api_server(objects: Objects) -> None:
     objects.node(f"{objects.namespace}-n0", cpu="8", memory="16Gi")
