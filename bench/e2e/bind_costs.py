@@ -9,7 +9,9 @@ Binder (runtime/kube/binder.py: pipelined on one kept-alive connection, runtime/
 (time.thread_time, so the API server's and the creating threads' are not counted) and the wall
 time. The answers to a batch arrive one by one as the API server serves them in order, so part
 of a batch's cost is per batch (the write, the thread's turn, a wake-up per answer that arrives
-alone); this is what `runtime/kube/cluster.py` `bind_batches` is measured by.
+alone). `runtime/kube/cluster.py` still spreads a cycle's binds over every connection: on the
+side-by-side (b) fewer, deeper batches saved the scheduler no processor time and added to the
+bind latency (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -27,11 +27,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TypeVar
 
 from runtime.cluster import decisions as d
 from runtime.kube import status as st
@@ -61,14 +60,13 @@ ZERO_WEIGHT = "ZeroWeight"         # a Queue of weight 0 where a plugin shares b
 UNMET_PROMISE = "GuaranteeUnmet"    # a Queue's guarantee (or deserved share) the cluster cannot hold
 
 log = logging.getLogger("policydsl.kube")
-T = TypeVar("T")
 
 # Binds go out pipelined (runtime.kube.pipelining), a batch per connection at a time: a few
 # connections keep the API server busy, and the client spends a sixth of the processor time
-# per bind that 32 threads each waiting for one answer cost. A cycle's binds go in as few
-# batches as BIND_PIPELINE_DEPTH allows, not spread over every connection: a batch's cost is
-# mostly per batch (a thread's turn, a write, a wake-up per answer that arrives alone), so 40
-# binds in 2 batches cost the client about half what they cost in 16 (bench/e2e/bind_costs.py).
+# per bind that 32 threads each waiting for one answer cost. A cycle's binds are spread over
+# every connection: fewer, deeper batches cost the client less per bind in isolation
+# (python -m bench.e2e.bind_costs), but on the side-by-side benchmark's (b) they saved no
+# processor time and added 35 ms to the median bind latency (docs/benchmarks.md).
 BIND_CONNECTIONS = 16
 BIND_PIPELINE_DEPTH = 20  # binds written at once on one connection
 WRITE_WORKERS = 8  # evictions and status: few per cycle, and never queued behind a backlog of binds
@@ -88,20 +86,6 @@ ADMISSION_WITH_PODS_DELAY_S = 2.0
 CONDITION_WRITES_PER_S = 50.0
 CONDITION_WRITE_BURST = 200
 QUEUE_STATUS_EVERY_S = 1.0  # a Queue's status (allocated, groups per phase) at most this often
-
-
-def bind_batches(items: Sequence[T], depth: int) -> list[Sequence[T]]:
-    """`items` in order, in as few batches as `depth` allows, their sizes differing by at most one."""
-    if not items:
-        return []
-    count = -(-len(items) // depth)
-    size, longer = divmod(len(items), count)
-    out, lo = [], 0
-    for i in range(count):
-        hi = lo + size + (i < longer)
-        out.append(items[lo:hi])
-        lo = hi
-    return out
 
 
 def _not_yet(since: Mapping[str, float], still: dict[str, float], key: str, clock: float, delay: float) -> bool:
@@ -437,8 +421,10 @@ class KubeCluster:
                 self.volumes.add(binding, pod, gang, decisions.volumes[binding.pod])
                 continue
             items.append((binding, pod, gang))
-        for batch in bind_batches(items, BIND_PIPELINE_DEPTH):
-            self.binds.submit(self._bind_batch, batch)
+        # Spread over every connection, none deeper than BIND_PIPELINE_DEPTH.
+        size = max(1, min(BIND_PIPELINE_DEPTH, -(-len(items) // self.bind_connections)))
+        for lo in range(0, len(items), size):
+            self.binds.submit(self._bind_batch, items[lo:lo + size])
         return set(gangs)
 
     def _write_claims(self, items: list[tuple[d.Binding, Pod | None, _GangBinds | None]]):
