@@ -559,13 +559,19 @@ class PlacementTree:
                 self.mark[n] = epoch
                 self._rekey(n)
 
-    def place(self, k: cython.Py_ssize_t) -> cython.Py_ssize_t:
-        """Place up to k tasks; the first `placed` entries of out_nodes / out_kinds say where."""
+    @cython.cfunc
+    def _begin(self, k: cython.Py_ssize_t) -> cython.void:
+        """A placing call's start: out_nodes / out_kinds hold k answers, and the call is the
+        shared room's latest turn (placed_at)."""
         if self.out_nodes.shape[0] < k:
             self.out_nodes = np.empty(2 * k, dtype=np.int64)
             self.out_kinds = np.empty(2 * k, dtype=np.int8)
-        out_nodes: cython.longlong[::1] = self.out_nodes
-        out_kind: cython.schar[::1] = self.out_kinds
+        if self.room is not None:
+            self.room.tick += 1
+            self.placed_at = self.room.tick
+
+    def place(self, k: cython.Py_ssize_t) -> cython.Py_ssize_t:
+        """Place up to k tasks; the first `placed` entries of out_nodes / out_kinds say where."""
         placed: cython.Py_ssize_t = 0
         best: cython.Py_ssize_t
         n: cython.Py_ssize_t
@@ -573,9 +579,9 @@ class PlacementTree:
         key: cython.double
         if k <= 0:
             return 0
-        if self.room is not None:
-            self.room.tick += 1
-            self.placed_at = self.room.tick
+        self._begin(k)
+        out_nodes: cython.longlong[::1] = self.out_nodes
+        out_kind: cython.schar[::1] = self.out_kinds
         if self.stale:
             if k == 1 and not self.scanned:
                 self.scanned = True
@@ -628,17 +634,12 @@ class PlacementTree:
         n: cython.Py_ssize_t
         if k <= 0:
             return 0
-        if self.room is not None:
-            self.room.tick += 1
-            self.placed_at = self.room.tick
+        self._begin(k)
         if self.stale:
             self._build()
         if self.touched_n < budget + k + 1:
             self.touched_n = budget + k + 1
             self.touched = array.array("q", [0]) * self.touched_n
-        if self.out_nodes.shape[0] < k:
-            self.out_nodes = np.empty(2 * k, dtype=np.int64)
-            self.out_kinds = np.empty(2 * k, dtype=np.int8)
         self.epoch += 1
         epoch: cython.longlong = self.epoch
         out_nodes: cython.longlong[::1] = self.out_nodes
