@@ -39,12 +39,13 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 # Generous pool: binds, evictions and status writes run concurrently, watches hold one each.
 POOL_SIZE = 96
-# Writes go one at a time over the kept-alive connections the pipelined binds use
+# Updates go one at a time over the kept-alive connections the pipelined binds use
 # (runtime.kube.pipelining): the urllib3 pool's layers (http.client, its header parser,
 # urllib3's response) cost several times the processor time of a bind per request, and a
-# scheduler writes a PodGroup status per gang. Reads stay with the pool: lists can be long
-# and streamed, and watches are.
-PIPED_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# scheduler writes a PodGroup status per gang. Reads stay with the pool (lists can be long and
+# streamed, and watches are), and so do creates: one sent on a connection the server closed as
+# it was taken cannot be sent again safely.
+PIPED_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
 MAX_CHUNK_LINE = 1024      # a chunk's size line (hex digits and any extensions)
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
@@ -187,8 +188,8 @@ class KubeApi:
             answer = pipe.exchange([request])[0]
             self._give_back(pipe)
             # A kept-alive connection the server closed just as it was taken: sent again on a
-            # new one, as urllib3 does, unless a create (POST) could then happen twice.
-            if answer is not None or pipe.exchanges == 1 or method == "POST":
+            # new one, as urllib3 does (an update can be).
+            if answer is not None or pipe.exchanges == 1:
                 break
         result = _result_of(answer)
         if isinstance(result, ApiError):

@@ -200,6 +200,8 @@ class Pipe:
             headers[name.strip().lower()] = value.strip()
         else:
             raise PipeError("too many header lines in an answer")
+        if version == "HTTP/1.0" and headers.get("connection", "").lower() != "keep-alive":
+            headers["connection"] = "close"     # HTTP/1.0 closes after the answer unless it says otherwise
         status = int(code)
         if status in (204, 304) or 100 <= status < 200:
             body = b""
