@@ -32,7 +32,7 @@ try:  # optional: parses the API's JSON 2-3x faster (a restart lists 100,000 pod
 except ImportError:  # pragma: no cover - the standard library's parser does the same, slower
     orjson = None
 
-from runtime.kube.pipelining import Answer, Endpoint, Pipe, PipeError, Request
+from runtime.kube.pipelining import Answer, Endpoint, Pipe, PipeError, Request, chunks
 from runtime.kube.ratelimit import TokenBucket
 
 JSON = "application/json"
@@ -46,7 +46,6 @@ POOL_SIZE = 96
 # streamed, and watches are), and so do creates: one sent on a connection the server closed as
 # it was taken cannot be sent again safely.
 PIPED_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
-MAX_CHUNK_LINE = 1024      # a chunk's size line (hex digits and any extensions)
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
 TOKEN_REFRESH_S = 10.0
@@ -243,7 +242,7 @@ class KubeApi:
                 if line:
                     raw = loads(line)
                     yield WatchEvent(raw.get("type", ""), raw.get("object") or {})
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+        except (urllib3.exceptions.HTTPError, OSError, PipeError, ValueError) as err:
             raise ApiError(0, type(err).__name__, str(err)) from None
         finally:
             with self._lock:
@@ -319,16 +318,7 @@ def _chunked_body_file(response: Any) -> BinaryIO | None:
 def _chunk_lines(raw: BinaryIO) -> Iterator[bytes]:
     """The newline-delimited JSON of a chunked body read from `raw` (HTTP/1.1 chunked coding)."""
     pending = b""
-    while True:
-        size_line = raw.readline(MAX_CHUNK_LINE + 1)
-        if not size_line.endswith(b"\n"):
-            raise OSError("the watch's connection ended in a chunk's size line")
-        size = int(size_line.split(b";", 1)[0], 16)   # ValueError: not chunked coding after all
-        if size == 0:
-            break
-        data = raw.read(size)
-        if len(data) != size or raw.readline(3) not in (b"\r\n", b"\n"):
-            raise OSError("the watch's connection ended in a chunk")
+    for data in chunks(raw):
         parts = (pending + data).split(b"\n")
         pending = parts.pop()
         yield from parts

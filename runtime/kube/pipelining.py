@@ -23,6 +23,7 @@ from __future__ import annotations
 import select
 import socket
 import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
@@ -108,6 +109,23 @@ class Answer:
     reason: str
     headers: dict[str, str]  # names lower-cased
     body: bytes
+
+
+def chunks(reader: BinaryIO) -> Iterator[bytes]:
+    """The chunks of an HTTP/1.1 chunked body read from `reader`, up to the last (empty) one,
+    whose trailers are left unread. PipeError when the connection ends inside the body,
+    ValueError when it is not chunked coding."""
+    while True:
+        size_line = reader.readline(MAX_LINE + 1)
+        if not size_line.endswith(b"\n"):
+            raise PipeError("the connection ended in a chunk's size line")
+        size = int(size_line.split(b";", 1)[0].strip(), 16)
+        if size == 0:
+            return
+        data = reader.read(size)
+        if len(data) != size or reader.readline(3) not in (b"\r\n", b"\n"):
+            raise PipeError("the connection ended in a chunk")
+        yield data
 
 
 class Pipe:
@@ -221,13 +239,7 @@ class Pipe:
         return data
 
     def _read_chunked(self) -> bytes:
-        parts = []
-        while True:
-            size = int(self._line().split(b";", 1)[0].strip(), 16)
-            if size == 0:
-                break
-            parts.append(self._read_exactly(size))
-            self._line()  # the CRLF after the chunk
+        parts = list(chunks(self._reader))
         while self._line() not in (b"\r\n", b"\n"):  # trailers
             pass
         return b"".join(parts)
