@@ -450,7 +450,8 @@ def scenarios(draw):
     whole = draw(st.booleans())
     seed = draw(st.randoms(use_true_random=False))
     shares = draw(st.booleans())           # proportion's queue check too (one queue: the whole cluster)
-    return nodes, slots, topo, victims, preemptor, tier, whole, seed, shares
+    mode = draw(st.sampled_from(["hard", "hard", "soft"]))
+    return nodes, slots, topo, victims, preemptor, tier, whole, seed, shares, mode
 
 
 def leaves(state: ClusterState) -> dict[str, set[str]]:
@@ -468,10 +469,10 @@ def leaves(state: ClusterState) -> dict[str, set[str]]:
 def test_bundles_are_whole_needed_and_within_the_tier(spec, pure):
     """Over generated clusters: a victim gang keeps at least its minimum or loses every running pod;
     the preemptor's pipelined pods fit the room left (counted here) and lie within one HyperNode of
-    its tier; and every evicted bundle is needed: with any one of them kept, the pods the preemptor
-    needs do not fit in that HyperNode (counted here: pods of 1 cpu, so a node holds as many as
-    its free cpu)."""
-    nodes, slots, topo, victims, (size, min_member), tier, whole, rng, shares = spec
+    its tier (a soft one: anywhere); and every evicted bundle is needed: with any one of them kept,
+    the pods the preemptor needs do not fit in the tightest HyperNode holding them (counted here:
+    pods of 1 cpu, so a node holds as many as its free cpu)."""
+    nodes, slots, topo, victims, (size, min_member), tier, whole, rng, shares, mode = spec
     min_member = min(min_member, size)
     state = cluster(nodes, cpu=1000 * slots)
     names = [f"n{i}" for i in range(nodes)]
@@ -492,7 +493,7 @@ def test_bundles_are_whole_needed_and_within_the_tier(spec, pure):
             where.append(n)
         if where:
             group(state, f"v{v}", len(where), min(vmin, len(where)), LOW + prio, running_on=where)
-    request = NetworkTopology("hard", tier, None) if topo else None
+    request = NetworkTopology(mode, tier, None) if topo else None
     group(state, "p", size, min_member, HIGH, topology=request, creation=1)
     settings_text = "" if whole else "action gang_preempt {\n  whole_gangs = false\n}\n"
     tiers = PREEMPT_TIERS.replace("plugin nodeorder", "plugin nodeorder\n  plugin proportion") if shares else PREEMPT_TIERS
@@ -520,11 +521,18 @@ def test_bundles_are_whole_needed_and_within_the_tier(spec, pure):
     domain = set(names)
     if topo:
         sets = leaves(state)
-        fitting = [sets[h] for h, hn in state.hypernodes.items() if hn.tier <= tier and where <= sets[h]]
-        if tier < 3:
+        reach = tier if mode == "hard" else 3         # soft: any tier, then the cluster
+        fitting = [sets[h] for h, hn in state.hypernodes.items() if hn.tier <= reach and where <= sets[h]]
+        if reach < 3:
             assert fitting, (where, tier)
         if fitting:
             domain = min(fitting, key=len)
+        if mode == "soft" and whole and not bound:
+            # Every running pod may go (whole gangs of lower priority): a switch with the slots
+            # for the preemptor's pods holds them, and a soft preemptor takes the tightest.
+            switch_slots = [len(sets[h]) * slots for h, hn in state.hypernodes.items() if hn.tier == 1]
+            if any(room >= len(preemptor) for room in switch_slots):
+                assert any(where <= sets[h] for h, hn in state.hypernodes.items() if hn.tier == 1), where
     # The room left holds the preemptor's pods; each bundle is needed.
     def room(kept: set[str]) -> dict[str, int]:
         used = {n: 0 for n in names}

@@ -26,7 +26,11 @@ within one HyperNode: tiers tightest first up to the one it allows (as allocate,
 actions/topology.py), HyperNodes holding all its placed pods; within a tier each HyperNode is
 tried (its statement discarded) and the cheapest kept — fewest WHOLE bundles, fewest victims,
 lowest highest victim priority, then the name. The job's classes are restricted to the HyperNode
-by rules/hypernodes.py while it is tried, so every placement lies within it.
+by rules/hypernodes.py while it is tried, so every placement lies within it. A soft job (mode
+soft) the same over every tier and then the whole cluster, then anywhere as a job without
+topology: it lands as tight as its victims allow (a tighter HyperNode wins even where a wider one
+would take fewer victims: the tier is what the job asked for), and within the HyperNode chosen
+its victims are the fewest as any job's.
 
 Sub-groups. A job with sub-groups (spec.subGroupPolicy, Volcano's SubJobs) takes its eviction turn
 sub-group by sub-group (`within_sub_groups`): each within one HyperNode of its own tier inside the
@@ -84,20 +88,39 @@ def asks_hard_topology(ssn: Session, j: int) -> bool:
     return ssn.hypernode_rule is not None and asks_topology(job) and job.podgroup.network_topology.hard
 
 
+def asks_soft_topology(ssn: Session, j: int) -> bool:
+    job = ssn.snap.jobs[j]
+    return ssn.hypernode_rule is not None and asks_topology(job) and not job.podgroup.network_topology.hard
+
+
+def _held_by_hypernodes(ssn: Session, j: int) -> bool:
+    """Whether allocate holds job j, which asks for topology (itself or a sub-group policy), for
+    a HyperNode cycle or second parent (actions/topology.py): an eviction for it would buy a
+    reservation nothing binds."""
+    tree = ssn.snap.hypernodes
+    podgroup = ssn.snap.jobs[j].podgroup
+    return tree is not None and bool(tree.blocking) and podgroup is not None and podgroup.asks_topology
+
+
 def hypernode_tiers(ssn: Session, j: int, limit: int | None) -> list[list[tuple[str, np.ndarray]]]:
-    """The HyperNodes (name, node rows) a job asking for hard topology may use, per tier, tightest
-    first: each up to its allowed tier, holding all its placed pods, with room enough once every
-    running pod on it were gone (a HyperNode that could not hold the gang's next tasks even empty
-    is not tried); within a tier the most such room first, then by name. At most `limit` in all
-    (Volcano's maxDomains). Empty when none may be used (allocate says why the job waits)."""
+    """The HyperNodes (name, node rows) a job asking for topology may use, per tier, tightest
+    first: each up to its allowed tier (soft: every tier, then the whole cluster), holding all its
+    placed pods, with room enough once every running pod on it were gone (a HyperNode that could
+    not hold the gang's next tasks even empty is not tried); within a tier the most such room
+    first, then by name. At most `limit` in all (Volcano's maxDomains). Empty when none may be
+    used (allocate says why a hard job waits)."""
     snap = ssn.snap
     tree = snap.hypernodes
     rule = ssn.hypernode_rule
     if tree is None or tree.blocking:
         return []
-    highest, _ = topology.highest_tier(snap.jobs[j].podgroup.network_topology, tree)
-    if highest is None:
-        return []
+    request = snap.jobs[j].podgroup.network_topology
+    if request.hard:
+        highest, _ = topology.highest_tier(request, tree)
+        if highest is None:
+            return []
+    else:
+        highest = max(tree.tiers, default=0) + 1     # soft: up to Volcano's virtual HyperNode, the cluster
     levels: list[tuple[int, tuple[str, ...]]] = [(t, tuple(tree.by_tier[t])) for t in tree.tiers]
     if tree.tiers:
         levels.append((max(tree.tiers) + 1, (topology.CLUSTER,)))
@@ -139,22 +162,30 @@ def hypernode_tiers(ssn: Session, j: int, limit: int | None) -> list[list[tuple[
 
 def within_hypernodes(ssn: Session, j: int, attempt: Callable[[np.ndarray | None], Turn | None],
                       limit: int | None, group_attempt: GroupAttempt | None = None) -> Turn | None:
-    """For a job asking for hard topology: `attempt` (the job's eviction turn, on node rows or
-    None for any node) in each HyperNode it may use, tier by tier, tightest first; the cheapest
-    of the first tier where one succeeds is run again for real and returned (its statement not
-    settled), None if none. Any other job: `attempt(None)`. A job with sub-groups
-    (`spec.subGroupPolicy`) takes its turn sub-group by sub-group (`within_sub_groups`, with
-    `group_attempt`; None without one)."""
+    """For a job asking for topology: `attempt` (the job's eviction turn, on node rows or None
+    for any node) in each HyperNode it may use (`hypernode_tiers`), tier by tier, tightest first;
+    the cheapest of the first tier where one succeeds is run again for real and returned (its
+    statement not settled). A hard job: None if none. A soft job: then `attempt(None)`, as any
+    job, unless the whole cluster was among the HyperNodes tried (so it lands as tight as its
+    victims allow, and widens only when no tighter HyperNode makes it pipelined). Any other job:
+    `attempt(None)`. While allocate holds the job for its HyperNodes (`_held_by_hypernodes`),
+    None. A job with sub-groups (`spec.subGroupPolicy`) takes its turn sub-group by sub-group
+    (`within_sub_groups`, with `group_attempt`; None without one)."""
+    if _held_by_hypernodes(ssn, j):
+        return None
     if j in ssn.snap.sub_groups:
         return within_sub_groups(ssn, j, group_attempt, limit) if group_attempt is not None else None
-    if not asks_hard_topology(ssn, j):
+    hard = asks_hard_topology(ssn, j)
+    if not hard and not asks_soft_topology(ssn, j):
         return attempt(None)
     rule = ssn.hypernode_rule
     snap = ssn.snap
     job = snap.jobs[j]
     classes = frozenset(int(c) for c in snap.task_class[job.tasks].tolist())
+    widened = False
     try:
         for tier in hypernode_tiers(ssn, j, limit):
+            widened = widened or any(name == topology.CLUSTER for name, _ in tier)
             results = []
             for name, rows in tier:
                 _restrict(ssn, classes, name, rows)
@@ -168,9 +199,11 @@ def within_hypernodes(ssn: Session, j: int, attempt: Callable[[np.ndarray | None
                 _, name, rows = min(results, key=lambda r: (r[0], r[1]))
                 _restrict(ssn, classes, name, rows)
                 return attempt(rows)
-        return None
     finally:
         rule.restrict(classes, "", None)
+    # Soft: no HyperNode tried makes it pipelined (or none could be: no tier, maxDomains spent),
+    # so anywhere, as a job without topology.
+    return None if hard or widened else attempt(None)
 
 
 # --- sub-groups (spec.subGroupPolicy; Volcano's SubJobs) as preemptors ------------------------
@@ -183,23 +216,30 @@ GroupAttempt = Callable[[Statement, list[int], int, np.ndarray], int]
 
 
 def within_sub_groups(ssn: Session, j: int, group_attempt: GroupAttempt, limit: int | None) -> Turn | None:
-    """Job j (with sub-groups) as a preemptor: the job's region — for a job asking for hard
-    topology each HyperNode it may use (`hypernode_tiers`, tightest tier first, the cheapest of
-    the first tier that works, as `within_hypernodes`), else the whole cluster — and within it
-    the job's turn sub-group by sub-group (`_sub_group_pass`). Returns the turn (statement not
-    settled) or None when no region makes the job pipelined."""
+    """Job j (with sub-groups) as a preemptor: the job's region — for a job asking for topology
+    each HyperNode it may use (`hypernode_tiers`, tightest tier first, the cheapest of the first
+    tier that works, as `within_hypernodes`; a soft job then the whole cluster), else the whole
+    cluster — and within it the job's turn sub-group by sub-group (`_sub_group_pass`). Returns the
+    turn (statement not settled) or None when no region makes the job pipelined."""
     snap = ssn.snap
     rule = ssn.hypernode_rule
     classes = frozenset(int(c) for c in snap.task_class[snap.jobs[j].tasks].tolist())
     everywhere = np.ones(snap.n_nodes, dtype=bool)
-    if not asks_hard_topology(ssn, j):
+    hard = asks_hard_topology(ssn, j)
+
+    def anywhere() -> Turn | None:
         try:
             return _sub_group_pass(ssn, j, topology.CLUSTER, everywhere, group_attempt, limit)
         finally:
             if rule is not None:
                 rule.restrict(classes, "", None)
+
+    if not hard and not asks_soft_topology(ssn, j):
+        return anywhere()
+    widened = False
     try:
         for tier in hypernode_tiers(ssn, j, limit):
+            widened = widened or any(name == topology.CLUSTER for name, _ in tier)
             results = []
             for name, rows in tier:
                 allowed = np.zeros(snap.n_nodes, dtype=bool)
@@ -213,9 +253,9 @@ def within_sub_groups(ssn: Session, j: int, group_attempt: GroupAttempt, limit: 
             if results:
                 _, name, allowed = min(results, key=lambda r: (r[0], r[1]))
                 return _sub_group_pass(ssn, j, name, allowed, group_attempt, limit)
-        return None
     finally:
         rule.restrict(classes, "", None)
+    return None if hard or widened else anywhere()
 
 
 def _freeable(ssn: Session) -> Callable[[Session, np.ndarray], np.ndarray]:
