@@ -36,8 +36,9 @@ ACTIONS = {
     "reclaim": plan("enqueue, allocate, reclaim, backfill", RECLAIM_TIERS),
     "gang_reclaim": plan("enqueue, allocate, gang_reclaim, backfill", RECLAIM_TIERS),
 }
+# Soft ones choose their victims in the tightest HyperNode that holds them, widening to the cluster.
 TOPOLOGIES = [None, NetworkTopology("hard", 1, None), NetworkTopology("hard", 2, None),
-              NetworkTopology("soft", 1, None)]
+              NetworkTopology("soft", 1, None), NetworkTopology("soft", 2, None)]
 
 
 @st.composite

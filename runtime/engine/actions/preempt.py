@@ -15,7 +15,8 @@ finds no room ends its turn.
 
 A job asking for hard network topology evicts within one HyperNode, its pods placed on idle room
 there first (a gang may need idle room and freed room together; Volcano places a preemptor only
-where it evicts, and skips such jobs), and a job with sub-groups
+where it evicts, and skips such jobs); a soft one the same in the tightest HyperNode that works,
+widening tier by tier to the whole cluster (Volcano v1.14.1 skips it too); and a job with sub-groups
 (spec.subGroupPolicy) sub-group by sub-group, each within one HyperNode of its own tier inside the
 job's (actions/bundles.py, within_sub_groups; Volcano v1.14.1 skips both, volcano#4374). The
 gang-aware variant, `gang_preempt` (Volcano's gangpreempt), takes victims by bundles: the tasks

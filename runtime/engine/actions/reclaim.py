@@ -17,7 +17,9 @@ fair; so a job does not reclaim from a queue it lost pods to within the eviction
 (Options.lost_to, runtime/engine/evictions.py).
 
 A job asking for hard network topology reclaims within one HyperNode, its pods placed on idle room
-there first (a gang may need idle and freed room together), and a job with sub-groups
+there first (a gang may need idle and freed room together); a soft one the same in the tightest
+HyperNode that works, widening tier by tier to the whole cluster (Volcano's reclaim evicts for it
+anywhere); and a job with sub-groups
 sub-group by sub-group, each within one HyperNode of its own tier inside the job's
 (actions/bundles.py, within_sub_groups; Volcano's reclaim ignores their tiers). The
 gang-aware variant, `gang_reclaim` (Volcano's gangreclaim), takes victims by bundles: the tasks
