@@ -4,9 +4,9 @@
 
 On a fresh dev cluster (the side-by-side harness's: bench/e2e/run.py, API-server rate limits
 off), `--count` requests of each kind, `--concurrency` at a time, in this order: PodGroup
-create, pod create, Binding, the PodGroup merge patch a scheduler writes when a gang runs
-(phase Running, counts, a Scheduled condition and the job's HyperNode annotation, as ours and
-Volcano's write it), and a phase-only PodGroup patch. For each kind: the API server's and
+create, pod create, Binding, the PodGroup update a scheduler writes when a gang runs (phase
+Running, counts, a Scheduled condition and the job's HyperNode annotation) as a PUT of the whole
+object (Volcano's UpdatePodGroup) and as ours, a merge patch, and a phase-only PodGroup patch. For each kind: the API server's and
 etcd's processor time (user + system, /proc) divided by the count, and the wall time. The
 side-by-side benchmark's raw binder makes only the first three; a gang scheduler adds one
 PodGroup status write per gang, which is how much of its distance to the raw binder on (b) and
@@ -45,11 +45,19 @@ def running_status_patch(hypernode: str) -> dict[str, Any]:
         "metadata": {"annotations": {"volcano.sh/job-allocated-hypernode": hypernode}}}
 
 
+def updated(obj: dict[str, Any], hypernode: str) -> dict[str, Any]:
+    patch = running_status_patch(hypernode)
+    meta = dict(obj["metadata"])
+    meta["annotations"] = {**(meta.get("annotations") or {}), **patch["metadata"]["annotations"]}
+    return {**obj, "metadata": meta, "status": {**(obj.get("status") or {}), **patch["status"]}}
+
+
 def requests(api: KubeApi) -> list[tuple[str, Callable[[int], object]]]:
+    created: dict[int, Any] = {}
     return [
-        ("POST podgroups", lambda i: api.post(PODGROUPS, {
+        ("POST podgroups", lambda i: created.__setitem__(i, api.post(PODGROUPS, {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": f"pg{i}"},
-            "spec": {"minMember": 8, "queue": "default"}})),
+            "spec": {"minMember": 8, "queue": "default"}}))),
         ("POST pods", lambda i: api.post(PODS, {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"p{i}", "annotations": {"scheduling.k8s.io/group-name": f"pg{i}"}},
@@ -59,6 +67,7 @@ def requests(api: KubeApi) -> list[tuple[str, Callable[[int], object]]]:
         ("POST pods/binding", lambda i: api.post(f"{PODS}/p{i}/binding", {
             "apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"p{i}"},
             "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}})),
+        ("PUT podgroups (Running status and HyperNode)", lambda i: api.put(f"{PODGROUPS}/pg{i}", updated(created[i], f"s{i % 100}"))),
         ("PATCH podgroups (Running status and HyperNode)",
          lambda i: api.merge_patch(f"{PODGROUPS}/pg{i}", running_status_patch(f"s{i % 100}"))),
         ("PATCH podgroups (phase only)",

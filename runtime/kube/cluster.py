@@ -642,13 +642,14 @@ class KubeCluster:
                 delay = ADMISSION_WITH_PODS_DELAY_S if pg.name in with_pods else ADMISSION_DELAY_S
                 if _not_yet(self._admission_due, admitted, pg.name, clock, delay):
                     continue
-            if pg.name in hypernodes:
+            if pg.name in hypernodes and self._annotation_differs(pg.name, hypernodes[pg.name]):
                 update = replace(update, annotations=st.hypernode_annotation(hypernodes[pg.name]))
                 annotated.add(pg.name)
             writes.append((f"PodGroup/{pg.name}", partial(self._write_podgroup, update)))
         # The job's HyperNode changed and its status did not (or waits): the annotation alone.
         for name, hypernode in sorted(hypernodes.items()):
-            if name not in annotated and name not in dispatched and f"PodGroup/{name}" not in busy:
+            if name not in annotated and name not in dispatched and f"PodGroup/{name}" not in busy \
+                    and self._annotation_differs(name, hypernode):
                 update = st.Update(name, {}, {}, st.hypernode_annotation(hypernode))
                 writes.append((f"PodGroup/{name}", partial(self._write_podgroup, update)))
         self._condition_due = due  # a change no longer computed is no longer due
@@ -669,6 +670,12 @@ class KubeCluster:
         for key, write in writes:
             self.writes.submit(self._write_one, key, write)
         return len(writes)
+
+    def _annotation_differs(self, key: str, hypernode: str) -> bool:
+        """Whether the PodGroup does not yet name this HyperNode. The cycle compared with its
+        snapshot; a write answered since (a gang's status after its binds) is only in the cache."""
+        group = self.cache.podgroup(key)
+        return group is not None and group.allocated_hypernode != hypernode
 
     def _status_answered(self, kind: str, key: str, error: ApiError | None) -> None:
         outage = self.outages[{"PodGroup": "PodGroup status writes", "Queue": "Queue status writes"}.get(kind,

@@ -22,7 +22,7 @@ def test_tiny_request_costs_measure_every_kind(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(results.read_text())["requests"]
     assert [r["request"].split(" (")[0] for r in rows] == [
-        "POST podgroups", "POST pods", "POST pods/binding", "PATCH podgroups", "PATCH podgroups"]
+        "POST podgroups", "POST pods", "POST pods/binding", "PUT podgroups", "PATCH podgroups", "PATCH podgroups"]
     assert all(r["count"] == 20 and r["control_plane_cpu_ms_each"] is not None for r in rows), rows
 
 
