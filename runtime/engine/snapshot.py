@@ -214,6 +214,9 @@ class Snapshot:
     node_usage: dict | None = None
     # Nodes' Numatopology objects by node name (ClusterState.numatopologies), for the numa-aware plugin.
     numatopologies: dict = field(default_factory=dict)
+    # What stateful rules keep across cycles, by rule name (SnapshotCache.rule_tables; each rule
+    # checks its own against the snapshot, e.g. runtime.engine.rules.volumes.VolumeTables).
+    rule_tables: dict[str, object] = field(default_factory=dict)
 
     @property
     def n_nodes(self) -> int:
@@ -279,6 +282,8 @@ class SnapshotCache:
         self._node_resources: tuple[int, set[str]] | None = None
         self._positions: tuple[int, dict[str, int]] | None = None
         self.node_rebuilds = 0
+        # The rules' own tables kept across cycles (Snapshot.rule_tables), by rule name.
+        self.rule_tables: dict[str, object] = {}
 
     def node_resources(self, state: ClusterState) -> set[str]:
         """The resource names the nodes offer."""
@@ -549,6 +554,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     snapshot.disruption_budgets = state.disruption_budgets
     snapshot.node_usage = state.node_usage
     snapshot.numatopologies = state.numatopologies
+    snapshot.rule_tables = cache.rule_tables
     snapshot.devices = [_build_inventory(snapshot, d, state) for d in devices]
     if vgpu_on(plan):
         snapshot.vgpu = build_vgpu_inventory(snapshot.node_objects, state.pods.values(),

@@ -39,11 +39,13 @@ from runtime.engine.nodemasks import label_exists, label_match, terms_mask
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, Check, StatefulRule
 from runtime.cluster.storage import (
     ATTACH_LIMIT_PREFIX, BOUND, DELAYED, GA_ZONE_LABEL, PREBOUND, READ_WRITE_ONCE_POD, SELECTED, ZONE_LABELS,
-    ClaimUse, PersistentVolume, PersistentVolumeClaim, VolumeSnapshot, attach_identity, claim_shape, volume_fits,
+    ClaimUse, CSINode, PersistentVolume, PersistentVolumeClaim, Storage, StorageClass, VolumeSnapshot,
+    attach_identity, claim_shape, volume_fits,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.engine.session import Session
+    from runtime.engine.snapshot import Snapshot
 
 RWOP_MESSAGE = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
 LIMIT_MESSAGE = "node(s) exceed max volume count"
@@ -63,18 +65,224 @@ def waits_on_storage(reason: Reason) -> bool:
                                                                    for m in reason.details.get("counts", {})))
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """The PVs delayed claims alike (runtime.cluster.storage.claim_shape) could take, as
+    VolumeTables keeps them: indices into its `pvs`, smallest first; those reachable from every
+    node; per node row those reachable from it; per node how many reach it. Shared by the
+    sessions: never written."""
+
+    candidates: list[int]
+    everywhere: list[int]
+    by_node: dict[int, list[int]]
+    reach: np.ndarray             # (N,) int64
+
+
 @dataclass
 class _Shape:
-    """Delayed claims alike (runtime.cluster.storage.claim_shape): their candidate PVs, smallest first
-    (those reachable from every node, and per node those reachable from it) and, per node, how
-    many of them are still free there."""
+    """Delayed claims alike in one session: their candidates (read only, from VolumeTables),
+    whether their class provisions for each node and, per node, how many candidates are still
+    free there."""
 
-    candidates: list[int]         # PV indices
+    key: tuple                    # claim_shape
+    candidates: list[int]         # PV indices (VolumeTables.pvs)
     everywhere: list[int]
     by_node: dict[int, list[int]]
     provision: np.ndarray         # (N,) bool: the class provisions for the node
     free: np.ndarray              # (N,) int64
     classes: set[int] = field(default_factory=set)
+
+
+class VolumeTables:
+    """What the volume rule reads of the nodes, PVs, StorageClasses and CSINodes, kept across
+    cycles beside the snapshot cache (Snapshot.rule_tables): with thousands of local PVs, finding
+    a claim shape's candidates and the nodes each can be reached from is a tenth of a cycle that
+    places a few hundred claims, and it seldom changes.
+
+    `current` (each session's start) drops what was made from something that changed since:
+    - the snapshot's node list (the snapshot cache's node arrays, rebuilt whenever a node is
+      added, removed or changed): everything;
+    - the PVs (one added, removed, or replaced by one not equal to it): the candidates (a PV's
+      node rows are kept while its nodeAffinity and the nodes are the same);
+    - the StorageClasses: which nodes each class provisions for;
+    - the CSINodes: the attach limits.
+    A claim that changes needs nothing dropped: its shape is the key its candidates are kept by.
+    What a session changes (reservations, free counts) it keeps in its own arrays."""
+
+    def __init__(self) -> None:
+        self._nodes: list[str] | None = None           # the node list the rows index (held: compared by identity)
+        self.node_row: dict[str, int] = {}
+        self._volumes: dict[str, PersistentVolume] = {}    # the PVs the candidates were found among
+        self._classes: dict[str, StorageClass] = {}
+        self._csinodes: dict[str, CSINode] = {}
+        self._rows: dict[str, tuple] = {}               # PV name -> (its nodeAffinity, its rows)
+        self._provision: dict[str, np.ndarray] = {}     # class name -> (N,) bool
+        self._limits: dict[str, tuple[np.ndarray, bool]] = {}   # driver -> ((N,) limit or -1, some node has one)
+        self._drop_candidates()
+
+    def _drop_candidates(self) -> None:
+        self.pvs: list[PersistentVolume] = []
+        self.pv_index: dict[str, int] = {}              # PV name -> its index in `pvs`
+        self.pv_nodes: list[np.ndarray | None] = []     # rows, None: every node
+        self.pv_keys: list[list[tuple]] = []            # PV index -> the shapes it is a candidate of
+        self._by_class: dict[str, list[PersistentVolume]] | None = None   # storage class -> its PVs, in order
+        self._shapes: dict[tuple, _Candidates] = {}
+
+    def current(self, snap: Snapshot, storage: Storage) -> VolumeTables:
+        """The tables, what `snap`'s nodes or `storage` no longer agree with dropped."""
+        if snap.node_names is not self._nodes:
+            self._nodes = snap.node_names
+            self.node_row = {name: i for i, name in enumerate(snap.node_names)}
+            self._rows, self._provision, self._limits = {}, {}, {}
+            self._drop_candidates()
+        volumes = storage.volumes
+        if self._volumes != volumes:      # a dict compare: the same objects compare at once
+            self._drop_candidates()
+            self._rows = {name: kept for name, kept in self._rows.items() if name in volumes}
+        # A copy: the state's dict is changed in place; holding its objects makes the next
+        # compare one of identities.
+        self._volumes = dict(volumes)
+        if self._classes != storage.classes:
+            self._provision = {}
+            self._classes = dict(storage.classes)
+        if self._csinodes != storage.csinodes:
+            self._limits = {}
+            self._csinodes = dict(storage.csinodes)
+        return self
+
+    # --- node rows -------------------------------------------------------------------------
+    def named_rows(self, terms: tuple[SelectorTerm, ...]) -> list[int] | None:
+        """The node rows of terms that only name nodes (`metadata.name In (...)`, a local PV's
+        usual affinity), found by name instead of by a pass over every node; None for any other
+        terms. An empty term matches nothing (terms_mask)."""
+        node_row = self.node_row
+        if len(terms) == 1 and len(terms[0]) == 1:
+            # One name list (a local PV's affinity, one per node): no sets of sets.
+            e = terms[0][0]
+            if not (e.field and e.key == "metadata.name" and e.operator == "In"):
+                return None
+            return sorted({node_row[name] for name in e.values if name in node_row})
+        rows: set[int] = set()
+        for term in terms:
+            if not term:
+                continue
+            if not all(e.field and e.key == "metadata.name" and e.operator == "In" for e in term):
+                return None
+            named = set(term[0].values)
+            for expr in term[1:]:
+                named &= set(expr.values)
+            rows.update(node_row[name] for name in named if name in node_row)
+        return sorted(rows)
+
+    def terms_mask(self, snap: Snapshot, terms: tuple[SelectorTerm, ...]) -> np.ndarray:
+        rows = self.named_rows(terms)
+        if rows is None:
+            return terms_mask(snap, terms)
+        mask = np.zeros(snap.n_nodes, dtype=bool)
+        mask[rows] = True
+        return mask
+
+    def pv_rows(self, snap: Snapshot, pv: PersistentVolume) -> np.ndarray | None:
+        """The rows of the nodes a PV is reachable from; None: every node."""
+        affinity = pv.node_affinity
+        if affinity is None:
+            return None
+        kept = self._rows.get(pv.name)
+        if kept is not None and kept[0] == affinity:
+            return kept[1]
+        rows = self.named_rows(affinity)
+        if rows is not None and len(rows) < snap.n_nodes:
+            found: np.ndarray | None = np.array(rows, dtype=np.int64)
+        else:
+            mask = terms_mask(snap, affinity) if rows is None else np.ones(snap.n_nodes, dtype=bool)
+            found = None if mask.all() else np.flatnonzero(mask)
+        self._rows[pv.name] = (affinity, found)
+        return found
+
+    # --- classes, limits -------------------------------------------------------------------
+    def provision(self, snap: Snapshot, storage: Storage, claim: PersistentVolumeClaim) -> np.ndarray:
+        """(N,) bool: the nodes the claim's class provisions a volume for (read only)."""
+        name = claim.storage_class or ""
+        found = self._provision.get(name)
+        if found is None:
+            cls = storage.class_of(claim)
+            if cls is None or not cls.provisions:
+                found = np.zeros(snap.n_nodes, dtype=bool)
+            elif not cls.allowed_topologies:
+                found = np.ones(snap.n_nodes, dtype=bool)
+            else:
+                found = self.terms_mask(snap, cls.allowed_topologies)
+            self._provision[name] = found
+        return found
+
+    def limit(self, snap: Snapshot, storage: Storage, driver: str) -> tuple[np.ndarray, bool]:
+        """((N,) the nodes' attach limit for the driver, -1: none (read only); whether some node has one)."""
+        found = self._limits.get(driver)
+        if found is None:
+            limit = np.full(snap.n_nodes, -1, dtype=np.int64)
+            key = ATTACH_LIMIT_PREFIX + driver
+            csinodes = storage.csinodes
+            for row, node in enumerate(snap.node_objects):
+                if key in node.allocatable:
+                    limit[row] = node.allocatable[key]
+                csinode = csinodes.get(node.name)
+                if csinode is not None and driver in csinode.limits:
+                    limit[row] = csinode.limits[driver]
+            found = self._limits[driver] = (limit, bool((limit >= 0).any()))
+        return found
+
+    # --- candidates ------------------------------------------------------------------------
+    def candidates(self, snap: Snapshot, key: tuple, claim: PersistentVolumeClaim) -> _Candidates:
+        """The PVs claims of shape `key` (claim's) could take, none reserved."""
+        found = self._shapes.get(key)
+        if found is not None:
+            return found
+        known = self.pv_index
+        if self._by_class is None:
+            # volume_fits asks for the claim's class: a shape looks only at its class's PVs.
+            self._by_class = {}
+            for pv in self._volumes.values():
+                self._by_class.setdefault(pv.storage_class, []).append(pv)
+        candidates = []
+        for pv in self._by_class.get(claim.storage_class or "", ()):
+            if not volume_fits(pv, claim):
+                continue
+            i = known.get(pv.name)
+            if i is None:
+                i = known[pv.name] = len(self.pvs)
+                self.pvs.append(pv)
+                self.pv_nodes.append(self.pv_rows(snap, pv))
+                self.pv_keys.append([])
+            candidates.append(i)
+        pvs = self.pvs
+        candidates.sort(key=lambda i: (pvs[i].capacity, pvs[i].name))
+        everywhere: list[int] = []
+        by_node: dict[int, list[int]] = {}
+        # The count per node in one pass: the rows of every candidate together.
+        rows: list[np.ndarray] = []
+        for i in candidates:
+            self.pv_keys[i].append(key)
+            nodes = self.pv_nodes[i]
+            if nodes is None:
+                everywhere.append(i)
+            else:
+                rows.append(nodes)
+                for node in nodes.tolist():
+                    by_node.setdefault(node, []).append(i)
+        reach = np.full(snap.n_nodes, len(everywhere), dtype=np.int64)
+        if rows:
+            np.add.at(reach, np.concatenate(rows), 1)
+        reach.setflags(write=False)
+        found = self._shapes[key] = _Candidates(candidates, everywhere, by_node, reach)
+        return found
+
+
+def volume_tables(snap: Snapshot, storage: Storage) -> VolumeTables:
+    """The snapshot's kept VolumeTables (made on first use), current for its nodes and storage."""
+    kept = snap.rule_tables.get(VolumeRule.name)
+    if kept is None:
+        kept = snap.rule_tables[VolumeRule.name] = VolumeTables()
+    return kept.current(snap, storage)
 
 
 @dataclass
@@ -109,14 +317,13 @@ class VolumeRule(StatefulRule):
         self.zone, self.limits = zone, limits
         n = snap.n_nodes
         self.n = n
-        self._node_row = {name: i for i, name in enumerate(snap.node_names)}
+        self.tables = tables = volume_tables(snap, vs.storage)
+        self._node_row = tables.node_row
         self._masks: dict[tuple[SelectorTerm, ...], np.ndarray] = {}
-        # PVs that delayed claims could take: by index, each with the nodes it is reachable from.
-        self.pvs: list[PersistentVolume] = []
-        self._pv_index: dict[str, int] = {}              # PV name -> its index in `pvs`
-        self._pv_nodes: list[np.ndarray | None] = []     # rows, None: every node
-        self._pv_shapes: list[list[int]] = []
-        self._pvs_by_class: dict[str, list[PersistentVolume]] | None = None   # storage class -> its PVs, in order
+        # PVs that delayed claims could take (the tables' indices), each with the nodes it is
+        # reachable from; those reserved this session.
+        self.pvs = tables.pvs
+        self._pv_nodes = tables.pv_nodes
         self._reserved: set[int] = set()
         self.shapes: list[_Shape] = []
         self._shape_index: dict[tuple, int] = {}
@@ -134,7 +341,7 @@ class VolumeRule(StatefulRule):
         self._attached: dict[str, dict[str, dict[int, list[int]]]] = defaultdict(lambda: defaultdict(dict))
         self._any: dict[str, np.ndarray] = {}            # driver -> (N,) volumes attached (leaving ones too)
         self._live: dict[str, np.ndarray] = {}           # driver -> (N,) volumes attached by live pods
-        self._limit: dict[str, np.ndarray] = {}          # driver -> (N,) limit, -1: none
+        self._limit: dict[str, np.ndarray] = {}          # driver -> (N,) limit, -1: none (the tables')
         self._has_limit: dict[str, bool] = {}            # driver -> some node has a limit
         self._driver_classes: dict[str, set[int]] = defaultdict(set)
         self._named_classes: dict[str, set[int]] = defaultdict(set)   # claim -> classes with it as a slot
@@ -146,47 +353,8 @@ class VolumeRule(StatefulRule):
     def _terms(self, terms: tuple[SelectorTerm, ...]) -> np.ndarray:
         mask = self._masks.get(terms)
         if mask is None:
-            rows = self._named_rows(terms)
-            if rows is None:
-                mask = terms_mask(self.snap, terms)
-            else:
-                mask = np.zeros(self.n, dtype=bool)
-                mask[rows] = True
-            self._masks[terms] = mask
+            mask = self._masks[terms] = self.tables.terms_mask(self.snap, terms)
         return mask
-
-    def _named_rows(self, terms: tuple[SelectorTerm, ...]) -> list[int] | None:
-        """The node rows of terms that only name nodes (`metadata.name In (...)`, a local PV's
-        usual affinity), found by name instead of by a pass over every node; None for any other
-        terms. An empty term matches nothing (terms_mask)."""
-        if len(terms) == 1 and len(terms[0]) == 1:
-            # One name list (a local PV's affinity, one per node): no sets of sets.
-            e = terms[0][0]
-            if not (e.field and e.key == "metadata.name" and e.operator == "In"):
-                return None
-            node_row = self._node_row
-            return sorted({node_row[name] for name in e.values if name in node_row})
-        rows: set[int] = set()
-        for term in terms:
-            if not term:
-                continue
-            if not all(e.field and e.key == "metadata.name" and e.operator == "In" for e in term):
-                return None
-            named = set(term[0].values)
-            for expr in term[1:]:
-                named &= set(expr.values)
-            rows.update(self._node_row[name] for name in named if name in self._node_row)
-        return sorted(rows)
-
-    def _pv_rows(self, pv: PersistentVolume) -> np.ndarray | None:
-        """The rows of the nodes a PV is reachable from; None: every node."""
-        if pv.node_affinity is None:
-            return None
-        rows = self._named_rows(pv.node_affinity)
-        if rows is not None and len(rows) < self.n:
-            return np.array(rows, dtype=np.int64)
-        mask = self._terms(pv.node_affinity)
-        return None if mask.all() else np.flatnonzero(mask)
 
     def _pv_mask(self, pv: PersistentVolume) -> np.ndarray:
         return np.ones(self.n, dtype=bool) if pv.node_affinity is None else self._terms(pv.node_affinity)
@@ -212,12 +380,7 @@ class VolumeRule(StatefulRule):
         return ~constrained | out
 
     def _provision_mask(self, claim: PersistentVolumeClaim) -> np.ndarray:
-        cls = self.storage.class_of(claim)
-        if cls is None or not cls.provisions:
-            return np.zeros(self.n, dtype=bool)
-        if not cls.allowed_topologies:
-            return np.ones(self.n, dtype=bool)
-        return self._terms(cls.allowed_topologies)
+        return self.tables.provision(self.snap, self.storage, claim)
 
     # --- shapes of delayed claims ----------------------------------------------------------
     def _shape(self, claim: PersistentVolumeClaim) -> int:
@@ -225,48 +388,15 @@ class VolumeRule(StatefulRule):
         s = self._shape_index.get(key)
         if s is not None:
             return s
-        known = self._pv_index
-        candidates = []
-        if self._pvs_by_class is None:
-            # volume_fits asks for the claim's class: a shape looks only at its class's PVs.
-            self._pvs_by_class = {}
-            for pv in self.storage.volumes.values():
-                self._pvs_by_class.setdefault(pv.storage_class, []).append(pv)
-        for pv in self._pvs_by_class.get(claim.storage_class or "", ()):
-            if not volume_fits(pv, claim):
-                continue
-            i = known.get(pv.name)
-            if i is None:
-                i = known[pv.name] = len(self.pvs)
-                self.pvs.append(pv)
-                self._pv_nodes.append(self._pv_rows(pv))
-                self._pv_shapes.append([])
-            candidates.append(i)
-        candidates.sort(key=lambda i: (self.pvs[i].capacity, self.pvs[i].name))
-        free = np.zeros(self.n, dtype=np.int64)
-        everywhere: list[int] = []
-        by_node: dict[int, list[int]] = {}
+        found = self.tables.candidates(self.snap, key, claim)
+        free = found.reach.copy()
+        pv_keys = self.tables.pv_keys
+        for i in self._reserved:       # taken earlier in the session
+            if key in pv_keys[i]:
+                self._add_free(free, i, -1)
         s = self._shape_index[key] = len(self.shapes)
-        # The free count per node in one pass: the rows of every free candidate together.
-        free_rows: list[np.ndarray] = []
-        free_everywhere = 0
-        for i in candidates:
-            self._pv_shapes[i].append(s)
-            nodes = self._pv_nodes[i]
-            if i not in self._reserved:
-                if nodes is None:
-                    free_everywhere += 1
-                else:
-                    free_rows.append(nodes)
-            if nodes is None:
-                everywhere.append(i)
-            else:
-                for node in nodes.tolist():
-                    by_node.setdefault(node, []).append(i)
-        free += free_everywhere
-        if free_rows:
-            np.add.at(free, np.concatenate(free_rows), 1)
-        self.shapes.append(_Shape(candidates, everywhere, by_node, self._provision_mask(claim), free))
+        self.shapes.append(_Shape(key, found.candidates, found.everywhere, found.by_node,
+                                  self._provision_mask(claim), free))
         return s
 
     def _shape_of(self, claim: PersistentVolumeClaim) -> int:
@@ -366,22 +496,13 @@ class VolumeRule(StatefulRule):
         """Whether some node has an attach limit for the driver."""
         found = self._has_limit.get(driver)
         if found is None:
-            found = self._has_limit[driver] = bool((self._limit_of(driver) >= 0).any())
+            found = self._has_limit[driver] = self.tables.limit(self.snap, self.storage, driver)[1]
         return found
 
     def _limit_of(self, driver: str) -> np.ndarray:
         found = self._limit.get(driver)
         if found is None:
-            found = np.full(self.n, -1, dtype=np.int64)
-            key = ATTACH_LIMIT_PREFIX + driver
-            csinodes = self.storage.csinodes
-            for row, node in enumerate(self.snap.node_objects):
-                if key in node.allocatable:
-                    found[row] = node.allocatable[key]
-                csinode = csinodes.get(node.name)
-                if csinode is not None and driver in csinode.limits:
-                    found[row] = csinode.limits[driver]
-            self._limit[driver] = found
+            found = self._limit[driver] = self.tables.limit(self.snap, self.storage, driver)[0]
             self._any.setdefault(driver, np.zeros(self.n, dtype=np.int64))
             self._live.setdefault(driver, np.zeros(self.n, dtype=np.int64))
         return found
@@ -722,7 +843,11 @@ class VolumeRule(StatefulRule):
         else:
             self._reserved.discard(pv)
         nodes = self._pv_nodes[pv]
-        for s in self._pv_shapes[pv]:
+        index = self._shape_index
+        for key in self.tables.pv_keys[pv]:
+            s = index.get(key)
+            if s is None:             # a shape of another cycle's claims
+                continue
             self._add_free(self.shapes[s].free, pv, -step)
             for cid in self.shapes[s].classes:
                 self.ssn.mark_dirty(cid, nodes)
