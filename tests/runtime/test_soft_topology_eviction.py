@@ -226,3 +226,23 @@ def test_soft_preemptor_with_a_placed_pod_grows_in_its_switch(pure):
     decisions = cycle(PREEMPTING["preempt"], state, pure)
     got = outcome(state, decisions)
     assert got.pipelined.get("soft") == ["n3"] and evicted_nodes(state, decisions) == {"n3"}
+
+
+@pytest.mark.parametrize("action", sorted(PREEMPTING))
+def test_soft_sub_groups_of_a_job_without_topology_each_land_in_one_switch(action, pure):
+    """A job without topology, two sub-groups of 2 (soft tier 1, minSubGroups 2): the cheapest
+    victims are one in each switch (n1, n3, n5); each sub-group still takes both victims of one
+    switch (four evictions in all, each beside a pod of the job), not two scattered cheap ones."""
+    state = cluster(6)
+    tree(state)
+    for n in ("n0", "n2", "n4"):
+        low(state, n, LOW + 5)
+    for n in ("n1", "n3", "n5"):
+        low(state, n, LOW)
+    sub_job(state, "job", {"a": 2, "b": 2}, 2, 4, HIGH, sub_topology=SOFT, min_groups=2)
+    decisions = cycle(PREEMPTING[action], state, pure)
+    where = {k: n for k, n in decisions.pipelined.items() if state.pods[k].group == "job"}
+    assert len(where) == 4 and len(decisions.evictions) == 4
+    assert evicted_nodes(state, decisions) == set(where.values())
+    for value in ("a", "b"):
+        assert tightest({n for k, n in where.items() if f"job-{value}-" in k}) in SWITCHES

@@ -71,7 +71,8 @@ def scenarios(draw):
                        "minSubGroups": draw(st.integers(0, len(groups)))}
         if sub_mode:
             policy_spec["networkTopology"] = topology(sub_mode, 1)
-        spec = {"subGroupPolicy": [policy_spec]}
+        # Now and then a plain gang (soft ones choose victims in the tightest HyperNode that holds them).
+        spec = {"subGroupPolicy": [policy_spec]} if draw(st.integers(0, 3)) else {}
         if job_mode:
             spec["networkTopology"] = topology(job_mode, draw(st.integers(1, 2)))
         members = sum(groups)
