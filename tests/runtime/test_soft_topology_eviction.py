@@ -246,3 +246,25 @@ def test_soft_sub_groups_of_a_job_without_topology_each_land_in_one_switch(actio
     assert evicted_nodes(state, decisions) == set(where.values())
     for value in ("a", "b"):
         assert tightest({n for k, n in where.items() if f"job-{value}-" in k}) in SWITCHES
+
+
+@pytest.mark.parametrize("action", sorted(PREEMPTING))
+def test_a_soft_job_held_for_its_hypernodes_evicts_nothing(action, pure):
+    """s0 with two parents (p0 and p1): allocate holds every job asking for topology, naming
+    them, so a soft preemptor evicts nothing (its reservations would never bind); a job without
+    topology still preempts."""
+    state = cluster(6)
+    tree(state)
+    state.add_hypernode(HyperNode("p1", 2, "", (Member("HyperNode", exact="s2"), Member("HyperNode", exact="s0"))))
+    for n in sorted(SWITCHES["s0"] | SWITCHES["s1"] | SWITCHES["s2"]):
+        low(state, n)
+    group(state, "soft", 2, 2, HIGH, topology=SOFT, creation=1)
+    decisions = cycle(PREEMPTING[action], state, pure)
+    assert not decisions.evictions and not decisions.pipelined
+    state = cluster(6)
+    tree(state)
+    state.add_hypernode(HyperNode("p1", 2, "", (Member("HyperNode", exact="s2"), Member("HyperNode", exact="s0"))))
+    for n in sorted(SWITCHES["s0"] | SWITCHES["s1"] | SWITCHES["s2"]):
+        low(state, n)
+    group(state, "plain", 2, 2, HIGH, creation=1)
+    assert len(cycle(PREEMPTING[action], state, pure).evictions) == 2
