@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -124,31 +125,42 @@ class VolumeTables:
         self.pvs: list[PersistentVolume] = []
         self.pv_index: dict[str, int] = {}              # PV name -> its index in `pvs`
         self.pv_nodes: list[np.ndarray | None] = []     # rows, None: every node
+        self.pv_single: list[int] = []                  # the one row a PV is reached from, else -1
         self.pv_keys: list[list[tuple]] = []            # PV index -> the shapes it is a candidate of
         self._by_class: dict[str, list[PersistentVolume]] | None = None   # storage class -> its PVs, in order
         self._shapes: dict[tuple, _Candidates] = {}
 
     def current(self, snap: Snapshot, storage: Storage) -> VolumeTables:
-        """The tables, what `snap`'s nodes or `storage` no longer agree with dropped."""
-        if snap.node_names is not self._nodes:
-            self._nodes = snap.node_names
-            self.node_row = {name: i for i, name in enumerate(snap.node_names)}
-            self._rows, self._provision, self._limits = {}, {}, {}
-            self._drop_candidates()
-        volumes = storage.volumes
-        if self._volumes != volumes:      # a dict compare: the same objects compare at once
-            self._drop_candidates()
-            self._rows = {name: kept for name, kept in self._rows.items() if name in volumes}
-        # A copy: the state's dict is changed in place; holding its objects makes the next
-        # compare one of identities.
-        self._volumes = dict(volumes)
-        if self._classes != storage.classes:
-            self._provision = {}
-            self._classes = dict(storage.classes)
-        if self._csinodes != storage.csinodes:
-            self._limits = {}
-            self._csinodes = dict(storage.csinodes)
-        return self
+        """The tables for `snap`'s nodes and `storage`: these when nothing they were made from
+        changed, else a copy with what changed dropped (a session still reading these keeps
+        them as they were: parts only ever grow, by what the same objects give)."""
+        nodes = snap.node_names is self._nodes
+        # Dict compares: the same objects compare at once.
+        volumes = nodes and self._volumes == storage.volumes
+        classes = nodes and self._classes == storage.classes
+        csinodes = nodes and self._csinodes == storage.csinodes
+        if nodes and volumes and classes and csinodes:
+            # The state's dicts change in place: a copy, whose objects make the next compare
+            # one of identities.
+            self._volumes = dict(storage.volumes)
+            return self
+        new = copy.copy(self)
+        if not nodes:
+            new._nodes = snap.node_names
+            new.node_row = {name: i for i, name in enumerate(snap.node_names)}
+            new._rows = {}
+        if not volumes:
+            new._drop_candidates()
+            if nodes:       # a PV's rows stay while its nodeAffinity does
+                new._rows = {name: kept for name, kept in self._rows.items() if name in storage.volumes}
+        new._volumes = dict(storage.volumes)
+        if not classes:
+            new._provision = {}
+            new._classes = dict(storage.classes)
+        if not csinodes:
+            new._limits = {}
+            new._csinodes = dict(storage.csinodes)
+        return new
 
     # --- node rows -------------------------------------------------------------------------
     def named_rows(self, terms: tuple[SelectorTerm, ...]) -> list[int] | None:
@@ -251,7 +263,9 @@ class VolumeTables:
             if i is None:
                 i = known[pv.name] = len(self.pvs)
                 self.pvs.append(pv)
-                self.pv_nodes.append(self.pv_rows(snap, pv))
+                rows = self.pv_rows(snap, pv)
+                self.pv_nodes.append(rows)
+                self.pv_single.append(int(rows[0]) if rows is not None and len(rows) == 1 else -1)
                 self.pv_keys.append([])
             candidates.append(i)
         pvs = self.pvs
@@ -280,9 +294,10 @@ class VolumeTables:
 def volume_tables(snap: Snapshot, storage: Storage) -> VolumeTables:
     """The snapshot's kept VolumeTables (made on first use), current for its nodes and storage."""
     kept = snap.rule_tables.get(VolumeRule.name)
-    if kept is None:
-        kept = snap.rule_tables[VolumeRule.name] = VolumeTables()
-    return kept.current(snap, storage)
+    now = (kept or VolumeTables()).current(snap, storage)
+    if now is not kept:
+        snap.rule_tables[VolumeRule.name] = now
+    return now
 
 
 @dataclass
@@ -303,6 +318,22 @@ class _Class:
     overlapping: bool                         # shapes sharing candidates: the greedy decides per node
     rwop: tuple[str, ...]                     # ReadWriteOncePod claims
     drivers: dict[str, tuple[str, ...]]       # driver -> the class's volumes of it (unique names)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What placing a task of one class does with its claims, found once per class: the tasks
+    of a class have alike claims position by position (the class keys of
+    runtime.cluster.storage.volume_snapshot: a delayed claim of its pod alone by its shape, size
+    included, any other by the claim itself)."""
+
+    size: int                                  # claims
+    fixed: tuple[VolumeChoice, ...]            # pre-bound and selected claims' choices (the same claims)
+    delayed: tuple[tuple[int, int], ...]       # (claim position, shape), smallest request first
+    rwop: tuple[int, ...]                      # positions of ReadWriteOncePod claims
+    # Per position what NodeVolumeLimits counts it under: a bound claim's (driver, volume) (the
+    # same claim), else the driver provisioning it (the volume is the claim's own), or None.
+    attach: tuple[tuple[str, str] | str | None, ...]
 
 
 class VolumeRule(StatefulRule):
@@ -333,7 +364,9 @@ class VolumeRule(StatefulRule):
         self._choice: dict[str, list] = {}
         self.choices: dict[int, list[VolumeChoice]] = {}
         self._holding: dict[int, list[str]] = {}       # task -> the delayed claims it holds a choice of
-        self._task_claims: dict[int, tuple] = {}        # task -> (its claims, their attach identities)
+        self._task_claims: dict[int, tuple] = {}        # task -> (its ReadWriteOncePod claims, attach identities)
+        self._plans: dict[int, _Plan] = {}              # class -> its placements' plan
+        self._pv_single = tables.pv_single
         # ReadWriteOncePod claims in use: claim -> [live users, leaving users]
         self._users: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self._rwop_classes: dict[str, set[int]] = defaultdict(set)
@@ -409,14 +442,26 @@ class VolumeRule(StatefulRule):
 
     def _pick(self, shape: _Shape, node: int, taken: set[int] = frozenset()) -> int:  # type: ignore[assignment]
         """The smallest candidate of `shape` reachable from `node` that is free: -1 if none."""
-        local = next((i for i in shape.by_node.get(node, ()) if i not in self._reserved and i not in taken), -1)
-        anywhere = next((i for i in shape.everywhere if i not in self._reserved and i not in taken), -1)
+        reserved = self._reserved
+        local = anywhere = -1
+        for i in shape.by_node.get(node, ()):
+            if i not in reserved and i not in taken:
+                local = i
+                break
+        for i in shape.everywhere:
+            if i not in reserved and i not in taken:
+                anywhere = i
+                break
         if local < 0 or anywhere < 0:
             return max(local, anywhere)
         pvs = self.pvs
         return min(local, anywhere, key=lambda i: (pvs[i].capacity, pvs[i].name))
 
     def _add_free(self, free: np.ndarray, pv: int, step: int) -> None:
+        row = self._pv_single[pv]
+        if row >= 0:              # a local PV: one node
+            free[row] += step
+            return
         nodes = self._pv_nodes[pv]
         if nodes is None:
             free += step
@@ -724,17 +769,20 @@ class VolumeRule(StatefulRule):
         uses = self.vs.uses.get(t)
         if uses is None:
             return
-        self._choose(t, uses, node)
-        claims, identities = self._claims_of(t, uses)
-        self._use(claims, identities, node, 1, False)
+        plan = self._plan_of(t, uses)
+        self._choose(t, uses, plan, node)
+        claims, identities = self._claims_of(t, uses, plan)
+        if claims or identities:
+            self._use(claims, identities, node, 1, False)
 
     def unplaced(self, t: int, node: int) -> None:
         uses = self.vs.uses.get(t)
         if uses is None:
             return
         self._release(t)
-        claims, identities = self._claims_of(t, uses)
-        self._use(claims, identities, node, -1, False)
+        claims, identities = self._claims_of(t, uses, self._plan_of(t, uses))
+        if claims or identities:
+            self._use(claims, identities, node, -1, False)
 
     def evicted(self, t: int, node: int) -> None:
         self._move(t, node, leaving=True)
@@ -750,11 +798,47 @@ class VolumeRule(StatefulRule):
         self._use(placed.claims, placed.attached, node, -1, not leaving)
         self._use(placed.claims, placed.attached, node, 1, leaving)
 
-    def _claims_of(self, t: int, uses: tuple[ClaimUse, ...]) -> tuple[tuple, tuple[tuple[str, str], ...]]:
-        """Task t's claims and attach identities (`_use`'s arguments), found once per task."""
+    def _plan_of(self, t: int, uses: tuple[ClaimUse, ...]) -> _Plan:
+        """The plan of task t's class (made from the first of its tasks placed)."""
+        cid = int(self.snap.task_class[t])
+        plan = self._plans.get(cid)
+        if plan is None:
+            plan = self._plans[cid] = self._make_plan(uses)
+        assert plan.size == len(uses), "the tasks of a class have alike claims"
+        return plan
+
+    def _make_plan(self, uses: tuple[ClaimUse, ...]) -> _Plan:
+        fixed = tuple(VolumeChoice(u.key, u.volume.name if u.volume else None) if u.mode == PREBOUND
+                      else VolumeChoice(u.key, None) for u in uses if u.mode in (PREBOUND, SELECTED))
+        # kube's volume binder: the smallest claims first (a stable sort: as uses are ordered).
+        delayed = sorted((i for i, u in enumerate(uses) if u.mode == DELAYED), key=lambda i: uses[i].claim.request)
+        attach: list[tuple[str, str] | str | None] = []
+        for u in uses:
+            if u.mode == BOUND:
+                attach.append(attach_identity(u.volume, u.claim, self.storage))
+            else:
+                cls = self.storage.class_of(u.claim)
+                attach.append(cls.provisioner if cls is not None and cls.provisions else None)
+        return _Plan(len(uses), fixed, tuple((i, self._shape_of(uses[i].claim)) for i in delayed),
+                     tuple(i for i, u in enumerate(uses) if READ_WRITE_ONCE_POD in u.claim.access_modes),
+                     tuple(attach))
+
+    def _claims_of(self, t: int, uses: tuple[ClaimUse, ...], plan: _Plan,
+                   ) -> tuple[tuple, tuple[tuple[str, str], ...]]:
+        """Task t's ReadWriteOncePod claims and attach identities (`_use`'s arguments), found
+        once per task."""
         found = self._task_claims.get(t)
         if found is None:
-            found = self._task_claims[t] = (tuple(u.claim for u in uses), self._identities(uses))
+            identities: tuple[tuple[str, str], ...] = ()
+            if any(plan.attach):
+                out = []
+                for u, a in zip(uses, plan.attach):
+                    if a is None:
+                        continue
+                    # attach_identity: an unbound claim counts under its class's provisioner
+                    out.append(a if isinstance(a, tuple) else (a, f"{a}/claim:{u.claim.key}"))
+                identities = tuple(dict.fromkeys(out))
+            found = self._task_claims[t] = (tuple(uses[i].claim for i in plan.rwop), identities)
         return found
 
     def _identities(self, uses: tuple[ClaimUse, ...]) -> tuple[tuple[str, str], ...]:
@@ -777,6 +861,9 @@ class VolumeRule(StatefulRule):
             return
         dirty = None
         for driver, volume in attached:
+            self._limit_of(driver)
+            if not self._limited(driver):
+                continue      # no node limits the driver: its counts change no answer (codes, checks)
             on = self._attached[driver][volume]
             counts = on.setdefault(node, [0, 0])
             before_any, before_live = counts[0] + counts[1] > 0, counts[0] > 0
@@ -784,43 +871,40 @@ class VolumeRule(StatefulRule):
             after_any, after_live = counts[0] + counts[1] > 0, counts[0] > 0
             if not after_any:
                 del on[node]
-            self._limit_of(driver)
             if after_any != before_any:
                 self._any[driver][node] += int(after_any) - int(before_any)
             if after_live != before_live:
                 self._live[driver][node] += int(after_live) - int(before_live)
-            if not self._limited(driver):
-                continue      # no node limits the driver: its counts change no answer
             if dirty is None:
                 dirty = np.array([node], dtype=np.int64)
             for cid in self._driver_classes.get(driver, ()):
                 self.ssn.mark_dirty(cid, dirty)
 
-    def _choose(self, t: int, uses: tuple[ClaimUse, ...], node: int) -> None:
+    def _choose(self, t: int, uses: tuple[ClaimUse, ...], plan: _Plan, node: int) -> None:
         """Pick (and reserve) the volumes of t's claims that are not bound yet."""
-        out: list[VolumeChoice] = []
-        delayed = sorted((u for u in uses if u.mode == DELAYED), key=lambda u: u.claim.request)
-        for u in uses:
-            if u.mode == PREBOUND:
-                out.append(VolumeChoice(u.key, u.volume.name if u.volume else None))
-            elif u.mode == SELECTED:
-                out.append(VolumeChoice(u.key, None))
-        for u in delayed:
-            chosen = self._choice.get(u.key)
+        out = list(plan.fixed)
+        holding = []
+        choice, pvs, shapes = self._choice, self.pvs, self.shapes
+        for i, s in plan.delayed:
+            key = uses[i].claim.key
+            chosen = choice.get(key)
             if chosen is not None:
                 chosen[2].append(t)
                 pv = chosen[0]
             else:
-                pv = self._pick(self.shapes[self._shape_of(u.claim)], node)
-                self._choice[u.key] = [pv, node, [t]]
+                pv = self._pick(shapes[s], node)
+                choice[key] = [pv, node, [t]]
                 if pv >= 0:
                     self._reserve(pv, 1)
-            out.append(VolumeChoice(u.key, self.pvs[pv].name if pv >= 0 else None))
+            out.append(VolumeChoice(key, pvs[pv].name if pv >= 0 else None))
+            holding.append(key)
         self.choices[t] = out
-        self._holding[t] = [u.key for u in delayed]
-        for u in delayed:      # classes that share a claim with t now follow its choice
-            for cid in self._named_classes.get(u.key, ()):
-                self.ssn.mark_dirty(cid, None)
+        self._holding[t] = holding
+        named = self._named_classes
+        if named:
+            for key in holding:      # classes that share a claim with t now follow its choice
+                for cid in named.get(key, ()):
+                    self.ssn.mark_dirty(cid, None)
 
     def _release(self, t: int) -> None:
         self.choices.pop(t, None)
