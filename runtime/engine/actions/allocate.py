@@ -112,7 +112,9 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
         at = 0          # a run is placed in chunks of what the job still misses, until it is ready
         while at < len(run_tasks) and not ready:
             chunk = run_tasks[at:]
-            want = min(len(chunk), 1 if one_task else missing(ssn, j, snap.pods[chunk[0]].task_role))
+            # One task left in the run is one wanted (missing() is at least one): most turns are
+            # a Deployment-like pod's, its job of one task.
+            want = 1 if one_task or len(chunk) == 1 else min(len(chunk), missing(ssn, j, snap.pods[chunk[0]].task_role))
             held = held_beside(ssn, job.queue, chunk[0])
             if held is None:
                 limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
@@ -185,6 +187,8 @@ def bind_reservations(ssn: Session, stmt, j: int) -> int:
     their room is idle now and their queue may allocate them (jobs placed earlier in this cycle
     may have taken what the reservation counted on), and stay reservations otherwise. Returns how
     many the job holds."""
+    if not ssn.held:        # no reservation held this cycle (the usual case): nothing to look up per job
+        return 0
     snap = ssn.snap
     queue = snap.jobs[j].queue
     held = [t for t in snap.jobs[j].tasks.tolist() if t in ssn.held and ssn.status[t] == PIPELINED]
