@@ -268,3 +268,30 @@ def test_a_soft_job_held_for_its_hypernodes_evicts_nothing(action, pure):
         low(state, n)
     group(state, "plain", 2, 2, HIGH, creation=1)
     assert len(cycle(PREEMPTING[action], state, pure).evictions) == 2
+
+
+def test_backfill_places_a_soft_jobs_best_effort_pods_beside_its_placed_pod(pure):
+    """backfill: a soft tier-1 job runs one pod on n2; its two pods that request nothing join it
+    in s1 (n2, n3), though the emptier s0 scores better and is where they go without topology.
+    With s1's nodes out of pod slots they go elsewhere (a soft request widens; a hard one waits:
+    test_gang_preempt's test_backfill_places_a_hard_gangs_best_effort_pods_within_its_switch)."""
+    from runtime.cluster.model import PodGroup
+    from runtime_helpers import GiB, node, pod
+    from test_gang_preempt import GANG_PREEMPT, switches
+
+    for topology, slots, expect in ((SOFT, 110, {"n2", "n3"}), (None, 110, {"n0", "n1"}),
+                                    (SOFT, 2, {"n0", "n1"})):
+        state = ClusterState()
+        for i in range(4):
+            node(state, f"n{i}", cpu=1000, memory=8 * GiB, pods=slots if i >= 2 else 110)
+        switches(state)
+        for n in ("n2", "n3"):
+            pod(state, f"busy-{n}", cpu=600, memory=4 * GiB, node_name=n, priority=LOW)
+        state.add_podgroup(PodGroup("ns", "job", min_member=1, phase="Running", uid="pg-job",
+                                    network_topology=topology))
+        pod(state, "job-run", cpu=0, memory=0, group="job", node_name="n2", priority=LOW)
+        for i in range(2):
+            pod(state, f"job-be-{i}", cpu=0, memory=0, group="job", priority=LOW)
+        decisions = cycle(GANG_PREEMPT, state, pure)
+        where = {b.node for b in decisions.bindings}
+        assert len(decisions.bindings) == 2 and where <= expect, (topology, slots, where)

@@ -2,7 +2,9 @@
 the predicates (the pod-count limit included), best score first: the pending ones, and, as
 Volcano's backfill does, those an earlier action only pipelined, taken back first. A job asking
 for hard network topology places them within one HyperNode (its placed pods' and of its tier,
-tightest first: actions/bundles.py), all of them or none. A job with sub-groups (spec.subGroupPolicy)
+tightest first: actions/bundles.py), all of them or none; a soft one in the tightest HyperNode
+holding its placed pods where all of them fit, widening tier by tier, else wherever they fit, as
+a job without topology. A job with sub-groups (spec.subGroupPolicy)
 places each sub-group's within one HyperNode of the sub-group's own tier holding its placed pods
 (tightest first, then by name), all of the sub-group's or none, inside the job's HyperNode when the
 job asks for hard topology (the first of its HyperNodes, tightest tier first, where every sub-group's
@@ -14,8 +16,8 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.actions import topology
-from runtime.engine.actions.bundles import (DEFAULT_MAX_DOMAINS, Turn, asks_hard_topology, hypernode_tiers,
-                                            place_tasks, within_hypernodes)
+from runtime.engine.actions.bundles import (DEFAULT_MAX_DOMAINS, Turn, asks_hard_topology, asks_soft_topology,
+                                            hypernode_tiers, place_tasks, within_hypernodes)
 from runtime.engine.actions.common import eligible_jobs, failure_reason, place_run
 from runtime.engine.session import Session
 from runtime.engine.snapshot import PENDING, PIPELINED
@@ -29,7 +31,8 @@ def run(ssn: Session) -> None:
             if j in ssn.snap.sub_groups:
                 _sub_groups(ssn, j)
                 continue
-            if asks_hard_topology(ssn, j):
+            hard = asks_hard_topology(ssn, j)
+            if hard or asks_soft_topology(ssn, j):
                 def attempt(rows, j=j) -> Turn | None:
                     stmt, placed_all = _turn(ssn, j)
                     if not placed_all:
@@ -39,9 +42,12 @@ def run(ssn: Session) -> None:
                 turn = within_hypernodes(ssn, j, attempt, DEFAULT_MAX_DOMAINS)
                 if turn is not None:
                     turn.stmt.commit()
-                else:
+                    continue
+                if hard or ssn.snap.hypernodes is None or ssn.snap.hypernodes.blocking:
+                    # Hard: none fits within its tier. Either: allocate holds the job for its HyperNodes.
                     _topology_reason(ssn, j)
-                continue
+                    continue
+                # Soft, and not all fit together anywhere: as many as fit, as a job without topology.
             stmt, _ = _turn(ssn, j)
             stmt.commit()
 
