@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
-from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, alike_key, placed_groups, profile
+from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile, reading
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
 
@@ -54,8 +54,9 @@ class _Counts:
     of a large cluster's session) and its zeroing. Read per node through a dense array made
     for the read."""
 
-    def __init__(self, domains: Domains):
+    def __init__(self, domains: Domains, of: list[int]):
         self.domains = domains
+        self.of = of                      # domains.of as a list (Reading.domain_of)
         self.live: dict[int, int] = {}
         self.gone: dict[int, int] = {}
         # Pods counted in any domain, live and leaving: a filter over counts that are all zero
@@ -65,7 +66,7 @@ class _Counts:
 
     def add(self, node: int, step: int, leaving: bool) -> int:
         """Returns the node's domain (-1: the node lacks the key, nothing counted)."""
-        d = int(self.domains.of[node])
+        d = self.of[node]
         if d >= 0:
             if leaving:
                 self.gone[d] = self.gone.get(d, 0) + step
@@ -94,7 +95,7 @@ class _Counts:
 
     def at_row(self, r: int) -> tuple[bool, int, int]:
         """`at` on the one node row r."""
-        d = int(self.domains.of[r])
+        d = self.of[r]
         if d < 0:
             return False, 0, 0
         return True, self.live.get(d, 0), self.gone.get(d, 0)
@@ -171,6 +172,8 @@ class PodAffinityRule(CountingRule):
         self.weight = 0.0
         self.hard_weight = hard_weight
         self.ns_labels = snap.namespace_labels
+        self._reading = reading(ssn)
+        self._alike = self._reading.alike
         self._groups: dict[tuple[PodAffinityTerm, ...], _Group] = {}
         self._holds: dict[tuple[PodAffinityTerm, str, int], _Hold] = {}
         self._group_index: SelectorIndex[_Group] = SelectorIndex()
@@ -181,9 +184,11 @@ class PodAffinityRule(CountingRule):
         # lives as long as the session.
         self._carried_by_id: dict[int, list[_Hold]] = {}
         self._classes: dict[int, _ClassTerms] = {}
+        self._own: dict[int, tuple[bool, bool]] = {}     # class -> _own_effect
+        self._one_node: dict[str, bool] = {}             # topology key -> _one_node_domains
         # Per task: the groups it matches and the terms it carries (a pod's labels and rules do
         # not change within a session), found once however often it is placed and undone, and
-        # once per class for pending tasks (alike_key).
+        # once per class for pending tasks (Reading.alike).
         self._task_moves: dict[int, tuple[list[_Group], list[_Hold]]] = {}
         self._class_moves: dict[int, tuple[list[_Group], list[_Hold]]] = {}
         for cls in snap.classes:
@@ -209,7 +214,8 @@ class PodAffinityRule(CountingRule):
 
     # --- the tables ------------------------------------------------------------------------
     def _counts(self, key: str) -> _Counts:
-        return _Counts(self.snap.topology.domains(key))
+        domains = self.snap.topology.domains(key)
+        return _Counts(domains, self._reading.domain_of(domains))
 
     def _group(self, terms: tuple[PodAffinityTerm, ...]) -> _Group:
         group = self._groups.get(terms)
@@ -284,6 +290,41 @@ class PodAffinityRule(CountingRule):
     def scores(self, cid: int) -> bool:
         return self.weight > 0 and self._class(cid).score_terms
 
+    def _own_effect(self, cid: int) -> tuple[bool, bool]:
+        """(unchanged_by_own, excludes_own_node) of class cid: what placing one of its tasks
+        does to the counts the class's filter reads. Without required affinity (whose counts a
+        placement can only make pass), the filter reads the counts against the class (ct.against);
+        a placement adds to those of the groups its pod matches and the terms it carries (the
+        same for every task of the class: `_moves`). None of them: nothing changes. Each on a
+        key whose every domain is one node and which every node has (the hostname): the
+        placement fails its own node for the class and no other."""
+        found = self._own.get(cid)
+        if found is None:
+            ct = self._class(cid)
+            found = (False, False)
+            if ct.affinity is None:
+                groups, holds = self._moves(self.snap.classes[cid].head)
+                changed = {id(c) for g in groups for c in g.counts.values()} | {id(h.counts) for h in holds}
+                touched = [c for c in ct.against if id(c) in changed]
+                found = (True, False) if not touched else (
+                    False, all(self._one_node_domains(c.domains) for c in touched))
+            self._own[cid] = found
+        return found
+
+    def _one_node_domains(self, domains: Domains) -> bool:
+        """Whether every node has the key and no two share a value."""
+        found = self._one_node.get(domains.key)
+        if found is None:
+            found = self._one_node[domains.key] = bool(
+                domains.count == self.snap.n_nodes and (not len(domains.of) or int(domains.of.min()) >= 0))
+        return found
+
+    def unchanged_by_own(self, cid: int) -> bool:
+        return self._own_effect(cid)[0]
+
+    def excludes_own_node(self, cid: int) -> bool:
+        return self._own_effect(cid)[1]
+
     def _verdicts(self, cid: int, nodes: np.ndarray | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per message: (nodes failing now, nodes passing only once leaving pods are gone)."""
         ct = self._class(cid)
@@ -316,7 +357,7 @@ class PodAffinityRule(CountingRule):
         later = False
         for counts in ct.against:
             if counts.live_total or counts.gone_total:
-                d = int(counts.domains.of[r])
+                d = counts.of[r]
                 if d >= 0:
                     if counts.live.get(d, 0) > 0:
                         return MASK_FAIL
@@ -389,13 +430,13 @@ class PodAffinityRule(CountingRule):
             else:
                 if not found:
                     found = marks[cid] = {}
-                found[key] = counts.domains.nodes(d)
+                found[key] = self._reading.domain_nodes(counts.domains, d)
 
     def _moves(self, t: int) -> tuple[list[_Group], list[_Hold]]:
         """The groups task t matches and the terms it carries."""
         found = self._task_moves.get(t)
         if found is None:
-            alike = alike_key(self.snap, t)
+            alike = self._alike[t]
             found = self._class_moves.get(alike) if alike >= 0 else None
             if found is None:
                 pod = self.snap.pods[t]

@@ -35,7 +35,7 @@ import numpy as np
 from runtime.cluster.model import Pod, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
-from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, alike_key, placed_groups, profile
+from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile, reading
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
 
@@ -158,10 +158,11 @@ class TopologySpreadRule(CountingRule):
         self.snap = snap = ssn.snap
         self.filter_on = False
         self.weight = 0.0
+        self._reading = reading(ssn)
         self._selections: dict[tuple[str, LabelSelector], _Selection] = {}
         self._by_namespace: dict[str, SelectorIndex[_Selection]] = {}
         self._matches: dict[Profile, list[_Selection]] = {}
-        self._task_matches: dict[int, list[_Selection]] = {}     # per task, and per class (alike_key)
+        self._task_matches: dict[int, list[_Selection]] = {}     # per task, and per class (Reading.alike)
         self._class_matches: dict[int, list[_Selection]] = {}
         self._eligible: dict[tuple, _Eligible] = {}
         self._classes: dict[int, list[_Spread]] = {}
@@ -362,7 +363,7 @@ class TopologySpreadRule(CountingRule):
         if kept is None:
             self.ssn.mark_dirty(s.cid, None)        # not scored yet: its first score reads all
             return
-        nodes = s.domains.nodes(d)
+        nodes = self._reading.domain_nodes(s.domains, d)
         kept.raw[nodes] = self._raw([c for c in self._class(s.cid) if not c.constraint.hard], nodes)[0]
         valid = kept.raw[kept.valid]
         high, low = (float(valid.max()), float(valid.min())) if len(valid) else (0.0, 0.0)
@@ -377,7 +378,7 @@ class TopologySpreadRule(CountingRule):
         """The selections task t's labels match."""
         selections = self._task_matches.get(t)
         if selections is None:
-            alike = alike_key(self.snap, t)
+            alike = self._reading.alike[t]
             selections = self._class_matches.get(alike) if alike >= 0 else None
             if selections is None:
                 selections = self._matching(self.snap.pods[t])
@@ -398,7 +399,7 @@ class TopologySpreadRule(CountingRule):
             for s in selection.users:
                 if not s.eligible[node]:
                     continue
-                d = int(s.domains.of[node])
+                d = self._reading.domain_of(s.domains)[node]
                 before, low = s.step(d, step)
                 if not s.constraint.hard:
                     self._soft_moved(s, d)
@@ -412,4 +413,4 @@ class TopologySpreadRule(CountingRule):
                 fails = before + step + own - low > skew
                 if (before + own - low > skew) != fails:
                     s.codes[d] = MASK_FAIL if fails else MASK_PASS
-                    self.ssn.mark_dirty(s.cid, s.domains.nodes(d))
+                    self.ssn.mark_dirty(s.cid, self._reading.domain_nodes(s.domains, d))
