@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
-from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile, reading
+from runtime.engine.rules.pods import (
+    ONE_NODE_CODES, CountingRule, Profile, SelectorIndex, placed_groups, profile, reading,
+)
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
 
@@ -375,6 +377,8 @@ class PodAffinityRule(CountingRule):
             # A placement re-asks about the node or few it touched: node by node in Python costs
             # less than the whole-array path's fixed numpy overhead (same answers).
             ct = self._class(cid)
+            if len(nodes) == 1:
+                return ONE_NODE_CODES[self._code_at(ct, int(nodes[0]))]
             return np.array([self._code_at(ct, r) for r in nodes.tolist()], dtype=np.uint8)
         size = self.snap.n_nodes if nodes is None else len(nodes)
         ct = self._class(cid)
@@ -470,9 +474,18 @@ class PodAffinityRule(CountingRule):
                 for cid in group.first_pod_users:
                     marks[cid] = None
         for hold in holds:
-            d = hold.counts.add(node, step, leaving)
-            if d >= 0 and hold.matched:
-                self._changed(marks, hold.matched, hold.counts, d)
+            counts = hold.counts
+            d = counts.of[node]          # _Counts.add, inline: a placement's commonest step
+            if d < 0:
+                continue
+            if leaving:
+                counts.gone[d] = counts.gone.get(d, 0) + step
+                counts.gone_total += step
+            else:
+                counts.live[d] = counts.live.get(d, 0) + step
+                counts.live_total += step
+            if hold.matched:
+                self._changed(marks, hold.matched, counts, d)
         mark = self.ssn.mark_dirty
         for cid, by_key in marks.items():
             if by_key is None:

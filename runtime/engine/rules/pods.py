@@ -64,6 +64,18 @@ class Reading:
         return found
 
 
+def _one_code(code: int) -> np.ndarray:
+    out = np.array([code], dtype=np.uint8)
+    out.flags.writeable = False
+    return out
+
+
+# A rule's codes on one node, read only (ClassPlacement.update reads them): a placement re-asks
+# a class about the node it touched, thousands of times a cycle, and a new array each costs more
+# than the answer.
+ONE_NODE_CODES = tuple(_one_code(code) for code in range(4))
+
+
 def reading(ssn) -> Reading:
     """The session's Reading (made by the first rule to ask)."""
     return ssn.rule_state("rule-reading", lambda: Reading(ssn.snap))

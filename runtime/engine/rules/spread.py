@@ -68,6 +68,8 @@ class _Eligible:
     present: np.ndarray               # (D,) bool: the domain has an eligible node
     of_eligible: np.ndarray           # domains.of[eligible]
     domains_present: int              # present.sum()
+    # Per node row its domain where eligible, else -1 (what a placement reads, as a list).
+    eligible_domain: list[int] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -87,6 +89,7 @@ class _Spread:
     # A hard constraint's filter code per domain, and MASK_FAIL in an extra last entry (read by
     # nodes lacking the key); kept as counts move (`refresh_codes`, `_move`).
     codes: np.ndarray | None = None
+    eligible_domain: list[int] = field(default_factory=list)    # _Eligible.eligible_domain
 
     def __post_init__(self) -> None:
         if self.domains_present < 0:
@@ -232,7 +235,8 @@ class TopologySpreadRule(CountingRule):
             present = present[:domains.count] if domains.count else present[:0]
             for array in (eligible, present, of_eligible):
                 array.flags.writeable = False        # shared by the classes alike
-            found = _Eligible(eligible, present, of_eligible, int(present.sum()))
+            found = _Eligible(eligible, present, of_eligible, int(present.sum()),
+                              np.where(eligible, domains.of, -1).tolist())
             if key is not None:
                 self._eligible[key] = found
         return found
@@ -258,7 +262,7 @@ class TopologySpreadRule(CountingRule):
                     count = np.zeros(domains.count, dtype=np.int64)
                     spread = _Spread(cid, c, domains, shared.eligible, shared.present, count,
                                      int(c.selector is not None and c.selector.matches(pod.labels)),
-                                     domains_present=shared.domains_present)
+                                     domains_present=shared.domains_present, eligible_domain=shared.eligible_domain)
                     if counted:
                         selection = self._selection(pod.namespace, c.selector)
                         if domains.count and selection.total:
@@ -397,9 +401,9 @@ class TopologySpreadRule(CountingRule):
             selection.per_node[node] = selection.per_node.get(node, 0) + step
             selection.total += step
             for s in selection.users:
-                if not s.eligible[node]:
+                d = s.eligible_domain[node]
+                if d < 0:           # not eligible (or lacking the key: not eligible either)
                     continue
-                d = self._reading.domain_of(s.domains)[node]
                 before, low = s.step(d, step)
                 if not s.constraint.hard:
                     self._soft_moved(s, d)

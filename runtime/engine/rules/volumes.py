@@ -38,6 +38,7 @@ from runtime.cluster.decisions import NODES, VOLUME, Reason, VolumeChoice
 from runtime.cluster.selectors import SelectorTerm
 from runtime.engine.nodemasks import label_exists, label_match, terms_mask
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, Check, StatefulRule
+from runtime.engine.rules.pods import ONE_NODE_CODES
 from runtime.cluster.storage import (
     ATTACH_LIMIT_PREFIX, BOUND, DELAYED, GA_ZONE_LABEL, PREBOUND, READ_WRITE_ONCE_POD, SELECTED, ZONE_LABELS,
     ClaimUse, CSINode, PersistentVolume, PersistentVolumeClaim, Storage, StorageClass, VolumeSnapshot,
@@ -561,6 +562,8 @@ class VolumeRule(StatefulRule):
         if c is not None and nodes is not None and len(nodes) <= FEW_NODES:
             # A placement re-asks about the node or two it touched: node by node in Python costs
             # less than the whole-array path's fixed numpy overhead (same answers).
+            if len(nodes) == 1:
+                return ONE_NODE_CODES[self._code_at(c, int(nodes[0]))]
             return np.array([self._code_at(c, r) for r in nodes.tolist()], dtype=np.uint8)
         size = self.n if nodes is None else len(nodes)
         out = np.full(size, MASK_PASS, dtype=np.uint8)
