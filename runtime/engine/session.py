@@ -97,6 +97,12 @@ class ClassPlacement:
         # a run is placed in one call of its shared tree.
         self.excludes_own = False
         self.view: Any = None                      # kernels.MaskView of `mask`, when shared
+        # A class of one pending task placing by a shared tree, its codes asked of the rules only
+        # on the nodes that tree offers it (Session.place_lazy): `mask` holds the static codes but
+        # on the nodes in `known`, where it holds the rules' answers as they were when asked (a
+        # mark since makes them unknown again).
+        self.lazy = False
+        self.known: set[int] = set()
         self.dirty_all = self.stateful
         self.dirty: list[np.ndarray] = []
 
@@ -156,6 +162,9 @@ class ClassPlacement:
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 FEW_NODES = 8       # up to this many marked nodes, ClassPlacement.update combines codes in Python
+# A lazy class asks the rules about this many of the nodes its shared tree offers at a time (as
+# many as the rules answer node by node, FEW_NODES).
+LAZY_ASK = 8
 
 
 def combine_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -263,6 +272,7 @@ class Session:
         self._class_listeners: dict[int, list[StatefulRule]] = {}
         self._task_listeners: list[list[StatefulRule] | None] = [None] * len(snap.task_class)
         self._pending_class: list[int] | None = None    # per task: its class if pending in the snapshot, else -1
+        self._class_pending: list[int] | None = None    # per class: its tasks pending in the snapshot
         self._rule_states: dict[str, Any] = {}
         self.answered: set[tuple[str, str]] = set()      # (plugin, point) registered
         self.enqueue_listeners: list[Callable[[int], None]] = []   # told when a job is admitted
@@ -679,13 +689,29 @@ class Session:
                 if cp.shared is None:
                     cp.shared = self.shared_trees[key] = SharedTree()
                 cp.view = self.k.MaskView(cp.mask)
+                # Under inter-pod rules most classes are a replica group one pod short: one
+                # placement, for which the rules are asked only where the shared tree looks
+                # (place_lazy) rather than about every node. A class of several pending tasks has
+                # its codes on every node kept up to date instead (each placement changes few).
+                cp.lazy = not cp.excludes_own and self.class_pending[cid] == 1
         return cp
+
+    @property
+    def class_pending(self) -> list[int]:
+        """Per class, how many of its tasks are pending in the snapshot (made on first use)."""
+        if self._class_pending is None:
+            snap = self.snap
+            self._class_pending = np.bincount(snap.task_class[snap.status == PENDING],
+                                              minlength=len(snap.classes)).tolist()
+        return self._class_pending
 
     def fresh_placement(self, cid: int) -> ClassPlacement:
         """Class cid's placement with its stateful answers and its tree up to date: the tree is
         built when new (or when many nodes changed since its last use), else re-keyed on the
         nodes the ledger logged since and those the stateful rules marked."""
         cp = self.placement(cid)
+        if cp.lazy:         # every node's codes from here on (a tree of its own, or a caller reading the mask)
+            cp.lazy, cp.known, cp.dirty_all, cp.dirty = False, set(), True, []
         changed = cp.update() if cp.stateful else _EMPTY
         logged = self.ledger.log_n
         fits = self._fresh_fits(cp.req, logged)
@@ -735,6 +761,48 @@ class Session:
             cp.shared = None       # many of its nodes differ now: a tree of its own from here on
             cp = self.fresh_placement(cp.cid)
         return cp.tree if cp.tree.place(1) else None
+
+    def place_lazy(self, cp: ClassPlacement) -> Any:
+        """place_one for a lazy class (ClassPlacement.lazy), without fresh_placement: the rules
+        are asked about the nodes its shared tree offers it, not about every node. The shared
+        tree reads the class's codes where they are known and the static ones elsewhere; the
+        rules' codes only take passes away (a failing or a releasing bit, never a pass the
+        static predicates refused), so no node's key under them is above its key under the
+        static codes: the first node offered, once its codes are known, is the node the class's
+        own tree would give. Returns the tree that placed it, as place_one does (then `placed_by`)."""
+        logged = self.ledger.log_n
+        self._fresh_shared(cp, logged, self._fresh_fits(cp.req, logged))
+        mask, known, static, cid = cp.mask, cp.known, cp.static_mask, cp.cid
+        if cp.dirty_all or cp.dirty:     # the rules' answers changed since they were asked: asked again
+            for row in known:
+                mask[row] = static[row]
+            known.clear()
+            cp.dirty_all, cp.dirty = False, []
+        tree = cp.shared.tree
+        while True:
+            # The nodes its placement would take, best first, as far as its codes are known.
+            got = tree.place_masked(cp.view, SHARED_BUDGET, LAZY_ASK, False)
+            offered = tree.out_nodes[:got if got >= 0 else -1 - got].tolist()
+            if not offered:
+                if got == 0:
+                    return None
+                cp.shared = None    # many of its nodes differ: a tree of its own from here on
+                cp = self.fresh_placement(cid)
+                return cp.tree if cp.tree.place(1) else None
+            if offered[0] in known:
+                break
+            rows = [row for row in offered if row not in known]
+            known.update(rows)
+            at = np.array(rows, dtype=np.int64)
+            codes = static[at].tolist()
+            for rule in cp.filters:      # combined as combine_into combines them
+                for i, other in enumerate(rule.codes(cid, at).tolist()):
+                    mine = codes[i]
+                    codes[i] = (mine | other) if mine & other & MASK_PASS else MASK_FAIL
+            mask[at] = codes
+        got = tree.place_masked(cp.view, SHARED_BUDGET)
+        assert got == 1 and int(tree.out_nodes[0]) == offered[0], "the node offered is the node placed on"
+        return tree
 
     def place_excluding(self, cp: ClassPlacement, limit: int) -> tuple[Any, int, bool]:
         """Up to `limit` tasks of class cp (excludes_own, fresh) placed in one call of its

@@ -249,7 +249,8 @@ def test_place_masked_matches_brute_force(compiled, seed):
     own codes differing from it on some nodes (failing, or held by leaving pods), each placement
     then excluding its node for its class (as hostname anti-affinity does): every placement the
     oracle's under the class's codes; past the budget nothing is placed (-1) and the shared tree
-    is left as it was."""
+    is left as it was. Asked without placing (charge=False, Session.place_lazy's question), it
+    lists the nodes it would place on and changes nothing."""
     rng = np.random.default_rng(900 + seed)
     n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
     kinds = rng.integers(0, max(1, n // 4), size=n)
@@ -277,7 +278,14 @@ def test_place_masked_matches_brute_force(compiled, seed):
         for c in steps:
             want = brute_force_placements(1, alloc, expected_u.copy(), releasing, expected_p.copy(), req, mine[c],
                                           static, params)
+            # Asked without placing (charge=False), it names the node it then places on.
+            peeked = tree.place_masked(views[c], budget, 1, False)
+            assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name
+            named = int(tree.out_nodes[0]) if peeked == 1 else None
             got = tree.place_masked(views[c], budget)
+            assert got == peeked, kernels.name
+            if got == 1:
+                assert int(tree.out_nodes[0]) == named, kernels.name
             if got < 0:
                 # Nothing placed, the tree as it was: a plain placement is the oracle's by the base mask.
                 assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name
@@ -301,7 +309,12 @@ def test_place_masked_matches_brute_force(compiled, seed):
                 break
             want.append(one[0])
             oracle_mask[one[0][0]] = 0
+        peeked = tree.place_masked(views[0], budget, 3, False)
+        listed = peeked if peeked >= 0 else -1 - peeked
+        assert tree.out_nodes[:listed].tolist() == [node for node, _ in want[:listed]], kernels.name
+        assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name   # none placed
         got = tree.place_masked(views[0], budget, 3)
+        assert got == peeked, kernels.name
         placed = got if got >= 0 else -1 - got
         assert list(zip(tree.out_nodes[:placed].tolist(), tree.out_kinds[:placed].tolist())) == want[:placed], \
             kernels.name

@@ -375,6 +375,8 @@ class PlacementTree:
     placed_at: cython.longlong      # the room's tick at this tree's last placement
     touched: cython.longlong[::1]   # place_masked's re-keyed nodes
     touched_n: cython.Py_ssize_t    # its capacity (0: not allocated)
+    _kept: cython.Py_ssize_t        # a masked search's re-keyed nodes listed in `touched`
+    _count: cython.Py_ssize_t       # those whose codes differ (against its budget)
 
     def __init__(self, alloc, used, releasing, pipelined, req, mask, static, params, fits=None, room=None):
         nf: NodeFits
@@ -415,6 +417,8 @@ class PlacementTree:
         self.room = room
         self.placed_at = 0
         self.touched_n = 0
+        self._kept = 0
+        self._count = 0
         self.out_nodes = np.empty(16, dtype=np.int64)
         self.out_kinds = np.empty(16, dtype=np.int8)
 
@@ -610,7 +614,61 @@ class PlacementTree:
                 self._rekey(best)
         return placed
 
-    def place_masked(self, view: MaskView, budget: cython.Py_ssize_t, k: cython.Py_ssize_t = 1) -> cython.Py_ssize_t:
+    @cython.cfunc
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _masked_top(self, cmask: cython.const[cython.uchar][::1], budget: cython.Py_ssize_t,
+                    epoch: cython.longlong) -> cython.Py_ssize_t:
+        """The node on top of this tree under another class's codes `cmask` (place_masked's
+        search): nodes on top whose codes differ from this tree's are re-keyed with the class's
+        (marked with `epoch`, listed in `touched`, counted in `_count` against `budget`) until the
+        top is a node whose codes do not differ or were re-keyed. Returns it, -1 when no node is
+        left, -2 when more than `budget` differing nodes came on top."""
+        best: cython.Py_ssize_t
+        i: cython.Py_ssize_t
+        while True:
+            if self.key[1] == NEG_INF:
+                return -1
+            best = self.idx[1]
+            if self.mark[best] == epoch or cmask[best] == self.mask[best]:
+                return best
+            if self._count >= budget:
+                return -2
+            self.mark[best] = epoch
+            self.touched[self._kept] = best
+            self._kept += 1
+            self._count += 1
+            i = self.size + best
+            self.key[i] = self._key_with(cmask, best)
+            i //= 2
+            while i >= 1:
+                pull(self.key, self.idx, i)
+                i //= 2
+
+    @cython.cfunc
+    def _masked_begin(self, budget: cython.Py_ssize_t, k: cython.Py_ssize_t) -> cython.longlong:
+        """A masked search's start: keys built, room to list the nodes it re-keys, a new epoch."""
+        if self.stale:
+            self._build()
+        if self.touched_n < budget + k + 1:
+            self.touched_n = budget + k + 1
+            self.touched = array.array("q", [0]) * self.touched_n
+        self._kept = 0
+        self._count = 0
+        self.epoch += 1
+        return self.epoch
+
+    @cython.cfunc
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _masked_end(self) -> cython.void:
+        """Every node a masked search re-keyed put back to this tree's own key."""
+        j: cython.Py_ssize_t
+        for j in range(self._kept):
+            self._rekey(self.touched[j])
+
+    def place_masked(self, view: MaskView, budget: cython.Py_ssize_t, k: cython.Py_ssize_t = 1,
+                     charge: cython.bint = True) -> cython.Py_ssize_t:
         """Place up to k tasks of another class with this tree's request and static scores whose
         mask codes (`view`) differ from this tree's on few nodes (a class whose rules only
         exclude nodes: its pods' own hostnames under anti-affinity), by this tree's keys: the
@@ -621,62 +679,35 @@ class PlacementTree:
         the rest of the call. Every node re-keyed is put back at the end. Returns how many were
         placed (out_nodes / out_kinds say where; fewer than k: no node for the next), or
         -1 - placed when more than `budget` differing nodes came on top (the class is better off
-        with a tree of its own for the rest)."""
+        with a tree of its own for the rest). With `charge` False nothing is placed: out_nodes
+        lists the nodes the call would place on (the tree is as before the call). A caller that
+        knows the class's codes only on some nodes (the rest read as this tree's) asks which
+        nodes come first, corrects those it did not know and asks again: under codes that only
+        take passes away, once the first node offered is known it is the class's own tree's
+        answer."""
         cmask: cython.const[cython.uchar][::1] = view.codes
         best: cython.Py_ssize_t = -1
-        best_key: cython.double = NEG_INF
-        found: cython.Py_ssize_t = 0
-        count: cython.Py_ssize_t = 0        # differing nodes re-keyed (the budget's)
-        kept: cython.Py_ssize_t = 0         # nodes re-keyed, to put back
         placed: cython.Py_ssize_t = 0
         i: cython.Py_ssize_t
-        j: cython.Py_ssize_t
-        n: cython.Py_ssize_t
         if k <= 0:
             return 0
         self._begin(k)
-        if self.stale:
-            self._build()
-        if self.touched_n < budget + k + 1:
-            self.touched_n = budget + k + 1
-            self.touched = array.array("q", [0]) * self.touched_n
-        self.epoch += 1
-        epoch: cython.longlong = self.epoch
+        epoch: cython.longlong = self._masked_begin(budget, k)
         out_nodes: cython.longlong[::1] = self.out_nodes
         out_kind: cython.schar[::1] = self.out_kinds
         with cython.nogil:
             while placed < k:
-                while True:
-                    best_key = self.key[1]
-                    if best_key == NEG_INF:
-                        found = 0
-                        break
-                    best = self.idx[1]
-                    if self.mark[best] == epoch or cmask[best] == self.mask[best]:
-                        found = 1
-                        break
-                    if count >= budget:
-                        found = -1
-                        break
-                    self.mark[best] = epoch
-                    self.touched[kept] = best
-                    kept += 1
-                    count += 1
-                    i = self.size + best
-                    self.key[i] = self._key_with(cmask, best)
-                    i //= 2
-                    while i >= 1:
-                        pull(self.key, self.idx, i)
-                        i //= 2
-                if found != 1:
+                best = self._masked_top(cmask, budget, epoch)
+                if best < 0:
                     break
                 out_nodes[placed] = best
-                out_kind[placed] = self._charge(best, best_key)
+                if charge:
+                    out_kind[placed] = self._charge(best, self.key[1])
                 placed += 1
                 if self.mark[best] != epoch:
                     self.mark[best] = epoch
-                    self.touched[kept] = best
-                    kept += 1
+                    self.touched[self._kept] = best
+                    self._kept += 1
                 # Keyed out for the rest of the call (with k == 1 there is none: put back below).
                 i = self.size + best
                 self.key[i] = NEG_INF
@@ -684,7 +715,5 @@ class PlacementTree:
                 while i >= 1:
                     pull(self.key, self.idx, i)
                     i //= 2
-            for j in range(kept):
-                n = self.touched[j]
-                self._rekey(n)
-        return placed if found != -1 else -1 - placed
+            self._masked_end()
+        return placed if best != -2 else -1 - placed
