@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +48,7 @@ DEFAULT_HARD_WEIGHT = 1
 # What a pod carrying a term does to others: repels them (required anti-affinity), or scores
 # them up or down (kube-scheduler's symmetric weights).
 REPELS, ATTRACTS, PREFERS, AVOIDS = "repels", "attracts", "prefers", "avoids"
+_RULES_OF = operator.attrgetter("rules")
 
 
 class _Counts:
@@ -181,9 +183,8 @@ class PodAffinityRule(CountingRule):
         self._group_index: SelectorIndex[_Group] = SelectorIndex()
         self._hold_index: SelectorIndex[_Hold] = SelectorIndex()
         self._matches: dict[Profile, list[_Group]] = {}
-        self._carried: dict[PodRules, list[_Hold]] = {}
-        # By identity first: hashing a PodRules walks all its terms, and a pod's rules object
-        # lives as long as the session.
+        # By identity: hashing a PodRules walks all its terms, and a pod's rules object lives as
+        # long as the session (equal rules objects share their holds all the same: `_hold`).
         self._carried_by_id: dict[int, list[_Hold]] = {}
         self._classes: dict[int, _ClassTerms] = {}
         self._own: dict[int, tuple[bool, bool]] = {}     # class -> _own_effect
@@ -202,7 +203,8 @@ class PodAffinityRule(CountingRule):
                     self._group((term,))
                 for w in (*rules.preferred_affinity, *rules.preferred_anti_affinity):
                     self._group((w.term,))
-        for rules in {id(pod.rules): pod.rules for pod in snap.rule_pods}.values():
+        carried = list(map(_RULES_OF, snap.rule_pods))      # shared by the pods of a template
+        for rules in dict(zip(map(id, carried), carried)).values():
             self._holds_of(rules)
         for alike in placed_groups(ssn):
             for group in self._matching(alike.pod, alike.profile):
@@ -229,16 +231,12 @@ class PodAffinityRule(CountingRule):
 
     def _holds_of(self, rules: PodRules) -> list[_Hold]:
         found = self._carried_by_id.get(id(rules))
-        if found is not None:
-            return found
-        found = self._carried.get(rules)
         if found is None:
             wanted = [(t, REPELS, 0) for t in rules.anti_affinity]
             wanted += [(t, ATTRACTS, self.hard_weight) for t in rules.affinity]
             wanted += [(w.term, PREFERS, w.weight) for w in rules.preferred_affinity]
             wanted += [(w.term, AVOIDS, w.weight) for w in rules.preferred_anti_affinity]
-            found = self._carried[rules] = [self._hold(*item) for item in wanted]
-        self._carried_by_id[id(rules)] = found
+            found = self._carried_by_id[id(rules)] = [self._hold(*item) for item in wanted]
         return found
 
     def _hold(self, term: PodAffinityTerm, kind: str, weight: int) -> _Hold:

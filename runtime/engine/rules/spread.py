@@ -105,7 +105,13 @@ class _Spread:
             return 0
         return int(self.count[self.present].min())
 
-    def refresh_codes(self) -> None:
+    def refresh_codes(self, counted: bool = True) -> None:
+        """`codes` from the counts; `counted` False: every count is 0 (a new class's, before any
+        pod it counts is placed), every domain alike."""
+        if not counted:
+            passes = self.self_match - self.low <= self.constraint.max_skew
+            self.codes = _uniform_codes(self.domains.count, passes).copy()
+            return
         codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
         codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
         self.codes = codes
@@ -136,6 +142,22 @@ class _Spread:
         elif after == low:
             self.at_low += 1
         return before, low
+
+
+_UNIFORM: dict[tuple[int, bool], np.ndarray] = {}
+
+
+def _uniform_codes(domains: int, passes: bool) -> np.ndarray:
+    """Codes of `domains` domains that all pass or all fail, and MASK_FAIL in the extra last
+    entry (read only: copied by each constraint)."""
+    found = _UNIFORM.get((domains, passes))
+    if found is None:
+        found = np.full(domains + 1, MASK_FAIL, dtype=np.uint8)
+        if passes:
+            found[:-1] = MASK_PASS
+        found.flags.writeable = False
+        found = _UNIFORM.setdefault((domains, passes), found)
+    return found
 
 
 @dataclass(eq=False)
@@ -272,12 +294,13 @@ class TopologySpreadRule(CountingRule):
                             keep = shared.eligible[rows]
                             np.add.at(count, domains.of[rows[keep]], pods[keep])
                         selection.users.append(spread)
-                    if counted and domains.count and selection.total:
+                    nonzero = counted and domains.count and selection.total
+                    if nonzero:
                         spread.reset_low()
                     else:       # every count 0: the minimum is 0, and every domain is at it
                         spread.low, spread.at_low = 0, (0 if spread.floored() else spread.domains_present)
                     if hard:
-                        spread.refresh_codes()
+                        spread.refresh_codes(bool(nonzero))
                     found.append(spread)
         return found
 
