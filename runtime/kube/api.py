@@ -160,7 +160,7 @@ class KubeApi:
         if allowed is not None and not allowed():
             return None
         headers = self._headers("POST", requests[0][0], JSON, None)
-        batch = [Request("POST", endpoint.path_prefix + path, headers, json.dumps(body, separators=(",", ":")).encode())
+        batch = [Request("POST", endpoint.path_prefix + path, headers, _json_body(body) or b"")
                  for path, body in requests]
         try:
             pipe = self._take_pipe(endpoint)
@@ -173,12 +173,8 @@ class KubeApi:
     def _piped(self, endpoint: Endpoint, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
                content_type: str, extra: Mapping[str, str] | None) -> Any:
         """One request on a kept-alive pipe: as `request` answers it (ApiError status 0: no answer)."""
-        headers = self._headers(method, path, content_type, body)
-        if extra:
-            headers.update(extra)
-        target = endpoint.path_prefix + path + ("?" + urlencode(query) if query else "")
-        data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        request = Request(method, target, headers, data)
+        headers, target, data = self._prepared(method, path, query, body, content_type, extra)
+        request = Request(method, endpoint.path_prefix + target, headers, data or b"")
         while True:
             try:
                 pipe = self._take_pipe(endpoint)
@@ -272,6 +268,15 @@ class KubeApi:
         self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
         return headers
 
+    def _prepared(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str,
+                  extra: Mapping[str, str] | None) -> tuple[dict[str, str], str, bytes | None]:
+        """A request's headers (the client's, its credentials, `extra`), its path with the query,
+        and its JSON body (None without one): the same for the pool and the pipes."""
+        headers = self._headers(method, path, content_type, body)
+        if extra:
+            headers.update(extra)
+        return headers, path + ("?" + urlencode(query) if query else ""), _json_body(body)
+
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str,
               timeout: tuple[float, float], extra: Mapping[str, str] | None = None) -> Any:
         # Straight to the client's urllib3 pool (TLS, proxy, CA and client certificates as its
@@ -279,17 +284,18 @@ class KubeApi:
         # Configuration.host (scanning the environment for proxies) and sanitizes the body, nor
         # RESTClientObject.request, which matches the content type against four patterns, on
         # every one of thousands of binds; ours are plain JSON dicts.
-        headers = self._headers(method, path, content_type, body)
-        if extra:
-            headers.update(extra)
-        url = self.host + path + ("?" + urlencode(query) if query else "")
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        headers, target, data = self._prepared(method, path, query, body, content_type, extra)
+        url = self.host + target
         try:
             return self.client.rest_client.pool_manager.urlopen(
                 method, url, body=data, headers=headers, preload_content=False,
                 timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]))
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiError(0, type(err).__name__, _short(err)) from None
+
+
+def _json_body(body: Any) -> bytes | None:
+    return None if body is None else json.dumps(body, separators=(",", ":")).encode()
 
 
 def loads(data: bytes | str) -> Any:
