@@ -189,6 +189,7 @@ class PodAffinityRule(CountingRule):
         self._classes: dict[int, _ClassTerms] = {}
         self._own: dict[int, tuple[bool, bool]] = {}     # class -> _own_effect
         self._one_node: dict[str, bool] = {}             # topology key -> _one_node_domains
+        self._score_terms: dict[int, bool] = {}          # class -> _ClassTerms.score_terms
         # Per task: the groups it matches and the terms it carries (a pod's labels and rules do
         # not change within a session), found once however often it is placed and undone, and
         # once per class for pending tasks (Reading.alike).
@@ -427,25 +428,31 @@ class PodAffinityRule(CountingRule):
             if found is None or key in found:
                 continue
             # Scores are normalized over all nodes: a change anywhere re-scores the class.
-            if self.weight > 0 and (self._classes.get(cid) or self._class(cid)).score_terms:
+            if self.weight > 0 and self._scored(cid):
                 marks[cid] = None
             else:
                 if not found:
                     found = marks[cid] = {}
                 found[key] = self._reading.domain_nodes(counts.domains, d)
 
+    def _scored(self, cid: int) -> bool:
+        """_ClassTerms.score_terms of class cid, kept."""
+        found = self._score_terms.get(cid)
+        if found is None:
+            found = self._score_terms[cid] = (self._classes.get(cid) or self._class(cid)).score_terms
+        return found
+
     def _moves(self, t: int) -> tuple[list[_Group], list[_Hold]]:
         """The groups task t matches and the terms it carries."""
-        found = self._task_moves.get(t)
+        alike = self._alike[t]
+        found = self._class_moves.get(alike) if alike >= 0 else self._task_moves.get(t)
         if found is None:
-            alike = self._alike[t]
-            found = self._class_moves.get(alike) if alike >= 0 else None
-            if found is None:
-                pod = self.snap.pods[t]
-                found = (self._matching(pod), self._holds_of(pod.rules) if pod.rules else [])
-                if alike >= 0:
-                    self._class_moves[alike] = found
-            self._task_moves[t] = found
+            pod = self.snap.pods[t]
+            found = (self._matching(pod), self._holds_of(pod.rules) if pod.rules else [])
+            if alike >= 0:
+                self._class_moves[alike] = found
+            else:
+                self._task_moves[t] = found
         return found
 
     def listens(self, cid: int) -> bool:

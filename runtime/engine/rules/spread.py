@@ -403,15 +403,14 @@ class TopologySpreadRule(CountingRule):
     # --- notifications ---------------------------------------------------------------------
     def _selections_of(self, t: int) -> list[_Selection]:
         """The selections task t's labels match."""
-        selections = self._task_matches.get(t)
+        alike = self._reading.alike[t]
+        selections = self._class_matches.get(alike) if alike >= 0 else self._task_matches.get(t)
         if selections is None:
-            alike = self._reading.alike[t]
-            selections = self._class_matches.get(alike) if alike >= 0 else None
-            if selections is None:
-                selections = self._matching(self.snap.pods[t])
-                if alike >= 0:
-                    self._class_matches[alike] = selections
-            self._task_matches[t] = selections
+            selections = self._matching(self.snap.pods[t])
+            if alike >= 0:
+                self._class_matches[alike] = selections
+            else:
+                self._task_matches[t] = selections
         return selections
 
     def listens(self, cid: int) -> bool:
