@@ -691,9 +691,10 @@ class Session:
                 cp.view = self.k.MaskView(cp.mask)
                 # Under inter-pod rules most classes are a replica group one pod short: one
                 # placement, for which the rules are asked only where the shared tree looks
-                # (place_lazy) rather than about every node. A class of several pending tasks has
+                # (place_lazy) rather than about every node (one whose placements exclude their
+                # own node has no run to place in one call). A class of several pending tasks has
                 # its codes on every node kept up to date instead (each placement changes few).
-                cp.lazy = not cp.excludes_own and self.class_pending[cid] == 1
+                cp.lazy = self.class_pending[cid] == 1
         return cp
 
     @property

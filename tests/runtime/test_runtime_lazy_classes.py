@@ -32,18 +32,17 @@ def hard_spread(labels: dict) -> list[dict]:
 
 
 def replica_groups() -> ClusterState:
-    """12 nodes in 6 zones; groups of 4 replicas with zone anti-affinity or hard zone spread
-    within the group, 3 bound and 1 pending (a class of one pending pod each), and plain pods of
-    the same request (their placements change the shared tree's keys). (Hostname anti-affinity
-    within a group only excludes a placement's own node: such a class places its run in one
-    call instead, runtime/engine/rules/podaffinity.py.)"""
+    """12 nodes in 6 zones; groups of 4 replicas with hostname or zone anti-affinity or hard
+    zone spread within the group, 3 bound and 1 pending (a class of one pending pod each), and
+    plain pods of the same request (their placements change the shared tree's keys)."""
     state = ClusterState()
     for i in range(12):
         node(state, f"n{i:02d}", cpu=4000, labels={HOST: f"n{i:02d}", ZONE: f"z{i % 6}"})
     docs = []
-    for g in range(10):
+    for g in range(12):
         labels = {"app": f"g{g}"}
-        rule = {"affinity": anti(term(labels, ZONE))} if g % 2 == 0 else {"spread": hard_spread(labels)}
+        rule = [{"affinity": anti(term(labels))}, {"affinity": anti(term(labels, ZONE))},
+                {"spread": hard_spread(labels)}][g % 3]
         for r in range(4):
             bound = f"n{(g * 5 + r * 3) % 12:02d}" if r < 3 else None
             docs.append(pod_doc(f"g{g}-{r}", labels, cpu="500m", node_name=bound, **rule))
@@ -69,15 +68,18 @@ def decide(state: ClusterState, pure: bool, monkeypatch, lazy: bool = True, plan
 def test_classes_of_one_pending_pod_decide_as_with_every_nodes_codes(pure, monkeypatch):
     state = replica_groups()
     placed, calls = decide(state, pure, monkeypatch, lazy=True)
-    assert calls >= 8       # the pending replicas of the ten groups placing by a shared tree
-    assert len(placed) == 20
+    assert calls == 12      # each group's pending replica
+    assert len(placed) == 24
     assert (placed, 0) == decide(state, pure, monkeypatch, lazy=False)
     zone = {n.name: n.labels[ZONE] for n in state.nodes.values()}
     for pod, name in placed.items():
-        if pod.startswith("ns/g") and int(pod[4:].split("-")[0]) % 2 == 0:   # anti-affinity groups
+        if pod.startswith("ns/g") and int(pod[4:].split("-")[0]) % 3 < 2:   # anti-affinity groups
             group = pod.split("-")[0]
-            held = {zone[p.node_name] for p in state.pods.values() if p.key.startswith(group + "-") and p.node_name}
-            assert zone[name] not in held, pod
+            held = [p.node_name for p in state.pods.values() if p.key.startswith(group + "-") and p.node_name]
+            if int(group[4:]) % 3 == 0:
+                assert name not in held, pod
+            else:
+                assert zone[name] not in {zone[n] for n in held}, pod
 
 
 def test_an_answer_changed_since_it_was_asked_is_asked_again(pure):
