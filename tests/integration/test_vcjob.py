@@ -163,12 +163,21 @@ def bound(pods: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {name: pod["spec"]["nodeName"] for name, pod in pods.items() if pod["spec"].get("nodeName")}
 
 
-def wait_bound(vcjobs: VcJobs, job: str, count: int, what: str) -> dict[str, dict[str, Any]]:
-    """The job's pods once `count` of them are bound."""
+def wait_bound(vcjobs: VcJobs, job: str, count: int, what: str,
+               scheduler: SchedulerProcess | None = None) -> dict[str, dict[str, Any]]:
+    """The job's pods once `count` of them are bound; on a timeout, what was bound, the
+    PodGroup's status and the scheduler's log say why not."""
     def enough() -> dict[str, dict[str, Any]] | None:
         pods = vcjobs.pods(job)
         return pods if len(bound(pods)) == count else None
-    return wait_for(enough, what, TIMEOUT, interval=0.2)
+    try:
+        return wait_for(enough, what, TIMEOUT, interval=0.2)
+    except AssertionError as exc:
+        pods = vcjobs.pods(job)
+        group = vcjobs.podgroup(job) or {}
+        log = f"\n--- scheduler log (tail)\n{scheduler.log()[-3000:]}" if scheduler is not None else ""
+        raise AssertionError(f"{exc}; {len(pods)} pods, bound: {bound(pods)}; PodGroup status: "
+                             f"{group.get('status')}{log}") from None
 
 
 def nodes(objects: Objects, count: int, cpu: str) -> None:
@@ -202,7 +211,7 @@ def test_mpi_job_runs_to_completion(vc_controller: VolcanoController, ours: Sche
 
     with FakeKubelet(objects.api, objects.namespace):
         wait_admitted(vcjobs, "mpi", ours)
-        pods = wait_bound(vcjobs, "mpi", 4, "the 4 pods created by the controller and all bound")
+        pods = wait_bound(vcjobs, "mpi", 4, "the 4 pods created by the controller and all bound", ours)
         group_name = group["metadata"]["name"]
         for pod in pods.values():
             assert pod["spec"]["schedulerName"] == vc_controller.scheduler_name
@@ -240,7 +249,7 @@ def test_two_roles_with_their_own_minimums(vc_controller: VolcanoController, our
 
     with FakeKubelet(objects.api, objects.namespace):
         wait_admitted(vcjobs, "roles", ours)
-        first = bound(wait_bound(vcjobs, "roles", 4, "4 of the 6 pods bound (all the room there is)"))
+        first = bound(wait_bound(vcjobs, "roles", 4, "4 of the 6 pods bound (all the room there is)", ours))
         pods = wait_for(lambda: (made if len(made := vcjobs.pods("roles")) == 6 else None),
                         "the controller to create all 6 pods", TIMEOUT, interval=0.2)
         assert bound(pods) == first  # the other two wait for room
@@ -249,7 +258,7 @@ def test_two_roles_with_their_own_minimums(vc_controller: VolcanoController, our
         wait_for(lambda: vcjobs.phase("roles") == "Running", "the vcjob Running", TIMEOUT, interval=0.2)
 
         vcjobs.succeed(list(first))
-        wait_bound(vcjobs, "roles", 6, "the last 2 pods bound once the first 4 finished")
+        wait_bound(vcjobs, "roles", 6, "the last 2 pods bound once the first 4 finished", ours)
         vcjobs.succeed([name for name in pods if name not in first])
         wait_for(lambda: vcjobs.phase("roles") == "Completed", "the vcjob Completed", TIMEOUT, interval=0.2)
 
