@@ -105,3 +105,48 @@ def test_kept_codes_decide_as_codes_made_afresh(seed, plan, pure, monkeypatch):
     monkeypatch.setattr(spread_module.TopologySpreadRule, "codes", codes_afresh)
     afresh = cycle(plan, hard_cluster(seed), pure)
     assert kept.to_json() == afresh.to_json()
+
+
+def per_node_scores(rule, cid, nodes):
+    """A class's ScheduleAnyway scores made afresh on every node (the per-node path)."""
+    raw, valid = rule._raw([s for s in rule._class(cid) if not s.constraint.hard], None)
+    high, low = (float(raw[valid].max()), float(raw[valid].min())) if valid.any() else (0.0, 0.0)
+    scores = rule._normalized(raw, valid, high, low)
+    scores *= rule.weight
+    return scores if nodes is None else scores[nodes]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+@pytest.mark.parametrize("seed", range(25))
+def test_scores_kept_per_domain_are_the_per_node_floats(seed, pure, monkeypatch):
+    """A class with one soft constraint keeps its scores per domain (_DomainScores); every answer,
+    to every node or to a domain's nodes after a placement, is bit for bit the per-node one."""
+    kept_score = spread_module.TopologySpreadRule.score
+    asked = []
+
+    def checked(self, cid, nodes):
+        out = kept_score(self, cid, nodes)
+        np.testing.assert_array_equal(out, per_node_scores(self, cid, nodes))
+        asked.append(isinstance(self._soft.get(cid), spread_module._DomainScores))
+        return out
+
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "score", checked)
+    cycle(SCORES_ONLY, random_cluster(seed), pure)
+    assert asked
+
+
+def test_scores_kept_per_domain_are_asked():
+    """The per-domain path is taken (a class with one soft constraint) in the random clusters."""
+    seen = []
+    kept_score = spread_module.TopologySpreadRule.score
+
+    def spy(self, cid, nodes):
+        out = kept_score(self, cid, nodes)
+        seen.append(isinstance(self._soft.get(cid), spread_module._DomainScores))
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(spread_module.TopologySpreadRule, "score", spy)
+        for seed in range(5):
+            cycle(SCORES_ONLY, random_cluster(seed), False)
+    assert any(seen) and not all(seen)

@@ -172,6 +172,45 @@ class _SoftScores:
     low: float
 
 
+@dataclass(eq=False)
+class _DomainScores:
+    """The ScheduleAnyway scores of a class with one such constraint: every node of a domain has
+    the same raw score, so the raw scores, their range and the normalized scores are kept per
+    domain (the domains of a zone key are a few, the nodes thousands) and read through the
+    nodes' domains. The element-wise operations are those of the per-node path, so a node's
+    score is the same float."""
+
+    spread: "_Spread"
+    raw: np.ndarray                   # (D + 1,) float64, rounded; the last entry (nodes lacking the key) unused
+    high: float = 0.0
+    low: float = 0.0
+    normalized: np.ndarray | None = None     # (D + 1,) weighted scores, 0 in the last entry; None: stale
+    weighted_by: float = 0.0                 # the weight `normalized` was made with
+
+    def recount(self) -> None:
+        """raw, high and low from the constraint's counts (a pass over the domains)."""
+        s = self.spread
+        per_domain = np.zeros(s.domains.count + 1, dtype=np.float64)
+        per_domain[:-1] = s.count * math.log(s.domains_present + 2) + (s.constraint.max_skew - 1)
+        self.raw = np.round(per_domain)
+        # Every domain has a node (Domains), and every node with the key is in one: the range
+        # over the nodes with the key is the range over the domains.
+        real = self.raw[:-1]
+        self.high, self.low = (float(real.max()), float(real.min())) if len(real) else (0.0, 0.0)
+        self.normalized = None
+
+    def scores(self, nodes: np.ndarray | None, weight: float) -> np.ndarray:
+        per_domain = self.normalized
+        if per_domain is None or weight != self.weighted_by:
+            high, low = self.high, self.low
+            per_domain = np.zeros(len(self.raw), dtype=np.float64)
+            per_domain[:-1] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - self.raw[:-1]) / high
+            per_domain *= weight
+            self.normalized, self.weighted_by = per_domain, weight
+        of = self.spread.domains.of
+        return per_domain[of if nodes is None else of[nodes]]
+
+
 class TopologySpreadRule(CountingRule):
     """The session's PodTopologySpread state: predicates turns its filter on (`filter_on`),
     nodeorder its scorer (`weight`)."""
@@ -191,7 +230,7 @@ class TopologySpreadRule(CountingRule):
         self._class_matches: dict[int, list[_Selection]] = {}
         self._eligible: dict[tuple, _Eligible] = {}
         self._classes: dict[int, list[_Spread]] = {}
-        self._soft: dict[int, _SoftScores] = {}
+        self._soft: dict[int, _SoftScores | _DomainScores] = {}
         self._hard: dict[int, list[_Spread]] = {}
         for cls in snap.classes:
             pod = snap.pods[cls.head] if cls.head >= 0 else None
@@ -373,10 +412,17 @@ class TopologySpreadRule(CountingRule):
         # only when the range stayed (see `_move`), from the raw scores kept since.
         kept = self._soft.get(cid)
         if nodes is not None and kept is not None:
+            if isinstance(kept, _DomainScores):
+                return kept.scores(nodes, self.weight)
             scores = self._normalized(kept.raw[nodes], kept.valid[nodes], kept.high, kept.low)
             scores *= self.weight
             return scores
-        raw, valid = self._raw([s for s in self._class(cid) if not s.constraint.hard], None)
+        soft = [s for s in self._class(cid) if not s.constraint.hard]
+        if len(soft) == 1:
+            by_domain = self._soft[cid] = _DomainScores(soft[0], np.zeros(0))
+            by_domain.recount()
+            return by_domain.scores(nodes, self.weight)
+        raw, valid = self._raw(soft, None)
         high, low = (float(raw[valid].max()), float(raw[valid].min())) if valid.any() else (0.0, 0.0)
         self._soft[cid] = _SoftScores(raw, valid, high, low)
         scores = self._normalized(raw, valid, high, low)
@@ -391,6 +437,14 @@ class TopologySpreadRule(CountingRule):
             self.ssn.mark_dirty(s.cid, None)        # not scored yet: its first score reads all
             return
         nodes = self._reading.domain_nodes(s.domains, d)
+        if isinstance(kept, _DomainScores):
+            high, low = kept.high, kept.low
+            kept.recount()
+            if high != kept.high or low != kept.low:
+                self.ssn.mark_dirty(s.cid, None)
+            else:
+                self.ssn.mark_dirty(s.cid, nodes)
+            return
         kept.raw[nodes] = self._raw([c for c in self._class(s.cid) if not c.constraint.hard], nodes)[0]
         valid = kept.raw[kept.valid]
         high, low = (float(valid.max()), float(valid.min())) if len(valid) else (0.0, 0.0)
