@@ -23,7 +23,7 @@ from runtime.engine.plugins import registry as plugin_registry
 from runtime.engine.rules.hypernodes import job_hypernodes
 from runtime.engine.session import Options, Session
 from runtime.engine.actions.eviction import wants_victims
-from runtime.engine.snapshot import HELD, PENDING, VICTIM_ACTIONS, SnapshotCache, build_snapshot
+from runtime.engine.snapshot import ALLOCATED, HELD, PENDING, VICTIM_ACTIONS, SnapshotCache, build_snapshot
 
 __all__ = ["Options", "CycleObserver", "VictimsNeeded", "run_cycle", "open_session", "collect", "collector_paused"]
 
@@ -155,14 +155,16 @@ def collect(ssn: Session) -> d.Decisions:
     status = ssn.status
     out.bindings, out.pipelined = ssn.k.placements(snap.status, status, ssn.task_node, snap.task_keys,
                                                    snap.node_names, ssn.task_devices)
-    if ssn.storage is not None:
-        bound = {b.pod for b in out.bindings}
-        out.volumes = {snap.task_keys[t]: tuple(choices) for t, choices in ssn.storage.choices.items()
-                       if choices and snap.task_keys[t] in bound}
-    if ssn.dra_rule is not None:
-        bound = {b.pod for b in out.bindings}
-        out.claims = {snap.task_keys[t]: tuple(chosen) for t, chosen in ssn.dra_rule.choices.items()
-                      if chosen and snap.task_keys[t] in bound}
+    if ssn.storage is not None or ssn.dra_rule is not None:
+        # The tasks bound this cycle as placements() finds them (pending in the snapshot,
+        # allocated now), read per task with choices rather than by a set of every binding's key.
+        bound = (snap.status == PENDING) & (status == ALLOCATED)
+        if ssn.storage is not None:
+            out.volumes = {snap.task_keys[t]: tuple(choices) for t, choices in ssn.storage.choices.items()
+                           if choices and bound[t]}
+        if ssn.dra_rule is not None:
+            out.claims = {snap.task_keys[t]: tuple(chosen) for t, chosen in ssn.dra_rule.choices.items()
+                          if chosen and bound[t]}
     numa = ssn.plugins.get("numa-aware")
     if numa is not None:      # the exclusive CPUs of bound pods (the scheduler's view holds them)
         out.numa = numa.bound_cpus({b.pod for b in out.bindings})
