@@ -116,6 +116,27 @@ class _Spread:
         codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
         self.codes = codes
 
+    def start(self, by_domain: dict[int, int]) -> None:
+        """The counts, `low`, `at_low` and (hard) `codes` of a new constraint from its nonzero
+        counts per domain (each domain present): what `reset_low` and `refresh_codes` find from
+        the dense counts, without a pass over the domains."""
+        if by_domain:
+            self.count[np.fromiter(by_domain, dtype=np.int64, count=len(by_domain))] = np.fromiter(
+                by_domain.values(), dtype=np.int64, count=len(by_domain))
+        if self.floored():
+            self.low, self.at_low = 0, 0
+        elif len(by_domain) < self.domains_present:      # a present domain counts 0
+            self.low, self.at_low = 0, self.domains_present - len(by_domain)
+        else:
+            low = min(by_domain.values())
+            self.low, self.at_low = low, sum(1 for v in by_domain.values() if v == low)
+        if self.constraint.hard:
+            skew, shift = self.constraint.max_skew, self.self_match - self.low
+            codes = _uniform_codes(self.domains.count, shift <= skew).copy()
+            for d, v in by_domain.items():
+                codes[d] = MASK_PASS if v + shift <= skew else MASK_FAIL
+            self.codes = codes
+
     def reset_low(self) -> None:
         """`low` and `at_low` from the counts (a pass over the domains)."""
         self.low = self.minimum()
@@ -324,22 +345,20 @@ class TopologySpreadRule(CountingRule):
                     spread = _Spread(cid, c, domains, shared.eligible, shared.present, count,
                                      int(c.selector is not None and c.selector.matches(pod.labels)),
                                      domains_present=shared.domains_present, eligible_domain=shared.eligible_domain)
+                    # The pods counted per domain, sparse (a selector matches a few replicas):
+                    # the counts, the minimum and a hard constraint's codes are set from them.
+                    by_domain: dict[int, int] = {}
                     if counted:
                         selection = self._selection(pod.namespace, c.selector)
                         if domains.count and selection.total:
                             # The nodes holding matching pods, those eligible (they have the key).
-                            rows = np.fromiter(selection.per_node, dtype=np.int64, count=len(selection.per_node))
-                            pods = np.fromiter(selection.per_node.values(), dtype=np.int64, count=len(rows))
-                            keep = shared.eligible[rows]
-                            np.add.at(count, domains.of[rows[keep]], pods[keep])
+                            eligible_domain = shared.eligible_domain
+                            for row, pods in selection.per_node.items():
+                                d = eligible_domain[row]
+                                if d >= 0 and pods:
+                                    by_domain[d] = by_domain.get(d, 0) + pods
                         selection.users.append(spread)
-                    nonzero = counted and domains.count and selection.total
-                    if nonzero:
-                        spread.reset_low()
-                    else:       # every count 0: the minimum is 0, and every domain is at it
-                        spread.low, spread.at_low = 0, (0 if spread.floored() else spread.domains_present)
-                    if hard:
-                        spread.refresh_codes(bool(nonzero))
+                    spread.start(by_domain)
                     found.append(spread)
         return found
 
