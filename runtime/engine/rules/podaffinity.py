@@ -49,6 +49,7 @@ DEFAULT_HARD_WEIGHT = 1
 # them up or down (kube-scheduler's symmetric weights).
 REPELS, ATTRACTS, PREFERS, AVOIDS = "repels", "attracts", "prefers", "avoids"
 _RULES_OF = operator.attrgetter("rules")
+_NO_HOLDS: list = []      # the holds of a rules object without affinity terms (shared: never changed)
 
 
 class _Counts:
@@ -212,7 +213,7 @@ class PodAffinityRule(CountingRule):
                 for counts in group.counts.values():
                     group.matched += counts.add_rows(alike.live, False)
                     counts.add_rows(alike.leaving, True)
-            if alike.rules:
+            if alike.rules is not None:      # None or a non-empty rules object (PlacedGroup)
                 for hold in self._holds_of(alike.rules):
                     hold.counts.add_rows(alike.live, False)
                     hold.counts.add_rows(alike.leaving, True)
@@ -233,6 +234,10 @@ class PodAffinityRule(CountingRule):
     def _holds_of(self, rules: PodRules) -> list[_Hold]:
         found = self._carried_by_id.get(id(rules))
         if found is None:
+            if not (rules.anti_affinity or rules.affinity or rules.preferred_affinity or rules.preferred_anti_affinity):
+                # Spread or ports only (most rules objects at scale): no term, nothing to hash.
+                found = self._carried_by_id[id(rules)] = _NO_HOLDS
+                return found
             wanted = [(t, REPELS, 0) for t in rules.anti_affinity]
             wanted += [(t, ATTRACTS, self.hard_weight) for t in rules.affinity]
             wanted += [(w.term, PREFERS, w.weight) for w in rules.preferred_affinity]

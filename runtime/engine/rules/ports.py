@@ -30,7 +30,7 @@ class NodePortsRule(CountingRule):
         # (protocol, port) -> node -> Counter of (IP, leaving)
         self._used: dict[tuple[str, int], dict[int, Counter]] = {}
         for alike in placed_groups(ssn):
-            if alike.rules and alike.rules.host_ports:
+            if alike.rules is not None and alike.rules.host_ports:    # None or a non-empty rules object
                 for port in alike.rules.host_ports:
                     for leaving, rows in ((False, alike.live), (True, alike.leaving)):
                         for row in rows.tolist():

@@ -262,8 +262,11 @@ class TopologySpreadRule(CountingRule):
         if self._selections:
             for alike in placed_groups(ssn):
                 if len(alike.live):
+                    matching = self._matching(alike.pod, alike.profile)
+                    if not matching:
+                        continue
                     rows = alike.live.tolist()
-                    for selection in self._matching(alike.pod, alike.profile):
+                    for selection in matching:
                         per_node = selection.per_node
                         for row in rows:
                             per_node[row] = per_node.get(row, 0) + 1
