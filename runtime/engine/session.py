@@ -79,6 +79,7 @@ class ClassPlacement:
                  filters: list[StatefulRule], scorers: list[StatefulRule]):
         self.cid = cid
         self.req = req
+        self.req_key = req.tobytes()        # its NodeFits' key (Session._fresh_fits)
         self.static_mask = static_mask
         self.static_score = static_score
         self.filters = filters
@@ -684,7 +685,7 @@ class Session:
             cp.excludes_own = bool(cp.filters) and not cp.scorers and not cp.unchanged and all(
                 f.unchanged_by_own(cid) or f.excludes_own_node(cid) for f in cp.filters)
             if cp.filters and not cp.scorers and not cp.unchanged:
-                key = (req.tobytes(), id(mask), id(cp.static_score))      # class_mask's arrays are shared
+                key = (cp.req_key, id(mask), id(cp.static_score))      # class_mask's arrays are shared
                 cp.shared = self.shared_trees.get(key)
                 if cp.shared is None:
                     cp.shared = self.shared_trees[key] = SharedTree()
@@ -710,12 +711,16 @@ class Session:
         """Class cid's placement with its stateful answers and its tree up to date: the tree is
         built when new (or when many nodes changed since its last use), else re-keyed on the
         nodes the ledger logged since and those the stateful rules marked."""
-        cp = self.placement(cid)
+        return self.refresh(self.placement(cid))
+
+    def refresh(self, cp: ClassPlacement) -> ClassPlacement:
+        """fresh_placement of a class whose placement the caller holds (the session keeps one
+        ClassPlacement per class: `placement(cp.cid)` is cp)."""
         if cp.lazy:         # every node's codes from here on (a tree of its own, or a caller reading the mask)
             cp.lazy, cp.known, cp.dirty_all, cp.dirty = False, set(), True, []
         changed = cp.update() if cp.stateful else _EMPTY
         logged = self.ledger.log_n
-        fits = self._fresh_fits(cp.req, logged)
+        fits = self._fresh_fits(cp.req, logged, cp.req_key)
         if cp.shared is not None:
             self._fresh_shared(cp, logged, fits)
             return cp
@@ -772,7 +777,7 @@ class Session:
         static codes: the first node offered, once its codes are known, is the node the class's
         own tree would give. Returns the tree that placed it, as place_one does (then `placed_by`)."""
         logged = self.ledger.log_n
-        self._fresh_shared(cp, logged, self._fresh_fits(cp.req, logged))
+        self._fresh_shared(cp, logged, self._fresh_fits(cp.req, logged, cp.req_key))
         mask, known, static, cid = cp.mask, cp.known, cp.static_mask, cp.cid
         if cp.dirty_all or cp.dirty:     # the rules' answers changed since they were asked: asked again
             for row in known:
@@ -828,10 +833,12 @@ class Session:
         else:
             cp.seen = self.ledger.log_n
 
-    def _fresh_fits(self, req: np.ndarray, logged: int):
-        """The NodeFits of request `req`, brought up to the ledger's log position `logged`
-        (every node afresh when many changed since its last use, as a tree)."""
-        key = req.tobytes()
+    def _fresh_fits(self, req: np.ndarray, logged: int, key: bytes | None = None):
+        """The NodeFits of request `req` (`key`: its bytes, when the caller has them), brought up
+        to the ledger's log position `logged` (every node afresh when many changed since its
+        last use, as a tree)."""
+        if key is None:
+            key = req.tobytes()
         fits = self.node_fits.get(key)
         if fits is None:
             fits = self.node_fits[key] = self.k.NodeFits(self.snap.allocatable, self.used, self.releasing,
@@ -1053,10 +1060,22 @@ class Statement:
     def placed(self, tasks: list[int], nodes: np.ndarray, kinds: np.ndarray, n: int) -> None:
         """Record the first n placements a placement kernel made (its node arrays updated)."""
         if n:
-            self.ssn.ledger.placed(tasks, nodes, kinds, n)
+            ssn = self.ssn
+            ssn.ledger.placed(tasks, nodes, kinds, n)
             self.ops.append((_PLACE, tasks[:n]))
-            if self.ssn.listeners:
-                self.ssn.notify_placed(tasks[:n], nodes[:n])
+            if not ssn.listeners:
+                return
+            if n == 1:      # most placements under inter-pod rules: _notify's one-task case inline
+                t = int(tasks[0])
+                rules = ssn._task_listeners[t]
+                if rules is None:
+                    rules = ssn.listeners_of(t)
+                if rules:
+                    node = int(nodes[0])
+                    for rule in rules:
+                        rule.placed(t, node)
+                return
+            ssn.notify_placed(tasks[:n], nodes[:n])
 
     def place(self, t: int, node: int, status: int) -> None:
         """Place t on node as ALLOCATED or PIPELINED without a kernel (node arrays included)."""

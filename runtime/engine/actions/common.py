@@ -68,7 +68,7 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
         if placed == limit:
             return placed
         return placed + place_run(ssn, stmt, run[placed:], limit - placed)   # a tree of its own now
-    cp = ssn.fresh_placement(cid)
+    cp = ssn.refresh(cp)
     if not cp.stateful or cp.unchanged:
         placed = cp.tree.place(limit)
         stmt.placed(run, cp.tree.out_nodes, cp.tree.out_kinds, placed)
@@ -88,7 +88,7 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
         cp = ssn.fresh_placement(cid)      # a tree of its own now: the rest in one call of it
     while placed < limit:
         if placed:
-            cp = ssn.fresh_placement(cid)
+            cp = ssn.refresh(cp)
         tree = ssn.place_one(cp)
         if tree is None:
             break
