@@ -495,7 +495,10 @@ class Session:
 
     def job_key(self, j: int) -> tuple:
         job = self.snap.jobs[j]
-        return (*[fn(j) for fn in self.flat("job_order")], job.creation, job.uid)
+        fns = self.flat("job_order")
+        if len(fns) == 1:
+            return fns[0](j), job.creation, job.uid
+        return (*[fn(j) for fn in fns], job.creation, job.uid)
 
     def job_order(self, js: list[int]) -> list[int]:
         """`js` in job order: by job_key, ties by index (as a heap of (job_key, j) pops them).
@@ -522,7 +525,10 @@ class Session:
         return self._job_tie_rank
 
     def queue_key(self, q: int) -> tuple:
-        return (*[fn(q) for fn in self.flat("queue_order")], self.snap.queues[q].name)
+        fns = self.flat("queue_order")
+        if len(fns) == 1:       # asked twice a turn; most policies order queues by one plugin
+            return fns[0](q), self.snap.queues[q].name
+        return (*[fn(q) for fn in fns], self.snap.queues[q].name)
 
     def task_key(self, t: int) -> tuple:
         pod = self.snap.pods[t]
