@@ -148,6 +148,21 @@ class _Hold:
     matched: list[int] = field(default_factory=list)  # classes the term matches
 
 
+@dataclass(eq=False)
+class _KeptMatches:
+    """The groups each pod profile matches (as positions in `terms`), kept across cycles beside
+    the snapshot cache (Snapshot.rule_tables) while what decides them stays: the groups' terms,
+    in order, and the label keys a profile holds the values of. Not kept when a term selects
+    namespaces by their labels (a Namespace's labels change without a pod changing)."""
+
+    terms: list[tuple[PodAffinityTerm, ...]]
+    label_keys: tuple[str, ...] | None
+    by_profile: dict[Profile, tuple[int, ...]] = field(default_factory=dict)
+
+
+KEPT_MATCHES = "podaffinity-matches"      # its Snapshot.rule_tables key
+
+
 @dataclass
 class _ClassTerms:
     affinity: _Group | None = None
@@ -180,6 +195,8 @@ class PodAffinityRule(CountingRule):
         self._reading = reading(ssn)
         self._alike = self._reading.alike
         self._groups: dict[tuple[PodAffinityTerm, ...], _Group] = {}
+        self._group_list: list[_Group] = []               # in the order made
+        self._position: dict[int, int] = {}               # id(group) -> its place in _group_list
         self._holds: dict[tuple[PodAffinityTerm, str, int], _Hold] = {}
         self._group_index: SelectorIndex[_Group] = SelectorIndex()
         self._hold_index: SelectorIndex[_Hold] = SelectorIndex()
@@ -205,6 +222,9 @@ class PodAffinityRule(CountingRule):
                     self._group((term,))
                 for w in (*rules.preferred_affinity, *rules.preferred_anti_affinity):
                     self._group((w.term,))
+        # Every group is made by now (a class's are its head's terms): the profile matches of
+        # the cycle before hold while the terms do.
+        self._kept = self._kept_matches()
         carried = list(map(_RULES_OF, snap.rule_pods))      # shared by the pods of a template
         for rules in dict(zip(map(id, carried), carried)).values():
             self._holds_of(rules)
@@ -227,6 +247,8 @@ class PodAffinityRule(CountingRule):
         group = self._groups.get(terms)
         if group is None:
             group = self._groups[terms] = _Group(terms, {t.topology_key: self._counts(t.topology_key) for t in terms})
+            self._position[id(group)] = len(self._group_list)
+            self._group_list.append(group)
             # A pod must match every term: any term's required pair finds the candidates.
             self._group_index.add(group, next((t.selector for t in terms if t.selector is not None), None))
         return group
@@ -253,14 +275,36 @@ class PodAffinityRule(CountingRule):
             self._hold_index.add(hold, term.selector)
         return hold
 
+    def _kept_matches(self) -> _KeptMatches | None:
+        """The profile matches kept across cycles (see _KeptMatches), emptied where the terms or
+        the label keys changed."""
+        terms = list(self._groups)
+        if any(t.namespace_selector is not None for group in terms for t in group):
+            return None
+        tables = self.snap.rule_tables
+        kept = tables.get(KEPT_MATCHES)
+        if kept is None or kept.label_keys != self.snap.label_keys or kept.terms != terms:
+            kept = tables[KEPT_MATCHES] = _KeptMatches(terms, self.snap.label_keys)
+        return kept
+
     def _matching(self, pod: Pod, key: Profile | None = None) -> list[_Group]:
-        """The groups whose terms all match the pod (cached by its profile)."""
+        """The groups whose terms all match the pod, in the order they were made (cached by its
+        profile, and across cycles while the groups' terms stay)."""
         if key is None:
             key = profile(self.snap, pod)
         found = self._matches.get(key)
         if found is None:
-            found = self._matches[key] = [g for g in self._group_index.candidates(pod.labels)
-                                          if g.matches(pod, self.ns_labels)]
+            groups = self._group_list
+            # A group made after the session opened is not among the kept terms.
+            kept = self._kept if self._kept is not None and len(groups) == len(self._kept.terms) else None
+            at = kept.by_profile.get(key) if kept is not None else None
+            if at is None:
+                position = self._position
+                at = tuple(sorted(position[id(g)] for g in self._group_index.candidates(pod.labels)
+                                  if g.matches(pod, self.ns_labels)))
+                if kept is not None:
+                    kept.by_profile[key] = at
+            found = self._matches[key] = [groups[i] for i in at]
         return found
 
     def _class(self, cid: int) -> _ClassTerms:
