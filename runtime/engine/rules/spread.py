@@ -232,6 +232,20 @@ class _DomainScores:
         return per_domain[of if nodes is None else of[nodes]]
 
 
+@dataclass(eq=False)
+class _KeptMatches:
+    """The selections each pod profile matches (as positions in `keys`), kept across cycles
+    beside the snapshot cache (Snapshot.rule_tables) while what decides them stays: the
+    selections' (namespace, selector) in order, and the label keys a profile holds the values of."""
+
+    keys: list[tuple[str, LabelSelector]]
+    label_keys: tuple[str, ...] | None
+    by_profile: dict[Profile, tuple[int, ...]] = field(default_factory=dict)
+
+
+KEPT_MATCHES = "podtopologyspread-matches"      # its Snapshot.rule_tables key
+
+
 class TopologySpreadRule(CountingRule):
     """The session's PodTopologySpread state: predicates turns its filter on (`filter_on`),
     nodeorder its scorer (`weight`)."""
@@ -245,6 +259,8 @@ class TopologySpreadRule(CountingRule):
         self.weight = 0.0
         self._reading = reading(ssn)
         self._selections: dict[tuple[str, LabelSelector], _Selection] = {}
+        self._selection_list: list[_Selection] = []        # in the order made
+        self._position: dict[int, int] = {}                # id(selection) -> its place in _selection_list
         self._by_namespace: dict[str, SelectorIndex[_Selection]] = {}
         self._matches: dict[Profile, list[_Selection]] = {}
         self._task_matches: dict[int, list[_Selection]] = {}     # per task, and per class (Reading.alike)
@@ -259,6 +275,9 @@ class TopologySpreadRule(CountingRule):
                 for c in pod.rules.spread:
                     if c.selector is not None and (c.selector.match_labels or c.selector.match_expressions):
                         self._selection(pod.namespace, c.selector)
+        # Every selection is made by now (a class's are its head's): the profile matches of the
+        # cycle before hold while the selections do.
+        self._kept = self._kept_matches()
         if self._selections:
             for alike in placed_groups(ssn):
                 if len(alike.live):
@@ -277,6 +296,8 @@ class TopologySpreadRule(CountingRule):
         found = self._selections.get(key)
         if found is None:
             found = self._selections[key] = _Selection(namespace, selector, {})
+            self._position[id(found)] = len(self._selection_list)
+            self._selection_list.append(found)
             self._by_namespace.setdefault(namespace, SelectorIndex()).add(found, selector)
         return found
 
@@ -285,10 +306,29 @@ class TopologySpreadRule(CountingRule):
             key = profile(self.snap, pod)
         found = self._matches.get(key)
         if found is None:
-            index = self._by_namespace.get(pod.namespace)
-            found = self._matches[key] = [s for s in index.candidates(pod.labels)
-                                          if s.selector.matches(pod.labels)] if index is not None else []
+            selections = self._selection_list
+            # A selection made after the session opened is not among the kept ones.
+            kept = self._kept if len(selections) == len(self._kept.keys) else None
+            at = kept.by_profile.get(key) if kept is not None else None
+            if at is None:
+                index = self._by_namespace.get(pod.namespace)
+                position = self._position
+                at = tuple(sorted(position[id(s)] for s in index.candidates(pod.labels)
+                                  if s.selector.matches(pod.labels))) if index is not None else ()
+                if kept is not None:
+                    kept.by_profile[key] = at
+            found = self._matches[key] = [selections[i] for i in at]
         return found
+
+    def _kept_matches(self) -> _KeptMatches:
+        """The profile matches kept across cycles (see _KeptMatches), emptied where the
+        selections or the label keys changed."""
+        keys = list(self._selections)
+        tables = self.snap.rule_tables
+        kept = tables.get(KEPT_MATCHES)
+        if kept is None or kept.label_keys != self.snap.label_keys or kept.keys != keys:
+            kept = tables[KEPT_MATCHES] = _KeptMatches(keys, self.snap.label_keys)
+        return kept
 
     def _eligible_for(self, cid: int, keys: tuple[str, ...], c: SpreadConstraint) -> _Eligible:
         """Constraint c's eligible nodes for class cid, among the nodes with every one of `keys`
