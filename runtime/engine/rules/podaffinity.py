@@ -213,15 +213,13 @@ class PodAffinityRule(CountingRule):
         # once per class for pending tasks (Reading.alike).
         self._task_moves: dict[int, tuple[list[_Group], list[_Hold]]] = {}
         self._class_moves: dict[int, tuple[list[_Group], list[_Hold]]] = {}
+        # A rules object's groups (affinity, anti-affinity, signed preferred), by identity: made
+        # here for every class, read again by _class without hashing the terms again.
+        self._rules_groups: dict[int, tuple[_Group | None, list[_Group], list[tuple[float, _Group]]]] = {}
         for cls in snap.classes:
             rules = snap.pods[cls.head].rules if cls.head >= 0 else None
             if rules:
-                if rules.affinity:
-                    self._group(rules.affinity)
-                for term in rules.anti_affinity:
-                    self._group((term,))
-                for w in (*rules.preferred_affinity, *rules.preferred_anti_affinity):
-                    self._group((w.term,))
+                self._groups_of(rules)
         # Every group is made by now (a class's are its head's terms): the profile matches of
         # the cycle before hold while the terms do.
         self._kept = self._kept_matches()
@@ -252,6 +250,18 @@ class PodAffinityRule(CountingRule):
             # A pod must match every term: any term's required pair finds the candidates.
             self._group_index.add(group, next((t.selector for t in terms if t.selector is not None), None))
         return group
+
+    def _groups_of(self, rules: PodRules) -> tuple[_Group | None, list[_Group], list[tuple[float, _Group]]]:
+        """The groups of a rules object's terms, in the order made (kept by identity: the rules
+        object lives as long as the session)."""
+        found = self._rules_groups.get(id(rules))
+        if found is None:
+            affinity = self._group(rules.affinity) if rules.affinity else None
+            anti = [self._group((t,)) for t in rules.anti_affinity]
+            preferred = [(float(w.weight), self._group((w.term,))) for w in rules.preferred_affinity]
+            preferred += [(-float(w.weight), self._group((w.term,))) for w in rules.preferred_anti_affinity]
+            found = self._rules_groups[id(rules)] = (affinity, anti, preferred)
+        return found
 
     def _holds_of(self, rules: PodRules) -> list[_Hold]:
         found = self._carried_by_id.get(id(rules))
@@ -314,12 +324,12 @@ class PodAffinityRule(CountingRule):
             pod = self.snap.pods[self.snap.classes[cid].head]
             rules = pod.rules
             if rules:
-                if rules.affinity:
-                    ct.affinity = self._group(rules.affinity)
-                    ct.self_affine = ct.affinity.matches(pod, self.ns_labels)
-                ct.anti = [self._group((t,)) for t in rules.anti_affinity]
-                ct.preferred = [(float(w.weight), self._group((w.term,))) for w in rules.preferred_affinity]
-                ct.preferred += [(-float(w.weight), self._group((w.term,))) for w in rules.preferred_anti_affinity]
+                affinity, anti, preferred = self._groups_of(rules)
+                if affinity is not None:
+                    ct.affinity = affinity
+                    ct.self_affine = affinity.matches(pod, self.ns_labels)
+                ct.anti = list(anti)
+                ct.preferred = list(preferred)
             for group in {id(g): g for g in (ct.affinity, *ct.anti, *(g for _, g in ct.preferred)) if g}.values():
                 group.users.append(cid)
             if ct.affinity is not None and ct.self_affine:

@@ -260,6 +260,7 @@ class TopologySpreadRule(CountingRule):
         self._reading = reading(ssn)
         self._selections: dict[tuple[str, LabelSelector], _Selection] = {}
         self._selection_list: list[_Selection] = []        # in the order made
+        self._selection_by_id: dict[tuple[str, int], tuple[_Selection, LabelSelector]] = {}
         self._position: dict[int, int] = {}                # id(selection) -> its place in _selection_list
         self._by_namespace: dict[str, SelectorIndex[_Selection]] = {}
         self._matches: dict[Profile, list[_Selection]] = {}
@@ -292,6 +293,12 @@ class TopologySpreadRule(CountingRule):
                         selection.total += len(rows)
 
     def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
+        # Found again by the selector object's identity first (a selector's hash walks its terms);
+        # the object is held beside, so its id is not another's.
+        by_id = (namespace, id(selector))
+        held = self._selection_by_id.get(by_id)
+        if held is not None and held[1] is selector:
+            return held[0]
         key = (namespace, selector)
         found = self._selections.get(key)
         if found is None:
@@ -299,6 +306,7 @@ class TopologySpreadRule(CountingRule):
             self._position[id(found)] = len(self._selection_list)
             self._selection_list.append(found)
             self._by_namespace.setdefault(namespace, SelectorIndex()).add(found, selector)
+        self._selection_by_id[by_id] = (found, selector)
         return found
 
     def _matching(self, pod: Pod, key: Profile | None = None) -> list[_Selection]:
