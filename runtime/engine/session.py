@@ -153,7 +153,9 @@ class ClassPlacement:
             else:
                 self.mask[nodes] = codes
         if self.scorers:
-            extra = sum(rule.score(self.cid, nodes) for rule in self.scorers)
+            scorers = self.scorers      # one scorer's array as it is (sum() would copy it once more)
+            extra = scorers[0].score(self.cid, nodes) if len(scorers) == 1 else \
+                sum(rule.score(self.cid, nodes) for rule in scorers)
             if nodes is None:
                 np.add(self.static_score, extra, out=self.score)
             else:
