@@ -139,8 +139,13 @@ class _Spread:
 
     def reset_low(self) -> None:
         """`low` and `at_low` from the counts (a pass over the domains)."""
-        self.low = self.minimum()
-        self.at_low = 0 if self.floored() else int((self.count[self.present] == self.low).sum())
+        if self.floored():
+            self.low, self.at_low = 0, 0
+            return
+        # Every domain has an eligible node (the common case): the counts need no selection.
+        counts = self.count if self.domains_present == len(self.count) else self.count[self.present]
+        low = int(counts.min())
+        self.low, self.at_low = low, int((counts == low).sum())
 
     def step(self, d: int, step: int) -> tuple[int, int]:
         """Count `step` pods more in domain d (eligible); returns (the domain's count before, the
