@@ -29,7 +29,8 @@ import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import (
-    ONE_NODE_CODES, CountingRule, Profile, SelectorIndex, placed_groups, profile, reading,
+    ONE_NODE_CODES, CountingRule, KeptMatches, Profile, SelectorIndex, kept_matches, placed_groups, profile,
+    reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
@@ -146,18 +147,6 @@ class _Hold:
     weight: int
     counts: _Counts
     matched: list[int] = field(default_factory=list)  # classes the term matches
-
-
-@dataclass(eq=False)
-class _KeptMatches:
-    """The groups each pod profile matches (as positions in `terms`), kept across cycles beside
-    the snapshot cache (Snapshot.rule_tables) while what decides them stays: the groups' terms,
-    in order, and the label keys a profile holds the values of. Not kept when a term selects
-    namespaces by their labels (a Namespace's labels change without a pod changing)."""
-
-    terms: list[tuple[PodAffinityTerm, ...]]
-    label_keys: tuple[str, ...] | None
-    by_profile: dict[Profile, tuple[int, ...]] = field(default_factory=dict)
 
 
 KEPT_MATCHES = "podaffinity-matches"      # its Snapshot.rule_tables key
@@ -285,17 +274,14 @@ class PodAffinityRule(CountingRule):
             self._hold_index.add(hold, term.selector)
         return hold
 
-    def _kept_matches(self) -> _KeptMatches | None:
-        """The profile matches kept across cycles (see _KeptMatches), emptied where the terms or
-        the label keys changed."""
+    def _kept_matches(self) -> KeptMatches | None:
+        """The groups each profile matches, kept across cycles (pods.KeptMatches, made from the
+        groups' terms); not kept when a term selects namespaces by their labels (a Namespace's
+        labels change without a pod changing)."""
         terms = list(self._groups)
         if any(t.namespace_selector is not None for group in terms for t in group):
             return None
-        tables = self.snap.rule_tables
-        kept = tables.get(KEPT_MATCHES)
-        if kept is None or kept.label_keys != self.snap.label_keys or kept.terms != terms:
-            kept = tables[KEPT_MATCHES] = _KeptMatches(terms, self.snap.label_keys)
-        return kept
+        return kept_matches(self.snap, KEPT_MATCHES, terms)
 
     def _matching(self, pod: Pod, key: Profile | None = None) -> list[_Group]:
         """The groups whose terms all match the pod, in the order they were made (cached by its
@@ -306,7 +292,7 @@ class PodAffinityRule(CountingRule):
         if found is None:
             groups = self._group_list
             # A group made after the session opened is not among the kept terms.
-            kept = self._kept if self._kept is not None and len(groups) == len(self._kept.terms) else None
+            kept = self._kept if self._kept is not None and len(groups) == len(self._kept.made_from) else None
             at = kept.by_profile.get(key) if kept is not None else None
             if at is None:
                 position = self._position

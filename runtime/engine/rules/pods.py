@@ -12,7 +12,7 @@ group however many there are.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Hashable, TypeVar
 
 import numpy as np
@@ -30,6 +30,27 @@ def profile(snap: Snapshot, pod: Pod) -> Profile:
     labels = pod.labels
     keys = snap.label_keys or ()
     return pod.namespace, tuple([labels.get(k) for k in keys])
+
+
+@dataclass(eq=False)
+class KeptMatches:
+    """Which of a rule's selectors (as positions in `made_from`) each pod profile matches, kept
+    across cycles beside the snapshot cache (Snapshot.rule_tables) while what decides them stays:
+    the selectors, in order, and the label keys a profile holds the values of."""
+
+    made_from: list
+    label_keys: tuple[str, ...] | None
+    by_profile: dict[Profile, tuple[int, ...]] = field(default_factory=dict)
+
+
+def kept_matches(snap: Snapshot, table: str, made_from: list) -> KeptMatches:
+    """The snapshot cache's KeptMatches under `table`, made anew (empty) where the selectors or
+    the label keys changed."""
+    tables = snap.rule_tables
+    kept = tables.get(table)
+    if kept is None or kept.label_keys != snap.label_keys or kept.made_from != made_from:
+        kept = tables[table] = KeptMatches(made_from, snap.label_keys)
+    return kept
 
 
 class Reading:

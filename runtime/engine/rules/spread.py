@@ -35,7 +35,9 @@ import numpy as np
 from runtime.cluster.model import Pod, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
-from runtime.engine.rules.pods import CountingRule, Profile, SelectorIndex, placed_groups, profile, reading
+from runtime.engine.rules.pods import (
+    CountingRule, KeptMatches, Profile, SelectorIndex, kept_matches, placed_groups, profile, reading,
+)
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
 
@@ -237,17 +239,6 @@ class _DomainScores:
         return per_domain[of if nodes is None else of[nodes]]
 
 
-@dataclass(eq=False)
-class _KeptMatches:
-    """The selections each pod profile matches (as positions in `keys`), kept across cycles
-    beside the snapshot cache (Snapshot.rule_tables) while what decides them stays: the
-    selections' (namespace, selector) in order, and the label keys a profile holds the values of."""
-
-    keys: list[tuple[str, LabelSelector]]
-    label_keys: tuple[str, ...] | None
-    by_profile: dict[Profile, tuple[int, ...]] = field(default_factory=dict)
-
-
 KEPT_MATCHES = "podtopologyspread-matches"      # its Snapshot.rule_tables key
 
 
@@ -321,7 +312,7 @@ class TopologySpreadRule(CountingRule):
         if found is None:
             selections = self._selection_list
             # A selection made after the session opened is not among the kept ones.
-            kept = self._kept if len(selections) == len(self._kept.keys) else None
+            kept = self._kept if len(selections) == len(self._kept.made_from) else None
             at = kept.by_profile.get(key) if kept is not None else None
             if at is None:
                 index = self._by_namespace.get(pod.namespace)
@@ -333,15 +324,10 @@ class TopologySpreadRule(CountingRule):
             found = self._matches[key] = [selections[i] for i in at]
         return found
 
-    def _kept_matches(self) -> _KeptMatches:
-        """The profile matches kept across cycles (see _KeptMatches), emptied where the
-        selections or the label keys changed."""
-        keys = list(self._selections)
-        tables = self.snap.rule_tables
-        kept = tables.get(KEPT_MATCHES)
-        if kept is None or kept.label_keys != self.snap.label_keys or kept.keys != keys:
-            kept = tables[KEPT_MATCHES] = _KeptMatches(keys, self.snap.label_keys)
-        return kept
+    def _kept_matches(self) -> KeptMatches:
+        """The selections each profile matches, kept across cycles (pods.KeptMatches, made from
+        the selections' (namespace, selector))."""
+        return kept_matches(self.snap, KEPT_MATCHES, list(self._selections))
 
     def _eligible_for(self, cid: int, keys: tuple[str, ...], c: SpreadConstraint) -> _Eligible:
         """Constraint c's eligible nodes for class cid, among the nodes with every one of `keys`
