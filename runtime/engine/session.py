@@ -30,7 +30,7 @@ placement tree re-keys just those. Classes no stateful rule concerns pay nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -128,10 +128,7 @@ class ClassPlacement:
             # A placement re-asks about the node or few it touched: combined in Python, without
             # the numpy calls' fixed costs (combine_into's answers).
             codes = [MASK_PASS] * len(nodes) if self.static_passes else self.static_mask[nodes].tolist()
-            for rule in self.filters:
-                for i, other in enumerate(rule.codes(self.cid, nodes).tolist()):
-                    mine = codes[i]
-                    codes[i] = (mine | other) if mine & other & MASK_PASS else MASK_FAIL
+            combine_few(codes, self.filters, self.cid, nodes)
             mask = self.mask
             for row, code in zip(nodes.tolist(), codes):
                 mask[row] = code
@@ -184,6 +181,17 @@ def combine_into(codes: np.ndarray, other: np.ndarray) -> None:
     passing &= MASK_PASS         # 1 where both pass (MASK_FAIL is 0)
     codes |= other
     codes *= passing
+
+
+def combine_few(codes: list[int], filters: Sequence[StatefulRule], cid: int, nodes: np.ndarray) -> list[int]:
+    """`codes` (of `nodes`, a list) combined with each filter's answers for class cid as
+    combine_into combines them, in place and returned: for a node or few, in Python, without the
+    numpy calls' fixed costs."""
+    for rule in filters:
+        for i, other in enumerate(rule.codes(cid, nodes).tolist()):
+            mine = codes[i]
+            codes[i] = (mine | other) if mine & other & MASK_PASS else MASK_FAIL
+    return codes
 
 
 @dataclass(frozen=True)
@@ -808,12 +816,7 @@ class Session:
             rows = [row for row in offered if row not in known]
             known.update(rows)
             at = np.array(rows, dtype=np.int64)
-            codes = static[at].tolist()
-            for rule in cp.filters:      # combined as combine_into combines them
-                for i, other in enumerate(rule.codes(cid, at).tolist()):
-                    mine = codes[i]
-                    codes[i] = (mine | other) if mine & other & MASK_PASS else MASK_FAIL
-            mask[at] = codes
+            mask[at] = combine_few(static[at].tolist(), cp.filters, cid, at)
         got = tree.place_masked(cp.view, SHARED_BUDGET)
         assert got == 1 and int(tree.out_nodes[0]) == offered[0], "the node offered is the node placed on"
         return tree
@@ -841,12 +844,9 @@ class Session:
         else:
             cp.seen = self.ledger.log_n
 
-    def _fresh_fits(self, req: np.ndarray, logged: int, key: bytes | None = None):
-        """The NodeFits of request `req` (`key`: its bytes, when the caller has them), brought up
-        to the ledger's log position `logged` (every node afresh when many changed since its
-        last use, as a tree)."""
-        if key is None:
-            key = req.tobytes()
+    def _fresh_fits(self, req: np.ndarray, logged: int, key: bytes):
+        """The NodeFits of request `req` (`key`: its bytes), brought up to the ledger's log
+        position `logged` (every node afresh when many changed since its last use, as a tree)."""
         fits = self.node_fits.get(key)
         if fits is None:
             fits = self.node_fits[key] = self.k.NodeFits(self.snap.allocatable, self.used, self.releasing,

@@ -19,7 +19,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -323,20 +323,19 @@ def _chunked_body_file(response: Any) -> BinaryIO | None:
 
 def _chunk_lines(raw: BinaryIO) -> Iterator[bytes]:
     """The newline-delimited JSON of a chunked body read from `raw` (HTTP/1.1 chunked coding)."""
-    pending = b""
-    for data in chunks(raw):
-        parts = (pending + data).split(b"\n")
-        pending = parts.pop()
-        yield from parts
-    if pending.strip():
-        yield pending
+    return _split_lines(chunks(raw))
 
 
 def _lines(response: Any) -> Iterator[bytes]:
     """The newline-delimited JSON of a watch, whatever the HTTP chunks."""
+    return _split_lines(response.stream(amt=None, decode_content=False))
+
+
+def _split_lines(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of the bytes `pieces` make together, however they are cut."""
     pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        parts = (pending + chunk).split(b"\n")
+    for piece in pieces:
+        parts = (pending + piece).split(b"\n")
         pending = parts.pop()
         yield from parts
     if pending.strip():

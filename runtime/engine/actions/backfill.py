@@ -17,7 +17,7 @@ import numpy as np
 from runtime.cluster import decisions as d
 from runtime.engine.actions import topology
 from runtime.engine.actions.bundles import (DEFAULT_MAX_DOMAINS, Turn, asks_hard_topology, asks_soft_topology,
-                                            hypernode_tiers, place_tasks, within_hypernodes)
+                                            held_by_hypernodes, hypernode_tiers, place_tasks, within_hypernodes)
 from runtime.engine.actions.common import eligible_jobs, failure_reason, place_run
 from runtime.engine.session import Session
 from runtime.engine.snapshot import PENDING, PIPELINED
@@ -43,7 +43,7 @@ def run(ssn: Session) -> None:
                 if turn is not None:
                     turn.stmt.commit()
                     continue
-                if hard or ssn.snap.hypernodes is None or ssn.snap.hypernodes.blocking:
+                if hard or held_by_hypernodes(ssn, j):
                     # Hard: none fits within its tier. Either: allocate holds the job for its HyperNodes.
                     _topology_reason(ssn, j)
                     continue

@@ -93,7 +93,7 @@ def asks_soft_topology(ssn: Session, j: int) -> bool:
     return ssn.hypernode_rule is not None and asks_topology(job) and not job.podgroup.network_topology.hard
 
 
-def _held_by_hypernodes(ssn: Session, j: int) -> bool:
+def held_by_hypernodes(ssn: Session, j: int) -> bool:
     """Whether allocate holds job j, which asks for topology (itself or a sub-group policy), for
     a HyperNode cycle or second parent (actions/topology.py): an eviction for it would buy a
     reservation nothing binds."""
@@ -168,10 +168,10 @@ def within_hypernodes(ssn: Session, j: int, attempt: Callable[[np.ndarray | None
     statement not settled). A hard job: None if none. A soft job: then `attempt(None)`, as any
     job, unless the whole cluster was among the HyperNodes tried (so it lands as tight as its
     victims allow, and widens only when no tighter HyperNode makes it pipelined). Any other job:
-    `attempt(None)`. While allocate holds the job for its HyperNodes (`_held_by_hypernodes`),
+    `attempt(None)`. While allocate holds the job for its HyperNodes (`held_by_hypernodes`),
     None. A job with sub-groups (`spec.subGroupPolicy`) takes its turn sub-group by sub-group
     (`within_sub_groups`, with `group_attempt`; None without one)."""
-    if _held_by_hypernodes(ssn, j):
+    if held_by_hypernodes(ssn, j):
         return None
     if j in ssn.snap.sub_groups:
         return within_sub_groups(ssn, j, group_attempt, limit) if group_attempt is not None else None

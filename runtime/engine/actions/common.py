@@ -56,18 +56,13 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     placement's effect on the rules (and so on the class's next node) taken in first."""
     cid = int(ssn.snap.task_class[run[0]])
     cp = ssn.placement(cid)
-    if cp.lazy:     # one at a time by its shared tree, its codes asked only where it looks
-        placed = 0
-        while placed < limit and cp.lazy:
-            tree = ssn.place_lazy(cp)
-            if tree is None:
-                return placed
-            stmt.placed(run[placed:placed + 1], tree.out_nodes, tree.out_kinds, 1)
-            ssn.placed_by(cp)
-            placed += 1
-        if placed == limit:
-            return placed
-        return placed + place_run(ssn, stmt, run[placed:], limit - placed)   # a tree of its own now
+    if cp.lazy:     # by its shared tree, its codes asked only where it looks
+        tree = ssn.place_lazy(cp)
+        if tree is None:
+            return 0
+        stmt.placed(run[:1], tree.out_nodes, tree.out_kinds, 1)
+        ssn.placed_by(cp)
+        return 1 if limit == 1 else 1 + place_run(ssn, stmt, run[1:], limit - 1)
     cp = ssn.refresh(cp)
     if not cp.stateful or cp.unchanged:
         placed = cp.tree.place(limit)

@@ -68,7 +68,6 @@ class _Eligible:
 
     eligible: np.ndarray              # (N,) bool
     present: np.ndarray               # (D,) bool: the domain has an eligible node
-    of_eligible: np.ndarray           # domains.of[eligible]
     domains_present: int              # present.sum()
     # Per node row its domain where eligible, else -1 (what a placement reads, as a list).
     eligible_domain: list[int] = field(default_factory=list)
@@ -102,18 +101,8 @@ class _Spread:
         domains = self.domains_present
         return not domains or bool(self.constraint.min_domains and domains < self.constraint.min_domains)
 
-    def minimum(self) -> int:
-        if self.floored():
-            return 0
-        return int(self.count[self.present].min())
-
-    def refresh_codes(self, counted: bool = True) -> None:
-        """`codes` from the counts; `counted` False: every count is 0 (a new class's, before any
-        pod it counts is placed), every domain alike."""
-        if not counted:
-            passes = self.self_match - self.low <= self.constraint.max_skew
-            self.codes = _uniform_codes(self.domains.count, passes).copy()
-            return
+    def refresh_codes(self) -> None:
+        """`codes` from the counts."""
         codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
         codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
         self.codes = codes
@@ -359,7 +348,7 @@ class TopologySpreadRule(CountingRule):
             present = present[:domains.count] if domains.count else present[:0]
             for array in (eligible, present, of_eligible):
                 array.flags.writeable = False        # shared by the classes alike
-            found = _Eligible(eligible, present, of_eligible, int(present.sum()),
+            found = _Eligible(eligible, present, int(present.sum()),
                               np.where(eligible, domains.of, -1).tolist())
             if key is not None:
                 self._eligible[key] = found

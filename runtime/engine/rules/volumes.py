@@ -86,7 +86,6 @@ class _Shape:
     whether their class provisions for each node and, per node, how many candidates are still
     free there."""
 
-    key: tuple                    # claim_shape
     candidates: list[int]         # PV indices (VolumeTables.pvs)
     everywhere: list[int]
     by_node: dict[int, list[int]]
@@ -429,7 +428,7 @@ class VolumeRule(StatefulRule):
             if key in pv_keys[i]:
                 self._add_free(free, i, -1)
         s = self._shape_index[key] = len(self.shapes)
-        self.shapes.append(_Shape(key, found.candidates, found.everywhere, found.by_node,
+        self.shapes.append(_Shape(found.candidates, found.everywhere, found.by_node,
                                   self._provision_mask(claim), free))
         return s
 
@@ -843,14 +842,6 @@ class VolumeRule(StatefulRule):
                 identities = tuple(dict.fromkeys(out))
             found = self._task_claims[t] = (tuple(uses[i].claim for i in plan.rwop), identities)
         return found
-
-    def _identities(self, uses: tuple[ClaimUse, ...]) -> tuple[tuple[str, str], ...]:
-        out = []
-        for u in uses:
-            ident = attach_identity(u.volume if u.mode == BOUND else None, u.claim, self.storage)
-            if ident is not None:
-                out.append(ident)
-        return tuple(dict.fromkeys(out))
 
     def _use(self, claims, attached, node: int, step: int, leaving: bool) -> None:
         """Count a pod's claims (ReadWriteOncePod users) and attached volumes on `node`."""
