@@ -295,3 +295,29 @@ def test_backfill_places_a_soft_jobs_best_effort_pods_beside_its_placed_pod(pure
         decisions = cycle(GANG_PREEMPT, state, pure)
         where = {b.node for b in decisions.bindings}
         assert len(decisions.bindings) == 2 and where <= expect, (topology, slots, where)
+
+
+def test_backfill_keeps_as_many_of_a_soft_jobs_best_effort_pods_as_fit(pure):
+    """backfill: when not all of a soft job's pods that request nothing fit anywhere together,
+    as many as fit are placed (one pod slot free on each of n0, n1 and n3: three of four), and
+    the fourth waits with a reason; none is placed twice."""
+    from runtime.cluster.model import PodGroup
+    from runtime_helpers import GiB, node, pod
+    from test_gang_preempt import GANG_PREEMPT, switches
+
+    state = ClusterState()
+    for i, slots in enumerate((1, 1, 2, 2)):
+        node(state, f"n{i}", cpu=1000, memory=8 * GiB, pods=slots)
+    switches(state)
+    for n in ("n2", "n3"):
+        pod(state, f"busy-{n}", cpu=600, memory=4 * GiB, node_name=n, priority=LOW)
+    state.add_podgroup(PodGroup("ns", "job", min_member=1, phase="Running", uid="pg-job", network_topology=SOFT))
+    pod(state, "job-run", cpu=0, memory=0, group="job", node_name="n2", priority=LOW)
+    for i in range(4):
+        pod(state, f"job-be-{i}", cpu=0, memory=0, group="job", priority=LOW)
+    decisions = cycle(GANG_PREEMPT, state, pure)
+    where = sorted(b.node for b in decisions.bindings)
+    assert where == ["n0", "n1", "n3"], where
+    assert len({b.pod for b in decisions.bindings}) == 3
+    left = {b.pod for b in decisions.bindings} ^ {f"ns/job-be-{i}" for i in range(4)}
+    assert len(left) == 1 and left <= {u.pod for u in decisions.unschedulable}, (left, decisions.unschedulable)

@@ -35,9 +35,10 @@ def run(ssn: Session) -> None:
             if hard or asks_soft_topology(ssn, j):
                 def attempt(rows, j=j) -> Turn | None:
                     stmt, placed_all = _turn(ssn, j)
-                    if not placed_all:
+                    if not placed_all and rows is not None:
                         stmt.discard()
                         return None
+                    # rows None: a soft job's turn anywhere, which keeps as many as fit.
                     return Turn(stmt, zeros, ())
                 turn = within_hypernodes(ssn, j, attempt, DEFAULT_MAX_DOMAINS)
                 if turn is not None:
@@ -47,7 +48,8 @@ def run(ssn: Session) -> None:
                     # Hard: none fits within its tier. Either: allocate holds the job for its HyperNodes.
                     _topology_reason(ssn, j)
                     continue
-                # Soft, and not all fit together anywhere: as many as fit, as a job without topology.
+                # Soft, the whole cluster among its HyperNodes and not all fit together there:
+                # as many as fit, as a job without topology.
             stmt, _ = _turn(ssn, j)
             stmt.commit()
 
