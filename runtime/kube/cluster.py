@@ -684,6 +684,7 @@ class KubeCluster:
             outage.succeeded(key)
         else:
             outage.failed(cause_of(str(error), error.status), key)
+
     def _write_pod_conditions(self, decisions: d.Decisions, state: ClusterState) -> int:
         """PodScheduled=False on the pods that wait (podconditions.py); how many writes went out."""
         if self.pod_conditions is None or not (decisions.unschedulable or decisions.pipelined):
