@@ -1492,7 +1492,7 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
     ok = True
     if 5 in wanted:
         out = result["settled"] = settled_cycles(plan, 1000 // scale, 10000 // scale, 200 // scale, args.repeat)
-        print(f"settled: " + ", ".join(f"{n} {out[n]['cycle_s'] * 1000:.1f} ms" for n in ("listed", "folded", "counted"))
+        print("settled: " + ", ".join(f"{n} {out[n]['cycle_s'] * 1000:.1f} ms" for n in ("listed", "folded", "counted"))
               + f"; identical decisions: {out['identical_decisions']}")
         ok &= out["identical_decisions"]
     runs = [(6, "placement_rules", lambda: rules_cycles(plan, 5000 // scale, 20000 // scale, 50 // scale, args.repeat)),

@@ -29,9 +29,7 @@ def _asks_vgpu(container: Any) -> bool:
 def vgpu_container_problem(obj: dict) -> str | None:
     """The field to name when the pod's vGPU ask cannot be written one device list per container."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    containers = spec.get("containers") if isinstance(spec.get("containers"), list) else []
     init = spec.get("initContainers") if isinstance(spec.get("initContainers"), list) else []
-    asking = [f"spec.containers[{i}]" for i, c in enumerate(containers) if _asks_vgpu(c)]
     asking_init = [f"spec.initContainers[{i}]" for i, c in enumerate(init) if _asks_vgpu(c)]
     if asking_init:
         return f"volcano.sh/vgpu-* in an init container ({', '.join(asking_init)})"

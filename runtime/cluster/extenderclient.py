@@ -102,7 +102,7 @@ class ExtenderClient:
             if left < self.timeout_s:    # the budget ends first: a call it cuts short says so
                 try:
                     return self._post(url, body, left, want_answer)
-                except ExtenderError as err:
+                except ExtenderError:
                     if monotonic() - started >= left:
                         raise ExtenderError(f"{url}: no answer before the extender's time for this cycle "
                                             f"({cycle.budget_s:g} s) was spent") from None

@@ -51,13 +51,15 @@ exclusive pods' cards.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:   # annotations only
+    from runtime.cluster.model import Pod
 
 REGISTER = "volcano.sh/node-vgpu-register"
 VGPU_NUMBER = "volcano.sh/vgpu-number"
@@ -374,7 +376,6 @@ def build_vgpu_inventory(node_objects: list, pods, node_pos: Mapping[str, int],
             continue
         ni = node_pos[pod.node_name]
         on_node = range(first[ni], first[ni] + int(np.count_nonzero(inv.card_node == ni)))
-        need = vgpu_need(pod.requests)
         needs = [n for n in vgpu_needs(pod) for _ in range(n.cards)]   # a device's ask, in order
         exclusive = bool(rules) and is_exclusive(pod.labels, rules)
         for i, mem, cores in vgpu_cards_held(pod, inv.uuid[on_node.start:on_node.stop]):

@@ -404,7 +404,7 @@ class BucketScore(StatefulRule):
 
     def volcano_score(self, cid: int, nodes: np.ndarray | None, offset: bool = False) -> np.ndarray:
         """Volcano's NodeOrderFn of class cid's tasks on `nodes` (all when None)."""
-        ssn, snap = self.ssn, self.ssn.snap
+        snap = self.ssn.snap
         j, b, name = self.of_class[cid]
         if cid not in self.scored:
             self.scored.add(cid)

@@ -53,7 +53,7 @@ class DraRule(StatefulRule):
         self.snap = snap = ssn.snap
         ds: DraSnapshot = snap.dra
         self.ds = ds
-        self.n = n = snap.n_nodes
+        self.n = snap.n_nodes
         self.inv: Inventory = ds.inventory if ds.inventory is not None else build_inventory(ds.dra)
         rows = {name: i for i, name in enumerate(snap.node_names)}
         self._node_row = rows
