@@ -33,7 +33,7 @@ from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
 from runtime.engine.podscan import PlacedGrouping, PodScanMemo
 from runtime.cluster.model import (
     MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, QUEUE_ANNOTATION, ClusterState, NetworkTopology, Node, Pod,
-    SettledPods, Taint,
+    PodRules, SettledPods, Taint,
 )
 from runtime.cluster.dra import ClaimProblem, DraSnapshot, dra_snapshot
 from runtime.cluster.draalloc import build_inventory
@@ -186,6 +186,9 @@ class Snapshot:
     placed_pods: list[Pod] = field(default_factory=list)
     placed_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     rule_pods: list[Pod] = field(default_factory=list)
+    # The distinct rules objects of rule_pods (by identity; a template's pods share one), in the
+    # order first seen: the rules make their terms' tables from these, not from every pod.
+    rule_objects: list[PodRules] = field(default_factory=list)
     label_keys: tuple[str, ...] | None = None
     # The placed pods grouped for the rules, kept across cycles by the snapshot cache
     # (runtime.engine.podscan.PlacedGrouping); None: the rules group them (runtime.engine.rules.pods).
@@ -302,19 +305,20 @@ class SnapshotCache:
             cached = self._positions = (state.node_generation, {name: i for i, name in enumerate(sorted(state.nodes))})
         return cached[1]
 
-    def rule_reading(self, rule_pods: list[Pod]) -> tuple[tuple[str, ...], SelectorSet]:
-        """rule_label_keys and rule_selectors of these pods, kept while their distinct rules
-        objects are the same ones (PodRules are frozen: the same objects read the same keys and
-        selectors; the selectors' numbers only tell them apart, and a kept SelectorSet keeps what
-        it matched). The objects are held, so an id is not taken by another meanwhile."""
+    def rule_reading(self, rule_pods: list[Pod]) -> tuple[tuple[str, ...], SelectorSet, list[PodRules]]:
+        """rule_label_keys, rule_selectors and the distinct rules objects (Snapshot.rule_objects)
+        of these pods, kept while their distinct rules objects are the same ones (PodRules are
+        frozen: the same objects read the same keys and selectors; the selectors' numbers only
+        tell them apart, and a kept SelectorSet keeps what it matched). The objects are held, so
+        an id is not taken by another meanwhile."""
         ids = frozenset(map(id, map(_RULES_OF, rule_pods)))
         kept = self._rule_reading
         if kept is not None and kept[0] == ids:
-            return kept[2], kept[3]
+            return kept[2], kept[3], kept[1]
         keys = rule_label_keys(rule_pods)
         selectors = rule_selectors(rule_pods, keys)
-        self._rule_reading = (ids, list({id(r): r for r in map(_RULES_OF, rule_pods)}.values()), keys, selectors)
-        return keys, selectors
+        self._rule_reading = (ids, distinct_rules(rule_pods), keys, selectors)
+        return keys, selectors, self._rule_reading[1]
 
     def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
         cached = self._nodes
@@ -437,10 +441,10 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     request = shapes[task_shape]
     task_priority = scan.priority[tasks.order]
     status = scan.status[tasks.order]
-    label_keys, selectors = None, None
+    label_keys, selectors, rule_objects = None, None, []
     if scan.rule_pods:
-        label_keys, selectors = ((rule_label_keys(scan.rule_pods), None) if once
-                                 else cache.rule_reading(scan.rule_pods))
+        label_keys, selectors, rule_objects = ((rule_label_keys(scan.rule_pods), None, distinct_rules(scan.rule_pods))
+                                               if once else cache.rule_reading(scan.rule_pods))
         if selectors is None:
             selectors = rule_selectors(scan.rule_pods, label_keys)
     volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state)) if scan.volume_pods else None
@@ -540,6 +544,7 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
             snapshot.placed_pods += [p for p, good in zip(extra, ok.tolist()) if good]
             snapshot.placed_rows = np.concatenate([snapshot.placed_rows, rows_of[ok]])
         snapshot.rule_pods = scan.rule_pods
+        snapshot.rule_objects = rule_objects
         snapshot.label_keys = label_keys
         if not once and state.settled is None:     # the placed pods are the kept scan's
             snapshot.placed_grouping = cache.pods.placed_grouping(label_keys or ())
@@ -781,6 +786,11 @@ def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: Cluster
     if not added:
         return job_first
     return np.concatenate([job_first, np.full(added, job_first[-1], dtype=np.int64)])
+
+
+def distinct_rules(rule_pods: list[Pod]) -> list[PodRules]:
+    """The pods' rules objects, each once (by identity), in the order first seen."""
+    return list({id(r): r for r in map(_RULES_OF, rule_pods)}.values())
 
 
 def rule_label_keys(rule_pods: list[Pod]) -> tuple[str, ...]:

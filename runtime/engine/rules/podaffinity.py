@@ -22,15 +22,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import operator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import (
-    ONE_NODE_CODES, CountingRule, KeptMatches, Profile, SelectorIndex, kept_matches, placed_groups, profile,
-    reading,
+    ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, keep_counts,
+    kept_counts, kept_matches, placed_changes, placed_groups, profile, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
@@ -49,7 +48,6 @@ DEFAULT_HARD_WEIGHT = 1
 # What a pod carrying a term does to others: repels them (required anti-affinity), or scores
 # them up or down (kube-scheduler's symmetric weights).
 REPELS, ATTRACTS, PREFERS, AVOIDS = "repels", "attracts", "prefers", "avoids"
-_RULES_OF = operator.attrgetter("rules")
 _NO_HOLDS: list = []      # the holds of a rules object without affinity terms (shared: never changed)
 
 
@@ -82,22 +80,41 @@ class _Counts:
                 self.live_total += step
         return d
 
-    def add_rows(self, nodes: np.ndarray, leaving: bool) -> int:
-        """One pod on each of `nodes` (rows may repeat); returns how many counted (on nodes
-        with the key)."""
+    def add_rows(self, nodes: np.ndarray, leaving: bool, step: int = 1) -> int:
+        """`step` (1, or -1 to take them away) pods on each of `nodes` (rows may repeat);
+        returns the pods counted (on nodes with the key), times step. A domain taken to 0 is
+        dropped (kept tables would otherwise gather the domains pods ever were in)."""
         if not len(nodes):
             return 0
         d = self.domains.of[nodes]
         d = d[d >= 0].tolist()
         if d:
             counts = self.gone if leaving else self.live
-            for one in d:
-                counts[one] = counts.get(one, 0) + 1
-            if leaving:
-                self.gone_total += len(d)
+            if step > 0:
+                for one in d:
+                    counts[one] = counts.get(one, 0) + 1
             else:
-                self.live_total += len(d)
-        return len(d)
+                for one in d:
+                    left = counts[one] - 1
+                    if left:
+                        counts[one] = left
+                    else:
+                        del counts[one]
+            if leaving:
+                self.gone_total += step * len(d)
+            else:
+                self.live_total += step * len(d)
+        return step * len(d)
+
+    def copy(self) -> _Counts:
+        out = _Counts(self.domains, self.of)
+        out.load(self)
+        return out
+
+    def load(self, other: _Counts) -> None:
+        """Counts as `other` does (copies: a session's placements change its own)."""
+        self.live, self.gone = dict(other.live), dict(other.gone)
+        self.live_total, self.gone_total = other.live_total, other.gone_total
 
     def at_row(self, r: int) -> tuple[bool, int, int]:
         """`at` on the one node row r."""
@@ -150,6 +167,7 @@ class _Hold:
 
 
 KEPT_MATCHES = "podaffinity-matches"      # its Snapshot.rule_tables key
+KEPT_COUNTS = "podaffinity-counts"        # its Snapshot.rule_tables key for the placed pods' counts
 
 
 @dataclass
@@ -187,12 +205,13 @@ class PodAffinityRule(CountingRule):
         self._group_list: list[_Group] = []               # in the order made
         self._position: dict[int, int] = {}               # id(group) -> its place in _group_list
         self._holds: dict[tuple[PodAffinityTerm, str, int], _Hold] = {}
+        self._hold_position: dict[int, int] = {}          # id(hold) -> its place in _holds
         self._group_index: SelectorIndex[_Group] = SelectorIndex()
         self._hold_index: SelectorIndex[_Hold] = SelectorIndex()
         self._matches: dict[Profile, list[_Group]] = {}
-        # By identity: hashing a PodRules walks all its terms, and a pod's rules object lives as
-        # long as the session (equal rules objects share their holds all the same: `_hold`).
-        self._carried_by_id: dict[int, list[_Hold]] = {}
+        # By identity (the object held beside, so its id is not another's): hashing a PodRules
+        # walks all its terms (equal rules objects share their holds all the same: `_hold`).
+        self._carried_by_id: dict[int, tuple[PodRules, list[_Hold]]] = {}
         self._classes: dict[int, _ClassTerms] = {}
         self._own: dict[int, tuple[bool, bool]] = {}     # class -> _own_effect
         self._one_node: dict[str, bool] = {}             # topology key -> _one_node_domains
@@ -212,18 +231,56 @@ class PodAffinityRule(CountingRule):
         # Every group is made by now (a class's are its head's terms): the profile matches of
         # the cycle before hold while the terms do.
         self._kept = self._kept_matches()
-        carried = list(map(_RULES_OF, snap.rule_pods))      # shared by the pods of a template
-        for rules in dict(zip(map(id, carried), carried)).values():
+        for rules in snap.rule_objects:       # every pod's (shared by the pods of a template)
             self._holds_of(rules)
-        for alike in placed_groups(ssn):
-            for group in self._matching(alike.pod, alike.profile):
-                for counts in group.counts.values():
-                    group.matched += counts.add_rows(alike.live, False)
-                    counts.add_rows(alike.leaving, True)
-            if alike.rules is not None:      # None or a non-empty rules object (PlacedGroup)
-                for hold in self._holds_of(alike.rules):
-                    hold.counts.add_rows(alike.live, False)
-                    hold.counts.add_rows(alike.leaving, True)
+        self._count_placed(placed_groups(ssn))
+
+    def _count_placed(self, placed: list[PlacedGroup]) -> None:
+        """Counts the placed pods in the groups and holds: from the tables kept since the cycle
+        before (pods.KeptCounts) where they hold, brought up to date by the placed groups that
+        changed; else every group, and the tables are kept (where the matches are)."""
+        made_from = [list(self._groups), list(self._holds)]
+        kept: KeptCounts | None = kept_counts(self.snap, KEPT_COUNTS, made_from) if self._kept is not None else None
+        groups = self._group_list
+        if kept is None:
+            for alike in placed:
+                self._tally(alike, 1)
+            if self._kept is not None:
+                # Listed again: a placed pod's rules may have made a hold while counting (the
+                # tables then hold more than the next cycle's are made from, and are not taken).
+                keep_counts(self.snap, KEPT_COUNTS, [list(self._groups), list(self._holds)], (
+                    [_Group(g.terms, {k: c.copy() for k, c in g.counts.items()}, g.matched) for g in groups],
+                    [h.counts.copy() for h in self._holds.values()]), placed)
+            return
+        gone, new = placed_changes(kept, self.snap, placed)
+        for alike in gone:
+            self._tally(alike, -1, kept.tables)
+        for alike in new:
+            self._tally(alike, 1, kept.tables)
+        kept_groups, kept_holds = kept.tables
+        holds = list(self._holds.values())
+        for group, base in zip(groups, kept_groups):
+            group.matched = base.matched
+            for key, counts in group.counts.items():
+                counts.load(base.counts[key])
+        for hold, base_counts in zip(holds, kept_holds):
+            hold.counts.load(base_counts)
+
+    def _tally(self, alike: PlacedGroup, step: int, kept: tuple[list[_Group], list[_Counts]] | None = None) -> None:
+        """Counts (step 1) or takes away (-1) a group of placed pods in the session's groups and
+        holds or, given, in kept tables (a group per group and counts per hold, in their order:
+        those of a KeptCounts, made for the same groups and holds)."""
+        for group in self._matching(alike.pod, alike.profile):
+            if kept is not None:
+                group = kept[0][self._position[id(group)]]
+            for counts in group.counts.values():
+                group.matched += counts.add_rows(alike.live, False, step)
+                counts.add_rows(alike.leaving, True, step)
+        if alike.rules is not None:      # None or a non-empty rules object (PlacedGroup)
+            for hold in self._holds_of(alike.rules):
+                counts = hold.counts if kept is None else kept[1][self._hold_position[id(hold)]]
+                counts.add_rows(alike.live, False, step)
+                counts.add_rows(alike.leaving, True, step)
 
     # --- the tables ------------------------------------------------------------------------
     def _counts(self, key: str) -> _Counts:
@@ -254,23 +311,26 @@ class PodAffinityRule(CountingRule):
 
     def _holds_of(self, rules: PodRules) -> list[_Hold]:
         found = self._carried_by_id.get(id(rules))
-        if found is None:
-            if not (rules.anti_affinity or rules.affinity or rules.preferred_affinity or rules.preferred_anti_affinity):
-                # Spread or ports only (most rules objects at scale): no term, nothing to hash.
-                found = self._carried_by_id[id(rules)] = _NO_HOLDS
-                return found
+        if found is not None and found[0] is rules:
+            return found[1]
+        if not (rules.anti_affinity or rules.affinity or rules.preferred_affinity or rules.preferred_anti_affinity):
+            # Spread or ports only (most rules objects at scale): no term, nothing to hash.
+            holds = _NO_HOLDS
+        else:
             wanted = [(t, REPELS, 0) for t in rules.anti_affinity]
             wanted += [(t, ATTRACTS, self.hard_weight) for t in rules.affinity]
             wanted += [(w.term, PREFERS, w.weight) for w in rules.preferred_affinity]
             wanted += [(w.term, AVOIDS, w.weight) for w in rules.preferred_anti_affinity]
-            found = self._carried_by_id[id(rules)] = [self._hold(*item) for item in wanted]
-        return found
+            holds = [self._hold(*item) for item in wanted]
+        self._carried_by_id[id(rules)] = (rules, holds)
+        return holds
 
     def _hold(self, term: PodAffinityTerm, kind: str, weight: int) -> _Hold:
         key = (term, kind, weight)
         hold = self._holds.get(key)
         if hold is None:
             hold = self._holds[key] = _Hold(term, kind, weight, self._counts(term.topology_key))
+            self._hold_position[id(hold)] = len(self._hold_position)
             self._hold_index.add(hold, term.selector)
         return hold
 

@@ -53,6 +53,65 @@ def kept_matches(snap: Snapshot, table: str, made_from: list) -> KeptMatches:
     return kept
 
 
+@dataclass(eq=False)
+class KeptCounts(Generic[T]):
+    """A rule's counts of the placed pods as a session opens (its `tables`), kept across cycles
+    beside the snapshot cache (Snapshot.rule_tables) and brought up to date from the placed
+    groups that changed (`placed_changes`), while what else decides them stays: what the tables
+    were made for (the rule's terms or selections, in order: `made_from`), the label keys and the
+    nodes' domains (Snapshot.topology, made anew when the nodes change). A session counts its
+    placements on copies."""
+
+    made_from: list
+    label_keys: tuple[str, ...] | None
+    topology: object
+    tables: T
+    # Per placed group's number (PlacedGrouping.keys), the group the tables count: a group is
+    # made anew when one of its pods changes, so the same object means the same pods.
+    counted: dict[int, PlacedGroup] = field(default_factory=dict)
+
+
+def kept_counts(snap: Snapshot, table: str, made_from: list) -> KeptCounts | None:
+    """The snapshot cache's KeptCounts under `table` where it holds for this snapshot, else None
+    (it is dropped: the rule counts every placed group and keeps anew, `keep_counts`)."""
+    kept = snap.rule_tables.get(table)
+    if kept is not None and not (kept.topology is snap.topology and kept.label_keys == snap.label_keys
+                                 and kept.made_from == made_from and snap.placed_grouping is not None):
+        kept = snap.rule_tables[table] = None
+    return kept
+
+
+def keep_counts(snap: Snapshot, table: str, made_from: list, tables: T, groups: list[PlacedGroup]) -> None:
+    """Keeps `tables` (just made from every one of `groups`, the session's placed groups) for
+    the next cycles, where the placed pods are grouped by the snapshot cache."""
+    grouping = snap.placed_grouping
+    if grouping is not None:
+        snap.rule_tables[table] = KeptCounts(made_from, snap.label_keys, snap.topology, tables,
+                                             dict(zip(grouping.keys, groups)))
+
+
+def placed_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup]
+                   ) -> tuple[list[PlacedGroup], list[PlacedGroup]]:
+    """(groups to uncount, groups to count) to bring kept's tables to `groups` (the session's
+    placed groups, in PlacedGrouping order); kept.counted is updated."""
+    counted = kept.counted
+    gone: list[PlacedGroup] = []
+    new: list[PlacedGroup] = []
+    keys = snap.placed_grouping.keys
+    for key, group in zip(keys, groups):
+        old = counted.get(key)
+        if old is not group:
+            if old is not None:
+                gone.append(old)
+            new.append(group)
+            counted[key] = group
+    if len(counted) > len(keys):       # groups no longer placed (every one of keys is counted)
+        present = set(keys)
+        for key in [key for key in counted if key not in present]:
+            gone.append(counted.pop(key))
+    return gone, new
+
+
 class Reading:
     """What the counting rules read on each placement, as Python lists and dicts made once per
     session and shared by the rules (`reading`): indexing a list costs a tenth of reading one

@@ -36,7 +36,8 @@ from runtime.cluster.model import Pod, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
 from runtime.engine.rules.pods import (
-    CountingRule, KeptMatches, Profile, SelectorIndex, kept_matches, placed_groups, profile, reading,
+    CountingRule, KeptMatches, PlacedGroup, Profile, SelectorIndex, keep_counts, kept_counts, kept_matches,
+    placed_changes, placed_groups, profile, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
@@ -229,6 +230,7 @@ class _DomainScores:
 
 
 KEPT_MATCHES = "podtopologyspread-matches"      # its Snapshot.rule_tables key
+KEPT_COUNTS = "podtopologyspread-counts"        # its Snapshot.rule_tables key for the placed pods' counts
 
 
 class TopologySpreadRule(CountingRule):
@@ -265,17 +267,55 @@ class TopologySpreadRule(CountingRule):
         # cycle before hold while the selections do.
         self._kept = self._kept_matches()
         if self._selections:
-            for alike in placed_groups(ssn):
-                if len(alike.live):
-                    matching = self._matching(alike.pod, alike.profile)
-                    if not matching:
-                        continue
-                    rows = alike.live.tolist()
-                    for selection in matching:
-                        per_node = selection.per_node
-                        for row in rows:
-                            per_node[row] = per_node.get(row, 0) + 1
-                        selection.total += len(rows)
+            self._count_placed(placed_groups(ssn))
+
+    def _count_placed(self, placed: list[PlacedGroup]) -> None:
+        """Counts the placed pods in the selections: from the counts kept since the cycle before
+        (pods.KeptCounts; node rows stay while the nodes' domains do) where they hold, brought up
+        to date by the placed groups that changed; else every group, and the counts are kept."""
+        made_from = self._kept.made_from            # the selections, in order
+        kept = kept_counts(self.snap, KEPT_COUNTS, made_from)
+        selections = self._selection_list
+        if kept is None:
+            for alike in placed:
+                self._tally(alike, 1)
+            keep_counts(self.snap, KEPT_COUNTS, made_from,
+                        [_Selection(s.namespace, s.selector, dict(s.per_node), total=s.total) for s in selections],
+                        placed)
+            return
+        gone, new = placed_changes(kept, self.snap, placed)
+        for alike in gone:
+            self._tally(alike, -1, kept.tables)
+        for alike in new:
+            self._tally(alike, 1, kept.tables)
+        for selection, base in zip(selections, kept.tables):
+            selection.per_node, selection.total = dict(base.per_node), base.total
+
+    def _tally(self, alike: PlacedGroup, step: int, kept: list[_Selection] | None = None) -> None:
+        """Counts (step 1) or takes away (-1) the running pods of a group of placed pods in the
+        session's selections or, given, in kept ones (one per selection, in their order). A node
+        taken to 0 is dropped (kept counts would otherwise gather every node pods ever were on)."""
+        if not len(alike.live):
+            return
+        matching = self._matching(alike.pod, alike.profile)
+        if not matching:
+            return
+        rows = alike.live.tolist()
+        for selection in matching:
+            if kept is not None:
+                selection = kept[self._position[id(selection)]]
+            per_node = selection.per_node
+            if step > 0:
+                for row in rows:
+                    per_node[row] = per_node.get(row, 0) + 1
+            else:
+                for row in rows:
+                    left = per_node[row] - 1
+                    if left:
+                        per_node[row] = left
+                    else:
+                        del per_node[row]
+            selection.total += step * len(rows)
 
     def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
         # Found again by the selector object's identity first (a selector's hash walks its terms);

@@ -1,0 +1,245 @@
+"""The inter-pod rules' counts of the placed pods kept across cycles (runtime.engine.rules.pods.
+KeptCounts, in Snapshot.rule_tables beside the snapshot cache): PodAffinityRule's per group of
+terms and per carried term, TopologySpreadRule's per selection. A cycle brings them up to date
+from the placed groups that changed (a pod placed, removed or changed in place) and makes them
+anew where the nodes, the terms or selections, or the label keys changed. Each test runs a cycle
+that keeps the counts, changes one input, and asserts the next cycle with the same cache places
+as a cycle with a fresh cache does and as the change asks; each fails without its update or
+invalidation (the stale counts miss or keep a pod, or count it in another domain or node)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, SpreadConstraint, pod_changed
+from runtime.cluster.selectors import LabelSelector
+from runtime.engine.rules import podaffinity, spread
+from runtime.engine.snapshot import SnapshotCache
+from runtime_helpers import node, pod
+from test_rules_kept_matches import HOST, away_from, placed, spread_on, spread_over_hosts, two_nodes
+
+ZONE = "zone"
+
+
+@pytest.fixture(params=[False, True], ids=["compiled", "python"])
+def pure(request):
+    return request.param
+
+
+def away_by_zone(**labels: str) -> PodRules:
+    """Required zone anti-affinity to pods with these labels."""
+    return PodRules(anti_affinity=(PodAffinityTerm(ZONE, LabelSelector(tuple(labels.items())), frozenset({"ns"})),))
+
+
+def three_zoned() -> ClusterState:
+    state = ClusterState()
+    for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "b")):
+        node(state, name, cpu=8000, labels={HOST: name, ZONE: zone})
+    return state
+
+
+# --- PodAffinityRule ------------------------------------------------------------------------
+
+def test_affinity_counts_are_kept_while_nothing_changes(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    kept = cache.rule_tables[podaffinity.KEPT_COUNTS]
+    counted = dict(kept.counted)
+    assert placed(state, cache, pure) == {"p": "n2"}
+    assert cache.rule_tables[podaffinity.KEPT_COUNTS] is kept and kept.counted == counted
+
+
+def test_a_pod_placed_since_is_counted(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    pod(state, "y", labels={"app": "a"}, node_name="n2")
+    assert placed(state, cache, pure) == {}
+
+
+def test_a_pod_removed_since_is_no_longer_counted(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "fill", cpu=8000, node_name="n2")
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {}
+    state.remove_pod("ns/x")
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
+def test_a_pod_relabelled_in_place_is_counted_as_it_is(pure):
+    state = two_nodes()
+    x = pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "fill", cpu=8000, node_name="n2")
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {}
+    x.labels = {"app": "z"}
+    pod_changed(x)
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
+def test_a_carried_term_removed_since_is_no_longer_counted(pure):
+    # The placed pod repels p (its own anti-affinity term matches p): its hold is taken away.
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))
+    pod(state, "fill", cpu=8000, node_name="n2")
+    pod(state, "keep", labels={"app": "k"}, node_name="n2", rules=away_from(app="p"))
+    pod(state, "p", labels={"app": "p"})
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {}
+    state.remove_pod("ns/x")
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
+def test_other_nodes_make_the_affinity_counts_anew(pure):
+    state = three_zoned()
+    pod(state, "x", labels={"app": "a"}, node_name="n2")
+    pod(state, "p", labels={"app": "p"}, rules=away_by_zone(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n1"}
+    # n1 joins zone b: one domain now, numbered 0, which x's node was not; the kept counts hold
+    # x in the old numbering.
+    node(state, "n1", cpu=8000, labels={HOST: "n1", ZONE: "b"})
+    assert placed(state, cache, pure) == {}
+
+
+def test_other_terms_make_the_affinity_counts_anew(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "y", labels={"app": "b"}, node_name="n2")
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    # The first group now avoids app=b: its kept counts are app=a's (x on n1).
+    state.remove_pod("ns/p")
+    pod(state, "q", labels={"app": "p"}, rules=away_from(app="b"))
+    assert placed(state, cache, pure) == {"q": "n1"}
+
+
+def test_other_label_keys_make_the_affinity_counts_anew(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a", "tier": "b"}, node_name="n1")
+    pod(state, "s", labels={}, rules=spread_on("tier"), node_name="n2")
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    # Other label keys, ("aaa", "app"): z's profile holds the values x's did.
+    state.remove_pod("ns/x")
+    state.remove_pod("ns/s")
+    pod(state, "z", labels={"aaa": "a", "app": "b"}, node_name="n1")
+    pod(state, "s2", labels={}, rules=spread_on("aaa"), node_name="n2")
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
+def test_terms_selecting_namespaces_by_labels_keep_no_counts(pure):
+    state = two_nodes()
+    state.namespaces["team"] = {"kind": "blue"}
+    pod(state, "x", labels={"app": "a"}, node_name="n1", ns="team")
+    term = PodAffinityTerm(HOST, LabelSelector((("app", "a"),)), frozenset(), LabelSelector((("kind", "blue"),)))
+    pod(state, "p", labels={"app": "p"}, rules=PodRules(anti_affinity=(term,)))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    assert cache.rule_tables.get(podaffinity.KEPT_COUNTS) is None
+
+
+# --- TopologySpreadRule ---------------------------------------------------------------------
+
+def test_spread_counts_are_kept_while_nothing_changes(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    kept = cache.rule_tables[spread.KEPT_COUNTS]
+    assert placed(state, cache, pure) == {"p": "n2"}
+    assert cache.rule_tables[spread.KEPT_COUNTS] is kept and kept.tables[0].per_node == {0: 1}
+
+
+def test_a_pod_placed_since_is_counted_by_spread(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    pod(state, "y", labels={"app": "a"}, node_name="n2")
+    pod(state, "y2", labels={"app": "a"}, node_name="n2")
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
+def test_a_pod_removed_since_is_no_longer_counted_by_spread(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "x2", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    state.remove_pod("ns/x")
+    state.remove_pod("ns/x2")
+    pod(state, "y", labels={"app": "a"}, node_name="n2")
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
+def test_pods_relabelled_in_place_are_counted_by_spread_as_they_are(pure):
+    state = two_nodes()
+    x = pod(state, "x", labels={"app": "a"}, node_name="n1")
+    x2 = pod(state, "x2", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    for one in (x, x2):
+        one.labels = {"app": "z"}
+        pod_changed(one)
+    pod(state, "fill", cpu=8000, node_name="n2")
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
+def test_other_nodes_make_the_spread_counts_anew(pure):
+    state = ClusterState()
+    for name in ("n1", "n2", "n3"):
+        node(state, name, cpu=8000, labels={HOST: name})
+    pod(state, "x", labels={"app": "a"}, node_name="n3")
+    pod(state, "fill", cpu=8000, node_name="n1")
+    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    # n1 leaves: n3 is row 1 now. (Every placed group is made anew when the node rows move, so
+    # the update alone takes x off row 2 as well: the counts are made anew all the same.)
+    state.remove_node("n1")
+    state.remove_pod("ns/fill")
+    pod(state, "fill", cpu=8000, node_name="n2")
+    assert placed(state, cache, pure) == {}
+
+
+def test_other_selections_make_the_spread_counts_anew(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    # The first selection now counts app=b: its kept counts are app=a's (x on n1).
+    state.remove_pod("ns/p")
+    pod(state, "q", labels={"app": "b"}, rules=spread_over_hosts("app", "b"))
+    pod(state, "fill", cpu=8000, node_name="n2")
+    assert placed(state, cache, pure) == {"q": "n1"}
+
+
+def test_other_label_keys_make_the_spread_counts_anew(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a", "tier": "b"}, node_name="n1")
+    pod(state, "s", labels={}, rules=spread_over_hosts("tier", "x", hard=False), node_name="n2")
+    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    state.remove_pod("ns/x")
+    state.remove_pod("ns/s")
+    pod(state, "z", labels={"aaa": "a", "app": "b"}, node_name="n1")
+    pod(state, "s2", labels={}, rules=spread_over_hosts("aaa", "x", hard=False), node_name="n2")
+    pod(state, "fill", cpu=8000, node_name="n2")
+    assert placed(state, cache, pure) == {"p": "n1"}
