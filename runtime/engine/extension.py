@@ -61,6 +61,12 @@ class StatefulRule:
         """Mask codes (MASK_FAIL, MASK_PASS, MASK_LATER) of class cid on `nodes` (all when None)."""
         raise NotImplementedError
 
+    def code_at(self, cid: int, row: int) -> int:
+        """`codes` on the one node row `row`, as an int: a placement re-asks a class about the
+        node it touched, thousands of times a cycle, and a rule that answers a node in Python
+        spares the arrays (overridden where it does)."""
+        return int(self.codes(cid, np.array([row], dtype=np.int64))[0])
+
     def checks(self, cid: int) -> list["Check"]:
         """Why nodes fail now, one Check per cause (kube-scheduler's words), for reasons."""
         return []

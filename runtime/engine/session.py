@@ -75,18 +75,18 @@ class ClassPlacement:
     the nodes they marked dirty), and the class's placement tree with the ledger log position
     it was last brought up to date at."""
 
-    def __init__(self, cid: int, req: np.ndarray, static_mask: np.ndarray, static_score: np.ndarray,
-                 filters: list[StatefulRule], scorers: list[StatefulRule]):
+    def __init__(self, cid: int, req: np.ndarray, req_key: bytes, static_mask: np.ndarray, mask_passes: bool,
+                 static_score: np.ndarray, filters: list[StatefulRule], scorers: list[StatefulRule]):
         self.cid = cid
         self.req = req
-        self.req_key = req.tobytes()        # its NodeFits' key (Session._fresh_fits)
+        self.req_key = req_key              # its NodeFits' key (Session._fresh_fits)
         self.static_mask = static_mask
         self.static_score = static_score
         self.filters = filters
         self.scorers = scorers
         self.stateful = bool(filters or scorers)
         self.mask = static_mask.copy() if filters else static_mask
-        self.static_passes = bool(filters) and bool(static_mask.all())     # see update
+        self.static_passes = bool(filters) and mask_passes     # every node passes the static mask: see update
         self.score = static_score.copy() if scorers else static_score
         self.tree = None
         self.seen = 0
@@ -127,10 +127,11 @@ class ClassPlacement:
         if self.filters and nodes is not None and len(nodes) <= FEW_NODES:
             # A placement re-asks about the node or few it touched: combined in Python, without
             # the numpy calls' fixed costs (combine_into's answers).
-            codes = [MASK_PASS] * len(nodes) if self.static_passes else self.static_mask[nodes].tolist()
-            combine_few(codes, self.filters, self.cid, nodes)
+            rows = nodes.tolist()
+            codes = [MASK_PASS] * len(rows) if self.static_passes else self.static_mask[nodes].tolist()
+            combine_few(codes, self.filters, self.cid, nodes, rows)
             mask = self.mask
-            for row, code in zip(nodes.tolist(), codes):
+            for row, code in zip(rows, codes):
                 mask[row] = code
         elif self.filters:
             rules = self.filters
@@ -183,12 +184,15 @@ def combine_into(codes: np.ndarray, other: np.ndarray) -> None:
     codes *= passing
 
 
-def combine_few(codes: list[int], filters: Sequence[StatefulRule], cid: int, nodes: np.ndarray) -> list[int]:
-    """`codes` (of `nodes`, a list) combined with each filter's answers for class cid as
-    combine_into combines them, in place and returned: for a node or few, in Python, without the
-    numpy calls' fixed costs."""
+def combine_few(codes: list[int], filters: Sequence[StatefulRule], cid: int, nodes: np.ndarray,
+                rows: list[int]) -> list[int]:
+    """`codes` (of `nodes`, a list; `rows`: nodes as a list) combined with each filter's answers
+    for class cid as combine_into combines them, in place and returned: for a node or few, in
+    Python, without the numpy calls' fixed costs (one node asked by StatefulRule.code_at)."""
+    one = len(rows) == 1
     for rule in filters:
-        for i, other in enumerate(rule.codes(cid, nodes).tolist()):
+        others = (rule.code_at(cid, rows[0]),) if one else rule.codes(cid, nodes).tolist()
+        for i, other in enumerate(others):
             mine = codes[i]
             codes[i] = (mine | other) if mine & other & MASK_PASS else MASK_FAIL
     return codes
@@ -279,9 +283,7 @@ class Session:
         self.stateful_filters: list[StatefulRule] = []
         self.stateful_scorers: list[StatefulRule] = []
         self.listeners: list[StatefulRule] = []
-        # listeners_of, per task class and per task (None: not asked yet)
-        self._class_listeners: dict[int, list[StatefulRule]] = {}
-        self._task_listeners: list[list[StatefulRule] | None] = [None] * len(snap.task_class)
+        self._class_listeners: dict[int, list[StatefulRule]] = {}     # listeners_of, per task class
         self._pending_class: list[int] | None = None    # per task: its class if pending in the snapshot, else -1
         self._class_pending: list[int] | None = None    # per class: its tasks pending in the snapshot
         self._rule_states: dict[str, Any] = {}
@@ -298,6 +300,11 @@ class Session:
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
         self._masks_alike: dict[tuple[int, ...], tuple[np.ndarray, list[Check]]] = {}   # class_mask by its checks' masks
         self._static_cache: dict[int, np.ndarray] = {}
+        # Per static mask (by identity: class_mask's arrays live as long as the session), whether
+        # every node passes it; per class request, the fit kernel's request and its bytes. Classes
+        # are many under inter-pod rules, their masks and requests few: found once each.
+        self._mask_passes: dict[int, bool] = {}
+        self._fit_requests: dict[tuple[int, ...], tuple[np.ndarray, bytes]] = {}
         self._no_static_score: np.ndarray | None = None     # zeros, read-only, shared (class_static_score)
         # Each class's placement inputs and tree (ClassPlacement), made on first use.
         self.placements: dict[int, ClassPlacement] = {}
@@ -465,7 +472,6 @@ class Session:
         if all(rule is not other for other in self.listeners):
             self.listeners.append(rule)
             self._class_listeners = {}
-            self._task_listeners = [None] * len(self.snap.task_class)
 
     def rule_state(self, name: str, make: Callable[[], Any]) -> Any:
         """The session's one instance of a stateful rule that several plugins register facets
@@ -483,6 +489,7 @@ class Session:
         if columns.any():
             self._fit_columns = (~columns).astype(np.int64)
             self.ledger.set_held(self._fit_columns.astype(np.uint8))
+            self._fit_requests = {}       # made with the columns before
 
     def enabled(self, plugin_spec, point: str) -> bool:
         return plugin_spec.enabled(point)
@@ -693,10 +700,16 @@ class Session:
         if cp is None:
             cls = self.snap.classes[cid]
             mask, _ = self.class_mask(cls)
-            req = np.array(cls.request, dtype=np.int64) * self._fit_columns
+            passes = self._mask_passes.get(id(mask))
+            if passes is None:
+                passes = self._mask_passes[id(mask)] = bool(mask.all())
+            fit = self._fit_requests.get(cls.request)
+            if fit is None:
+                req = np.array(cls.request, dtype=np.int64) * self._fit_columns
+                fit = self._fit_requests[cls.request] = (req, req.tobytes())
             cp = self.placements[cid] = ClassPlacement(
-                cid, req, mask, self.class_static_score(cls), [f for f in self.stateful_filters if f.filters(cid)],
-                [f for f in self.stateful_scorers if f.scores(cid)])
+                cid, fit[0], fit[1], mask, passes, self.class_static_score(cls),
+                [f for f in self.stateful_filters if f.filters(cid)], [f for f in self.stateful_scorers if f.scores(cid)])
             cp.unchanged = bool(cp.filters) and not cp.scorers and all(f.unchanged_by_own(cid) for f in cp.filters)
             cp.excludes_own = bool(cp.filters) and not cp.scorers and not cp.unchanged and all(
                 f.unchanged_by_own(cid) or f.excludes_own_node(cid) for f in cp.filters)
@@ -816,7 +829,7 @@ class Session:
             rows = [row for row in offered if row not in known]
             known.update(rows)
             at = np.array(rows, dtype=np.int64)
-            mask[at] = combine_few(static[at].tolist(), cp.filters, cid, at)
+            mask[at] = combine_few(static[at].tolist(), cp.filters, cid, at, rows)
         got = tree.place_masked(cp.view, SHARED_BUDGET)
         assert got == 1 and int(tree.out_nodes[0]) == offered[0], "the node offered is the node placed on"
         return tree
@@ -884,19 +897,16 @@ class Session:
         """The listeners a placement or undo of task t can concern: of a task pending in the
         snapshot, those listening to its class (StatefulRule.listens; under inter-pod rules most
         pods concern one rule or none, with delayed claims most concern none), else all."""
-        found = self._task_listeners[t]
+        pending_class = self._pending_class
+        if pending_class is None:     # made once, on the first placement told
+            snap = self.snap
+            pending_class = self._pending_class = np.where(snap.status == PENDING, snap.task_class, -1).tolist()
+        cid = pending_class[t]
+        if cid < 0:
+            return self.listeners
+        found = self._class_listeners.get(cid)
         if found is None:
-            if self._pending_class is None:     # made once, on the first placement told
-                snap = self.snap
-                self._pending_class = np.where(snap.status == PENDING, snap.task_class, -1).tolist()
-            cid = self._pending_class[t]
-            if cid < 0:
-                found = self.listeners
-            else:
-                found = self._class_listeners.get(cid)
-                if found is None:
-                    found = self._class_listeners[cid] = [rule for rule in self.listeners if rule.listens(cid)]
-            self._task_listeners[t] = found
+            found = self._class_listeners[cid] = [rule for rule in self.listeners if rule.listens(cid)]
         return found
 
     def notify_placed(self, tasks, nodes) -> None:
@@ -907,18 +917,16 @@ class Session:
 
     def _notify(self, tasks, nodes, undo: bool) -> None:
         """Each listener told of the tasks' placements (or undos) in turn, of those concerning it."""
-        known = self._task_listeners
         if len(tasks) == 1:
             t = int(tasks[0])
-            rules = known[t]
-            for rule in self.listeners_of(t) if rules is None else rules:
+            for rule in self.listeners_of(t):
                 (rule.unplaced if undo else rule.placed)(t, int(nodes[0]))
             return
         ts = [int(t) for t in tasks]
         # A run (what place_run records: tasks of one class, pending in the snapshot) concerns
         # its class's listeners alike: found once, not task by task (a cycle placing 20,000
         # pods of which a tenth have claims asks about each otherwise).
-        first = self.listeners_of(ts[0]) if known[ts[0]] is None else known[ts[0]]
+        first = self.listeners_of(ts[0])
         pending_class = self._pending_class
         cid = pending_class[ts[0]]
         if cid >= 0 and len(set(map(pending_class.__getitem__, ts))) == 1:
@@ -929,7 +937,7 @@ class Session:
                     for t, node in zip(ts, at):
                         tell(t, node)
             return
-        concerned = [self.listeners_of(t) if known[t] is None else known[t] for t in ts]
+        concerned = [self.listeners_of(t) for t in ts]
         if not any(concerned):
             return
         listeners = self.listeners
@@ -1039,7 +1047,6 @@ class Session:
         self.stateful_scorers = []
         self.listeners = []
         self._class_listeners = {}
-        self._task_listeners = []
         self.storage = None
         self.hypernode_rule = None
         self._rule_states = {}
@@ -1051,6 +1058,8 @@ class Session:
         self._mask_cache = {}
         self._masks_alike = {}
         self._static_cache = {}
+        self._mask_passes = {}
+        self._fit_requests = {}
 
 
 _PLACE, _EVICT, _UNPLACE = 0, 1, 2
@@ -1075,9 +1084,7 @@ class Statement:
                 return
             if n == 1:      # most placements under inter-pod rules: _notify's one-task case inline
                 t = int(tasks[0])
-                rules = ssn._task_listeners[t]
-                if rules is None:
-                    rules = ssn.listeners_of(t)
+                rules = ssn.listeners_of(t)
                 if rules:
                     node = int(nodes[0])
                     for rule in rules:

@@ -476,6 +476,9 @@ class PodAffinityRule(CountingRule):
                     return MASK_FAIL
         return MASK_LATER if later else MASK_PASS
 
+    def code_at(self, cid: int, row: int) -> int:
+        return self._code_at(self._classes.get(cid) or self._class(cid), row)
+
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         if nodes is not None and len(nodes) <= FEW_NODES:
             # A placement re-asks about the node or few it touched: node by node in Python costs

@@ -1,0 +1,57 @@
+"""StatefulRule.code_at (one node's code, which ClassPlacement.update asks on each placement
+that touched one node) answers as `codes` does on every node, for every class the filter
+concerns, as the session opens and after a cycle's placements: inter-pod anti-affinity by host
+and by zone, required affinity (its first pod and after), topology spread (the base class's
+code_at), on nodes with and without the zone key, both kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime.engine.actions import registry as actions
+from runtime.engine.cycle import Options, open_session
+from runtime.engine.session import Session
+from runtime_helpers import STANDARD_TIERS, policy
+from test_runtime_placement_rules import ZONE, affine, anti, cluster, pod_doc, term
+
+PLAN = policy(STANDARD_TIERS)
+
+
+def spread(app: str) -> list[dict]:
+    return [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"app": app}}}]
+
+
+def assert_code_at_is_codes(ssn: Session) -> int:
+    """Asserts it for every filter and class it concerns; returns the classes checked."""
+    rows = range(ssn.snap.n_nodes)
+    checked = 0
+    for rule in ssn.stateful_filters:
+        for cls in ssn.snap.classes:
+            if cls.head < 0 or not rule.filters(cls.index):
+                continue
+            every = rule.codes(cls.index, None).tolist()
+            assert [rule.code_at(cls.index, r) for r in rows] == every, (rule.name, cls.index)
+            assert [int(rule.codes(cls.index, np.array([r]))[0]) for r in rows] == every
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_code_at_answers_as_codes(pure):
+    nodes = {f"n{i}": {ZONE: f"z{i % 3}"} for i in range(7)}
+    nodes["bare"] = {}          # no zone: fails a zone spread, has no domain under a zone term
+    pods = [pod_doc("web-running", {"app": "web"}, node_name="n0"),
+            *(pod_doc(f"web-{i}", {"app": "web"}, affinity=anti(term({"app": "web"}))) for i in range(4)),
+            *(pod_doc(f"db-{i}", {"app": "db"}, affinity=anti(term({"app": "db"}, ZONE))) for i in range(2)),
+            *(pod_doc(f"api-{i}", {"app": "api"}, affinity=affine(term({"app": "api"}, ZONE))) for i in range(2)),
+            *(pod_doc(f"s-{i}", {"app": "s"}, spread=spread("s")) for i in range(5))]
+    ssn = open_session(PLAN, cluster(nodes, pods), Options(pure_python=pure))
+    assert assert_code_at_is_codes(ssn) >= 4
+    registry = actions()
+    for name in PLAN.actions:
+        registry[name](ssn)
+    assert int((ssn.task_node >= 0).sum()) > 5      # placements changed the counts
+    assert_code_at_is_codes(ssn)
+    ssn.close()
