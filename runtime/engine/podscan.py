@@ -67,6 +67,10 @@ class _Kept:
     # Per placed row, its group for the inter-pod rules (`PodScanMemo.placed_grouping`: a number
     # in the memo's table of group keys), -1 where not made yet.
     p_group: np.ndarray | None = None
+    # The pods on known nodes, in placed order (`PodScanMemo.placed_pods`), and PodScan.rule_pods,
+    # once listed (read only: shared by the snapshots while no pod is read again).
+    placed_pods: list[Any] | None = None
+    rule_pods: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,17 @@ class PodScanMemo:
         keys = list(ids)
         profiles = [(keys[i][0], (keys[i][1],)) if one else (keys[i][0], keys[i][1]) for i in order.tolist()]
         return PlacedGrouping(first.tolist(), rows, bounds, profiles, order.tolist(), reuse, self._made)
+
+    def placed_pods(self) -> list[Any]:
+        """The last scan's pods holding room on a known node, in placed order (Snapshot.placed_pods):
+        listed again only after a scan that read some pod again (a list of every bound pod, read
+        only: the snapshot shares it)."""
+        kept = self._kept
+        assert kept is not None, "placed_pods follows a scan"
+        if kept.placed_pods is None:
+            values = kept.values
+            kept.placed_pods = [values[i] for i in kept.p_pos[kept.p_node >= 0].tolist()]
+        return kept.placed_pods
 
     def scan(self, k: Kernels, pods: dict, scheduler_name: str, priority_classes: dict[str, int],
              default_priority: int, node_pos: dict[str, int], fold: bool) -> PodScan:
@@ -405,8 +420,12 @@ def _first_seen(ids: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _answer(kept: _Kept) -> PodScan:
-    """The PodScan for the snapshot: its own lists and arrays (the snapshot adds to some)."""
+    """The PodScan for the snapshot: its own lists and arrays (the snapshot adds to some), but
+    for the rule pods' list, read only, kept while no pod is read again: the snapshot cache
+    knows it by identity (SnapshotCache.rule_reading)."""
     values, keys = kept.values, kept.keys
+    if kept.rule_pods is None:
+        kept.rule_pods = [values[i] for i in np.flatnonzero(kept.rule_at).tolist()]
     t_pos = kept.t_pos.tolist()
     settled: dict[tuple[str | None, int], int] = {}
     folded = kept.p_fold >= 0
@@ -419,6 +438,6 @@ def _answer(kept: _Kept) -> PodScan:
         [dict(s) for s in kept.shapes], kept.p_node.copy(), kept.p_shape.copy(), kept.p_gone.copy(),
         kept.p_mine.copy(), [values[i] for i in t_pos], [keys[i] for i in t_pos], kept.t_shape.copy(),
         kept.t_job.copy(), kept.t_priority.copy(), kept.t_creation.copy(), kept.t_status.copy(), kept.t_node.copy(),
-        kept.t_plain.copy(), list(kept.job_names), settled, [values[i] for i in np.flatnonzero(kept.rule_at).tolist()],
+        kept.t_plain.copy(), list(kept.job_names), settled, kept.rule_pods,
         [values[i] for i in np.flatnonzero(kept.volume_at).tolist()], np.flatnonzero(kept.t_volume).tolist(),
         kept.p_pos.copy())

@@ -280,7 +280,7 @@ class SnapshotCache:
         # is the one the last snapshot used.
         self._pod_memos = {False: PodScanMemo(), True: PodScanMemo()}
         self.pods = self._pod_memos[False]
-        self._rule_reading: tuple[frozenset[int], list, tuple[str, ...], SelectorSet] | None = None
+        self._rule_reading: tuple[frozenset[int], list, tuple[str, ...], SelectorSet, list[Pod]] | None = None
         self._nodes: _NodeArrays | None = None
         self._node_resources: tuple[int, set[str]] | None = None
         self._positions: tuple[int, dict[str, int]] | None = None
@@ -310,14 +310,18 @@ class SnapshotCache:
         of these pods, kept while their distinct rules objects are the same ones (PodRules are
         frozen: the same objects read the same keys and selectors; the selectors' numbers only
         tell them apart, and a kept SelectorSet keeps what it matched). The objects are held, so
-        an id is not taken by another meanwhile."""
-        ids = frozenset(map(id, map(_RULES_OF, rule_pods)))
+        an id is not taken by another meanwhile; so is the list of pods, which the pod scan hands
+        again, unchanged, while it reads no pod again (PodScanMemo): the same list, the same pods."""
         kept = self._rule_reading
+        if kept is not None and kept[4] is rule_pods:
+            return kept[2], kept[3], kept[1]
+        ids = frozenset(map(id, map(_RULES_OF, rule_pods)))
         if kept is not None and kept[0] == ids:
+            self._rule_reading = (*kept[:4], rule_pods)
             return kept[2], kept[3], kept[1]
         keys = rule_label_keys(rule_pods)
         selectors = rule_selectors(rule_pods, keys)
-        self._rule_reading = (ids, distinct_rules(rule_pods), keys, selectors)
+        self._rule_reading = (ids, distinct_rules(rule_pods), keys, selectors, rule_pods)
         return keys, selectors, self._rule_reading[1]
 
     def node_arrays(self, state: ClusterState, resources: tuple[str, ...]) -> _NodeArrays:
@@ -532,8 +536,11 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     if scan.rule_pods:
         # Every pod holding room on a known node (ClusterState.placed_pods), from the scan's rows.
         known = scan.placed_node >= 0
-        listed = list(state.pods.values())
-        snapshot.placed_pods = [listed[i] for i in scan.placed_at[known].tolist()]
+        if once:
+            listed = list(state.pods.values())
+            snapshot.placed_pods = [listed[i] for i in scan.placed_at[known].tolist()]
+        else:     # the kept scan's list, made again only where it read a pod again (read only)
+            snapshot.placed_pods = cache.pods.placed_pods()
         snapshot.placed_rows = scan.placed_node[known]
         if state.settled is not None and state.settled_pods is not None:   # and those only counted
             positions = cache.node_positions(state)
@@ -541,7 +548,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
             extra = [p for p in state.settled_pods() if p.key not in names and p.node_name and not p.terminal]
             rows_of = np.array([positions.get(p.node_name, -1) for p in extra], dtype=np.int64)
             ok = rows_of >= 0
-            snapshot.placed_pods += [p for p, good in zip(extra, ok.tolist()) if good]
+            # A new list: the kept scan's is shared.
+            snapshot.placed_pods = snapshot.placed_pods + [p for p, good in zip(extra, ok.tolist()) if good]
             snapshot.placed_rows = np.concatenate([snapshot.placed_rows, rows_of[ok]])
         snapshot.rule_pods = scan.rule_pods
         snapshot.rule_objects = rule_objects

@@ -79,3 +79,29 @@ def test_counted_pods_are_placed_pods_too_and_decide_alike(pure):
     # the rules held: no web pod beside another, the db pods one per zone at most apart
     web_nodes = [n for k, n in listed.items() if "web-" in k]
     assert len(web_nodes) == len(set(web_nodes)) and not {"n0", "n1", "n2", "n3"} & set(web_nodes)
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_placed_pods_are_listed_again_only_after_a_pod_changed(pure):
+    # The snapshot cache keeps the list while its scan reads no pod again; after a change it is
+    # the state's again (a pod bound, one removed, one finished in place).
+    from runtime.engine.kernels import load
+    from runtime.cluster.model import pod_changed
+    state = cluster()
+    cache = SnapshotCache()
+    first = build_snapshot(state, PLAN, "volcano", cache, load(pure))
+    again = build_snapshot(state, PLAN, "volcano", cache, load(pure))
+    assert again.placed_pods is first.placed_pods
+    # So is the list of the pods with rules, which the cache knows by identity (rule_reading).
+    assert again.rule_pods is first.rule_pods and again.rule_objects is first.rule_objects
+    state.pods["ns/web-0"].node_name = "n4"
+    pod_changed(state.pods["ns/web-0"])
+    state.remove_pod("ns/web-bound-1")
+    state.pods["ns/db-bound"].phase = "Succeeded"
+    pod_changed(state.pods["ns/db-bound"])
+    snap = build_snapshot(state, PLAN, "volcano", cache, load(pure))
+    assert snap.placed_pods is not first.placed_pods and snap.rule_pods is not first.rule_pods
+    fresh = build_snapshot(state, PLAN, "volcano", SnapshotCache(), load(pure))
+    assert [p.key for p in snap.rule_pods] == [p.key for p in fresh.rule_pods]
+    assert snap.rule_objects == fresh.rule_objects and snap.label_keys == fresh.label_keys
+    assert ([p.key for p in snap.placed_pods], snap.placed_rows.tolist()) == reference(state, snap)
