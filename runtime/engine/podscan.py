@@ -71,6 +71,9 @@ class _Kept:
     # once listed (read only: shared by the snapshots while no pod is read again).
     placed_pods: list[Any] | None = None
     rule_pods: list[Any] | None = None
+    # PlacedGrouping's lists and rows as last made from these rows, and the label keys they were
+    # made for: made again only where a pod is grouped again (read only).
+    grouped: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,8 @@ class PodScanMemo:
         dirty.update(groups[todo].tolist())
         reuse = {} if self._all_dirty else {key: made for key, made in self._made.items() if key not in dirty}
         self._made, self._dirty, self._all_dirty = {}, set(), False
+        if not len(todo) and kept.grouped is not None and kept.grouped[0] == label_keys:
+            return PlacedGrouping(*kept.grouped[1:], reuse, self._made)
         g_of = groups[known]
         numbers, order = _first_seen(g_of, len(holders))
         g = numbers[g_of]
@@ -166,7 +171,8 @@ class PodScanMemo:
         bounds = np.searchsorted(sort_key[by_group], np.arange(2 * count + 1, dtype=np.int64)).tolist()
         keys = list(ids)
         profiles = [(keys[i][0], (keys[i][1],)) if one else (keys[i][0], keys[i][1]) for i in order.tolist()]
-        return PlacedGrouping(first.tolist(), rows, bounds, profiles, order.tolist(), reuse, self._made)
+        kept.grouped = (label_keys, first.tolist(), rows, bounds, profiles, order.tolist())
+        return PlacedGrouping(*kept.grouped[1:], reuse, self._made)
 
     def placed_pods(self) -> list[Any]:
         """The last scan's pods holding room on a known node, in placed order (Snapshot.placed_pods):

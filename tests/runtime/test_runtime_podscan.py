@@ -270,6 +270,9 @@ def test_placed_groups_kept_are_the_groups_made_afresh(seed: int) -> None:
         assert kept.placed_grouping is not None
         afresh = dataclasses.replace(kept, placed_grouping=None)
         assert groups_of(kept) == groups_of(afresh), f"step {step}"
+        # Nothing changed since: the same grouping's lists and rows, the same groups.
+        again = build_snapshot(state, plan, cache=cache)
+        assert again.placed_grouping.rows is kept.placed_grouping.rows and groups_of(again) == groups_of(afresh)
         assert (kept.label_keys == ("app", "tier")) == (step > 14)
         if 0 < step < 10:
             assert cache.pods.regrouped <= 2 * cache.pods.rescanned
