@@ -1,6 +1,6 @@
 """The inter-pod rules' counts of the placed pods kept across cycles (runtime.engine.rules.pods.
 KeptCounts, in Snapshot.rule_tables beside the snapshot cache): PodAffinityRule's per group of
-terms and per carried term, TopologySpreadRule's per selection. A cycle brings them up to date
+terms and per carried term, TopologySpreadRule's per selection, NodePortsRule's host ports. A cycle brings them up to date
 from the placed groups that changed (a pod placed, removed or changed in place) and makes them
 anew where the nodes, the terms or selections, or the label keys changed. Each test runs a cycle
 that keeps the counts, changes one input, and asserts the next cycle with the same cache places
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, SpreadConstraint, pod_changed
+from runtime.cluster.model import ClusterState, HostPort, PodAffinityTerm, PodRules, SpreadConstraint, pod_changed
 from runtime.cluster.selectors import LabelSelector
-from runtime.engine.rules import podaffinity, spread
+from runtime.engine.rules import podaffinity, ports, spread
 from runtime.engine.snapshot import SnapshotCache
 from runtime_helpers import node, pod
 from test_rules_kept_matches import HOST, away_from, placed, spread_on, spread_over_hosts, two_nodes
@@ -243,3 +243,54 @@ def test_other_label_keys_make_the_spread_counts_anew(pure):
     pod(state, "s2", labels={}, rules=spread_over_hosts("aaa", "x", hard=False), node_name="n2")
     pod(state, "fill", cpu=8000, node_name="n2")
     assert placed(state, cache, pure) == {"p": "n1"}
+
+
+# --- NodePortsRule --------------------------------------------------------------------------
+
+PORT = PodRules(host_ports=(HostPort(8080),))
+
+
+def test_port_counts_are_kept_while_nothing_changes(pure):
+    state = two_nodes()
+    pod(state, "x", node_name="n1", rules=PORT)
+    pod(state, "p", rules=PORT)
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    kept = cache.rule_tables[ports.KEPT_COUNTS]
+    assert placed(state, cache, pure) == {"p": "n2"}
+    assert cache.rule_tables[ports.KEPT_COUNTS] is kept and kept.tables == {("TCP", 8080): {(0, "0.0.0.0", False): 1}}
+
+
+def test_a_port_taken_since_is_counted(pure):
+    state = two_nodes()
+    pod(state, "x", node_name="n1", rules=PORT)
+    pod(state, "p", rules=PORT)
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    pod(state, "y", node_name="n2", rules=PORT)
+    assert placed(state, cache, pure) == {}
+
+
+def test_a_port_freed_since_is_no_longer_counted(pure):
+    state = two_nodes()
+    pod(state, "x", node_name="n1", rules=PORT)
+    pod(state, "y", node_name="n2", rules=PORT)
+    pod(state, "p", rules=PORT)
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {}
+    state.remove_pod("ns/y")
+    assert placed(state, cache, pure) == {"p": "n2"}
+
+
+def test_ports_after_other_nodes(pure):
+    state = ClusterState()
+    for name in ("n1", "n2", "n3"):
+        node(state, name, cpu=8000, labels={HOST: name})
+    pod(state, "x", node_name="n3", rules=PORT)
+    pod(state, "fill", cpu=8000, node_name="n2")
+    pod(state, "p", rules=PORT)
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n1"}
+    # n1 leaves: n3 is row 1 now, n2 row 0 (full).
+    state.remove_node("n1")
+    assert placed(state, cache, pure) == {}

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from collections import Counter
-
 import numpy as np
 
 from runtime.cluster.model import HostPort
-from runtime.engine.rules.pods import CountingRule, placed_groups
+from runtime.engine.rules.pods import CountingRule, PlacedGroup, keep_counts, kept_counts, placed_changes, placed_groups
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, Check
 
 if TYPE_CHECKING:  # pragma: no cover
     from runtime.engine.session import Session
 
 PORTS_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
+KEPT_COUNTS = "nodeports-counts"       # its Snapshot.rule_tables key for the placed pods' ports
 
 
 class NodePortsRule(CountingRule):
@@ -27,24 +26,46 @@ class NodePortsRule(CountingRule):
     def __init__(self, ssn: Session):
         self.ssn = ssn
         self.snap = ssn.snap
-        # (protocol, port) -> node -> Counter of (IP, leaving)
-        self._used: dict[tuple[str, int], dict[int, Counter]] = {}
-        for alike in placed_groups(ssn):
-            if alike.rules is not None and alike.rules.host_ports:    # None or a non-empty rules object
-                for port in alike.rules.host_ports:
-                    for leaving, rows in ((False, alike.live), (True, alike.leaving)):
-                        for row in rows.tolist():
-                            self._take(port, row, 1, leaving)
+        # (protocol, port) -> (node, IP, leaving) -> pods: flat, so that the placed pods' counts
+        # kept across cycles (pods.KeptCounts) are copied a dict per port, not one per node.
+        self._used: dict[tuple[str, int], dict[tuple[int, str, bool], int]] = {}
+        placed = placed_groups(ssn)
+        kept = kept_counts(self.snap, KEPT_COUNTS, [])
+        if kept is None:
+            for alike in placed:
+                self._tally(alike, 1)
+            keep_counts(self.snap, KEPT_COUNTS, [], {port: dict(used) for port, used in self._used.items()}, placed)
+            return
+        # The kept counts brought up to date by the placed groups that changed; a session takes
+        # its placements on copies.
+        gone, new = placed_changes(kept, self.snap, placed)
+        self._used = kept.tables
+        for alike in gone:
+            self._tally(alike, -1)
+        for alike in new:
+            self._tally(alike, 1)
+        self._used = {port: dict(used) for port, used in kept.tables.items()}
+
+    def _tally(self, alike: PlacedGroup, step: int) -> None:
+        """Takes (step 1) or frees (-1) the host ports of a group of placed pods."""
+        if alike.rules is not None and alike.rules.host_ports:    # None or a non-empty rules object
+            for port in alike.rules.host_ports:
+                for leaving, rows in ((False, alike.live), (True, alike.leaving)):
+                    for row in rows.tolist():
+                        self._take(port, row, step, leaving)
 
     def _ports(self, cid: int) -> tuple[HostPort, ...]:
         rules = self.snap.pods[self.snap.classes[cid].head].rules
         return rules.host_ports if rules else ()
 
     def _take(self, port: HostPort, node: int, step: int, leaving: bool) -> None:
-        on_node = self._used.setdefault((port.protocol, port.port), {}).setdefault(node, Counter())
-        on_node[(port.ip, leaving)] += step
-        if on_node[(port.ip, leaving)] <= 0:
-            del on_node[(port.ip, leaving)]
+        used = self._used.setdefault((port.protocol, port.port), {})
+        key = (node, port.ip, leaving)
+        left = used.get(key, 0) + step
+        if left > 0:
+            used[key] = left
+        else:
+            used.pop(key, None)
 
     def filters(self, cid: int) -> bool:
         return bool(self._ports(cid))
@@ -52,13 +73,12 @@ class NodePortsRule(CountingRule):
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         all_codes = np.full(self.snap.n_nodes, MASK_PASS, dtype=np.uint8)
         for wanted in self._ports(cid):
-            for node, holders in self._used.get((wanted.protocol, wanted.port), {}).items():
-                for (ip, leaving), count in holders.items():
-                    if count > 0 and wanted.conflicts(HostPort(wanted.port, wanted.protocol, ip)):
-                        if not leaving:
-                            all_codes[node] = MASK_FAIL
-                        elif all_codes[node] != MASK_FAIL:
-                            all_codes[node] = MASK_LATER
+            for (node, ip, leaving), count in self._used.get((wanted.protocol, wanted.port), {}).items():
+                if count > 0 and wanted.conflicts(HostPort(wanted.port, wanted.protocol, ip)):
+                    if not leaving:
+                        all_codes[node] = MASK_FAIL
+                    elif all_codes[node] != MASK_FAIL:
+                        all_codes[node] = MASK_LATER
         return all_codes if nodes is None else all_codes[nodes]
 
     def checks(self, cid: int) -> list[Check]:
