@@ -231,14 +231,12 @@ def numa_class_key(pod: Any) -> tuple | None:
     return ("numa", pod_numa_policy(pod.annotations), pod.numa_cpus)
 
 
-def numa_policy_unevaluated(pods: list, status: Any, pending: int) -> dict[int, tuple[str, str]]:
-    """Pending tasks that ask for a NUMA policy while the numa-aware plugin is off: task -> (the
-    field, why it waits). Volcano would place them as if they asked nothing; here they wait."""
+def numa_policy_unevaluated(pods: list, waiting: list[int]) -> dict[int, tuple[str, str]]:
+    """Of the `waiting` tasks (pending: the snapshot finds them at once among every task), those
+    that ask for a NUMA policy while the numa-aware plugin is off: task -> (the field, why it
+    waits). Volcano would place them as if they asked nothing; here they wait."""
     out: dict[int, tuple[str, str]] = {}
-    codes = status.tolist() if hasattr(status, "tolist") else status     # a numpy array read at once
-    for t, code in enumerate(codes):
-        if code != pending:
-            continue
+    for t in waiting:
         policy = pod_numa_policy(pods[t].annotations)
         if policy and policy != "none":
             out[t] = (f"metadata.annotations[{NUMA_POLICY_ANNOTATION}]",

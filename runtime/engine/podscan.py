@@ -67,10 +67,11 @@ class _Kept:
     # Per placed row, its group for the inter-pod rules (`PodScanMemo.placed_grouping`: a number
     # in the memo's table of group keys), -1 where not made yet.
     p_group: np.ndarray | None = None
-    # The pods on known nodes, in placed order (`PodScanMemo.placed_pods`), and PodScan.rule_pods,
-    # once listed (read only: shared by the snapshots while no pod is read again).
+    # The pods on known nodes, in placed order (`PodScanMemo.placed_pods`), and PodScan's lists of
+    # pods (ours, their keys, the rule pods), once listed (read only: shared by the snapshots
+    # while no pod is read again).
     placed_pods: list[Any] | None = None
-    rule_pods: list[Any] | None = None
+    lists: tuple[list[Any], list[str], list[Any]] | None = None
     # PlacedGrouping's lists and rows as last made from these rows, and the label keys they were
     # made for: made again only where a pod is grouped again (read only).
     grouped: tuple | None = None
@@ -427,12 +428,14 @@ def _first_seen(ids: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _answer(kept: _Kept) -> PodScan:
     """The PodScan for the snapshot: its own lists and arrays (the snapshot adds to some), but
-    for the rule pods' list, read only, kept while no pod is read again: the snapshot cache
-    knows it by identity (SnapshotCache.rule_reading)."""
+    for the lists of ours, their keys and the rule pods, read only, kept while no pod is read
+    again (the snapshot cache knows the rule pods' by identity: SnapshotCache.rule_reading)."""
     values, keys = kept.values, kept.keys
-    if kept.rule_pods is None:
-        kept.rule_pods = [values[i] for i in np.flatnonzero(kept.rule_at).tolist()]
-    t_pos = kept.t_pos.tolist()
+    if kept.lists is None:
+        t_pos = kept.t_pos.tolist()
+        kept.lists = ([values[i] for i in t_pos], [keys[i] for i in t_pos],
+                      [values[i] for i in np.flatnonzero(kept.rule_at).tolist()])
+    ours, our_keys, rule_pods = kept.lists
     settled: dict[tuple[str | None, int], int] = {}
     folded = kept.p_fold >= 0
     if folded.any():
@@ -442,8 +445,8 @@ def _answer(kept: _Kept) -> PodScan:
             settled[(kept.queues[code // width], code % width)] = int(counts[code])
     return PodScan(
         [dict(s) for s in kept.shapes], kept.p_node.copy(), kept.p_shape.copy(), kept.p_gone.copy(),
-        kept.p_mine.copy(), [values[i] for i in t_pos], [keys[i] for i in t_pos], kept.t_shape.copy(),
+        kept.p_mine.copy(), ours, our_keys, kept.t_shape.copy(),
         kept.t_job.copy(), kept.t_priority.copy(), kept.t_creation.copy(), kept.t_status.copy(), kept.t_node.copy(),
-        kept.t_plain.copy(), list(kept.job_names), settled, kept.rule_pods,
+        kept.t_plain.copy(), list(kept.job_names), settled, rule_pods,
         [values[i] for i in np.flatnonzero(kept.volume_at).tolist()], np.flatnonzero(kept.t_volume).tolist(),
         kept.p_pos.copy())

@@ -579,8 +579,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         status[t] = HELD
     snapshot.device_held.update(held_for_vgpu_quota(snapshot, PENDING, UNLIMITED))
     if plan.plugin("numa-aware") is None:
-        snapshot.device_held.update({t: DeviceHold(*why) for t, why in
-                                     numa_policy_unevaluated(tasks.pods, status, PENDING).items()})
+        waiting = np.flatnonzero(status == PENDING).tolist()
+        snapshot.device_held.update({t: DeviceHold(*why) for t, why in numa_policy_unevaluated(tasks.pods, waiting).items()})
     for t in snapshot.device_held:
         status[t] = HELD
     return snapshot

@@ -128,6 +128,10 @@ def test_kept_scan_is_the_full_scan_after_every_kind_of_change(pure: bool, seed:
         full = k.scan_pods(state.pods, "volcano", state.priority_classes, state.default_priority, positions, fold)
         assert scan_fields(kept) == scan_fields(full), f"step {step}"
         read.append((memo.rescanned, len(state.pods)))
+        # Nothing changed since: the same lists of pods (kept, read only), the same scan.
+        again = memo.scan(k, state.pods, "volcano", state.priority_classes, state.default_priority, positions, fold)
+        assert again.ours is kept.ours and again.rule_pods is kept.rule_pods
+        assert scan_fields(again) == scan_fields(full), f"step {step}"
         change(state, rng, step)
     assert read[0] == (120, 120) and read[12][0] == read[12][1], read      # all read: first, and after a new node
     assert max(r for r, _ in read[1:12]) < 40, read       # only what changed is read again
