@@ -106,13 +106,27 @@ class ClassPlacement:
         self.known: set[int] = set()
         self.dirty_all = self.stateful
         self.dirty: list[np.ndarray] = []
+        # Set by mark_as while its nodes are the only ones marked: the code every one of them
+        # takes (-1: the rules are asked).
+        self.dirty_code = -1
 
     def mark(self, nodes: np.ndarray | None) -> None:
+        self.dirty_code = -1        # another mark: the rules are asked about all the nodes marked
         if nodes is None:
             self.dirty_all = True
             self.dirty = []
         elif not self.dirty_all and not (self.dirty and self.dirty[-1] is nodes):
             self.dirty.append(nodes)        # a rule marking the same nodes again (a kept array) adds nothing
+
+    def mark_as(self, nodes: np.ndarray, code: int) -> None:
+        """mark(nodes), where the marking filter answers `code` on every one of them (a topology
+        domain's verdict): when it is the class's only filter, every node passes the static
+        predicates and nothing else is marked, update writes the code without asking."""
+        if self.dirty_all or self.dirty or not self.static_passes or len(self.filters) != 1:
+            self.mark(nodes)
+        else:
+            self.dirty.append(nodes)
+            self.dirty_code = code
 
     def update(self) -> np.ndarray | None:
         """Re-compute the stateful answers where marked; returns the nodes re-computed (None:
@@ -123,8 +137,13 @@ class ClassPlacement:
             nodes = np.unique(np.concatenate(self.dirty)) if len(self.dirty) > 1 else self.dirty[0]
         else:
             return _EMPTY
-        self.dirty_all, self.dirty = False, []
-        if self.filters and nodes is not None and len(nodes) <= FEW_NODES:
+        code = self.dirty_code if nodes is not None else -1
+        self.dirty_all, self.dirty, self.dirty_code = False, [], -1
+        if code >= 0:
+            # The class's one filter's code on each marked node, the static predicates passing
+            # everywhere (combined with them, the code is itself: mark_as).
+            self.mask[nodes] = code
+        elif self.filters and nodes is not None and len(nodes) <= FEW_NODES:
             # A placement re-asks about the node or few it touched: combined in Python, without
             # the numpy calls' fixed costs (combine_into's answers).
             rows = nodes.tolist()
@@ -746,7 +765,7 @@ class Session:
         """fresh_placement of a class whose placement the caller holds (the session keeps one
         ClassPlacement per class: `placement(cp.cid)` is cp)."""
         if cp.lazy:         # every node's codes from here on (a tree of its own, or a caller reading the mask)
-            cp.lazy, cp.known, cp.dirty_all, cp.dirty = False, set(), True, []
+            cp.lazy, cp.known, cp.dirty_all, cp.dirty, cp.dirty_code = False, set(), True, [], -1
         changed = cp.update() if cp.stateful else _EMPTY
         logged = self.ledger.log_n
         fits = self._fresh_fits(cp.req, logged, cp.req_key)
@@ -812,7 +831,7 @@ class Session:
             for row in known:
                 mask[row] = static[row]
             known.clear()
-            cp.dirty_all, cp.dirty = False, []
+            cp.dirty_all, cp.dirty, cp.dirty_code = False, [], -1
         tree = cp.shared.tree
         while True:
             # The nodes its placement would take, best first, as far as its codes are known.
@@ -885,6 +904,13 @@ class Session:
         cp = self.placements.get(cid)
         if cp is not None and cp.stateful:
             cp.mark(nodes)
+
+    def mark_dirty_as(self, cid: int, nodes: np.ndarray, code: int) -> None:
+        """mark_dirty, where the rule's answer for class cid is `code` on every one of `nodes`
+        (ClassPlacement.mark_as)."""
+        cp = self.placements.get(cid)
+        if cp is not None and cp.stateful:
+            cp.mark_as(nodes, code)
 
     def mark_all_dirty(self, nodes: np.ndarray | None, rule: StatefulRule) -> None:
         """`rule`'s answer changed on `nodes` for every class it concerns."""

@@ -55,3 +55,35 @@ def test_code_at_answers_as_codes(pure):
     assert int((ssn.task_node >= 0).sum()) > 5      # placements changed the counts
     assert_code_at_is_codes(ssn)
     ssn.close()
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_marked_masks_are_the_rules_answers(pure, monkeypatch):
+    """The classes' masks as the rules' marks keep them (a zone's verdict written without asking
+    where the spread is the class's only filter, ClassPlacement.mark_as; the rules asked about
+    the nodes marked otherwise) are the rules' answers asked afresh, after every placement."""
+    nodes = {f"n{i}": {ZONE: f"z{i % 4}"} for i in range(8)}
+    nodes["bare"] = {}
+    pods = [*(pod_doc(f"s-{i}", {"app": "s"}, spread=spread("s")) for i in range(6)),
+            *(pod_doc(f"t-{i}", {"app": "t"}, spread=spread("t"), affinity=anti(term({"app": "t"})))
+              for i in range(4)),
+            pod_doc("s-running", {"app": "s"}, node_name="n1")]
+    ssn = open_session(PLAN, cluster(nodes, pods), Options(pure_python=pure))
+    compared = []
+    placed = Session.placed_by
+
+    def checked(self, cp):
+        placed(self, cp)
+        for other in list(self.placements.values()):
+            if other.filters and not other.lazy:
+                other.update()
+                everywhere = np.arange(self.snap.n_nodes)
+                assert other.mask.tolist() == self.stateful_codes(other.cid, everywhere).tolist()
+                compared.append(other.cid)
+
+    monkeypatch.setattr(Session, "placed_by", checked)
+    registry = actions()
+    for name in PLAN.actions:
+        registry[name](ssn)
+    assert len(set(compared)) >= 2
+    ssn.close()

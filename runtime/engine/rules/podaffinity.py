@@ -170,20 +170,26 @@ KEPT_MATCHES = "podaffinity-matches"      # its Snapshot.rule_tables key
 KEPT_COUNTS = "podaffinity-counts"        # its Snapshot.rule_tables key for the placed pods' counts
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
 class _ClassTerms:
-    affinity: _Group | None = None
-    self_affine: bool = False
-    anti: list[_Group] = field(default_factory=list)
-    preferred: list[tuple[float, _Group]] = field(default_factory=list)   # (signed weight, group)
-    repelled_by: list[_Hold] = field(default_factory=list)
-    scored_by: list[_Hold] = field(default_factory=list)
-    score_range: tuple[float, float] = (0.0, 0.0)
-    # Made once the above are: the counts a pod in a node's domain fails (or, leaving, delays)
-    # the node by (existing pods' anti-affinity, then the class's own), and whether the class
-    # has score terms.
-    against: list[_Counts] = field(default_factory=list)
-    score_terms: bool = False
+    """A class's own terms and the carried terms that match its pods (made once, `_class`;
+    the lists are shared with the rules object's groups and never changed)."""
+
+    affinity: _Group | None
+    self_affine: bool
+    anti: list[_Group]
+    preferred: list[tuple[float, _Group]]   # (signed weight, group)
+    repelled_by: list[_Hold]
+    scored_by: list[_Hold]
+    # The counts a pod in a node's domain fails (or, leaving, delays) the node by (existing
+    # pods' anti-affinity, then the class's own), and whether the class has score terms.
+    against: list[_Counts]
+    score_terms: bool
+
+
+# A class no term concerns (most classes where the pods spread and carry no term): one object.
+_NO_TERMS = _ClassTerms(None, False, [], [], [], [], [], False)
+_NO_GROUPS: tuple[None, list, list] = (None, [], [])       # _groups_of of a pod without rules
 
 
 class PodAffinityRule(CountingRule):
@@ -366,27 +372,31 @@ class PodAffinityRule(CountingRule):
     def _class(self, cid: int) -> _ClassTerms:
         ct = self._classes.get(cid)
         if ct is None:
-            ct = self._classes[cid] = _ClassTerms()
-            pod = self.snap.pods[self.snap.classes[cid].head]
-            rules = pod.rules
-            if rules:
-                affinity, anti, preferred = self._groups_of(rules)
-                if affinity is not None:
-                    ct.affinity = affinity
-                    ct.self_affine = affinity.matches(pod, self.ns_labels)
-                ct.anti = list(anti)
-                ct.preferred = list(preferred)
-            for group in {id(g): g for g in (ct.affinity, *ct.anti, *(g for _, g in ct.preferred)) if g}.values():
-                group.users.append(cid)
-            if ct.affinity is not None and ct.self_affine:
-                ct.affinity.first_pod_users.append(cid)
-            for hold in self._hold_index.candidates(pod.labels):
-                if hold.term.matches(pod.namespace, pod.labels, self.ns_labels):
-                    (ct.repelled_by if hold.kind == REPELS else ct.scored_by).append(hold)
-                    hold.matched.append(cid)
-            ct.against = [h.counts for h in ct.repelled_by] + [c for g in ct.anti for c in g.counts.values()]
-            ct.score_terms = bool(ct.preferred or ct.scored_by)
+            ct = self._classes[cid] = self._terms_of(cid)
         return ct
+
+    def _terms_of(self, cid: int) -> _ClassTerms:
+        """Class cid's terms (its head pod's) and the carried terms matching its pods; the class
+        is listed among their users (the groups' users and first_pod_users, the holds' matched)."""
+        pod = self.snap.pods[self.snap.classes[cid].head]
+        rules = pod.rules
+        affinity, anti, preferred = _NO_GROUPS if rules is None else self._groups_of(rules)
+        repelled_by: list[_Hold] = []
+        scored_by: list[_Hold] = []
+        for hold in self._hold_index.candidates(pod.labels):
+            if hold.term.matches(pod.namespace, pod.labels, self.ns_labels):
+                (repelled_by if hold.kind == REPELS else scored_by).append(hold)
+                hold.matched.append(cid)
+        if affinity is None and not anti and not preferred and not repelled_by and not scored_by:
+            return _NO_TERMS
+        self_affine = affinity is not None and affinity.matches(pod, self.ns_labels)
+        for group in {id(g): g for g in (affinity, *anti, *(g for _, g in preferred)) if g}.values():
+            group.users.append(cid)
+        if self_affine:
+            affinity.first_pod_users.append(cid)
+        against = [h.counts for h in repelled_by] + [c for g in anti for c in g.counts.values()]
+        return _ClassTerms(affinity, self_affine, anti, preferred, repelled_by, scored_by, against,
+                           bool(preferred or scored_by))
 
     # --- the extension point ---------------------------------------------------------------
     def filters(self, cid: int) -> bool:

@@ -92,6 +92,8 @@ class _Spread:
     # nodes lacking the key); kept as counts move (`refresh_codes`, `_move`).
     codes: np.ndarray | None = None
     eligible_domain: list[int] = field(default_factory=list)    # _Eligible.eligible_domain
+    # The class's only hard constraint: a domain's code here is the rule's answer on its nodes.
+    alone: bool = False
 
     def __post_init__(self) -> None:
         if self.domains_present < 0:
@@ -401,7 +403,7 @@ class TopologySpreadRule(CountingRule):
             snap = self.snap
             cls = snap.classes[cid]
             pod = snap.pods[cls.head]
-            constraints = pod.rules.spread if pod.rules else ()
+            constraints = pod.rules.spread if pod.rules is not None else ()
             for hard in (True, False):
                 group = [c for c in constraints if c.hard == hard]
                 if not group:
@@ -431,6 +433,9 @@ class TopologySpreadRule(CountingRule):
                         selection.users.append(spread)
                     spread.start(by_domain)
                     found.append(spread)
+            hard_ones = [s for s in found if s.constraint.hard]
+            if len(hard_ones) == 1:
+                hard_ones[0].alone = True
         return found
 
     # --- the extension point ---------------------------------------------------------------
@@ -578,9 +583,14 @@ class TopologySpreadRule(CountingRule):
                     s.refresh_codes()
                     self.ssn.mark_dirty(s.cid, None)
                     continue
-                # Every node of the domain shares its verdict: re-asked only when it flips.
+                # Every node of the domain shares its verdict: re-asked only when it flips (and
+                # not asked at all where it is the class's only hard constraint: its code is theirs).
                 skew, own = s.constraint.max_skew, s.self_match
                 fails = before + step + own - low > skew
                 if (before + own - low > skew) != fails:
-                    s.codes[d] = MASK_FAIL if fails else MASK_PASS
-                    self.ssn.mark_dirty(s.cid, self._reading.domain_nodes(s.domains, d))
+                    code = s.codes[d] = MASK_FAIL if fails else MASK_PASS
+                    nodes = self._reading.domain_nodes(s.domains, d)
+                    if s.alone:
+                        self.ssn.mark_dirty_as(s.cid, nodes, code)
+                    else:
+                        self.ssn.mark_dirty(s.cid, nodes)
