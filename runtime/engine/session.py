@@ -75,6 +75,11 @@ class ClassPlacement:
     the nodes they marked dirty), and the class's placement tree with the ledger log position
     it was last brought up to date at."""
 
+    # A class has one for the session, and under inter-pod rules classes are thousands.
+    __slots__ = ("cid", "req", "req_key", "static_mask", "static_score", "filters", "scorers", "stateful", "mask",
+                 "static_passes", "score", "tree", "seen", "shared", "unchanged", "excludes_own", "view", "lazy",
+                 "known", "dirty_all", "dirty", "dirty_code")
+
     def __init__(self, cid: int, req: np.ndarray, req_key: bytes, static_mask: np.ndarray, mask_passes: bool,
                  static_score: np.ndarray, filters: list[StatefulRule], scorers: list[StatefulRule]):
         self.cid = cid

@@ -537,21 +537,21 @@ class PodAffinityRule(CountingRule):
         return scores if nodes is None else scores[nodes]
 
     # --- notifications ---------------------------------------------------------------------
-    def _changed(self, marks: dict, cids: list[int], counts: _Counts, d: int) -> None:
-        """Collects in `marks` (class -> {topology key: nodes}, None: every node) the nodes
-        whose answers a count change in `counts` in domain d may have changed."""
-        key = counts.domains.key
-        for cid in cids:
-            found = marks.get(cid, ())
-            if found is None or key in found:
-                continue
-            # Scores are normalized over all nodes: a change anywhere re-scores the class.
-            if self.weight > 0 and self._scored(cid):
-                marks[cid] = None
-            else:
-                if not found:
-                    found = marks[cid] = {}
-                found[key] = self._reading.domain_nodes(counts.domains, d)
+    def _changed(self, cids: list[int], counts: _Counts, d: int) -> None:
+        """Marks classes `cids` where a count change in `counts` in domain d may have changed
+        their answers: on the domain's nodes, or on every node where the class is scored (scores
+        are normalized over all nodes: a change anywhere re-scores it). A class marked on the
+        same domain again in a move (a pod often matches the term it carries itself, a group's
+        anti-affinity) is marked once: ClassPlacement.mark keeps a kept array marked twice in a
+        row once."""
+        nodes = self._reading.domain_nodes(counts.domains, d)
+        mark = self.ssn.mark_dirty
+        if self.weight > 0:
+            for cid in cids:
+                mark(cid, None if self._scored(cid) else nodes)
+        else:
+            for cid in cids:
+                mark(cid, nodes)
 
     def _scored(self, cid: int) -> bool:
         """_ClassTerms.score_terms of class cid, kept."""
@@ -581,9 +581,6 @@ class PodAffinityRule(CountingRule):
         groups, holds = self._moves(t)
         if not groups and not holds:
             return
-        # A class is told once per move and key: a pod often matches the term it carries itself
-        # (a group's anti-affinity), which would mark the same domain twice.
-        marks: dict[int, dict[str, np.ndarray] | None] = {}
         for group in groups:
             before = group.matched
             for counts in group.counts.values():
@@ -592,10 +589,10 @@ class PodAffinityRule(CountingRule):
                     if not leaving:
                         group.matched += step
                     if group.users:
-                        self._changed(marks, group.users, counts, d)
+                        self._changed(group.users, counts, d)
             if (before == 0) != (group.matched == 0):   # the self-affine first-pod rule flips
                 for cid in group.first_pod_users:
-                    marks[cid] = None
+                    self.ssn.mark_dirty(cid, None)
         for hold in holds:
             counts = hold.counts
             d = counts.of[node]          # _Counts.add, inline: a placement's commonest step
@@ -608,11 +605,4 @@ class PodAffinityRule(CountingRule):
                 counts.live[d] = counts.live.get(d, 0) + step
                 counts.live_total += step
             if hold.matched:
-                self._changed(marks, hold.matched, counts, d)
-        mark = self.ssn.mark_dirty
-        for cid, by_key in marks.items():
-            if by_key is None:
-                mark(cid, None)
-            else:
-                for nodes in by_key.values():
-                    mark(cid, nodes)
+                self._changed(hold.matched, counts, d)

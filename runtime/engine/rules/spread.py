@@ -94,15 +94,17 @@ class _Spread:
     eligible_domain: list[int] = field(default_factory=list)    # _Eligible.eligible_domain
     # The class's only hard constraint: a domain's code here is the rule's answer on its nodes.
     alone: bool = False
+    is_floored: bool = field(init=False, default=False)     # floored(), made once
 
     def __post_init__(self) -> None:
         if self.domains_present < 0:
             self.domains_present = int(self.present.sum())
+        domains, least = self.domains_present, self.constraint.min_domains
+        self.is_floored = not domains or bool(least and domains < least)
 
     def floored(self) -> bool:
         """Whether the minimum is 0 whatever the counts (no domain, or fewer than minDomains)."""
-        domains = self.domains_present
-        return not domains or bool(self.constraint.min_domains and domains < self.constraint.min_domains)
+        return self.is_floored
 
     def refresh_codes(self) -> None:
         """`codes` from the counts."""
@@ -150,7 +152,7 @@ class _Spread:
         after = before + step
         count[d] = after
         low = self.low
-        if self.floored():
+        if self.is_floored:
             return before, low
         if step > 0:
             if before == low:
