@@ -120,6 +120,9 @@ class PodScanMemo:
         self._group_rules: list[Any] = []
         self._group_label_keys: tuple[str, ...] | None = None
         self.regrouped = 0          # placed pods the last placed_grouping read
+        # Counts the scans that read some pod again: while it stays, the scan answers alike
+        # (SnapshotCache keeps what it makes from the scan by it).
+        self.generation = 0
         # What PlacedGrouping.groups made, by group number, and the groups whose pods changed
         # since (a row dropped or added; every group when the rows moved or were all read again).
         self._made: dict[int, Any] = {}
@@ -239,6 +242,7 @@ class PodScanMemo:
         out.setting, out.priority_classes, out.mark, out.keys, out.values = \
             setting, dict(priority_classes), mark, keys, values
         self._kept = out
+        self.generation += 1
         return _answer(out)
 
     def _merge(self, kept: _Kept | None, new_of_old: np.ndarray | None, same: np.ndarray, changed: np.ndarray,

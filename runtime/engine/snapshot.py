@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Iterable
 
 import numpy as np
@@ -29,7 +30,7 @@ from runtime.engine.kernels import load as load_kernels
 from runtime.engine.kernels.codes import (  # noqa: F401 - the engine imports the codes from here
     ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, UNLIMITED,
 )
-from runtime.engine.kernels.records import JobInfo, PodScan, min_resource_vector
+from runtime.engine.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder, min_resource_vector
 from runtime.engine.podscan import PlacedGrouping, PodScanMemo
 from runtime.cluster.model import (
     MAX_NODE_QUANTITY, PG_INQUEUE, PG_PENDING, QUEUE_ANNOTATION, ClusterState, NetworkTopology, Node, Pod,
@@ -287,6 +288,35 @@ class SnapshotCache:
         self.node_rebuilds = 0
         # The rules' own tables kept across cycles (Snapshot.rule_tables), by rule name.
         self.rule_tables: dict[str, object] = {}
+        # The last group_tasks and task_columns answers, with what they were made from.
+        self._tasks: tuple | None = None
+        self._columns: tuple | None = None
+
+    def group_tasks(self, k: Kernels, scan: PodScan) -> TaskOrder:
+        """k.group_tasks(scan) of the pod scan memo's scan, kept while the memo reads no pod again
+        (the same scan: the same tasks; read only, shared by the snapshots)."""
+        kept = self._tasks
+        if not (kept is not None and kept[0] is self.pods and kept[1] == self.pods.generation
+                and kept[2] is k.group_tasks):
+            kept = self._tasks = (self.pods, self.pods.generation, k.group_tasks, k.group_tasks(scan))
+        return kept[3]
+
+    def task_columns(self, k: Kernels, pods: list[Pod], status: np.ndarray, plain: np.ndarray,
+                     task_shape: np.ndarray, row_of_shape: np.ndarray, label_keys: tuple[str, ...] | None,
+                     extra_keys: dict | None, selectors: SelectorSet | None) -> TaskColumns:
+        """k.task_columns of these, kept while every one is the same: the same list of pods (the
+        tasks kept by `group_tasks`), equal arrays, label keys and extra keys, the same selector set
+        (its answers are the same while it is). A copy of the classes: the session's to keep."""
+        arrays = (status, plain, task_shape, row_of_shape)
+        kept = self._columns
+        if not (kept is not None and kept[0] is pods and kept[1] is k.task_columns and kept[2] is selectors
+                and kept[3] == label_keys and kept[4] == extra_keys
+                and all(np.array_equal(a, b) for a, b in zip(kept[5], arrays))):
+            columns = k.task_columns(pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys, selectors)
+            kept = self._columns = (pods, k.task_columns, selectors, label_keys, extra_keys,
+                                    tuple(a.copy() for a in arrays), columns)
+        columns = kept[6]
+        return TaskColumns(columns.task_class.copy(), list(columns.class_heads))
 
     def node_resources(self, state: ClusterState) -> set[str]:
         """The resource names the nodes offer."""
@@ -440,7 +470,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
 
     # Tasks: pods of our scheduler grouped by job (by name), each job's tasks by priority
     # (descending), creation, uid, so that each job's tasks are one contiguous range.
-    tasks = k.group_tasks(scan)
+    # Kept while the pod scan memo reads no pod again (not where settled pods are merged in).
+    tasks = k.group_tasks(scan) if once or state.settled is not None else cache.group_tasks(k, scan)
     task_shape = scan.shape[tasks.order]
     request = shapes[task_shape]
     task_priority = scan.priority[tasks.order]
@@ -490,7 +521,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                                            vgpu_class_key(exclusive_rules(plan)))
     if plan.plugin("numa-aware") is not None:     # it answers for a class by its first pod's CPUs and policy
         plain, extra_keys = pod_class_keys(plain, extra_keys, tasks.pods, status, numa_class_key)
-    columns = k.task_columns(tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys, selectors)
+    columns = (k.task_columns if once else partial(cache.task_columns, k))(
+        tasks.pods, status, plain, task_shape, row_of_shape, label_keys, extra_keys, selectors)
     device_names = managed | {d.resource for d in devices}
     classes = []
     for cid, head in enumerate(columns.class_heads):
