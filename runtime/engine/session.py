@@ -152,11 +152,16 @@ class ClassPlacement:
             # A placement re-asks about the node or few it touched: combined in Python, without
             # the numpy calls' fixed costs (combine_into's answers).
             rows = nodes.tolist()
-            codes = [MASK_PASS] * len(rows) if self.static_passes else self.static_mask[nodes].tolist()
-            combine_few(codes, self.filters, self.cid, nodes, rows)
-            mask = self.mask
-            for row, code in zip(rows, codes):
-                mask[row] = code
+            if len(rows) == 1 and len(self.filters) == 1 and self.static_passes:
+                # The node a placement took, under one filter: its code (combined with the static
+                # predicates' pass, a code is itself, as below).
+                self.mask[rows[0]] = self.filters[0].code_at(self.cid, rows[0])
+            else:
+                codes = [MASK_PASS] * len(rows) if self.static_passes else self.static_mask[nodes].tolist()
+                combine_few(codes, self.filters, self.cid, nodes, rows)
+                mask = self.mask
+                for row, code in zip(rows, codes):
+                    mask[row] = code
         elif self.filters:
             rules = self.filters
             if self.static_passes:
@@ -322,6 +327,7 @@ class Session:
         # {HyperNode: score}, when the plugin is on; allocate's topology placement ranks by it.
         self.hypernode_order: Callable[..., dict[str, float]] | None = None
         self._mask_cache: dict[int, tuple[np.ndarray, list[Check]]] = {}
+        self._unschedulable: Check | None = None
         self._masks_alike: dict[tuple[int, ...], tuple[np.ndarray, list[Check]]] = {}   # class_mask by its checks' masks
         self._static_cache: dict[int, np.ndarray] = {}
         # Per static mask (by identity: class_mask's arrays live as long as the session), whether
@@ -685,7 +691,9 @@ class Session:
         """Nodes passing every static predicate (all but resources and the stateful rules), cached."""
         cached = self._mask_cache.get(cls.index)
         if cached is None:
-            checks = [Check("node(s) were unschedulable", self.snap.schedulable)]
+            if self._unschedulable is None:      # one Check for every class (its mask's identity is in `same`)
+                self._unschedulable = Check("node(s) were unschedulable", self.snap.schedulable)
+            checks = [self._unschedulable]
             for fn in self.flat("predicate"):
                 checks.extend(fn(cls))
             # Classes are many under inter-pod rules, their predicates' masks few (cached by the

@@ -187,6 +187,20 @@ class _ClassTerms:
     score_terms: bool
 
 
+_ALL_PASS: dict[int, np.ndarray] = {}
+
+
+def _all_pass(size: int) -> np.ndarray:
+    """MASK_PASS on `size` nodes, read only and one array per size: a class's first codes are
+    asked of every node, and most classes have no pod counted against them yet."""
+    found = _ALL_PASS.get(size)
+    if found is None:
+        found = np.full(size, MASK_PASS, dtype=np.uint8)
+        found.flags.writeable = False
+        found = _ALL_PASS.setdefault(size, found)
+    return found
+
+
 # A class no term concerns (most classes where the pods spread and carry no term): one object.
 _NO_TERMS = _ClassTerms(None, False, [], [], [], [], [], False)
 _NO_GROUPS: tuple[None, list, list] = (None, [], [])       # _groups_of of a pod without rules
@@ -501,7 +515,7 @@ class PodAffinityRule(CountingRule):
         ct = self._class(cid)
         if ct.affinity is None and not any(c.live_total or c.gone_total for c in ct.against):
             # No pod counted against the class anywhere (its group's first pod): every node passes.
-            return np.full(size, MASK_PASS, dtype=np.uint8)
+            return _all_pass(size)
         verdicts = self._verdicts(cid, nodes)
         fail = np.zeros(size, dtype=bool)
         later = np.zeros(size, dtype=bool)
