@@ -14,9 +14,10 @@ import pytest
 from runtime.cluster.model import ClusterState, HostPort, PodAffinityTerm, PodRules, SpreadConstraint, pod_changed
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.rules import podaffinity, ports, spread
+from runtime.engine.cycle import Options, open_session
 from runtime.engine.snapshot import SnapshotCache
 from runtime_helpers import node, pod
-from test_rules_kept_matches import HOST, away_from, placed, spread_on, spread_over_hosts, two_nodes
+from test_rules_kept_matches import HOST, PLAN, away_from, placed, spread_on, spread_over_hosts, two_nodes
 
 ZONE = "zone"
 
@@ -147,6 +148,42 @@ def test_terms_selecting_namespaces_by_labels_keep_no_counts(pure):
     cache = SnapshotCache()
     assert placed(state, cache, pure) == {"p": "n2"}
     assert cache.rule_tables.get(podaffinity.KEPT_COUNTS) is None
+
+
+def holds_of_session(state: ClusterState, cache: SnapshotCache, pure: bool) -> list[tuple]:
+    """The holds (term, kind, weight) a session's PodAffinityRule made, in order, and per pod
+    in play with rules its holds' keys."""
+    ssn = open_session(PLAN, state, Options(pure_python=pure), cache)
+    rule = ssn.rule_state("podaffinity", lambda: None)
+    keys = [(h.term, h.kind, h.weight) for h in rule._hold_list]
+    return keys + [(p.key, [(h.term, h.kind) for h in rule._holds_of(p.rules)]) for p in ssn.snap.rule_pods]
+
+
+def test_the_hold_plan_is_kept_while_the_rules_objects_stay(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))
+    pod(state, "s", labels={"app": "s"}, node_name="n2", rules=spread_on("app"))
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    first = holds_of_session(state, cache, pure)
+    plan = cache.rule_tables[podaffinity.KEPT_HOLDS]
+    assert holds_of_session(state, cache, pure) == first == holds_of_session(state, SnapshotCache(), pure)
+    assert cache.rule_tables[podaffinity.KEPT_HOLDS] is plan
+
+
+def test_other_rules_objects_make_the_hold_plan_anew(pure):
+    state = two_nodes()
+    x = pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    holds_of_session(state, cache, pure)
+    plan = cache.rule_tables[podaffinity.KEPT_HOLDS]
+    # x now repels app=q: a rules object the plan does not know, its term a hold it lacks.
+    x.rules = away_from(app="q")
+    pod_changed(x)
+    assert holds_of_session(state, cache, pure) == holds_of_session(state, SnapshotCache(), pure)
+    assert cache.rule_tables[podaffinity.KEPT_HOLDS] is not plan
+    assert ("ns/x", [(away_from(app="q").anti_affinity[0], podaffinity.REPELS)]) in holds_of_session(state, cache, pure)
 
 
 # --- TopologySpreadRule ---------------------------------------------------------------------
