@@ -5,7 +5,9 @@ from the placed groups that changed (a pod placed, removed or changed in place) 
 anew where the nodes, the terms or selections, or the label keys changed. Each test runs a cycle
 that keeps the counts, changes one input, and asserts the next cycle with the same cache places
 as a cycle with a fresh cache does and as the change asks; each fails without its update or
-invalidation (the stale counts miss or keep a pod, or count it in another domain or node)."""
+invalidation (the stale counts miss or keep a pod, or count it in another domain or node). Other
+terms or selections, and the spread's other label keys, are test_rules_kept_matches' cases: they
+fail without the counts' checks too."""
 
 from __future__ import annotations
 
@@ -109,19 +111,6 @@ def test_other_nodes_make_the_affinity_counts_anew(pure):
     # x in the old numbering.
     node(state, "n1", cpu=8000, labels={HOST: "n1", ZONE: "b"})
     assert placed(state, cache, pure) == {}
-
-
-def test_other_terms_make_the_affinity_counts_anew(pure):
-    state = two_nodes()
-    pod(state, "x", labels={"app": "a"}, node_name="n1")
-    pod(state, "y", labels={"app": "b"}, node_name="n2")
-    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
-    cache = SnapshotCache()
-    assert placed(state, cache, pure) == {"p": "n2"}
-    # The first group now avoids app=b: its kept counts are app=a's (x on n1).
-    state.remove_pod("ns/p")
-    pod(state, "q", labels={"app": "p"}, rules=away_from(app="b"))
-    assert placed(state, cache, pure) == {"q": "n1"}
 
 
 def test_other_label_keys_make_the_affinity_counts_anew(pure):
@@ -252,34 +241,6 @@ def test_other_nodes_make_the_spread_counts_anew(pure):
     state.remove_pod("ns/fill")
     pod(state, "fill", cpu=8000, node_name="n2")
     assert placed(state, cache, pure) == {}
-
-
-def test_other_selections_make_the_spread_counts_anew(pure):
-    state = two_nodes()
-    pod(state, "x", labels={"app": "a"}, node_name="n1")
-    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
-    cache = SnapshotCache()
-    assert placed(state, cache, pure) == {"p": "n2"}
-    # The first selection now counts app=b: its kept counts are app=a's (x on n1).
-    state.remove_pod("ns/p")
-    pod(state, "q", labels={"app": "b"}, rules=spread_over_hosts("app", "b"))
-    pod(state, "fill", cpu=8000, node_name="n2")
-    assert placed(state, cache, pure) == {"q": "n1"}
-
-
-def test_other_label_keys_make_the_spread_counts_anew(pure):
-    state = two_nodes()
-    pod(state, "x", labels={"app": "a", "tier": "b"}, node_name="n1")
-    pod(state, "s", labels={}, rules=spread_over_hosts("tier", "x", hard=False), node_name="n2")
-    pod(state, "p", labels={"app": "a"}, rules=spread_over_hosts("app", "a"))
-    cache = SnapshotCache()
-    assert placed(state, cache, pure) == {"p": "n2"}
-    state.remove_pod("ns/x")
-    state.remove_pod("ns/s")
-    pod(state, "z", labels={"aaa": "a", "app": "b"}, node_name="n1")
-    pod(state, "s2", labels={}, rules=spread_over_hosts("aaa", "x", hard=False), node_name="n2")
-    pod(state, "fill", cpu=8000, node_name="n2")
-    assert placed(state, cache, pure) == {"p": "n1"}
 
 
 # --- NodePortsRule --------------------------------------------------------------------------

@@ -28,8 +28,8 @@ import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import (
-    ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, keep_counts,
-    kept_counts, kept_matches, placed_changes, placed_groups, profile, reading,
+    ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, count_changes,
+    count_each, keep_counts, kept_counts, kept_matches, placed_groups, profile, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
@@ -82,24 +82,13 @@ class _Counts:
 
     def add_rows(self, nodes: np.ndarray, leaving: bool, step: int = 1) -> int:
         """`step` (1, or -1 to take them away) pods on each of `nodes` (rows may repeat);
-        returns the pods counted (on nodes with the key), times step. A domain taken to 0 is
-        dropped (kept tables would otherwise gather the domains pods ever were in)."""
+        returns the pods counted (on nodes with the key), times step."""
         if not len(nodes):
             return 0
         d = self.domains.of[nodes]
         d = d[d >= 0].tolist()
         if d:
-            counts = self.gone if leaving else self.live
-            if step > 0:
-                for one in d:
-                    counts[one] = counts.get(one, 0) + 1
-            else:
-                for one in d:
-                    left = counts[one] - 1
-                    if left:
-                        counts[one] = left
-                    else:
-                        del counts[one]
+            count_each(self.gone if leaving else self.live, d, step)
             if leaving:
                 self.gone_total += step * len(d)
             else:
@@ -306,11 +295,7 @@ class PodAffinityRule(CountingRule):
                     [_Group(g.terms, {k: c.copy() for k, c in g.counts.items()}, g.matched) for g in groups],
                     [h.counts.copy() for h in self._holds.values()]), placed)
             return
-        gone, new = placed_changes(kept, self.snap, placed)
-        for alike in gone:
-            self._tally(alike, -1, kept.tables)
-        for alike in new:
-            self._tally(alike, 1, kept.tables)
+        count_changes(kept, self.snap, placed, lambda alike, step: self._tally(alike, step, kept.tables))
         kept_groups, kept_holds = kept.tables
         holds = list(self._holds.values())
         for group, base in zip(groups, kept_groups):

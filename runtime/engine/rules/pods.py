@@ -11,7 +11,7 @@ group however many there are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Hashable, TypeVar
 
@@ -57,7 +57,7 @@ def kept_matches(snap: Snapshot, table: str, made_from: list) -> KeptMatches:
 class KeptCounts(Generic[T]):
     """A rule's counts of the placed pods as a session opens (its `tables`), kept across cycles
     beside the snapshot cache (Snapshot.rule_tables) and brought up to date from the placed
-    groups that changed (`placed_changes`), while what else decides them stays: what the tables
+    groups that changed (`count_changes`), while what else decides them stays: what the tables
     were made for (the rule's terms or selections, in order: `made_from`), the label keys and the
     nodes' domains (Snapshot.topology, made anew when the nodes change). A session counts its
     placements on copies."""
@@ -90,10 +90,11 @@ def keep_counts(snap: Snapshot, table: str, made_from: list, tables: T, groups: 
                                              dict(zip(grouping.keys, groups)))
 
 
-def placed_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup]
-                   ) -> tuple[list[PlacedGroup], list[PlacedGroup]]:
-    """(groups to uncount, groups to count) to bring kept's tables to `groups` (the session's
-    placed groups, in PlacedGrouping order); kept.counted is updated."""
+def count_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup],
+                  tally: Callable[[PlacedGroup, int], None]) -> None:
+    """Brings kept's tables to `groups` (the session's placed groups, in PlacedGrouping order):
+    tally(group, -1) takes away each group counted that is no longer there, then tally(group, 1)
+    counts each new one; kept.counted is updated."""
     counted = kept.counted
     gone: list[PlacedGroup] = []
     new: list[PlacedGroup] = []
@@ -109,7 +110,26 @@ def placed_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup]
         present = set(keys)
         for key in [key for key in counted if key not in present]:
             gone.append(counted.pop(key))
-    return gone, new
+    for group in gone:
+        tally(group, -1)
+    for group in new:
+        tally(group, 1)
+
+
+def count_each(counts: dict[int, int], keys: list[int], step: int) -> None:
+    """Adds `step` (1, or -1 to take away) to counts[key] for each of `keys` (a key repeated
+    counts again). A key taken to 0 is dropped: counts kept across cycles would otherwise
+    gather every key (domain, node) pods ever were in."""
+    if step > 0:
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+    else:
+        for key in keys:
+            left = counts[key] - 1
+            if left:
+                counts[key] = left
+            else:
+                del counts[key]
 
 
 class Reading:

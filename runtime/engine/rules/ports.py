@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from runtime.cluster.model import HostPort
-from runtime.engine.rules.pods import CountingRule, PlacedGroup, keep_counts, kept_counts, placed_changes, placed_groups
+from runtime.engine.rules.pods import CountingRule, PlacedGroup, count_changes, keep_counts, kept_counts, placed_groups
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, Check
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,12 +38,8 @@ class NodePortsRule(CountingRule):
             return
         # The kept counts brought up to date by the placed groups that changed; a session takes
         # its placements on copies.
-        gone, new = placed_changes(kept, self.snap, placed)
         self._used = kept.tables
-        for alike in gone:
-            self._tally(alike, -1)
-        for alike in new:
-            self._tally(alike, 1)
+        count_changes(kept, self.snap, placed, self._tally)
         self._used = {port: dict(used) for port, used in kept.tables.items()}
 
     def _tally(self, alike: PlacedGroup, step: int) -> None:
