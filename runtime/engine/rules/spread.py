@@ -36,8 +36,8 @@ from runtime.cluster.model import Pod, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
 from runtime.engine.rules.pods import (
-    CountingRule, KeptMatches, PlacedGroup, Profile, SelectorIndex, count_changes, count_each, keep_counts,
-    kept_counts, kept_matches, placed_groups, profile, reading,
+    CountingRule, KeptMatches, PlacedGroup, Profile, SelectorIndex, keep_counts, kept_counts, kept_matches,
+    placed_changes, placed_groups, profile, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
@@ -95,10 +95,12 @@ class _Spread:
     # The class's only hard constraint: a domain's code here is the rule's answer on its nodes.
     alone: bool = False
     is_floored: bool = field(init=False, default=False)     # floored(), made once
+    hard: bool = field(init=False, default=False)           # constraint.hard (a property), read per placement
 
     def __post_init__(self) -> None:
         if self.domains_present < 0:
             self.domains_present = int(self.present.sum())
+        self.hard = self.constraint.hard
         domains, least = self.domains_present, self.constraint.min_domains
         self.is_floored = not domains or bool(least and domains < least)
 
@@ -287,13 +289,18 @@ class TopologySpreadRule(CountingRule):
                         [_Selection(s.namespace, s.selector, dict(s.per_node), total=s.total) for s in selections],
                         placed)
             return
-        count_changes(kept, self.snap, placed, lambda alike, step: self._tally(alike, step, kept.tables))
+        gone, new = placed_changes(kept, self.snap, placed)
+        for alike in gone:
+            self._tally(alike, -1, kept.tables)
+        for alike in new:
+            self._tally(alike, 1, kept.tables)
         for selection, base in zip(selections, kept.tables):
             selection.per_node, selection.total = dict(base.per_node), base.total
 
     def _tally(self, alike: PlacedGroup, step: int, kept: list[_Selection] | None = None) -> None:
         """Counts (step 1) or takes away (-1) the running pods of a group of placed pods in the
-        session's selections or, given, in kept ones (one per selection, in their order)."""
+        session's selections or, given, in kept ones (one per selection, in their order). A node
+        taken to 0 is dropped (kept counts would otherwise gather every node pods ever were on)."""
         if not len(alike.live):
             return
         matching = self._matching(alike.pod, alike.profile)
@@ -303,7 +310,17 @@ class TopologySpreadRule(CountingRule):
         for selection in matching:
             if kept is not None:
                 selection = kept[self._position[id(selection)]]
-            count_each(selection.per_node, rows, step)
+            per_node = selection.per_node
+            if step > 0:
+                for row in rows:
+                    per_node[row] = per_node.get(row, 0) + 1
+            else:
+                for row in rows:
+                    left = per_node[row] - 1
+                    if left:
+                        per_node[row] = left
+                    else:
+                        del per_node[row]
             selection.total += step * len(rows)
 
     def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
@@ -420,14 +437,22 @@ class TopologySpreadRule(CountingRule):
                         selection.users.append(spread)
                     spread.start(by_domain)
                     found.append(spread)
-            hard_ones = [s for s in found if s.constraint.hard]
+            hard_ones = self._hard[cid] = [s for s in found if s.hard]
             if len(hard_ones) == 1:
                 hard_ones[0].alone = True
         return found
 
+    def _hard_of(self, cid: int) -> list[_Spread]:
+        """Class cid's hard constraints (listed as `_class` makes its constraints)."""
+        found = self._hard.get(cid)
+        if found is None:
+            self._class(cid)
+            found = self._hard[cid]
+        return found
+
     # --- the extension point ---------------------------------------------------------------
     def filters(self, cid: int) -> bool:
-        return self.filter_on and any(s.constraint.hard for s in self._class(cid))
+        return self.filter_on and bool(self._hard_of(cid))
 
     def scores(self, cid: int) -> bool:
         return self.weight > 0 and any(not s.constraint.hard for s in self._class(cid))
@@ -450,9 +475,7 @@ class TopologySpreadRule(CountingRule):
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         # Each domain's code is kept (`_Spread.codes`), read through the nodes' domains: a node
         # lacking the key reads the extra last entry (it fails), as `_verdicts` has it.
-        hard = self._hard.get(cid)
-        if hard is None:
-            hard = self._hard[cid] = [s for s in self._class(cid) if s.constraint.hard]
+        hard = self._hard_of(cid)
         if not hard:
             return np.full(self.snap.n_nodes if nodes is None else len(nodes), MASK_PASS, dtype=np.uint8)
         out = None
@@ -563,7 +586,7 @@ class TopologySpreadRule(CountingRule):
                 if d < 0:           # not eligible (or lacking the key: not eligible either)
                     continue
                 before, low = s.step(d, step)
-                if not s.constraint.hard:
+                if not s.hard:
                     self._soft_moved(s, d)
                     continue
                 if low != s.low:
