@@ -28,8 +28,8 @@ import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import (
-    ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, keep_counts,
-    kept_counts, kept_matches, placed_changes, placed_groups, profile, reading,
+    ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, count_changes,
+    count_each, keep_counts, kept_counts, kept_matches, placed_groups, profile, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
@@ -82,24 +82,13 @@ class _Counts:
 
     def add_rows(self, nodes: np.ndarray, leaving: bool, step: int = 1) -> int:
         """`step` (1, or -1 to take them away) pods on each of `nodes` (rows may repeat);
-        returns the pods counted (on nodes with the key), times step. A domain taken to 0 is
-        dropped (kept tables would otherwise gather the domains pods ever were in)."""
+        returns the pods counted (on nodes with the key), times step."""
         if not len(nodes):
             return 0
         d = self.domains.of[nodes]
         d = d[d >= 0].tolist()
         if d:
-            counts = self.gone if leaving else self.live
-            if step > 0:
-                for one in d:
-                    counts[one] = counts.get(one, 0) + 1
-            else:
-                for one in d:
-                    left = counts[one] - 1
-                    if left:
-                        counts[one] = left
-                    else:
-                        del counts[one]
+            count_each(self.gone if leaving else self.live, d, step)
             if leaving:
                 self.gone_total += step * len(d)
             else:
@@ -168,6 +157,21 @@ class _Hold:
 
 KEPT_MATCHES = "podaffinity-matches"      # its Snapshot.rule_tables key
 KEPT_COUNTS = "podaffinity-counts"        # its Snapshot.rule_tables key for the placed pods' counts
+KEPT_HOLDS = "podaffinity-holds"          # its Snapshot.rule_tables key for the holds' plan
+
+
+@dataclass(eq=False)
+class _HoldPlan:
+    """The holds the rules objects in play carry, kept across cycles while they are the same
+    objects (the snapshot cache hands the same Snapshot.rule_objects list while they are) and
+    the hard weight stays: the holds' keys in the order made, and per rules object (by identity,
+    the object held beside) its holds' places among them. A session makes the holds from the
+    keys and finds a rules object's when asked, instead of reading every rules object."""
+
+    rule_objects: list[PodRules]
+    hard_weight: int
+    keys: list[tuple[PodAffinityTerm, str, int]]
+    places: dict[int, tuple[PodRules, tuple[int, ...]]]
 
 
 @dataclass(eq=False, slots=True)
@@ -226,6 +230,9 @@ class PodAffinityRule(CountingRule):
         self._position: dict[int, int] = {}               # id(group) -> its place in _group_list
         self._holds: dict[tuple[PodAffinityTerm, str, int], _Hold] = {}
         self._hold_position: dict[int, int] = {}          # id(hold) -> its place in _holds
+        self._hold_list: list[_Hold] = []                 # in the order made
+        # The kept _HoldPlan's places of the rules objects' holds (_plan_holds), read by _holds_of.
+        self._planned: dict[int, tuple[PodRules, tuple[int, ...]]] = {}
         self._group_index: SelectorIndex[_Group] = SelectorIndex()
         self._hold_index: SelectorIndex[_Hold] = SelectorIndex()
         self._matches: dict[Profile, list[_Group]] = {}
@@ -251,9 +258,25 @@ class PodAffinityRule(CountingRule):
         # Every group is made by now (a class's are its head's terms): the profile matches of
         # the cycle before hold while the terms do.
         self._kept = self._kept_matches()
+        self._planned = self._plan_holds()
+        self._count_placed(placed_groups(ssn))
+
+    def _plan_holds(self) -> dict[int, tuple[PodRules, tuple[int, ...]]]:
+        """Makes the holds of every pod's rules object (Snapshot.rule_objects), from the plan
+        kept since the cycle before where it holds (_HoldPlan; its places are returned, for
+        _holds_of), else from the rules objects, and keeps the plan."""
+        snap = self.snap
+        plan = snap.rule_tables.get(KEPT_HOLDS)
+        if plan is not None and plan.rule_objects is snap.rule_objects and plan.hard_weight == self.hard_weight:
+            for key in plan.keys:
+                self._hold(*key)
+            return plan.places
         for rules in snap.rule_objects:       # every pod's (shared by the pods of a template)
             self._holds_of(rules)
-        self._count_placed(placed_groups(ssn))
+        position = self._hold_position
+        snap.rule_tables[KEPT_HOLDS] = _HoldPlan(snap.rule_objects, self.hard_weight, list(self._holds), {
+            key: (rules, tuple(position[id(h)] for h in holds)) for key, (rules, holds) in self._carried_by_id.items()})
+        return {}
 
     def _count_placed(self, placed: list[PlacedGroup]) -> None:
         """Counts the placed pods in the groups and holds: from the tables kept since the cycle
@@ -272,11 +295,7 @@ class PodAffinityRule(CountingRule):
                     [_Group(g.terms, {k: c.copy() for k, c in g.counts.items()}, g.matched) for g in groups],
                     [h.counts.copy() for h in self._holds.values()]), placed)
             return
-        gone, new = placed_changes(kept, self.snap, placed)
-        for alike in gone:
-            self._tally(alike, -1, kept.tables)
-        for alike in new:
-            self._tally(alike, 1, kept.tables)
+        count_changes(kept, self.snap, placed, lambda alike, step: self._tally(alike, step, kept.tables))
         kept_groups, kept_holds = kept.tables
         holds = list(self._holds.values())
         for group, base in zip(groups, kept_groups):
@@ -333,7 +352,10 @@ class PodAffinityRule(CountingRule):
         found = self._carried_by_id.get(id(rules))
         if found is not None and found[0] is rules:
             return found[1]
-        if not (rules.anti_affinity or rules.affinity or rules.preferred_affinity or rules.preferred_anti_affinity):
+        planned = self._planned.get(id(rules))
+        if planned is not None and planned[0] is rules:       # a rules object in play: its places
+            holds = [self._hold_list[i] for i in planned[1]] if planned[1] else _NO_HOLDS
+        elif not (rules.anti_affinity or rules.affinity or rules.preferred_affinity or rules.preferred_anti_affinity):
             # Spread or ports only (most rules objects at scale): no term, nothing to hash.
             holds = _NO_HOLDS
         else:
@@ -350,7 +372,8 @@ class PodAffinityRule(CountingRule):
         hold = self._holds.get(key)
         if hold is None:
             hold = self._holds[key] = _Hold(term, kind, weight, self._counts(term.topology_key))
-            self._hold_position[id(hold)] = len(self._hold_position)
+            self._hold_position[id(hold)] = len(self._hold_list)
+            self._hold_list.append(hold)
             self._hold_index.add(hold, term.selector)
         return hold
 

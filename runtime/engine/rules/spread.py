@@ -36,8 +36,8 @@ from runtime.cluster.model import Pod, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
 from runtime.engine.rules.pods import (
-    CountingRule, KeptMatches, PlacedGroup, Profile, SelectorIndex, keep_counts, kept_counts, kept_matches,
-    placed_changes, placed_groups, profile, reading,
+    CountingRule, KeptMatches, PlacedGroup, Profile, SelectorIndex, count_changes, count_each, keep_counts,
+    kept_counts, kept_matches, placed_groups, profile, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
@@ -289,18 +289,13 @@ class TopologySpreadRule(CountingRule):
                         [_Selection(s.namespace, s.selector, dict(s.per_node), total=s.total) for s in selections],
                         placed)
             return
-        gone, new = placed_changes(kept, self.snap, placed)
-        for alike in gone:
-            self._tally(alike, -1, kept.tables)
-        for alike in new:
-            self._tally(alike, 1, kept.tables)
+        count_changes(kept, self.snap, placed, lambda alike, step: self._tally(alike, step, kept.tables))
         for selection, base in zip(selections, kept.tables):
             selection.per_node, selection.total = dict(base.per_node), base.total
 
     def _tally(self, alike: PlacedGroup, step: int, kept: list[_Selection] | None = None) -> None:
         """Counts (step 1) or takes away (-1) the running pods of a group of placed pods in the
-        session's selections or, given, in kept ones (one per selection, in their order). A node
-        taken to 0 is dropped (kept counts would otherwise gather every node pods ever were on)."""
+        session's selections or, given, in kept ones (one per selection, in their order)."""
         if not len(alike.live):
             return
         matching = self._matching(alike.pod, alike.profile)
@@ -310,17 +305,7 @@ class TopologySpreadRule(CountingRule):
         for selection in matching:
             if kept is not None:
                 selection = kept[self._position[id(selection)]]
-            per_node = selection.per_node
-            if step > 0:
-                for row in rows:
-                    per_node[row] = per_node.get(row, 0) + 1
-            else:
-                for row in rows:
-                    left = per_node[row] - 1
-                    if left:
-                        per_node[row] = left
-                    else:
-                        del per_node[row]
+            count_each(selection.per_node, rows, step)
             selection.total += step * len(rows)
 
     def _selection(self, namespace: str, selector: LabelSelector) -> _Selection:
