@@ -269,6 +269,7 @@ class _NodeArrays:
     taints: list[Taint]
     prefer_taints: list[Taint]
     topology: Topology
+    total: np.ndarray | None = None      # cluster_total of these, once asked (read only)
 
 
 class SnapshotCache:
@@ -541,7 +542,10 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
             if job.queue >= 0 and queues[job.queue].problem and not job.problem:
                 job.problem = queues[job.queue].problem
     settled, settled_pods = _fold_settled(scan.settled, shapes, queue_index, len(queues), r)
-    total = cluster_total(nodes.allocatable, nodes.schedulable)
+    if nodes.total is None:     # kept with the node arrays: with 10,000 nodes the exact sum is of Python ints
+        nodes.total = cluster_total(nodes.allocatable, nodes.schedulable)
+        nodes.total.flags.writeable = False
+    total = nodes.total.copy()
     if charges is not None:
         settled = _charge_queues(charges, state, tasks.pods, jobs, total, queue_index, settled, len(queues), r)
         if dra is not None:

@@ -1,8 +1,9 @@
 """The snapshot cache keeps group_tasks' and task_columns' answers across cycles
 (SnapshotCache.group_tasks, .task_columns): group_tasks' while the pod scan memo reads no pod
-again, task_columns' while every input is the same. Each test changes one input and asserts the
-answer is the kernel's on the new inputs (each fails without that input's check), and that
-nothing changed keeps it; and cycles decide alike with a kept and a fresh cache."""
+again, task_columns' while every input is the same; and the cluster's total with the node
+arrays. Each test changes one input and asserts the answer is the kernel's on the new inputs
+(each fails without that input's check), and that nothing changed keeps it; and cycles decide
+alike with a kept and a fresh cache."""
 
 from __future__ import annotations
 
@@ -110,3 +111,19 @@ def test_tasks_are_kept_while_no_pod_is_read_again(pure):
     assert snap.pods is not first.pods
     assert snap.task_keys == fresh.task_keys and snap.task_class.tolist() == fresh.task_class.tolist()
     assert [c.head for c in snap.classes] == [c.head for c in fresh.classes]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_the_cluster_total_is_kept_with_the_node_arrays(pure):
+    state = ClusterState()
+    for name in ("n1", "n2"):
+        node(state, name, cpu=4000)
+    pod(state, "p", cpu=1000)
+    cache = SnapshotCache()
+    first = build_snapshot(state, PLAN, "volcano", cache, load(pure))
+    again = build_snapshot(state, PLAN, "volcano", cache, load(pure))
+    assert again.total.tolist() == first.total.tolist() and again.total is not first.total   # each its own
+    node(state, "n3", cpu=8000)
+    snap = build_snapshot(state, PLAN, "volcano", cache, load(pure))
+    assert snap.total.tolist() == build_snapshot(state, PLAN, "volcano", SnapshotCache(), load(pure)).total.tolist()
+    assert snap.total[snap.resource_index["cpu"]] == 16000
