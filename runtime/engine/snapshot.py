@@ -625,7 +625,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
 def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray) -> DraSnapshot | None:
     """The claims of the waiting tasks that have ResourceClaims (None when none has); those
     whose claims keep them from every node are HELD (status changed in place)."""
-    waiting = [t for t, p in enumerate(task_pods) if p.resource_claims is not None and status[t] == PENDING]
+    # The pending tasks first (found with numpy): the bound ones are most.
+    waiting = [t for t in np.flatnonzero(status == PENDING).tolist() if task_pods[t].resource_claims is not None]
     if not waiting:
         return None
     dra = dra_snapshot(state.dra, task_pods, waiting, state.pods.values())
