@@ -123,11 +123,13 @@ class ClassPlacement:
         elif not self.dirty_all and not (self.dirty and self.dirty[-1] is nodes):
             self.dirty.append(nodes)        # a rule marking the same nodes again (a kept array) adds nothing
 
-    def mark_as(self, nodes: np.ndarray, code: int) -> None:
-        """mark(nodes), where the marking filter answers `code` on every one of them (a topology
-        domain's verdict): when it is the class's only filter, every node passes the static
-        predicates and nothing else is marked, update writes the code without asking."""
-        if self.dirty_all or self.dirty or not self.static_passes or len(self.filters) != 1:
+    def mark_as(self, nodes: np.ndarray, code: int, rule: StatefulRule) -> None:
+        """mark(nodes), where `rule` answers `code` on every one of them (a topology domain's
+        verdict): when it is the class's only filter (not a rule that only scores it, or whose
+        filter is off), every node passes the static predicates and nothing else is marked,
+        update writes the code without asking."""
+        if self.dirty_all or self.dirty or not self.static_passes or len(self.filters) != 1 or \
+                self.filters[0] is not rule:
             self.mark(nodes)
         else:
             self.dirty.append(nodes)
@@ -918,12 +920,12 @@ class Session:
         if cp is not None and cp.stateful:
             cp.mark(nodes)
 
-    def mark_dirty_as(self, cid: int, nodes: np.ndarray, code: int) -> None:
-        """mark_dirty, where the rule's answer for class cid is `code` on every one of `nodes`
+    def mark_dirty_as(self, cid: int, nodes: np.ndarray, code: int, rule: StatefulRule) -> None:
+        """mark_dirty, where `rule`'s answer for class cid is `code` on every one of `nodes`
         (ClassPlacement.mark_as)."""
         cp = self.placements.get(cid)
         if cp is not None and cp.stateful:
-            cp.mark_as(nodes, code)
+            cp.mark_as(nodes, code, rule)
 
     def mark_all_dirty(self, nodes: np.ndarray | None, rule: StatefulRule) -> None:
         """`rule`'s answer changed on `nodes` for every class it concerns."""

@@ -87,3 +87,38 @@ def test_marked_masks_are_the_rules_answers(pure, monkeypatch):
         registry[name](ssn)
     assert len(set(compared)) >= 2
     ssn.close()
+
+
+# The spread filter off, the rule scoring still (nodeorder), binpack alone choosing among nodes.
+SPREAD_SCORED_ONLY = policy(STANDARD_TIERS.replace("plugin predicates", "plugin predicates {\n pod_topology_spread = false\n }")
+                            .replace("plugin nodeorder", "plugin nodeorder {\n leastrequested = 0\n balancedresource = 0\n }"))
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_a_zone_verdict_is_written_only_where_the_spread_filters(pure):
+    """With the spread filter off (predicates' pod_topology_spread = false, nodeorder still
+    scoring it) a class's one filter is the anti-affinity (to another app's pods: its own
+    placements mark nothing for it): a zone flipping under its hard spread constraint is not
+    written into its mask (ClassPlacement.mark_as), and binpack stacks the replicas on one
+    node as if the constraint were not there."""
+    nodes = {f"n{i}": {ZONE: f"z{i % 2}"} for i in range(6)}
+    pods = [pod_doc("x-running", {"app": "x"}, node_name="n5"),
+            *(pod_doc(f"w-{i}", {"app": "w"}, spread=spread("w"), affinity=anti(term({"app": "x"})))
+              for i in range(5))]
+    ssn = open_session(SPREAD_SCORED_ONLY, cluster(nodes, pods), Options(pure_python=pure))
+    registry = actions()
+    for name in SPREAD_SCORED_ONLY.actions:
+        registry[name](ssn)
+    snap = ssn.snap
+    rows = {int(ssn.task_node[t]) for t, key in enumerate(snap.task_keys) if "/w-" in key}
+    assert len(rows) == 1 and -1 not in rows
+    checked = 0
+    for cp in ssn.placements.values():
+        if cp.filters and not cp.lazy:
+            assert [rule.name for rule in cp.filters] == ["podaffinity"]
+            cp.update()
+            everywhere = np.arange(snap.n_nodes)
+            assert cp.mask.tolist() == ssn.stateful_codes(cp.cid, everywhere).tolist()
+            checked += 1
+    assert checked
+    ssn.close()

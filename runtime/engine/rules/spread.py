@@ -586,6 +586,6 @@ class TopologySpreadRule(CountingRule):
                     code = s.codes[d] = MASK_FAIL if fails else MASK_PASS
                     nodes = self._reading.domain_nodes(s.domains, d)
                     if s.alone:
-                        self.ssn.mark_dirty_as(s.cid, nodes, code)
+                        self.ssn.mark_dirty_as(s.cid, nodes, code, self)
                     else:
                         self.ssn.mark_dirty(s.cid, nodes)
