@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -93,10 +93,18 @@ class PlacedGrouping:
     keys: list[int]                 # each group's number in the memo's table (stable across cycles)
     reuse: dict[int, Any]           # what `groups` made last time for groups whose pods did not change
     made: dict[int, Any]            # what `groups` makes now (kept for the next cycle's reuse)
+    # The memo's [lists, groups] of the last `groups` answer (filled here), these lists (the
+    # memo's _Kept.grouped) and, where nothing changed since that answer, the answer itself.
+    listed: list = field(default_factory=lambda: [None, None])
+    source: tuple | None = None
+    ready: list[Any] | None = None
 
     def groups(self, make: Callable[[int, int, tuple], Any]) -> list[Any]:
         """One object per group, in order: made by make(group, first pod's index, profile), or the
-        one made for it in an earlier cycle when none of its pods changed since."""
+        one made for it in an earlier cycle when none of its pods changed since (the list made
+        then, read only, when no group changed)."""
+        if self.ready is not None:
+            return self.ready
         out = []
         reuse, made = self.reuse, self.made
         for g, (key, f, profile) in enumerate(zip(self.keys, self.first, self.profiles)):
@@ -105,6 +113,7 @@ class PlacedGrouping:
                 found = make(g, f, profile)
             made[key] = found
             out.append(found)
+        self.listed[:] = [self.source, out]
         return out
 
 
@@ -128,6 +137,7 @@ class PodScanMemo:
         self._made: dict[int, Any] = {}
         self._dirty: set[int] = set()
         self._all_dirty = True
+        self._listed: list = [None, None]      # PlacedGrouping.listed
 
     def placed_grouping(self, label_keys: tuple[str, ...]) -> PlacedGrouping:
         """The last scan's placed pods on known nodes grouped for the inter-pod rules; a pod's
@@ -158,10 +168,15 @@ class PodScanMemo:
             groups[r] = found
         dirty = self._dirty
         dirty.update(groups[todo].tolist())
+        same = not len(todo) and kept.grouped is not None and kept.grouped[0] == label_keys
+        if same and not dirty and not self._all_dirty and self._listed[0] is kept.grouped:
+            # No pod changed since the last groups were made from these lists: the same groups.
+            return PlacedGrouping(*kept.grouped[1:], self._made, self._made, self._listed, kept.grouped,
+                                  self._listed[1])
         reuse = {} if self._all_dirty else {key: made for key, made in self._made.items() if key not in dirty}
         self._made, self._dirty, self._all_dirty = {}, set(), False
-        if not len(todo) and kept.grouped is not None and kept.grouped[0] == label_keys:
-            return PlacedGrouping(*kept.grouped[1:], reuse, self._made)
+        if same:
+            return PlacedGrouping(*kept.grouped[1:], reuse, self._made, self._listed, kept.grouped)
         g_of = groups[known]
         numbers, order = _first_seen(g_of, len(holders))
         g = numbers[g_of]
@@ -176,7 +191,7 @@ class PodScanMemo:
         keys = list(ids)
         profiles = [(keys[i][0], (keys[i][1],)) if one else (keys[i][0], keys[i][1]) for i in order.tolist()]
         kept.grouped = (label_keys, first.tolist(), rows, bounds, profiles, order.tolist())
-        return PlacedGrouping(*kept.grouped[1:], reuse, self._made)
+        return PlacedGrouping(*kept.grouped[1:], reuse, self._made, self._listed, kept.grouped)
 
     def placed_pods(self) -> list[Any]:
         """The last scan's pods holding room on a known node, in placed order (Snapshot.placed_pods):

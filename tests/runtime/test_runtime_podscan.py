@@ -313,12 +313,19 @@ def test_placed_groups_of_unchanged_pods_are_reused() -> None:
     first = _group_placed(build_snapshot(state, plan, cache=cache))
     again = _group_placed(build_snapshot(state, plan, cache=cache))
     assert len(first) == len(again) and all(a is b for a, b in zip(first, again))
+    assert again is first        # no group changed: the list made then (read only)
     victim = next(g for g in again if len(g.live) > 1)
     key = next(k for k, p in state.pods.items() if p is victim.pod)
     state.remove_pod(key)
     snap = build_snapshot(state, plan, cache=cache)
     third = _group_placed(snap)
+    assert third is not again
     assert victim not in third and any(g.rules is victim.rules and g.profile == victim.profile for g in third)
     before = {id(g) for g in again}
     assert sum(id(g) not in before for g in third) == 1      # only the victim's group is made again
+    assert groups_of(snap) == groups_of(dataclasses.replace(snap, placed_grouping=None))
+    # A change whose snapshot nobody groups, then none: the groups are made, not the last list.
+    state.remove_pod(next(k for k, p in state.pods.items() if p is third[0].pod))
+    build_snapshot(state, plan, cache=cache)
+    snap = build_snapshot(state, plan, cache=cache)
     assert groups_of(snap) == groups_of(dataclasses.replace(snap, placed_grouping=None))
