@@ -292,3 +292,22 @@ def test_ports_after_other_nodes(pure):
     # n1 leaves: n3 is row 1 now, n2 row 0 (full).
     state.remove_node("n1")
     assert placed(state, cache, pure) == {}
+
+
+def test_counts_half_brought_up_to_date_are_not_taken_again(pure, monkeypatch):
+    # A cycle that fails while bringing the kept counts up to date leaves them for a new count.
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1")
+    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    pod(state, "y", labels={"app": "a"}, node_name="n2")
+
+    def failing(self, alike, step, kept=None):
+        raise RuntimeError("stopped")
+    with monkeypatch.context() as patched:
+        patched.setattr(podaffinity.PodAffinityRule, "_tally", failing)
+        with pytest.raises(RuntimeError):
+            placed(state, cache, pure)
+    assert cache.rule_tables[podaffinity.KEPT_COUNTS].made_from is None
+    assert placed(state, cache, pure) == {}

@@ -62,7 +62,7 @@ class KeptCounts(Generic[T]):
     nodes' domains (Snapshot.topology, made anew when the nodes change). A session counts its
     placements on copies."""
 
-    made_from: list
+    made_from: list | None
     label_keys: tuple[str, ...] | None
     topology: object
     tables: T
@@ -110,10 +110,14 @@ def count_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup],
         present = set(keys)
         for key in [key for key in counted if key not in present]:
             gone.append(counted.pop(key))
-    for group in gone:
-        tally(group, -1)
-    for group in new:
-        tally(group, 1)
+    try:
+        for group in gone:
+            tally(group, -1)
+        for group in new:
+            tally(group, 1)
+    except BaseException:
+        kept.made_from = None      # half brought up to date: never taken again (kept_counts)
+        raise
 
 
 def count_each(counts: dict[int, int], keys: list[int], step: int) -> None:
