@@ -197,6 +197,10 @@ FEW_NODES = 8       # up to this many marked nodes, ClassPlacement.update combin
 # A lazy class asks the rules about this many of the nodes its shared tree offers at a time (as
 # many as the rules answer node by node, FEW_NODES).
 LAZY_ASK = 8
+# A class one of whose filters passes at most this fraction of the nodes places by a scan of
+# those (Session.place_few): most of its nodes differ from the shared tree's, and a tree of its
+# own would be built for a placement or few.
+FEW_PASSING = 4
 
 
 def combine_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -823,6 +827,9 @@ class Session:
         node: the tree whose out_nodes[0] / out_kinds[0] say where, None when no node takes it.
         `placed_by` then takes the placement as seen."""
         shared = cp.shared
+        few = self.place_few(cp, cp.tree if shared is None else shared.tree, cp.mask)
+        if few is not False:
+            return few
         if shared is not None:
             got = shared.tree.place_masked(cp.view, SHARED_BUDGET)
             if got >= 0:
@@ -848,6 +855,9 @@ class Session:
             known.clear()
             cp.dirty_all, cp.dirty, cp.dirty_code = False, [], -1
         tree = cp.shared.tree
+        few = self.place_few(cp, tree, None)
+        if few is not False:
+            return few
         while True:
             # The nodes its placement would take, best first, as far as its codes are known.
             got = tree.place_masked(cp.view, SHARED_BUDGET, LAZY_ASK, False)
@@ -867,6 +877,23 @@ class Session:
         got = tree.place_masked(cp.view, SHARED_BUDGET)
         assert got == 1 and int(tree.out_nodes[0]) == offered[0], "the node offered is the node placed on"
         return tree
+
+    def place_few(self, cp: ClassPlacement, tree: Any, mask: np.ndarray | None) -> Any:
+        """place_one of class cp where one of its filters passes few nodes (at most a
+        FEW_PASSING-th: StatefulRule.passing_nodes): a scan of those nodes alone by `tree` (its
+        own tree, or the shared one: PlacementTree.place_among) under the class's codes there,
+        read from `mask` where it is up to date there (None: asked of the rules). Returns the
+        tree, None when none of them takes the task, False when no filter's passing nodes are few."""
+        nodes = None
+        most = self.snap.n_nodes // FEW_PASSING
+        for rule in cp.filters:
+            found = rule.passing_nodes(cp.cid, most)
+            if found is not None and (nodes is None or len(found) < len(nodes)):
+                nodes = found
+        if nodes is None:
+            return False
+        codes = mask[nodes] if mask is not None else self.stateful_codes(cp.cid, nodes)
+        return tree if tree.place_among(nodes, codes) else None
 
     def place_excluding(self, cp: ClassPlacement, limit: int) -> tuple[Any, int, bool]:
         """Up to `limit` tasks of class cp (excludes_own, fresh) placed in one call of its

@@ -11,6 +11,7 @@ import pytest
 
 from runtime.engine.actions import registry as actions
 from runtime.engine.cycle import Options, open_session
+from runtime.engine.extension import MASK_PASS
 from runtime.engine.session import Session
 from runtime_helpers import STANDARD_TIERS, policy
 from test_runtime_placement_rules import ZONE, affine, anti, cluster, pod_doc, term
@@ -86,6 +87,52 @@ def test_marked_masks_are_the_rules_answers(pure, monkeypatch):
     for name in PLAN.actions:
         registry[name](ssn)
     assert len(set(compared)) >= 2
+    ssn.close()
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_passing_nodes_hold_every_passing_node(pure, monkeypatch):
+    """A filter's passing nodes (StatefulRule.passing_nodes, which Session.place_few scans
+    alone) are ascending and hold every node where its codes pass, after every placement; the
+    zone spread's replicas, one zone passing once the others are a pod ahead, are placed by
+    that scan (and every zone's count within one of the others')."""
+    nodes = {f"n{i}": {ZONE: f"z{i % 4}"} for i in range(8)}
+    nodes["bare"] = {}
+    pods = [*(pod_doc(f"s-{i}", {"app": "s"}, spread=spread("s")) for i in range(6)),
+            pod_doc("s-running", {"app": "s"}, node_name="n1")]
+    ssn = open_session(PLAN, cluster(nodes, pods), Options(pure_python=pure))
+    asked = []
+    placed, few = Session.placed_by, Session.place_few
+
+    def checked(self, cp):
+        placed(self, cp)
+        for rule in self.stateful_filters:
+            for cid in self.placements:
+                if not rule.filters(cid):
+                    continue
+                found = rule.passing_nodes(cid, self.snap.n_nodes)
+                if found is None:
+                    continue
+                assert found.tolist() == sorted(set(found.tolist()))
+                passing = np.flatnonzero(rule.codes(cid, None) & MASK_PASS).tolist()
+                assert set(passing) <= set(found.tolist()), (rule.name, cid)
+                asked.append(cid)
+
+    def counted(self, cp, tree, mask):
+        got = few(self, cp, tree, mask)
+        asked.append(got is not False)
+        return got
+
+    monkeypatch.setattr(Session, "placed_by", checked)
+    monkeypatch.setattr(Session, "place_few", counted)
+    registry = actions()
+    for name in PLAN.actions:
+        registry[name](ssn)
+    assert True in asked
+    snap = ssn.snap
+    zones = [nodes[snap.node_names[int(ssn.task_node[t])]][ZONE] for t in range(len(snap.task_keys))]
+    zones.append("z1")          # s-running's
+    assert sorted(zones.count(z) for z in ("z0", "z1", "z2", "z3")) == [1, 2, 2, 2]
     ssn.close()
 
 

@@ -585,3 +585,45 @@ def test_decision_passes_match(compiled, seed):
     bound = {b[0] for b in outcomes[0][0]}
     assert bound == {keys[t] for t in range(t_n) if before[t] == 0 and status[t] == 1}
     assert set(outcomes[0][1]) == {keys[t] for t in range(t_n) if before[t] == 0 and status[t] == 2}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_place_among_matches_brute_force(compiled, seed):
+    """A class whose codes fail every node but a few (PlacementTree.place_among, a scan of those
+    by the shared tree or the class's own): each placement the oracle's under the class's codes
+    (failing elsewhere), its node charged; the tree, re-keyed there, still places as the oracle
+    by its own mask; no passing node left, nothing placed."""
+    rng = np.random.default_rng(1100 + seed)
+    n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    kinds = rng.integers(0, max(1, n // 4), size=n)
+    alloc, used, releasing, pipelined = (a[kinds].copy() for a in random_nodes(rng, n, r))
+    req = (rng.integers(0, 6, size=r) * 1000 * (rng.random(r) < 0.8)).astype(np.int64)
+    base = rng.choice([0, 1, 1, 1, 3], size=n).astype(np.uint8)
+    static = rng.choice([0.0, 2.5], size=n)
+    params = random_params(rng, r)
+    nodes = np.flatnonzero(rng.random(n) < 0.4).astype(np.int64)
+    own = np.zeros(n, dtype=np.uint8)        # the class's codes: failing outside `nodes`
+    own[nodes] = np.where(rng.random(len(nodes)) < 0.3, 0, base[nodes] | (rng.random(len(nodes)) < 0.3) * 2)
+    for kernels in (REF, compiled):
+        u, p = used.copy(), pipelined.copy()
+        expected_u, expected_p = used.copy(), pipelined.copy()
+        fits = kernels.NodeFits(alloc, u, releasing, p, req, params)
+        tree = kernels.PlacementTree(alloc, u, releasing, p, req, base, static, params, fits)
+        for step in range(4):
+            if step == 2:       # built (asked without placing): the placements after re-key it
+                tree.place_masked(kernels.MaskView(base), 0, 1, False)
+            want = brute_force_placements(1, alloc, expected_u.copy(), releasing, expected_p.copy(), req, own,
+                                          static, params)
+            got = tree.place_among(nodes, own[nodes])
+            assert got == len(want), kernels.name
+            if want:
+                node, kind = want[0]
+                assert (int(tree.out_nodes[0]), int(tree.out_kinds[0])) == (node, kind), kernels.name
+                (expected_u if kind == 2 else expected_p)[node] += req
+            assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name
+        want = brute_force_placements(1, alloc, expected_u.copy(), releasing, expected_p.copy(), req, base,
+                                      static, params)
+        assert tree.place(1) == len(want), kernels.name
+        if want:
+            assert (int(tree.out_nodes[0]), int(tree.out_kinds[0])) == want[0], kernels.name
+        assert tree.place_among(nodes[:0], own[:0]) == 0, kernels.name

@@ -221,13 +221,23 @@ def shared_key(fit: cython.const[cython.schar][::1], dyn: cython.const[cython.do
                n: cython.Py_ssize_t) -> cython.double:
     """node_key from a NodeFits' fit state and kernel score at n (the same float: the same sums
     in the same order)."""
+    return code_key(fit, dyn, mask[n], static, n)
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def code_key(fit: cython.const[cython.schar][::1], dyn: cython.const[cython.double][::1], code: cython.uchar,
+             static: cython.const[cython.double][::1], n: cython.Py_ssize_t) -> cython.double:
+    """shared_key of node n whose mask code is `code`."""
     state: cython.int
-    if not (mask[n] & MASK_PASS):
+    if not (code & MASK_PASS):
         return NEG_INF
     state = fit[n]
     if state == NO_FIT:
         return NEG_INF
-    if state == IDLE and (mask[n] & MASK_RELEASING):
+    if state == IDLE and (code & MASK_RELEASING):
         state = FUTURE
     return dyn[n] + static[n] + (IDLE_BONUS if state == IDLE else FUTURE_BONUS)
 
@@ -717,3 +727,37 @@ class PlacementTree:
                     i //= 2
             self._masked_end()
         return placed if best != -2 else -1 - placed
+
+    def place_among(self, nodes: cython.const[cython.longlong][::1],
+                    codes: cython.const[cython.uchar][::1]) -> cython.Py_ssize_t:
+        """Place one task of another class with this tree's request and static scores, whose
+        mask codes fail every node but `nodes` (ascending) and are `codes` there (one per entry
+        of `nodes`): the node the class's own tree would give (highest key, lowest index among
+        equals), found by a scan of those nodes alone. A class most of whose nodes differ from
+        this tree's (a hard zone spread passing in one zone or two) is better off scanning its
+        few passing nodes than searching this tree or building a tree of its own. The tree's key
+        of the node placed on is re-computed. Returns 1 (out_nodes[0] / out_kinds[0] say where)
+        or 0 when none of them takes it. The tree must read its keys from a NodeFits."""
+        j: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        best: cython.Py_ssize_t = -1
+        best_key: cython.double = NEG_INF
+        key: cython.double
+        if not self.shared:
+            raise ValueError("place_among needs the tree's NodeFits")
+        self._begin(1)
+        out_nodes: cython.longlong[::1] = self.out_nodes
+        out_kind: cython.schar[::1] = self.out_kinds
+        with cython.nogil:
+            for j in range(nodes.shape[0]):
+                n = nodes[j]
+                key = code_key(self.sfit, self.sdyn, codes[j], self.static, n)
+                if key > best_key:        # strictly: the lowest index among equals, as the tree
+                    best_key = key
+                    best = n
+            if best >= 0:
+                out_nodes[0] = best
+                out_kind[0] = self._charge(best, best_key)
+                if not self.stale:
+                    self._rekey(best)
+        return 1 if best >= 0 else 0

@@ -169,6 +169,7 @@ class _Spread:
 
 
 _UNIFORM: dict[tuple[int, bool], np.ndarray] = {}
+_NO_NODES = np.zeros(0, dtype=np.int64)         # passing_nodes' answer where no domain passes
 
 
 def _uniform_codes(domains: int, passes: bool) -> np.ndarray:
@@ -469,6 +470,23 @@ class TopologySpreadRule(CountingRule):
             # MASK_FAIL < MASK_PASS: a node fails if any constraint fails it.
             out = codes if out is None else np.minimum(out, codes, out=out)
         return out
+
+    def passing_nodes(self, cid: int, most: int) -> np.ndarray | None:
+        # A hard constraint's verdict is its domain's: where one passes in few domains (a zone
+        # spread whose other zones are a pod ahead), their nodes are the only ones that may pass.
+        found = None
+        for s in self._hard_of(cid):
+            passing = np.flatnonzero(s.codes[:-1]).tolist()       # MASK_FAIL is 0
+            parts = []
+            size = 0
+            for d in passing:
+                parts.append(self._reading.domain_nodes(s.domains, d))
+                size += len(parts[-1])
+                if size > most:
+                    break
+            if size <= most and (found is None or size < len(found)):
+                found = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts)) if parts else _NO_NODES
+        return found
 
     def checks(self, cid: int) -> list[Check]:
         missing, skewed = self._verdicts(cid, None)
