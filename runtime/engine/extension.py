@@ -68,7 +68,7 @@ class StatefulRule:
         return int(self.codes(cid, np.array([row], dtype=np.int64))[0])
 
     def passing_nodes(self, cid: int, most: int) -> np.ndarray | None:
-        """The only nodes (ascending, read only) where the filter may pass class cid now, when
+        """The only nodes (distinct, read only) where the filter may pass class cid now, when
         they are at most `most`; None when they are more, or the rule does not say. A class
         most of whose nodes fail (a hard zone spread passing in one zone) places by a scan of
         these instead of a search of the shared tree or a tree of its own (Session.place_few)."""

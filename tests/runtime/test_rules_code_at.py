@@ -93,7 +93,7 @@ def test_marked_masks_are_the_rules_answers(pure, monkeypatch):
 @pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
 def test_passing_nodes_hold_every_passing_node(pure, monkeypatch):
     """A filter's passing nodes (StatefulRule.passing_nodes, which Session.place_few scans
-    alone) are ascending and hold every node where its codes pass, after every placement; the
+    alone) are distinct and hold every node where its codes pass, after every placement; the
     zone spread's replicas, one zone passing once the others are a pod ahead, are placed by
     that scan (and every zone's count within one of the others')."""
     nodes = {f"n{i}": {ZONE: f"z{i % 4}"} for i in range(8)}
@@ -113,7 +113,7 @@ def test_passing_nodes_hold_every_passing_node(pure, monkeypatch):
                 found = rule.passing_nodes(cid, self.snap.n_nodes)
                 if found is None:
                     continue
-                assert found.tolist() == sorted(set(found.tolist()))
+                assert len(found) == len(set(found.tolist()))
                 passing = np.flatnonzero(rule.codes(cid, None) & MASK_PASS).tolist()
                 assert set(passing) <= set(found.tolist()), (rule.name, cid)
                 asked.append(cid)

@@ -601,7 +601,7 @@ def test_place_among_matches_brute_force(compiled, seed):
     base = rng.choice([0, 1, 1, 1, 3], size=n).astype(np.uint8)
     static = rng.choice([0.0, 2.5], size=n)
     params = random_params(rng, r)
-    nodes = np.flatnonzero(rng.random(n) < 0.4).astype(np.int64)
+    nodes = rng.permutation(np.flatnonzero(rng.random(n) < 0.4)).astype(np.int64)     # in any order
     own = np.zeros(n, dtype=np.uint8)        # the class's codes: failing outside `nodes`
     own[nodes] = np.where(rng.random(len(nodes)) < 0.3, 0, base[nodes] | (rng.random(len(nodes)) < 0.3) * 2)
     for kernels in (REF, compiled):

@@ -731,7 +731,7 @@ class PlacementTree:
     def place_among(self, nodes: cython.const[cython.longlong][::1],
                     codes: cython.const[cython.uchar][::1]) -> cython.Py_ssize_t:
         """Place one task of another class with this tree's request and static scores, whose
-        mask codes fail every node but `nodes` (ascending) and are `codes` there (one per entry
+        mask codes fail every node but `nodes` (distinct) and are `codes` there (one per entry
         of `nodes`): the node the class's own tree would give (highest key, lowest index among
         equals), found by a scan of those nodes alone. A class most of whose nodes differ from
         this tree's (a hard zone spread passing in one zone or two) is better off scanning its
@@ -752,7 +752,8 @@ class PlacementTree:
             for j in range(nodes.shape[0]):
                 n = nodes[j]
                 key = code_key(self.sfit, self.sdyn, codes[j], self.static, n)
-                if key > best_key:        # strictly: the lowest index among equals, as the tree
+                # The lowest index among equals, as the tree (`nodes` in any order).
+                if key > best_key or (key == best_key and n < best):
                     best_key = key
                     best = n
             if best >= 0:

@@ -485,7 +485,7 @@ class TopologySpreadRule(CountingRule):
                 if size > most:
                     break
             if size <= most and (found is None or size < len(found)):
-                found = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts)) if parts else _NO_NODES
+                found = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else _NO_NODES
         return found
 
     def checks(self, cid: int) -> list[Check]:
