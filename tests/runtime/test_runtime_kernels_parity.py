@@ -165,18 +165,22 @@ def brute_force_placements(k, alloc, used, releasing, pipelined, req, mask, stat
         out.append((best, 2 if idle[best] else 1))
     return out
 
-
-@pytest.mark.parametrize("seed", range(15))
-def test_placement_tree_matches_brute_force(compiled, seed):
-    rng = np.random.default_rng(600 + seed)
+def random_tree_case(rng):
+    """A placement tree's inputs: (n, alloc, used, releasing, pipelined, req, mask, static,
+    params), the nodes drawn from a few kinds so that many keys tie (the lowest index must win)."""
     n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
-    # Nodes drawn from a few kinds, so that many keys tie (the lowest index must win).
     kinds = rng.integers(0, max(1, n // 4), size=n)
     alloc, used, releasing, pipelined = (a[kinds].copy() for a in random_nodes(rng, n, r))
     req = (rng.integers(0, 6, size=r) * 1000 * (rng.random(r) < 0.8)).astype(np.int64)
     mask = rng.choice([0, 1, 1, 1, 3], size=n).astype(np.uint8)
     static = rng.choice([0.0, 2.5], size=n)
-    params = random_params(rng, r)
+    return n, alloc, used, releasing, pipelined, req, mask, static, random_params(rng, r)
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_placement_tree_matches_brute_force(compiled, seed):
+    rng = np.random.default_rng(600 + seed)
+    n, alloc, used, releasing, pipelined, req, mask, static, params = random_tree_case(rng)
     changed = np.unique(rng.integers(0, n, size=3)).astype(np.int64)
     expected_u, expected_p = used.copy(), pipelined.copy()
     expected = brute_force_placements(5, alloc, expected_u, releasing, expected_p, req, mask, static, params)
@@ -252,13 +256,7 @@ def test_place_masked_matches_brute_force(compiled, seed):
     is left as it was. Asked without placing (charge=False, Session.place_lazy's question), it
     lists the nodes it would place on and changes nothing."""
     rng = np.random.default_rng(900 + seed)
-    n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
-    kinds = rng.integers(0, max(1, n // 4), size=n)
-    alloc, used, releasing, pipelined = (a[kinds].copy() for a in random_nodes(rng, n, r))
-    req = (rng.integers(0, 6, size=r) * 1000 * (rng.random(r) < 0.8)).astype(np.int64)
-    base = rng.choice([0, 1, 1, 1, 3], size=n).astype(np.uint8)
-    static = rng.choice([0.0, 2.5], size=n)
-    params = random_params(rng, r)
+    n, alloc, used, releasing, pipelined, req, base, static, params = random_tree_case(rng)
     budget = int(rng.integers(0, 6))
     masks = []
     for _ in range(2):
@@ -594,13 +592,7 @@ def test_place_among_matches_brute_force(compiled, seed):
     (failing elsewhere), its node charged; the tree, re-keyed there, still places as the oracle
     by its own mask; no passing node left, nothing placed."""
     rng = np.random.default_rng(1100 + seed)
-    n, r = int(rng.integers(1, 40)), int(rng.integers(1, 4))
-    kinds = rng.integers(0, max(1, n // 4), size=n)
-    alloc, used, releasing, pipelined = (a[kinds].copy() for a in random_nodes(rng, n, r))
-    req = (rng.integers(0, 6, size=r) * 1000 * (rng.random(r) < 0.8)).astype(np.int64)
-    base = rng.choice([0, 1, 1, 1, 3], size=n).astype(np.uint8)
-    static = rng.choice([0.0, 2.5], size=n)
-    params = random_params(rng, r)
+    n, alloc, used, releasing, pipelined, req, base, static, params = random_tree_case(rng)
     nodes = rng.permutation(np.flatnonzero(rng.random(n) < 0.4)).astype(np.int64)     # in any order
     own = np.zeros(n, dtype=np.uint8)        # the class's codes: failing outside `nodes`
     own[nodes] = np.where(rng.random(len(nodes)) < 0.3, 0, base[nodes] | (rng.random(len(nodes)) < 0.3) * 2)

@@ -170,6 +170,7 @@ class _Spread:
 
 _UNIFORM: dict[tuple[int, bool], np.ndarray] = {}
 _NO_NODES = np.zeros(0, dtype=np.int64)         # passing_nodes' answer where no domain passes
+FEW_DOMAINS = 64            # passing_nodes answers for constraints over at most this many domains
 
 
 def _uniform_codes(domains: int, passes: bool) -> np.ndarray:
@@ -474,8 +475,12 @@ class TopologySpreadRule(CountingRule):
     def passing_nodes(self, cid: int, most: int) -> np.ndarray | None:
         # A hard constraint's verdict is its domain's: where one passes in few domains (a zone
         # spread whose other zones are a pod ahead), their nodes are the only ones that may pass.
+        # One over many domains (hostnames) is not asked: its domains would be listed one by one,
+        # on every placement of its class.
         found = None
         for s in self._hard_of(cid):
+            if s.domains.count > FEW_DOMAINS:
+                continue
             passing = np.flatnonzero(s.codes[:-1]).tolist()       # MASK_FAIL is 0
             parts = []
             size = 0
