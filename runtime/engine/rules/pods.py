@@ -149,12 +149,20 @@ class Reading:
         self.alike: list[int] = np.where(snap.status == PENDING, snap.task_class, -1).tolist()
         self._of: dict[str, list[int]] = {}
         self._nodes: dict[str, dict[int, np.ndarray]] = {}
+        self._sizes: dict[str, list[int]] = {}
 
     def domain_of(self, domains: Domains) -> list[int]:
         """domains.of as a list: each node row's domain (-1: the node lacks the key)."""
         found = self._of.get(domains.key)
         if found is None:
             found = self._of[domains.key] = domains.of.tolist()
+        return found
+
+    def domain_sizes(self, domains: Domains) -> list[int]:
+        """How many nodes each domain has, as a list (kept)."""
+        found = self._sizes.get(domains.key)
+        if found is None:
+            found = self._sizes[domains.key] = [len(domains.nodes(d)) for d in range(domains.count)]
         return found
 
     def domain_nodes(self, domains: Domains, d: int) -> np.ndarray:

@@ -482,14 +482,10 @@ class TopologySpreadRule(CountingRule):
             if s.domains.count > FEW_DOMAINS:
                 continue
             passing = np.flatnonzero(s.codes[:-1]).tolist()       # MASK_FAIL is 0
-            parts = []
-            size = 0
-            for d in passing:
-                parts.append(self._reading.domain_nodes(s.domains, d))
-                size += len(parts[-1])
-                if size > most:
-                    break
+            sizes = self._reading.domain_sizes(s.domains)
+            size = sum(sizes[d] for d in passing)
             if size <= most and (found is None or size < len(found)):
+                parts = [self._reading.domain_nodes(s.domains, d) for d in passing]
                 found = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else _NO_NODES
         return found
 
