@@ -128,7 +128,7 @@ class _Spread:
         else:
             low = min(by_domain.values())
             self.low, self.at_low = low, sum(1 for v in by_domain.values() if v == low)
-        if self.constraint.hard:
+        if self.hard:
             skew, shift = self.constraint.max_skew, self.self_match - self.low
             codes = _uniform_codes(self.domains.count, shift <= skew).copy()
             for d, v in by_domain.items():
@@ -394,37 +394,42 @@ class TopologySpreadRule(CountingRule):
             snap = self.snap
             cls = snap.classes[cid]
             pod = snap.pods[cls.head]
-            constraints = pod.rules.spread if pod.rules is not None else ()
-            for hard in (True, False):
-                group = [c for c in constraints if c.hard == hard]
+            hard_ones: list[_Spread] = []
+            kinds: tuple[list[SpreadConstraint], list[SpreadConstraint]] = ([], [])     # (hard, soft)
+            for c in (pod.rules.spread if pod.rules is not None else ()):
+                kinds[0 if c.hard else 1].append(c)
+            for hard, group in zip((True, False), kinds):
                 if not group:
                     continue
                 # A node counts only if it has every key of the pod's constraints (of each kind).
-                keys = tuple(sorted({c.topology_key for c in group}))
+                keys = (group[0].topology_key,) if len(group) == 1 else tuple(sorted({c.topology_key for c in group}))
                 for c in group:
                     shared = self._eligible_for(cid, keys, c)
                     domains = snap.topology.domains(c.topology_key)
-                    counted = c.selector is not None and bool(c.selector.match_labels or c.selector.match_expressions)
-                    count = np.zeros(domains.count, dtype=np.int64)
-                    spread = _Spread(cid, c, domains, shared.eligible, shared.present, count,
-                                     int(c.selector is not None and c.selector.matches(pod.labels)),
-                                     domains_present=shared.domains_present, eligible_domain=shared.eligible_domain)
+                    selector = c.selector
+                    counted = selector is not None and bool(selector.match_labels or selector.match_expressions)
                     # The pods counted per domain, sparse (a selector matches a few replicas):
                     # the counts, the minimum and a hard constraint's codes are set from them.
                     by_domain: dict[int, int] = {}
-                    if counted:
-                        selection = self._selection(pod.namespace, c.selector)
-                        if domains.count and selection.total:
-                            # The nodes holding matching pods, those eligible (they have the key).
-                            eligible_domain = shared.eligible_domain
-                            for row, pods in selection.per_node.items():
-                                d = eligible_domain[row]
-                                if d >= 0 and pods:
-                                    by_domain[d] = by_domain.get(d, 0) + pods
+                    selection = self._selection(pod.namespace, selector) if counted else None
+                    if selection is not None and selection.total and domains.count:
+                        # The nodes holding matching pods, those eligible (they have the key).
+                        eligible_domain = shared.eligible_domain
+                        for row, pods in selection.per_node.items():
+                            d = eligible_domain[row]
+                            if d >= 0 and pods:
+                                by_domain[d] = by_domain.get(d, 0) + pods
+                    spread = _Spread(cid, c, domains, shared.eligible, shared.present,
+                                     np.zeros(domains.count, dtype=np.int64),
+                                     int(selector is not None and selector.matches(pod.labels)),
+                                     domains_present=shared.domains_present, eligible_domain=shared.eligible_domain)
+                    if selection is not None:
                         selection.users.append(spread)
                     spread.start(by_domain)
                     found.append(spread)
-            hard_ones = self._hard[cid] = [s for s in found if s.hard]
+                    if hard:
+                        hard_ones.append(spread)
+            self._hard[cid] = hard_ones
             if len(hard_ones) == 1:
                 hard_ones[0].alone = True
         return found
