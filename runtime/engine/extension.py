@@ -8,8 +8,12 @@ them from here, not from the session, so the rules and the session do not import
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runtime.engine.snapshot import Domains
 
 ORDER_POINTS = ("job_order", "queue_order", "task_order")
 # Every extension point a plugin may answer (compiler.catalog's PluginSpec.points name them).
@@ -84,6 +88,15 @@ class StatefulRule:
     def score(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         """Weighted node scores of class cid on `nodes` (all when None)."""
         raise NotImplementedError
+
+    def domain_scores(self, cid: int) -> tuple["Domains", np.ndarray] | None:
+        """Where class cid's weighted score is one per topology domain and the domains are few:
+        (the domains, the score per domain with one entry more, for the nodes lacking the key),
+        so that score(cid, nodes) is the scores read through the nodes' domains (Domains.of, -1
+        reading the last entry). A class scored by this rule alone, with no stateful filter,
+        then places by its request's DomainTree (Session.place_by_domain). None: the rule does
+        not say (or not for this class)."""
+        return None
 
     def unchanged_by_own(self, cid: int) -> bool:
         """Whether placing tasks of class cid leaves the rule's answers for class cid as they

@@ -78,7 +78,7 @@ class ClassPlacement:
     # A class has one for the session, and under inter-pod rules classes are thousands.
     __slots__ = ("cid", "req", "req_key", "static_mask", "static_score", "filters", "scorers", "stateful", "mask",
                  "static_passes", "score", "tree", "seen", "shared", "unchanged", "excludes_own", "view", "lazy",
-                 "known", "dirty_all", "dirty", "dirty_code")
+                 "known", "dirty_all", "dirty", "dirty_code", "by_domain")
 
     def __init__(self, cid: int, req: np.ndarray, req_key: bytes, static_mask: np.ndarray, mask_passes: bool,
                  static_score: np.ndarray, filters: list[StatefulRule], scorers: list[StatefulRule]):
@@ -114,6 +114,10 @@ class ClassPlacement:
         # Set by mark_as while its nodes are the only ones marked: the code every one of them
         # takes (-1: the rules are asked).
         self.dirty_code = -1
+        # A class with no stateful filter and one scorer whose score is one per topology domain
+        # (StatefulRule.domain_scores) places by its request's DomainTree, this one
+        # (Session.place_by_domain): its scores are not made per node, nor its codes, nor a tree.
+        self.by_domain: SharedTree | None = None
 
     def mark(self, nodes: np.ndarray | None) -> None:
         self.dirty_code = -1        # another mark: the rules are asked about all the nodes marked
@@ -351,6 +355,7 @@ class Session:
         # The trees' key arrays: at most TREES_HOLDING_KEYS trees hold some at once (kernels.TreeRoom).
         self.tree_room = kernels.TreeRoom(TREES_HOLDING_KEYS)
         self.shared_trees: dict[tuple, SharedTree] = {}
+        self.domain_trees: dict[tuple, SharedTree] = {}     # kernels.DomainTree per request, mask, scores, domains
         # Outcome
         self.evictions: list[d.Eviction] = []
         self.task_reasons: dict[int, list[d.Reason]] = {}
@@ -764,6 +769,13 @@ class Session:
                 # own node has no run to place in one call). A class of several pending tasks has
                 # its codes on every node kept up to date instead (each placement changes few).
                 cp.lazy = self.class_pending[cid] == 1
+            elif not cp.filters and len(cp.scorers) == 1:
+                by_domain = cp.scorers[0].domain_scores(cid)
+                if by_domain is not None:
+                    key = (cp.req_key, id(mask), id(cp.static_score), id(by_domain[0]))
+                    cp.by_domain = self.domain_trees.get(key)
+                    if cp.by_domain is None:
+                        cp.by_domain = self.domain_trees[key] = SharedTree()
         return cp
 
     @property
@@ -786,6 +798,8 @@ class Session:
         ClassPlacement per class: `placement(cp.cid)` is cp)."""
         if cp.lazy:         # every node's codes from here on (a tree of its own, or a caller reading the mask)
             cp.lazy, cp.known, cp.dirty_all, cp.dirty, cp.dirty_code = False, set(), True, [], -1
+        elif cp.by_domain is not None:      # every node's scores from here on, likewise
+            cp.by_domain, cp.dirty_all, cp.dirty, cp.dirty_code = None, True, [], -1
         changed = cp.update() if cp.stateful else _EMPTY
         logged = self.ledger.log_n
         fits = self._fresh_fits(cp.req, logged, cp.req_key)
@@ -810,12 +824,17 @@ class Session:
     def _fresh_shared(self, cp: ClassPlacement, logged: int, fits) -> None:
         """Class cp's shared tree brought up to the ledger's log position (made when new)."""
         shared = cp.shared
-        tree = shared.tree
-        if tree is None:
+        if shared.tree is None:
             shared.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined,
                                                cp.req, cp.static_mask, cp.static_score, self.score_params, fits,
                                                self.tree_room)
-        elif tree.stale:
+        self._bring_up(shared, logged)
+
+    def _bring_up(self, shared: SharedTree, logged: int) -> None:
+        """A shared tree (made) brought up to the ledger's log position: built afresh when many
+        nodes changed since, else re-keyed on those."""
+        tree = shared.tree
+        if tree.stale:
             pass
         elif logged - shared.seen > max(64, self.snap.n_nodes // 8):
             tree.build()
@@ -826,7 +845,10 @@ class Session:
     def place_one(self, cp: ClassPlacement) -> Any:
         """One task of class cp (just brought up to date by fresh_placement) placed on its best
         node: the tree whose out_nodes[0] / out_kinds[0] say where, None when no node takes it.
-        `placed_by` then takes the placement as seen."""
+        `placed_by` then takes the placement as seen. A class scored per domain (not brought up to
+        date) places by its request's DomainTree (place_by_domain)."""
+        if cp.by_domain is not None:
+            return self.place_by_domain(cp)
         shared = cp.shared
         few = self.place_few(cp, cp.tree if shared is None else shared.tree, cp.mask)
         if few is not False:
@@ -838,6 +860,20 @@ class Session:
             cp.shared = None       # many of its nodes differ now: a tree of its own from here on
             cp = self.fresh_placement(cp.cid)
         return cp.tree if cp.tree.place(1) else None
+
+    def place_by_domain(self, cp: ClassPlacement) -> Any:
+        """place_one of a class scored per domain (ClassPlacement.by_domain), without
+        fresh_placement: by its request's DomainTree, with its rule's scores per domain as they
+        are now (DomainTree.place_scored: the node its own tree would give)."""
+        logged = self.ledger.log_n
+        fits = self._fresh_fits(cp.req, logged, cp.req_key)
+        domains, scores = cp.scorers[0].domain_scores(cp.cid)
+        shared = cp.by_domain
+        if shared.tree is None:
+            shared.tree = self.k.DomainTree(self.used, self.pipelined, cp.static_mask, cp.static_score, fits,
+                                            domains.of, domains.count)
+        self._bring_up(shared, logged)
+        return shared.tree if shared.tree.place_scored(scores) else None
 
     def place_lazy(self, cp: ClassPlacement) -> Any:
         """place_one for a lazy class (ClassPlacement.lazy), without fresh_placement: the rules
@@ -914,8 +950,9 @@ class Session:
 
     def placed_by(self, cp: ClassPlacement) -> None:
         """Class cp's tree placed (and re-keyed) the ledger's latest placements itself."""
-        if cp.shared is not None:
-            cp.shared.seen = self.ledger.log_n
+        shared = cp.shared if cp.shared is not None else cp.by_domain
+        if shared is not None:
+            shared.seen = self.ledger.log_n
         else:
             cp.seen = self.ledger.log_n
 

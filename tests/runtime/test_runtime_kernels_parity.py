@@ -619,3 +619,51 @@ def test_place_among_matches_brute_force(compiled, seed):
         if want:
             assert (int(tree.out_nodes[0]), int(tree.out_kinds[0])) == want[0], kernels.name
         assert tree.place_among(nodes[:0], own[:0]) == 0, kernels.name
+
+
+# Seeds from 225 on: cases where a node under its domain's top by the static key is the class's
+# best (its sums round apart): they fail with no slack (KEY_SLACK 0).
+@pytest.mark.parametrize("seed", [*range(20), 225, 492, 531, 862, 1585])
+def test_domain_tree_matches_brute_force(compiled, seed):
+    """Classes of one request, mask and static scores whose stateful score is one per topology
+    domain (DomainTree.place_scored, by each domain's top nodes): each placement the oracle's
+    under the static scores plus the node's domain score (summed as the session sums them; the
+    last entry for nodes lacking the key), in turn with room freed elsewhere (the fits and the
+    tree refreshed), a shared tree's placements (told as the ledger's log) and a rebuild. Scores
+    with fractions, so that sums round apart where the static keys tie."""
+    rng = np.random.default_rng(1300 + seed)
+    n, alloc, used, releasing, pipelined, req, mask, _, params = random_tree_case(rng)
+    static = rng.choice([0.0, 2.5, 0.1, 1 / 3, 71.3], size=n)
+    domains = int(rng.integers(1, 5))
+    domain_of = rng.integers(-1, domains, size=n).astype(np.int64)
+    scores = [rng.choice([0.0, 50.0, 100 / 3, 99.99, 12.345, 1e-13], size=domains + 1) for _ in range(2)]
+    changed = np.unique(rng.integers(0, n, size=3)).astype(np.int64)
+    steps = [0, 1, 0, "free", 1, "shared", 0, "build", 1, 0, 0, 1]
+    for kernels in (REF, compiled):
+        u, p = used.copy(), pipelined.copy()
+        expected_u, expected_p = used.copy(), pipelined.copy()
+        fits = kernels.NodeFits(alloc, u, releasing, p, req, params)
+        tree = kernels.DomainTree(u, p, mask, static, fits, domain_of, domains)
+        shared = kernels.PlacementTree(alloc, u, releasing, p, req, mask, static, params, fits)
+        for step in steps:
+            if step == "free":
+                u[changed] = expected_u[changed] = 0
+                fits.refresh(changed)
+                tree.refresh(changed)
+                continue
+            if step == "build":
+                tree.build()
+                continue
+            own = static if step == "shared" else static + scores[step][domain_of]
+            want = brute_force_placements(1, alloc, expected_u, releasing, expected_p, req, mask, own, params)
+            if step == "shared":
+                shared.build()
+                got = shared.place(1)
+                tree.refresh(shared.out_nodes[:got].copy())
+                assert got == len(want), kernels.name
+                continue
+            got = tree.place_scored(scores[step])
+            assert got == len(want), kernels.name
+            if want:
+                assert (int(tree.out_nodes[0]), int(tree.out_kinds[0])) == want[0], kernels.name
+            assert np.array_equal(u, expected_u) and np.array_equal(p, expected_p), kernels.name

@@ -1,8 +1,9 @@
 """PodTopologySpread's state kept between placements (runtime.engine.rules.spread): ScheduleAnyway
 scores (a placement re-scores only its domain's nodes while the normalization range stays) and
-DoNotSchedule codes per domain (set as a domain's verdict flips). Cycles decide exactly as when
-every placement re-scores the class on every node, and as when every filter answer is made
-afresh from the counts, on random clusters (zones of uneven sizes, nodes lacking the key,
+DoNotSchedule codes per domain (set as a domain's verdict flips), and classes scored per zone
+placing by their request's DomainTree. Cycles decide exactly as when every placement re-scores
+the class on every node (by a tree of its own), and as when every filter answer is made afresh
+from the counts, on random clusters (zones of uneven sizes, nodes lacking the key,
 constraints on zone and hostname, minDomains, pods already running, preemption), both kernels."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from runtime.cluster.model import ClusterState, PodRules, SpreadConstraint
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.rules import spread as spread_module
 from runtime.engine.extension import MASK_FAIL, MASK_PASS
+from runtime.engine.session import Session
 from runtime_helpers import STANDARD_TIERS, cycle, node, placements, pod, policy
 
 PLAN = policy(STANDARD_TIERS)
@@ -54,15 +56,51 @@ def every_node_rescored(self, s, d):
     self.ssn.mark_dirty(s.cid, None)
 
 
+def no_domain_scores(self, cid):
+    """The behaviour before classes placed by a DomainTree: scored on every node, a tree of their own."""
+    return None
+
+
 @pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
 @pytest.mark.parametrize("plan", [PLAN, SCORES_ONLY], ids=["standard", "scores-only"])
 @pytest.mark.parametrize("seed", range(25))
 def test_kept_scores_decide_as_scores_made_afresh(seed, plan, pure, monkeypatch):
     kept = cycle(plan, random_cluster(seed), pure)
     monkeypatch.setattr(spread_module.TopologySpreadRule, "_soft_moved", every_node_rescored)
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "domain_scores", no_domain_scores)
     afresh = cycle(plan, random_cluster(seed), pure)
     assert placements(kept) == placements(afresh)
     assert kept.to_json() == afresh.to_json()
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_classes_scored_per_zone_place_by_domain_tree(pure, monkeypatch):
+    """Classes with one soft zone constraint and no stateful filter place by their request's
+    DomainTree (Session.place_by_domain), deciding as by trees of their own over every node's
+    scores; their scores per domain, read through the nodes' zones, are the per-node floats."""
+    used = []
+    by_domain = Session.place_by_domain
+    kept_scores = spread_module.TopologySpreadRule.domain_scores
+
+    def counted(self, cp):
+        used.append(cp.cid)
+        return by_domain(self, cp)
+
+    def checked(self, cid):
+        found = kept_scores(self, cid)
+        if found is not None:
+            domains, scores = found
+            np.testing.assert_array_equal(scores[domains.of], per_node_scores(self, cid, None))
+        return found
+
+    with monkeypatch.context() as mp:
+        mp.setattr(Session, "place_by_domain", counted)
+        mp.setattr(spread_module.TopologySpreadRule, "domain_scores", checked)
+        kept = [cycle(plan, random_cluster(seed), pure) for seed in range(12) for plan in (PLAN, SCORES_ONLY)]
+    assert used
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "domain_scores", no_domain_scores)
+    own = [cycle(plan, random_cluster(seed), pure) for seed in range(12) for plan in (PLAN, SCORES_ONLY)]
+    assert [c.to_json() for c in kept] == [c.to_json() for c in own]
 
 
 def hard_cluster(seed: int) -> ClusterState:
@@ -131,6 +169,8 @@ def test_scores_kept_per_domain_are_the_per_node_floats(seed, pure, monkeypatch)
         return out
 
     monkeypatch.setattr(spread_module.TopologySpreadRule, "score", checked)
+    # Scored on every node (not by a DomainTree: test_classes_scored_per_zone_place_by_domain_tree).
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "domain_scores", no_domain_scores)
     cycle(SCORES_ONLY, random_cluster(seed), pure)
     assert asked
 

@@ -63,7 +63,11 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
         stmt.placed(run[:1], tree.out_nodes, tree.out_kinds, 1)
         ssn.placed_by(cp)
         return 1 if limit == 1 else 1 + place_run(ssn, stmt, run[1:], limit - 1)
-    cp = ssn.refresh(cp)
+    # A class scored per domain places by its request's DomainTree, its scores read per domain
+    # (place_one): not refreshed, its scores are not made per node.
+    by_domain = cp.by_domain is not None
+    if not by_domain:
+        cp = ssn.refresh(cp)
     if not cp.stateful or cp.unchanged:
         placed = cp.tree.place(limit)
         stmt.placed(run, cp.tree.out_nodes, cp.tree.out_kinds, placed)
@@ -82,7 +86,7 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
             return placed
         cp = ssn.fresh_placement(cid)      # a tree of its own now: the rest in one call of it
     while placed < limit:
-        if placed:
+        if placed and not by_domain:
             cp = ssn.refresh(cp)
         tree = ssn.place_one(cp)
         if tree is None:

@@ -74,6 +74,7 @@ class Kernels:
     NodeFits: type                 # a request's fit and kernel score per node, shared by its classes' trees
     TreeRoom: type                 # room for a few trees' keys at a time, shared by a session's trees
     MaskView: type                 # a class's mask codes as PlacementTree.place_masked reads them
+    DomainTree: type               # a shared tree's keys per topology domain (classes scored per domain)
 
 
 class ScoreParams:
@@ -142,7 +143,7 @@ def _kernels(name: str, place: ModuleType, share: ModuleType, ledger: ModuleType
                    share.water_fill, share.RowShare, share.QueueShare, share.AtLimit, share.CountWithin,
                    place.PlacementTree, ledger.Ledger, passes.scan_pods, passes.group_tasks, passes.task_columns,
                    passes.node_usage, passes.build_jobs, passes.placements, passes.podgroup_statuses,
-                   place.NodeFits, place.TreeRoom, place.MaskView)
+                   place.NodeFits, place.TreeRoom, place.MaskView, place.DomainTree)
 
 
 _warned = False

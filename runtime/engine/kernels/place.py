@@ -7,7 +7,8 @@
 - `place_batch`: scores every node once for a run of identical tasks, keeps the keys in a max
   segment tree (idle fit above future fit, then score, then lowest index), and after each
   placement re-keys only the node it changed: a gang of k tasks costs one scan plus k·log N;
-- `PlacementTree`: place_batch's tree kept between uses by one task class.
+- `PlacementTree`: place_batch's tree kept between uses by one task class;
+- `DomainTree`: a shared tree's keys per topology domain, for classes scored per domain.
 
 Score parameters (`params`, float64, runtime.engine.kernels.ScoreParams):
     [0] binpack weight   [1] least-requested weight   [2] most-requested weight
@@ -184,8 +185,17 @@ def node_key(alloc: cython.const[cython.longlong][:, ::1], used: cython.const[cy
 def pull(key: cython.double[::1], idx: cython.longlong[::1], i: cython.Py_ssize_t) -> cython.void:
     """Segment-tree node i takes the better of its children (ties go to the lower node index:
     the left child holds lower indexes)."""
-    a: cython.Py_ssize_t = 2 * i
-    b: cython.Py_ssize_t = 2 * i + 1
+    pull_from(key, idx, i, 2 * i)
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def pull_from(key: cython.double[::1], idx: cython.longlong[::1], i: cython.Py_ssize_t,
+              a: cython.Py_ssize_t) -> cython.void:
+    """pull of a node i whose children are at a and a + 1 (a tree laid out at an offset)."""
+    b: cython.Py_ssize_t = a + 1
     if key[b] > key[a]:
         key[i] = key[b]
         idx[i] = idx[b]
@@ -231,6 +241,16 @@ def shared_key(fit: cython.const[cython.schar][::1], dyn: cython.const[cython.do
 def code_key(fit: cython.const[cython.schar][::1], dyn: cython.const[cython.double][::1], code: cython.uchar,
              static: cython.const[cython.double][::1], n: cython.Py_ssize_t) -> cython.double:
     """shared_key of node n whose mask code is `code`."""
+    return scored_key(fit, dyn, code, static[n], n)
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def scored_key(fit: cython.const[cython.schar][::1], dyn: cython.const[cython.double][::1], code: cython.uchar,
+               score: cython.double, n: cython.Py_ssize_t) -> cython.double:
+    """code_key of node n whose static score is `score`."""
     state: cython.int
     if not (code & MASK_PASS):
         return NEG_INF
@@ -239,7 +259,25 @@ def code_key(fit: cython.const[cython.schar][::1], dyn: cython.const[cython.doub
         return NEG_INF
     if state == IDLE and (code & MASK_RELEASING):
         state = FUTURE
-    return dyn[n] + static[n] + (IDLE_BONUS if state == IDLE else FUTURE_BONUS)
+    return dyn[n] + score + (IDLE_BONUS if state == IDLE else FUTURE_BONUS)
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+def charge_node(used: cython.longlong[:, ::1], pipelined: cython.longlong[:, ::1],
+                req: cython.const[cython.longlong][::1], n: cython.Py_ssize_t, key: cython.double) -> cython.schar:
+    """One task of request `req` placed on node n, whose key was `key`: charged to the node's
+    used (idle room) or pipelined (room being freed); the kind of placement."""
+    r: cython.Py_ssize_t
+    idle: cython.bint = key >= (IDLE_BONUS + FUTURE_BONUS) / 2
+    for r in range(req.shape[0]):
+        if idle:
+            used[n, r] += req[r]
+        else:
+            pipelined[n, r] += req[r]
+    return IDLE if idle else FUTURE
 
 
 @cython.cclass
@@ -514,15 +552,9 @@ class PlacementTree:
     def _charge(self, n: cython.Py_ssize_t, key: cython.double) -> cython.schar:
         """One task placed on node n, whose key was `key`: its request charged to the node's used
         (idle room) or pipelined (room being freed), the NodeFits told; the kind of placement."""
-        r: cython.Py_ssize_t
-        idle: cython.bint = key >= (IDLE_BONUS + FUTURE_BONUS) / 2
-        for r in range(self.req.shape[0]):
-            if idle:
-                self.used[n, r] += self.req[r]
-            else:
-                self.pipelined[n, r] += self.req[r]
+        kind: cython.schar = charge_node(self.used, self.pipelined, self.req, n, key)
         self._took(n)
-        return IDLE if idle else FUTURE
+        return kind
 
     @cython.cfunc
     @cython.inline
@@ -761,4 +793,213 @@ class PlacementTree:
                 out_kind[0] = self._charge(best, best_key)
                 if not self.stale:
                     self._rekey(best)
+        return 1 if best >= 0 else 0
+
+
+# A class's key on a node and its static key plus the node's domain score differ by the rounding
+# of their sums alone (a few units in the last place of keys above 1e12): a node further below its
+# domain's top than this fraction of the top is below the top under the class's key too.
+KEY_SLACK = cython.declare(cython.double, 1e-15)
+DEPTH_MOST = 130                # DomainTree's search stack: two entries per level of a tree
+
+
+@cython.cclass
+class DomainTree:
+    """A shared PlacementTree's keys (a request's NodeFits, a static mask and static scores) kept
+    per topology domain: a max segment tree over each domain's nodes (and one over the nodes
+    lacking the key), side by side in one array. A class whose codes are the static ones and
+    whose stateful score is one per domain (a ScheduleAnyway zone spread: the domains are a few,
+    the nodes thousands) places by it (`place_scored`) instead of a score array over every node
+    and a scan or a tree of its own per class: under its key each domain's best node is among the
+    nodes at its domain's top under the static key (within the rounding of the sums, KEY_SLACK),
+    those few are keyed with the class's score and the best taken (highest key, lowest index among
+    equals: the node the class's own tree would give). `build` marks the keys stale (computed at
+    the next placement), `refresh` re-keys the nodes listed (each once however often listed)."""
+
+    n_nodes: cython.Py_ssize_t
+    n_groups: cython.Py_ssize_t
+    epoch: cython.longlong
+    stale = cython.declare(cython.bint, visibility="readonly")
+    grown: cython.bint              # key, idx and mark allocated
+    size: cython.Py_ssize_t         # the trees' nodes in all (key's and idx's length)
+    key: cython.double[::1]
+    idx: cython.longlong[::1]
+    mark: cython.longlong[::1]
+    group: cython.longlong[::1]     # per node its group: its domain, or n_groups - 1 lacking the key
+    local: cython.longlong[::1]     # per node its leaf in its group's tree (that tree's own index)
+    base: cython.longlong[::1]      # per group: its tree's node i is at base + i
+    leaves: cython.longlong[::1]    # per group: its tree's leaf count (a power of two)
+    order: cython.longlong[::1]     # the nodes by group, by index within one
+    start: cython.longlong[::1]     # group g's nodes are order[start[g]:start[g + 1]]
+    stack: cython.longlong[::1]
+    fits: NodeFits
+    sfit: cython.schar[::1]
+    sdyn: cython.double[::1]
+    used: cython.longlong[:, ::1]
+    pipelined: cython.longlong[:, ::1]
+    req: cython.const[cython.longlong][::1]
+    mask: cython.const[cython.uchar][::1]
+    static: cython.const[cython.double][::1]
+    out_nodes = cython.declare(object, visibility="readonly")
+    out_kinds = cython.declare(object, visibility="readonly")
+
+    def __init__(self, used, pipelined, mask, static, fits, domain_of, domains):
+        nf: NodeFits = fits
+        groups = np.where(domain_of >= 0, domain_of, domains).astype(np.int64)
+        order = np.argsort(groups, kind="stable").astype(np.int64)
+        counts = np.bincount(groups, minlength=domains + 1).astype(np.int64)
+        start = np.zeros(domains + 2, dtype=np.int64)
+        np.cumsum(counts, out=start[1:])
+        leaves = np.ones(domains + 1, dtype=np.int64)
+        while (leaves < counts).any():
+            leaves = np.where(leaves < counts, leaves * 2, leaves)
+        base = np.zeros(domains + 1, dtype=np.int64)
+        np.cumsum(2 * leaves[:domains], out=base[1:])
+        local = np.empty(len(groups), dtype=np.int64)
+        local[order] = leaves[groups[order]] + np.arange(len(order), dtype=np.int64) - start[groups[order]]
+        self.size = int(2 * leaves.sum())
+        if not cython.compiled:        # as PlacementTree: memoryviews index faster than arrays interpreted
+            used, pipelined, mask, static = map(memoryview, (used, pipelined, mask, static))
+            groups, local, base, leaves, order, start = map(memoryview, (groups, local, base, leaves, order, start))
+        self.fits = nf
+        self.sfit = nf.fit
+        self.sdyn = nf.dyn
+        self.req = nf.req
+        self.used = used
+        self.pipelined = pipelined
+        self.mask = mask
+        self.static = static
+        self.group = groups
+        self.local = local
+        self.base = base
+        self.leaves = leaves
+        self.order = order
+        self.start = start
+        self.n_nodes = len(groups)
+        self.n_groups = domains + 1
+        self.stack = array.array("q", [0]) * DEPTH_MOST
+        self.stale = True
+        self.grown = False
+        self.epoch = 0
+        self.out_nodes = np.empty(1, dtype=np.int64)
+        self.out_kinds = np.empty(1, dtype=np.int8)
+
+    @cython.cfunc
+    @cython.inline
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _rekey(self, n: cython.Py_ssize_t) -> cython.void:
+        """Node n's key afresh, and its ancestors' in its group's tree."""
+        b: cython.Py_ssize_t = self.base[self.group[n]]
+        i: cython.Py_ssize_t = self.local[n]
+        self.key[b + i] = shared_key(self.sfit, self.sdyn, self.mask, self.static, n)
+        i //= 2
+        while i >= 1:
+            pull_from(self.key, self.idx, b + i, b + 2 * i)
+            i //= 2
+
+    def build(self) -> None:
+        """Every key afresh, when next needed."""
+        self.stale = True
+
+    def _build(self) -> None:
+        g: cython.Py_ssize_t
+        p: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        i: cython.Py_ssize_t
+        b: cython.Py_ssize_t
+        leaves: cython.Py_ssize_t
+        if not self.grown:
+            # Padding leaves (past a group's nodes) stay -inf.
+            self.key = array.array("d", [NEG_INF]) * self.size
+            self.idx = array.array("q", [-1]) * self.size
+            self.mark = array.array("q", [0]) * max(self.n_nodes, 1)
+            self.grown = True
+        self.stale = False
+        with cython.nogil:
+            for g in range(self.n_groups):
+                b = self.base[g]
+                leaves = self.leaves[g]
+                for p in range(self.start[g + 1] - self.start[g]):
+                    n = self.order[self.start[g] + p]
+                    self.key[b + leaves + p] = shared_key(self.sfit, self.sdyn, self.mask, self.static, n)
+                    self.idx[b + leaves + p] = n
+                i = leaves - 1
+                while i >= 1:
+                    pull_from(self.key, self.idx, b + i, b + 2 * i)
+                    i -= 1
+
+    def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
+        j: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        if self.stale:
+            return
+        self.epoch += 1
+        epoch: cython.longlong = self.epoch
+        with cython.nogil:
+            for j in range(nodes.shape[0]):
+                n = nodes[j]
+                if self.mark[n] == epoch:
+                    continue
+                self.mark[n] = epoch
+                self._rekey(n)
+
+    def place_scored(self, scores: cython.const[cython.double][::1]) -> cython.Py_ssize_t:
+        """Place one task of a class with this tree's request, mask codes and static scores plus
+        `scores[g]` on every node of group g (its domain; the last group: the nodes lacking the
+        key): the node the class's own tree would give, whose key there is the static score plus
+        its domain's, summed as the session sums them (ClassPlacement.update). Returns 1
+        (out_nodes[0] / out_kinds[0] say where) or 0 when no node takes it."""
+        g: cython.Py_ssize_t
+        b: cython.Py_ssize_t
+        i: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        depth: cython.Py_ssize_t
+        leaves: cython.Py_ssize_t
+        top: cython.double
+        slack: cython.double
+        floor: cython.double
+        key: cython.double
+        best: cython.Py_ssize_t = -1
+        best_key: cython.double = NEG_INF
+        if scores.shape[0] < self.n_groups:
+            raise ValueError("place_scored needs a score per group")
+        if self.stale:
+            self._build()
+        out_nodes: cython.longlong[::1] = self.out_nodes
+        out_kind: cython.schar[::1] = self.out_kinds
+        with cython.nogil:
+            for g in range(self.n_groups):
+                b = self.base[g]
+                top = self.key[b + 1]
+                if top == NEG_INF:
+                    continue
+                slack = abs(top) * KEY_SLACK
+                if top + scores[g] + slack < best_key:
+                    continue        # no node of the group comes near the best so far
+                # The group's nodes keyed within `slack` of its top, each keyed as the class.
+                floor = top - slack
+                leaves = self.leaves[g]
+                self.stack[0] = 1
+                depth = 1
+                while depth > 0:
+                    depth -= 1
+                    i = self.stack[depth]
+                    if self.key[b + i] < floor:
+                        continue
+                    if i < leaves:
+                        self.stack[depth] = 2 * i + 1
+                        self.stack[depth + 1] = 2 * i
+                        depth += 2
+                        continue
+                    n = self.idx[b + i]
+                    key = scored_key(self.sfit, self.sdyn, self.mask[n], self.static[n] + scores[g], n)
+                    if key > best_key or (key == best_key and n < best):
+                        best_key = key
+                        best = n
+            if best >= 0:
+                out_nodes[0] = best
+                out_kind[0] = charge_node(self.used, self.pipelined, self.req, best, best_key)
+                self.fits._update(best)
+                self._rekey(best)
         return 1 if best >= 0 else 0

@@ -225,7 +225,8 @@ class _DomainScores:
         self.high, self.low = (float(real.max()), float(real.min())) if len(real) else (0.0, 0.0)
         self.normalized = None
 
-    def scores(self, nodes: np.ndarray | None, weight: float) -> np.ndarray:
+    def weighted(self, weight: float) -> np.ndarray:
+        """The weighted scores per domain, 0 in the last entry (read only: made anew as they change)."""
         per_domain = self.normalized
         if per_domain is None or weight != self.weighted_by:
             high, low = self.high, self.low
@@ -233,8 +234,11 @@ class _DomainScores:
             per_domain[:-1] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - self.raw[:-1]) / high
             per_domain *= weight
             self.normalized, self.weighted_by = per_domain, weight
+        return per_domain
+
+    def scores(self, nodes: np.ndarray | None, weight: float) -> np.ndarray:
         of = self.spread.domains.of
-        return per_domain[of if nodes is None else of[nodes]]
+        return self.weighted(weight)[of if nodes is None else of[nodes]]
 
 
 KEPT_MATCHES = "podtopologyspread-matches"      # its Snapshot.rule_tables key
@@ -533,15 +537,33 @@ class TopologySpreadRule(CountingRule):
             return scores
         soft = [s for s in self._class(cid) if not s.constraint.hard]
         if len(soft) == 1:
-            by_domain = self._soft[cid] = _DomainScores(soft[0], np.zeros(0))
-            by_domain.recount()
-            return by_domain.scores(nodes, self.weight)
+            return self._scored_by_domain(cid, soft[0]).scores(nodes, self.weight)
         raw, valid = self._raw(soft, None)
         high, low = (float(raw[valid].max()), float(raw[valid].min())) if valid.any() else (0.0, 0.0)
         self._soft[cid] = _SoftScores(raw, valid, high, low)
         scores = self._normalized(raw, valid, high, low)
         scores *= self.weight
         return scores if nodes is None else scores[nodes]
+
+    def _scored_by_domain(self, cid: int, soft: _Spread) -> _DomainScores:
+        """Class cid's scores per domain of its one ScheduleAnyway constraint, from its counts (kept
+        from here on: `_soft_moved`)."""
+        by_domain = self._soft[cid] = _DomainScores(soft, np.zeros(0))
+        by_domain.recount()
+        return by_domain
+
+    def domain_scores(self, cid: int) -> tuple[Domains, np.ndarray] | None:
+        # A class with one ScheduleAnyway constraint scores alike every node of a domain: over a
+        # zone key (few domains) it places by the domains' top nodes, not by a score per node.
+        kept = self._soft.get(cid)
+        if kept is None:
+            soft = [s for s in self._class(cid) if not s.constraint.hard] if self.weight > 0 else []
+            if len(soft) != 1 or soft[0].domains.count > FEW_DOMAINS:
+                return None
+            kept = self._scored_by_domain(cid, soft[0])
+        elif not isinstance(kept, _DomainScores) or kept.spread.domains.count > FEW_DOMAINS:
+            return None
+        return kept.spread.domains, kept.weighted(self.weight)
 
     def _soft_moved(self, s: _Spread, d: int) -> None:
         """Class s.cid's soft count moved in domain d: its raw scores there afresh; the class is
