@@ -130,10 +130,11 @@ class ClassPlacement:
     def mark_as(self, nodes: np.ndarray, code: int, rule: StatefulRule) -> None:
         """mark(nodes), where `rule` answers `code` on every one of them (a topology domain's
         verdict): when it is the class's only filter (not a rule that only scores it, or whose
-        filter is off), every node passes the static predicates and nothing else is marked,
-        update writes the code without asking."""
-        if self.dirty_all or self.dirty or not self.static_passes or len(self.filters) != 1 or \
-                self.filters[0] is not rule:
+        filter is off) and nothing else is marked, update writes the code without asking where
+        it fails the nodes or every node passes the static predicates (combined with them, the
+        code is then itself)."""
+        if self.dirty_all or self.dirty or (code != MASK_FAIL and not self.static_passes) or \
+                len(self.filters) != 1 or self.filters[0] is not rule:
             self.mark(nodes)
         else:
             self.dirty.append(nodes)
@@ -151,8 +152,8 @@ class ClassPlacement:
         code = self.dirty_code if nodes is not None else -1
         self.dirty_all, self.dirty, self.dirty_code = False, [], -1
         if code >= 0:
-            # The class's one filter's code on each marked node, the static predicates passing
-            # everywhere (combined with them, the code is itself: mark_as).
+            # The class's one filter's code on each marked node: a failure, or the static
+            # predicates pass everywhere (combined with them, the code is itself: mark_as).
             self.mask[nodes] = code
         elif self.filters and nodes is not None and len(nodes) <= FEW_NODES:
             # A placement re-asks about the node or few it touched: combined in Python, without

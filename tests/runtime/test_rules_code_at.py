@@ -11,8 +11,8 @@ import pytest
 
 from runtime.engine.actions import registry as actions
 from runtime.engine.cycle import Options, open_session
-from runtime.engine.extension import MASK_PASS
-from runtime.engine.session import Session
+from runtime.engine.extension import MASK_FAIL, MASK_PASS
+from runtime.engine.session import ClassPlacement, Session
 from runtime_helpers import STANDARD_TIERS, policy
 from test_runtime_placement_rules import ZONE, affine, anti, cluster, pod_doc, term
 
@@ -58,20 +58,24 @@ def test_code_at_answers_as_codes(pure):
     ssn.close()
 
 
+@pytest.mark.parametrize("selected", [False, True], ids=["every-node", "node-selector"])
 @pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
-def test_marked_masks_are_the_rules_answers(pure, monkeypatch):
+def test_marked_masks_are_the_rules_answers(pure, selected, monkeypatch):
     """The classes' masks as the rules' marks keep them (a zone's verdict written without asking
     where the spread is the class's only filter, ClassPlacement.mark_as; the rules asked about
-    the nodes marked otherwise) are the rules' answers asked afresh, after every placement."""
-    nodes = {f"n{i}": {ZONE: f"z{i % 4}"} for i in range(8)}
+    the nodes marked otherwise) are the rules' answers asked afresh, after every placement; with
+    a node selector (the static predicates failing some nodes) a failing zone's verdict is
+    written as it is, a passing one asked."""
+    nodes = {f"n{i}": {ZONE: f"z{i % 4}", **({"disk": "ssd"} if i < 6 else {})} for i in range(8)}
     nodes["bare"] = {}
-    pods = [*(pod_doc(f"s-{i}", {"app": "s"}, spread=spread("s")) for i in range(6)),
+    chosen = {"nodeSelector": {"disk": "ssd"}} if selected else {}
+    pods = [*(pod_doc(f"s-{i}", {"app": "s"}, spread=spread("s"), **chosen) for i in range(6)),
             *(pod_doc(f"t-{i}", {"app": "t"}, spread=spread("t"), affinity=anti(term({"app": "t"})))
               for i in range(4)),
             pod_doc("s-running", {"app": "s"}, node_name="n1")]
     ssn = open_session(PLAN, cluster(nodes, pods), Options(pure_python=pure))
-    compared = []
-    placed = Session.placed_by
+    compared, written = [], []
+    placed, update = Session.placed_by, ClassPlacement.update
 
     def checked(self, cp):
         placed(self, cp)
@@ -82,11 +86,17 @@ def test_marked_masks_are_the_rules_answers(pure, monkeypatch):
                 assert other.mask.tolist() == self.stateful_codes(other.cid, everywhere).tolist()
                 compared.append(other.cid)
 
+    def updated(self):
+        written.append((self.dirty_code, self.static_passes))
+        return update(self)
+
     monkeypatch.setattr(Session, "placed_by", checked)
+    monkeypatch.setattr(ClassPlacement, "update", updated)
     registry = actions()
     for name in PLAN.actions:
         registry[name](ssn)
     assert len(set(compared)) >= 2
+    assert (MASK_FAIL, not selected) in written      # a failing zone written without asking
     ssn.close()
 
 
