@@ -92,7 +92,8 @@ class ClassPlacement:
         self.stateful = bool(filters or scorers)
         self.mask = static_mask.copy() if filters else static_mask
         self.static_passes = bool(filters) and mask_passes     # every node passes the static mask: see update
-        self.score = static_score.copy() if scorers else static_score
+        # Its own array from its first update (one placing by a DomainTree never makes it).
+        self.score = static_score
         self.tree = None
         self.seen = 0
         self.shared: SharedTree | None = None     # placing by a shared tree (Session.place_one)
@@ -191,7 +192,10 @@ class ClassPlacement:
             extra = scorers[0].score(self.cid, nodes) if len(scorers) == 1 else \
                 sum(rule.score(self.cid, nodes) for rule in scorers)
             if nodes is None:
-                np.add(self.static_score, extra, out=self.score)
+                if self.score is self.static_score:
+                    self.score = np.add(self.static_score, extra)
+                else:
+                    np.add(self.static_score, extra, out=self.score)
             else:
                 self.score[nodes] = self.static_score[nodes] + extra
         return nodes

@@ -225,6 +225,15 @@ class _DomainScores:
         self.high, self.low = (float(real.max()), float(real.min())) if len(real) else (0.0, 0.0)
         self.normalized = None
 
+    def moved(self, d: int) -> None:
+        """recount where domain d's count alone moved: its raw score by recount's operations on
+        one entry (a Python float, the same), then the range."""
+        s = self.spread
+        self.raw[d] = round(int(s.count[d]) * math.log(s.domains_present + 2) + (s.constraint.max_skew - 1))
+        real = self.raw[:-1]
+        self.high, self.low = float(real.max()), float(real.min())
+        self.normalized = None
+
     def weighted(self, weight: float) -> np.ndarray:
         """The weighted scores per domain, 0 in the last entry (read only: made anew as they change)."""
         per_domain = self.normalized
@@ -575,7 +584,7 @@ class TopologySpreadRule(CountingRule):
         nodes = self._reading.domain_nodes(s.domains, d)
         if isinstance(kept, _DomainScores):
             high, low = kept.high, kept.low
-            kept.recount()
+            kept.moved(d)
             if high != kept.high or low != kept.low:
                 self.ssn.mark_dirty(s.cid, None)
             else:
