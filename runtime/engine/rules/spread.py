@@ -216,8 +216,19 @@ class _DomainScores:
     def recount(self) -> None:
         """raw, high and low from the constraint's counts (a pass over the domains)."""
         s = self.spread
+        weight, shift = math.log(s.domains_present + 2), s.constraint.max_skew - 1
+        if s.domains.count <= FEW_DOMAINS:
+            # A few domains (a zone key, a class placing by a DomainTree, scored once or twice):
+            # the same operations on Python floats (round: half to even, as numpy's) spare
+            # numpy's per-call costs.
+            raw = [float(round(c * weight + shift)) for c in s.count.tolist()]
+            self.high, self.low = (max(raw), min(raw)) if raw else (0.0, 0.0)
+            raw.append(0.0)
+            self.raw = np.array(raw)
+            self.normalized = None
+            return
         per_domain = np.zeros(s.domains.count + 1, dtype=np.float64)
-        per_domain[:-1] = s.count * math.log(s.domains_present + 2) + (s.constraint.max_skew - 1)
+        per_domain[:-1] = s.count * weight + shift
         self.raw = np.round(per_domain)
         # Every domain has a node (Domains), and every node with the key is in one: the range
         # over the nodes with the key is the range over the domains.
@@ -239,9 +250,14 @@ class _DomainScores:
         per_domain = self.normalized
         if per_domain is None or weight != self.weighted_by:
             high, low = self.high, self.low
-            per_domain = np.zeros(len(self.raw), dtype=np.float64)
-            per_domain[:-1] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - self.raw[:-1]) / high
-            per_domain *= weight
+            if len(self.raw) <= FEW_DOMAINS + 1:       # as recount: Python floats, the same operations
+                per_domain = np.array([MAX_NODE_SCORE * weight if high == 0 else
+                                       MAX_NODE_SCORE * (high + low - r) / high * weight
+                                       for r in self.raw[:-1].tolist()] + [0.0])
+            else:
+                per_domain = np.zeros(len(self.raw), dtype=np.float64)
+                per_domain[:-1] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - self.raw[:-1]) / high
+                per_domain *= weight
             self.normalized, self.weighted_by = per_domain, weight
         return per_domain
 
