@@ -78,7 +78,7 @@ class ClassPlacement:
     # A class has one for the session, and under inter-pod rules classes are thousands.
     __slots__ = ("cid", "req", "req_key", "static_mask", "static_score", "filters", "scorers", "stateful", "mask",
                  "static_passes", "score", "tree", "seen", "shared", "unchanged", "excludes_own", "view", "lazy",
-                 "known", "dirty_all", "dirty", "dirty_code", "by_domain")
+                 "known", "dirty_all", "dirty", "dirty_code", "by_domain", "scans")
 
     def __init__(self, cid: int, req: np.ndarray, req_key: bytes, static_mask: np.ndarray, mask_passes: bool,
                  static_score: np.ndarray, filters: list[StatefulRule], scorers: list[StatefulRule]):
@@ -119,6 +119,10 @@ class ClassPlacement:
         # (StatefulRule.domain_scores) places by its request's DomainTree, this one
         # (Session.place_by_domain): its scores are not made per node, nor its codes, nor a tree.
         self.by_domain: SharedTree | None = None
+        # Its search of the shared tree went past the budget once: from then on it asks its
+        # filters for the few nodes they pass first (Session.place_few), which a class whose
+        # search stays within the budget is spared asking on every placement.
+        self.scans = False
 
     def mark(self, nodes: np.ndarray | None) -> None:
         self.dirty_code = -1        # another mark: the rules are asked about all the nodes marked
@@ -855,13 +859,19 @@ class Session:
         if cp.by_domain is not None:
             return self.place_by_domain(cp)
         shared = cp.shared
-        few = self.place_few(cp, cp.tree if shared is None else shared.tree, cp.mask)
-        if few is not False:
-            return few
         if shared is not None:
+            if cp.scans:
+                few = self.place_few(cp, shared.tree, cp.mask)
+                if few is not False:
+                    return few
             got = shared.tree.place_masked(cp.view, SHARED_BUDGET)
             if got >= 0:
                 return shared.tree if got else None
+            if not cp.scans:
+                cp.scans = True
+                few = self.place_few(cp, shared.tree, cp.mask)
+                if few is not False:
+                    return few
             cp.shared = None       # many of its nodes differ now: a tree of its own from here on
             cp = self.fresh_placement(cp.cid)
         return cp.tree if cp.tree.place(1) else None
@@ -897,9 +907,10 @@ class Session:
             known.clear()
             cp.dirty_all, cp.dirty, cp.dirty_code = False, [], -1
         tree = cp.shared.tree
-        few = self.place_few(cp, tree, None)
-        if few is not False:
-            return few
+        if cp.scans:
+            few = self.place_few(cp, tree, None)
+            if few is not False:
+                return few
         while True:
             # The nodes its placement would take, best first, as far as its codes are known.
             got = tree.place_masked(cp.view, SHARED_BUDGET, LAZY_ASK, False)
@@ -907,6 +918,11 @@ class Session:
             if not offered:
                 if got == 0:
                     return None
+                if not cp.scans:
+                    cp.scans = True
+                    few = self.place_few(cp, tree, None)
+                    if few is not False:
+                        return few
                 cp.shared = None    # many of its nodes differ: a tree of its own from here on
                 cp = self.fresh_placement(cid)
                 return cp.tree if cp.tree.place(1) else None

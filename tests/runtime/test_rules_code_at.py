@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from runtime.engine import session as session_module
 from runtime.engine.actions import registry as actions
 from runtime.engine.cycle import Options, open_session
 from runtime.engine.extension import MASK_FAIL, MASK_PASS
@@ -105,11 +106,14 @@ def test_passing_nodes_hold_every_passing_node(pure, monkeypatch):
     """A filter's passing nodes (StatefulRule.passing_nodes, which Session.place_few scans
     alone) are distinct and hold every node where its codes pass, after every placement; the
     zone spread's replicas, one zone passing once the others are a pod ahead, are placed by
-    that scan (and every zone's count within one of the others')."""
+    that scan (and every zone's count within one of the others') once the shared tree's search
+    goes past its budget (none here, as thousands of nodes differing would), two zones passing
+    then (z1 and z2 a pod ahead)."""
+    monkeypatch.setattr(session_module, "SHARED_BUDGET", 0)
     nodes = {f"n{i}": {ZONE: f"z{i % 4}"} for i in range(8)}
     nodes["bare"] = {}
     pods = [*(pod_doc(f"s-{i}", {"app": "s"}, spread=spread("s")) for i in range(6)),
-            pod_doc("s-running", {"app": "s"}, node_name="n1")]
+            pod_doc("s-running", {"app": "s"}, node_name="n1"), pod_doc("s-running-2", {"app": "s"}, node_name="n2")]
     ssn = open_session(PLAN, cluster(nodes, pods), Options(pure_python=pure))
     asked, scanned = [], []
     placed, few = Session.placed_by, Session.place_few
@@ -141,8 +145,8 @@ def test_passing_nodes_hold_every_passing_node(pure, monkeypatch):
     assert asked and True in scanned
     snap = ssn.snap
     zones = [nodes[snap.node_names[int(ssn.task_node[t])]][ZONE] for t in range(len(snap.task_keys))]
-    zones.append("z1")          # s-running's
-    assert sorted(zones.count(z) for z in ("z0", "z1", "z2", "z3")) == [1, 2, 2, 2]
+    zones += ["z1", "z2"]          # the running ones'
+    assert sorted(zones.count(z) for z in ("z0", "z1", "z2", "z3")) == [2, 2, 2, 2]
     ssn.close()
 
 

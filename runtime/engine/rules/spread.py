@@ -94,6 +94,9 @@ class _Spread:
     eligible_domain: list[int] = field(default_factory=list)    # _Eligible.eligible_domain
     # The class's only hard constraint: a domain's code here is the rule's answer on its nodes.
     alone: bool = False
+    # How many nodes the passing domains hold (-1: not known since `codes` was made), kept as a
+    # domain's verdict flips: passing_nodes is asked on every placement, mostly to say "many".
+    passing_size: int = -1
     is_floored: bool = field(init=False, default=False)     # floored(), made once
     hard: bool = field(init=False, default=False)           # constraint.hard (a property), read per placement
 
@@ -112,7 +115,7 @@ class _Spread:
         """`codes` from the counts."""
         codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
         codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
-        self.codes = codes
+        self.codes, self.passing_size = codes, -1
 
     def start(self, by_domain: dict[int, int]) -> None:
         """The counts, `low`, `at_low` and (hard) `codes` of a new constraint from its nonzero
@@ -133,7 +136,7 @@ class _Spread:
             codes = _uniform_codes(self.domains.count, shift <= skew).copy()
             for d, v in by_domain.items():
                 codes[d] = MASK_PASS if v + shift <= skew else MASK_FAIL
-            self.codes = codes
+            self.codes, self.passing_size = codes, -1
 
     def reset_low(self) -> None:
         """`low` and `at_low` from the counts (a pass over the domains)."""
@@ -515,10 +518,12 @@ class TopologySpreadRule(CountingRule):
         for s in self._hard_of(cid):
             if s.domains.count > FEW_DOMAINS:
                 continue
-            passing = np.flatnonzero(s.codes[:-1]).tolist()       # MASK_FAIL is 0
-            sizes = self._reading.domain_sizes(s.domains)
-            size = sum(sizes[d] for d in passing)
+            size = s.passing_size
+            if size < 0:
+                sizes = self._reading.domain_sizes(s.domains)
+                size = s.passing_size = sum(sizes[d] for d in np.flatnonzero(s.codes[:-1]).tolist())
             if size <= most and (found is None or size < len(found)):
+                passing = np.flatnonzero(s.codes[:-1]).tolist()       # MASK_FAIL is 0
                 parts = [self._reading.domain_nodes(s.domains, d) for d in passing]
                 found = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else _NO_NODES
         return found
@@ -656,6 +661,8 @@ class TopologySpreadRule(CountingRule):
                 if (before + own - low > skew) != fails:
                     code = s.codes[d] = MASK_FAIL if fails else MASK_PASS
                     nodes = self._reading.domain_nodes(s.domains, d)
+                    if s.passing_size >= 0:
+                        s.passing_size += -len(nodes) if fails else len(nodes)
                     if s.alone:
                         self.ssn.mark_dirty_as(s.cid, nodes, code, self)
                     else:
