@@ -111,6 +111,13 @@ class _Spread:
         """Whether the minimum is 0 whatever the counts (no domain, or fewer than minDomains)."""
         return self.is_floored
 
+    def soft_terms(self) -> np.ndarray:
+        """(D + 1,) float64: a ScheduleAnyway constraint's raw score term per domain, unrounded,
+        0 in the extra last entry (read by nodes lacking the key)."""
+        per_domain = np.zeros(self.domains.count + 1, dtype=np.float64)
+        per_domain[:-1] = self.count * math.log(self.domains_present + 2) + (self.constraint.max_skew - 1)
+        return per_domain
+
     def refresh_codes(self) -> None:
         """`codes` from the counts."""
         codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
@@ -219,20 +226,18 @@ class _DomainScores:
     def recount(self) -> None:
         """raw, high and low from the constraint's counts (a pass over the domains)."""
         s = self.spread
-        weight, shift = math.log(s.domains_present + 2), s.constraint.max_skew - 1
         if s.domains.count <= FEW_DOMAINS:
             # A few domains (a zone key, a class placing by a DomainTree, scored once or twice):
-            # the same operations on Python floats (round: half to even, as numpy's) spare
+            # soft_terms' operations on Python floats (round: half to even, as numpy's) spare
             # numpy's per-call costs.
+            weight, shift = math.log(s.domains_present + 2), s.constraint.max_skew - 1
             raw = [float(round(c * weight + shift)) for c in s.count.tolist()]
             self.high, self.low = (max(raw), min(raw)) if raw else (0.0, 0.0)
             raw.append(0.0)
             self.raw = np.array(raw)
             self.normalized = None
             return
-        per_domain = np.zeros(s.domains.count + 1, dtype=np.float64)
-        per_domain[:-1] = s.count * weight + shift
-        self.raw = np.round(per_domain)
+        self.raw = np.round(s.soft_terms())
         # Every domain has a node (Domains), and every node with the key is in one: the range
         # over the nodes with the key is the range over the domains.
         real = self.raw[:-1]
@@ -258,8 +263,9 @@ class _DomainScores:
                                        MAX_NODE_SCORE * (high + low - r) / high * weight
                                        for r in self.raw[:-1].tolist()] + [0.0])
             else:
-                per_domain = np.zeros(len(self.raw), dtype=np.float64)
-                per_domain[:-1] = MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - self.raw[:-1]) / high
+                keyed = np.ones(len(self.raw), dtype=bool)
+                keyed[-1] = False           # the extra last entry scores 0
+                per_domain = TopologySpreadRule._normalized(self.raw, keyed, high, low)
                 per_domain *= weight
             self.normalized, self.weighted_by = per_domain, weight
         return per_domain
@@ -541,12 +547,9 @@ class TopologySpreadRule(CountingRule):
         for s in soft:
             of = s.domains.of if nodes is None else s.domains.of[nodes]
             valid &= of >= 0
-            weight = math.log(s.domains_present + 2)
             # Each domain's term once, read through the nodes' domains; nodes lacking the key
             # read the extra last entry, 0.
-            per_domain = np.zeros(s.domains.count + 1, dtype=np.float64)
-            per_domain[:-1] = s.count * weight + (s.constraint.max_skew - 1)
-            raw += per_domain[of]
+            raw += s.soft_terms()[of]
         return np.round(raw), valid
 
     @staticmethod
