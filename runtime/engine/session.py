@@ -356,8 +356,10 @@ class Session:
         self._mask_passes: dict[int, bool] = {}
         self._fit_requests: dict[tuple[int, ...], tuple[np.ndarray, bytes]] = {}
         self._no_static_score: np.ndarray | None = None     # zeros, read-only, shared (class_static_score)
-        # Each class's placement inputs and tree (ClassPlacement), made on first use.
+        # Each class's placement inputs and tree (ClassPlacement), made on first use; and per
+        # stateful rule (by id) those it filters or scores, for mark_all_dirty.
         self.placements: dict[int, ClassPlacement] = {}
+        self._placements_of_rule: dict[int, list[ClassPlacement]] = {}
         # Per fit request (its bytes): the nodes' fit and kernel score, which every class asking
         # that request reads its tree's keys from (kernels.NodeFits), made on first use.
         self.node_fits: dict[bytes, Any] = {}
@@ -763,6 +765,8 @@ class Session:
             cp = self.placements[cid] = ClassPlacement(
                 cid, fit[0], fit[1], mask, passes, self.class_static_score(cls),
                 [f for f in self.stateful_filters if f.filters(cid)], [f for f in self.stateful_scorers if f.scores(cid)])
+            for rule in {id(r): r for r in (*cp.filters, *cp.scorers)}.values():
+                self._placements_of_rule.setdefault(id(rule), []).append(cp)
             cp.unchanged = bool(cp.filters) and not cp.scorers and all(f.unchanged_by_own(cid) for f in cp.filters)
             cp.excludes_own = bool(cp.filters) and not cp.scorers and not cp.unchanged and all(
                 f.unchanged_by_own(cid) or f.excludes_own_node(cid) for f in cp.filters)
@@ -1014,10 +1018,11 @@ class Session:
             cp.mark_as(nodes, code, rule)
 
     def mark_all_dirty(self, nodes: np.ndarray | None, rule: StatefulRule) -> None:
-        """`rule`'s answer changed on `nodes` for every class it concerns."""
-        for cp in self.placements.values():
-            if any(r is rule for r in cp.filters) or any(r is rule for r in cp.scorers):
-                cp.mark(nodes)
+        """`rule`'s answer changed on `nodes` for every class it concerns (that has a placement:
+        a class made later asks the rule afresh). A port or a device taken on one node marks the
+        classes of that rule, not a walk over every class."""
+        for cp in self._placements_of_rule.get(id(rule), ()):
+            cp.mark(nodes)
 
     # --- placement notifications ---------------------------------------------------------
     def listeners_of(self, t: int) -> list[StatefulRule]:
@@ -1179,6 +1184,7 @@ class Session:
         self._rule_states = {}
         self.enqueue_listeners = []
         self.placements = {}
+        self._placements_of_rule = {}
         self.tree_room.clear()
         self.shared_trees = {}
         self.node_fits = {}

@@ -261,6 +261,21 @@ def test_two_pending_pods_asking_for_one_port_take_two_nodes(pure):
     assert len(bound) == 2 and len(set(bound.values())) == 2
 
 
+def test_a_port_taken_by_another_class_holds_for_a_class_placed_before(pure):
+    # Jobs of minMember 1 take one task a turn, so each class places again after the others
+    # took ports: a class whose placement was made before must see their nodes taken.
+    docs, port = [], [{"hostPort": 7000, "containerPort": 7000}]
+    for j, cpu in enumerate(("100m", "200m", "300m")):
+        docs.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                     "metadata": {"name": f"j{j}", "namespace": "ns"}, "spec": {"minMember": 1},
+                     "status": {"phase": "Inqueue"}})
+        docs += [pod_doc(f"j{j}-{t}", cpu=cpu, group=f"j{j}", ports=port) for t in range(2)]
+    decisions = cycle(PLAN, cluster({f"n{i}": {} for i in range(4)}, docs), pure)
+    bound = placements(decisions)
+    assert len(bound) == 4 and len(set(bound.values())) == 4, bound
+    assert {key.split("-")[0] for key in bound} == {"ns/j0", "ns/j1", "ns/j2"}
+
+
 def test_a_leaving_pods_port_is_a_future_fit(pure):
     state = cluster({"n1": {}}, [pod_doc("old", ports=[{"hostPort": 80, "containerPort": 80}], node_name="n1"),
                                  pod_doc("new", ports=[{"hostPort": 80, "containerPort": 80}])])
