@@ -119,9 +119,10 @@ class ClassPlacement:
         # (StatefulRule.domain_scores) places by its request's DomainTree, this one
         # (Session.place_by_domain): its scores are not made per node, nor its codes, nor a tree.
         self.by_domain: SharedTree | None = None
-        # Its search of the shared tree went past the budget once: from then on it asks its
-        # filters for the few nodes they pass first (Session.place_few), which a class whose
-        # search stays within the budget is spared asking on every placement.
+        # It asks its filters for the few nodes they pass first (Session.place_few): a lazy
+        # class from the start (one placement), another once its search of the shared tree went
+        # past the budget (a class whose search stays within it is spared asking on every
+        # placement).
         self.scans = False
 
     def mark(self, nodes: np.ndarray | None) -> None:
@@ -782,6 +783,9 @@ class Session:
                 # own node has no run to place in one call). A class of several pending tasks has
                 # its codes on every node kept up to date instead (each placement changes few).
                 cp.lazy = self.class_pending[cid] == 1
+                # Its one placement asks first whether a filter passes few nodes (a zone spread
+                # passing in one zone): their scan, not shared-tree rounds spent on failing nodes.
+                cp.scans = cp.lazy
             elif not cp.filters and len(cp.scorers) == 1:
                 by_domain = cp.scorers[0].domain_scores(cid)
                 if by_domain is not None:
