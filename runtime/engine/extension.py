@@ -78,6 +78,16 @@ class StatefulRule:
         these instead of a search of the shared tree or a tree of its own (Session.place_few)."""
         return None
 
+    def domain_verdicts(self, cid: int) -> tuple["Domains", np.ndarray] | None:
+        """Where the filter's answer for class cid is one per topology domain, only passing or
+        failing, and the domains are few (a hard zone spread): (the domains, per domain 0.0
+        where it passes and -inf where it fails, with one entry more for the nodes lacking the
+        key), kept current as placements move it. A class this filter alone concerns (no other
+        filter, no stateful scorer) then places by its request's DomainTree, failing domains
+        left out (Session.place_by_domain), rather than by codes on every node of a domain
+        whose verdict flips. None: the rule does not say (or not for this class)."""
+        return None
+
     def checks(self, cid: int) -> list["Check"]:
         """Why nodes fail now, one Check per cause (kube-scheduler's words), for reasons."""
         return []

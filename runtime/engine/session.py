@@ -45,7 +45,7 @@ from runtime.engine.rules.hypernodes import HyperNodeRule
 from runtime.engine.rules.dra import dra_rule
 from runtime.engine.rules.volumes import volume_rule
 from runtime.engine.snapshot import (
-    ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, JobInfo, Snapshot, TaskClass,
+    ALLOCATED, BOUND, HELD, PENDING, PIPELINED, RELEASING, SUCCEEDED, Domains, JobInfo, Snapshot, TaskClass,
 )
 
 _NONE: list = []          # the callbacks of a point nobody registered at (never appended to)
@@ -116,7 +116,8 @@ class ClassPlacement:
         # takes (-1: the rules are asked).
         self.dirty_code = -1
         # A class with no stateful filter and one scorer whose score is one per topology domain
-        # (StatefulRule.domain_scores) places by its request's DomainTree, this one
+        # (StatefulRule.domain_scores), or no scorer and one filter whose verdict is one per
+        # domain (StatefulRule.domain_verdicts), places by its request's DomainTree, this one
         # (Session.place_by_domain): its scores are not made per node, nor its codes, nor a tree.
         self.by_domain: SharedTree | None = None
         # It asks its filters for the few nodes they pass first (Session.place_few): a lazy
@@ -771,7 +772,14 @@ class Session:
             cp.unchanged = bool(cp.filters) and not cp.scorers and all(f.unchanged_by_own(cid) for f in cp.filters)
             cp.excludes_own = bool(cp.filters) and not cp.scorers and not cp.unchanged and all(
                 f.unchanged_by_own(cid) or f.excludes_own_node(cid) for f in cp.filters)
-            if cp.filters and not cp.scorers and not cp.unchanged:
+            verdicts = cp.filters[0].domain_verdicts(cid) if len(cp.filters) == 1 and not cp.scorers \
+                and not cp.unchanged else None
+            if verdicts is not None:
+                # Its one filter answers per topology domain (a hard zone spread): a placement
+                # flipping a zone's verdict leaves out that zone's nodes, not re-codes and
+                # re-keys each of them (place_by_domain).
+                cp.by_domain = self._domain_tree(cp, verdicts[0])
+            elif cp.filters and not cp.scorers and not cp.unchanged:
                 key = (cp.req_key, id(mask), id(cp.static_score))      # class_mask's arrays are shared
                 cp.shared = self.shared_trees.get(key)
                 if cp.shared is None:
@@ -789,11 +797,17 @@ class Session:
             elif not cp.filters and len(cp.scorers) == 1:
                 by_domain = cp.scorers[0].domain_scores(cid)
                 if by_domain is not None:
-                    key = (cp.req_key, id(mask), id(cp.static_score), id(by_domain[0]))
-                    cp.by_domain = self.domain_trees.get(key)
-                    if cp.by_domain is None:
-                        cp.by_domain = self.domain_trees[key] = SharedTree()
+                    cp.by_domain = self._domain_tree(cp, by_domain[0])
         return cp
+
+    def _domain_tree(self, cp: ClassPlacement, domains: Domains) -> SharedTree:
+        """The DomainTree (made when first placed by) of class cp's request, static mask and
+        scores over `domains`: shared by the classes alike."""
+        key = (cp.req_key, id(cp.static_mask), id(cp.static_score), id(domains))   # class_mask's arrays are shared
+        found = self.domain_trees.get(key)
+        if found is None:
+            found = self.domain_trees[key] = SharedTree()
+        return found
 
     @property
     def class_pending(self) -> list[int]:
@@ -885,12 +899,14 @@ class Session:
         return cp.tree if cp.tree.place(1) else None
 
     def place_by_domain(self, cp: ClassPlacement) -> Any:
-        """place_one of a class scored per domain (ClassPlacement.by_domain), without
-        fresh_placement: by its request's DomainTree, with its rule's scores per domain as they
-        are now (DomainTree.place_scored: the node its own tree would give)."""
+        """place_one of a class scored or filtered per domain (ClassPlacement.by_domain), without
+        fresh_placement: by its request's DomainTree, with its rule's scores (or verdicts, as 0 or
+        -inf) per domain as they are now (DomainTree.place_scored: the node its own tree would
+        give)."""
         logged = self.ledger.log_n
         fits = self._fresh_fits(cp.req, logged, cp.req_key)
-        domains, scores = cp.scorers[0].domain_scores(cp.cid)
+        rule = cp.scorers[0] if cp.scorers else cp.filters[0]
+        domains, scores = rule.domain_scores(cp.cid) if cp.scorers else rule.domain_verdicts(cp.cid)
         shared = cp.by_domain
         if shared.tree is None:
             shared.tree = self.k.DomainTree(self.used, self.pipelined, cp.static_mask, cp.static_score, fits,

@@ -13,6 +13,7 @@ from runtime.engine import session as session_module
 from runtime.engine.actions import registry as actions
 from runtime.engine.cycle import Options, open_session
 from runtime.engine.extension import MASK_FAIL, MASK_PASS
+from runtime.engine.rules.spread import TopologySpreadRule
 from runtime.engine.session import ClassPlacement, Session
 from runtime_helpers import STANDARD_TIERS, policy
 from test_runtime_placement_rules import ZONE, affine, anti, cluster, pod_doc, term
@@ -108,8 +109,11 @@ def test_passing_nodes_hold_every_passing_node(pure, monkeypatch):
     zone spread's replicas, one zone passing once the others are a pod ahead, are placed by
     that scan (and every zone's count within one of the others') once the shared tree's search
     goes past its budget (none here, as thousands of nodes differing would), two zones passing
-    then (z1 and z2 a pod ahead)."""
+    then (z1 and z2 a pod ahead). A zone spread alone places by its request's DomainTree
+    (test_spread_soft_scores.py); the scan is what it takes beside another filter, as here with
+    the DomainTree turned off."""
     monkeypatch.setattr(session_module, "SHARED_BUDGET", 0)
+    monkeypatch.setattr(TopologySpreadRule, "domain_verdicts", lambda self, cid: None)
     nodes = {f"n{i}": {ZONE: f"z{i % 4}"} for i in range(8)}
     nodes["bare"] = {}
     pods = [*(pod_doc(f"s-{i}", {"app": "s"}, spread=spread("s")) for i in range(6)),

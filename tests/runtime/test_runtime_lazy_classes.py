@@ -11,6 +11,7 @@ import pytest
 from runtime.cluster.model import ClusterState
 from runtime.cluster.objects import load_objects
 from runtime.engine.cycle import Options, open_session, run_cycle
+from runtime.engine.rules.spread import TopologySpreadRule
 from runtime.engine.session import Session
 from runtime.engine.snapshot import ALLOCATED
 from runtime_helpers import STANDARD_TIERS, node, placements, policy
@@ -65,10 +66,15 @@ def decide(state: ClusterState, pure: bool, monkeypatch, lazy: bool = True, plan
         return placements(run_cycle(plan, state, Options(pure_python=pure))), len(calls)
 
 
-def test_classes_of_one_pending_pod_decide_as_with_every_nodes_codes(pure, monkeypatch):
+@pytest.mark.parametrize("domain_tree", [True, False], ids=["spread-by-domain", "spread-lazy"])
+def test_classes_of_one_pending_pod_decide_as_with_every_nodes_codes(pure, domain_tree, monkeypatch):
+    # A hard zone spread alone places by its request's DomainTree (StatefulRule.domain_verdicts);
+    # off, its replica is lazy too, as it is beside another filter.
+    if not domain_tree:
+        monkeypatch.setattr(TopologySpreadRule, "domain_verdicts", lambda self, cid: None)
     state = replica_groups()
     placed, calls = decide(state, pure, monkeypatch, lazy=True)
-    assert calls == 12      # each group's pending replica
+    assert calls == (8 if domain_tree else 12)      # each group's pending replica (but the spread ones')
     assert len(placed) == 24
     assert (placed, 0) == decide(state, pure, monkeypatch, lazy=False)
     zone = {n.name: n.labels[ZONE] for n in state.nodes.values()}

@@ -141,8 +141,49 @@ def codes_afresh(self, cid, nodes):
 def test_kept_codes_decide_as_codes_made_afresh(seed, plan, pure, monkeypatch):
     kept = cycle(plan, hard_cluster(seed), pure)
     monkeypatch.setattr(spread_module.TopologySpreadRule, "codes", codes_afresh)
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "domain_verdicts", no_domain_verdicts)
     afresh = cycle(plan, hard_cluster(seed), pure)
     assert kept.to_json() == afresh.to_json()
+
+
+def no_domain_verdicts(self, cid):
+    """The behaviour before classes with one hard zone constraint placed by a DomainTree: codes on
+    every node, a tree of their own (or the shared one)."""
+    return None
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_classes_filtered_per_zone_place_by_domain_tree(pure, monkeypatch):
+    """Classes whose one filter is a hard constraint over few domains place by their request's
+    DomainTree, failing domains left out (Session.place_by_domain), deciding as by codes on
+    every node; their verdicts per domain, read through the nodes' domains, are the codes made
+    afresh from the counts."""
+    used = []
+    by_domain = Session.place_by_domain
+    kept_verdicts = spread_module.TopologySpreadRule.domain_verdicts
+
+    def counted(self, cp):
+        used.append(not cp.scorers)
+        return by_domain(self, cp)
+
+    def checked(self, cid):
+        found = kept_verdicts(self, cid)
+        if found is not None:
+            domains, scores = found
+            assert set(np.unique(scores).tolist()) <= {0.0, float("-inf")}
+            codes = np.where(scores[domains.of] == 0.0, MASK_PASS, MASK_FAIL)
+            np.testing.assert_array_equal(codes, codes_afresh(self, cid, None))
+        return found
+
+    plans = (PLAN, EVICTING)
+    with monkeypatch.context() as mp:
+        mp.setattr(Session, "place_by_domain", counted)
+        mp.setattr(spread_module.TopologySpreadRule, "domain_verdicts", checked)
+        kept = [cycle(plan, hard_cluster(seed), pure) for seed in range(25) for plan in plans]
+    assert any(used)
+    monkeypatch.setattr(spread_module.TopologySpreadRule, "domain_verdicts", no_domain_verdicts)
+    own = [cycle(plan, hard_cluster(seed), pure) for seed in range(25) for plan in plans]
+    assert [c.to_json() for c in kept] == [c.to_json() for c in own]
 
 
 def per_node_scores(rule, cid, nodes):

@@ -948,8 +948,9 @@ class DomainTree:
         """Place one task of a class with this tree's request, mask codes and static scores plus
         `scores[g]` on every node of group g (its domain; the last group: the nodes lacking the
         key): the node the class's own tree would give, whose key there is the static score plus
-        its domain's, summed as the session sums them (ClassPlacement.update). Returns 1
-        (out_nodes[0] / out_kinds[0] say where) or 0 when no node takes it."""
+        its domain's, summed as the session sums them (ClassPlacement.update); a group scored
+        -inf fails the class (a domain a hard spread's verdict fails: StatefulRule.domain_verdicts).
+        Returns 1 (out_nodes[0] / out_kinds[0] say where) or 0 when no node takes it."""
         g: cython.Py_ssize_t
         b: cython.Py_ssize_t
         i: cython.Py_ssize_t
@@ -972,7 +973,7 @@ class DomainTree:
             for g in range(self.n_groups):
                 b = self.base[g]
                 top = self.key[b + 1]
-                if top == NEG_INF:
+                if top == NEG_INF or scores[g] == NEG_INF:      # no node, or a domain failing the class
                     continue
                 slack = abs(top) * KEY_SLACK
                 if top + scores[g] + slack < best_key:

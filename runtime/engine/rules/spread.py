@@ -534,6 +534,15 @@ class TopologySpreadRule(CountingRule):
                 found = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else _NO_NODES
         return found
 
+    def domain_verdicts(self, cid: int) -> tuple[Domains, np.ndarray] | None:
+        # One hard constraint over few domains: every node of a domain shares its code (MASK_PASS
+        # or MASK_FAIL; the extra last entry, nodes lacking the key, fails).
+        hard = self._hard_of(cid) if self.filter_on else ()
+        if len(hard) != 1 or hard[0].domains.count > FEW_DOMAINS:
+            return None
+        s = hard[0]
+        return s.domains, np.where(s.codes == MASK_PASS, 0.0, -np.inf)
+
     def checks(self, cid: int) -> list[Check]:
         missing, skewed = self._verdicts(cid, None)
         return [Check(m, ~f) for m, f in ((MISSING_LABEL_MESSAGE, missing), (SKEW_MESSAGE, skewed)) if f.any()]
