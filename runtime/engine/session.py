@@ -90,7 +90,9 @@ class ClassPlacement:
         self.filters = filters
         self.scorers = scorers
         self.stateful = bool(filters or scorers)
-        self.mask = static_mask.copy() if filters else static_mask
+        # The static codes, shared, until its own copy holds the rules' answers (update, or a
+        # shared tree's MaskView): a class placing by a DomainTree never needs one.
+        self.mask = static_mask
         self.static_passes = bool(filters) and mask_passes     # every node passes the static mask: see update
         # Its own array from its first update (one placing by a DomainTree never makes it).
         self.score = static_score
@@ -158,6 +160,8 @@ class ClassPlacement:
             return _EMPTY
         code = self.dirty_code if nodes is not None else -1
         self.dirty_all, self.dirty, self.dirty_code = False, [], -1
+        if self.filters and self.mask is self.static_mask:
+            self.mask = self.static_mask.copy()
         if code >= 0:
             # The class's one filter's code on each marked node: a failure, or the static
             # predicates pass everywhere (combined with them, the code is itself: mark_as).
@@ -784,6 +788,7 @@ class Session:
                 cp.shared = self.shared_trees.get(key)
                 if cp.shared is None:
                     cp.shared = self.shared_trees[key] = SharedTree()
+                cp.mask = cp.static_mask.copy()     # written where the rules answer (place_lazy, update)
                 cp.view = self.k.MaskView(cp.mask)
                 # Under inter-pod rules most classes are a replica group one pod short: one
                 # placement, for which the rules are asked only where the shared tree looks
