@@ -12,7 +12,6 @@ from compiler import catalog as cat
 from compiler.lower import lower
 from compiler.pipeline import compile_file, compile_text
 from compiler.plan import Plan, plan_from_json
-from policydsl import nodes as n
 from policydsl.cli import main
 from policydsl.diagnostics import Severity
 from policydsl.formatter import format_text

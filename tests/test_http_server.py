@@ -10,8 +10,6 @@ import http.client
 import logging
 import socket
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest

@@ -31,7 +31,6 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("policydsl", "compiler", "runtime")

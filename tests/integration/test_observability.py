@@ -96,7 +96,7 @@ def test_a_waiting_gang_says_why_everywhere(tmp_path: Path, objects: Objects, ku
             # Its queue's capability holds it: was Unschedulable (the bug: autoscalers bought nodes
             # no queue could use), now WaitingForQueue, which they leave alone.
             assert condition["reason"] == "WaitingForQueue", condition
-            assert f"3/3 tasks in gang unschedulable" in condition["message"], condition
+            assert "3/3 tasks in gang unschedulable" in condition["message"], condition
             assert f"queue {team} may allocate 4 more (capability 4" in condition["message"], condition
         assert found["partial-0"]["reason"] == "Unschedulable"
         assert found["wide-0"]["reason"] == "Unschedulable" and "Insufficient cpu" in found["wide-0"]["message"]
@@ -124,7 +124,7 @@ def test_a_waiting_gang_says_why_everywhere(tmp_path: Path, objects: Objects, ku
         url = scheduler.metrics_url()
         live = policydsl("explain", f"{objects.namespace}/big", "--scheduler", url)
         assert live.returncode == 0, live.stderr
-        assert "gang unschedulable" in live.stdout and f"capability 4" in live.stdout, live.stdout
+        assert "gang unschedulable" in live.stdout and "capability 4" in live.stdout, live.stdout
         assert "from the scheduler" in live.stderr
         policy_file = tmp_path / "scheduler.policy"
         offline = policydsl("explain", f"{objects.namespace}/big", "--kubeconfig", str(kube_cluster.kubeconfig),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cluster.model import ClusterState, HostPort, PodAffinityTerm, PodRules, SpreadConstraint, pod_changed
+from runtime.cluster.model import ClusterState, HostPort, PodAffinityTerm, PodRules, pod_changed
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.rules import podaffinity, ports, spread
 from runtime.engine.cycle import Options, open_session

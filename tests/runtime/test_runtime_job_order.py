@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from runtime.engine.cycle import open_session
-from runtime.cluster.model import ClusterState, PodGroup
+from runtime.cluster.model import ClusterState
 from runtime.engine.session import Options
 from runtime_helpers import GiB, STANDARD_TIERS, gang, node, pod, policy
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from runtime.cluster.objects import load_objects
 from runtime_helpers import STANDARD_TIERS, cycle, policy
-from storage_docs import HOST, LOCAL, ZONE, claim_pod, csinode_doc, node_doc, podgroup_doc, pv_doc, pvc_doc, storage_class
+from storage_docs import LOCAL, ZONE, claim_pod, csinode_doc, node_doc, podgroup_doc, pv_doc, pvc_doc, storage_class
 from volume_checker import check
 
 ALLOCATE = policy(STANDARD_TIERS)

@@ -11,7 +11,7 @@ from runtime.cluster.model import ClusterState
 from runtime.cluster.objects import ObjectError, load_objects
 from runtime_helpers import STANDARD_TIERS, policy
 from storage_docs import (
-    HOST, LOCAL, ZONE, claim_pod, csinode_doc, node_doc, podgroup_doc, pv_doc, pvc_doc, storage_class,
+    LOCAL, ZONE, claim_pod, csinode_doc, node_doc, podgroup_doc, pv_doc, pvc_doc, storage_class,
 )
 
 PLAN = policy(STANDARD_TIERS)

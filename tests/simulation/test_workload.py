@@ -8,7 +8,6 @@ import filecmp
 import pytest
 
 from compiler.pipeline import compile_file, compile_text
-from runtime.cluster.objects import ObjectError
 from runtime.simulation.scenarios import DEFAULT_POLICY, example_scenario, queue_mapping, scenario_from_documents
 from runtime.simulation.workload import expand_workload, format_duration, parse_duration
 from sim_helpers import POLICIES, node, pod, podgroup, workload
