@@ -7,6 +7,7 @@ catalog default, so the Plan is complete and explicit.
 from __future__ import annotations
 
 import functools
+import threading
 
 from cerberus import Validator
 from cerberus.errors import BasicErrorHandler
@@ -99,10 +100,21 @@ def _message(err) -> str:
     return f"`{err.field}`: {text}" if err.field is not None else text
 
 
-@functools.lru_cache(maxsize=None)
+# A Validator keeps the document it validated and its errors on itself, so two threads
+# compiling at once (a hot reload beside a request that compiles) must not share one.
+_PER_THREAD = threading.local()
+
+
 def _validator(plugin: str | None) -> Validator:
-    """One validator per schema: building one costs more than a validation."""
-    return Validator(top_schema() if plugin is None else plugin_schema(plugin), purge_unknown=False)
+    """One validator per schema and thread: building one costs more than a validation."""
+    made = getattr(_PER_THREAD, "validators", None)
+    if made is None:
+        made = _PER_THREAD.validators = {}
+    found = made.get(plugin)
+    if found is None:
+        found = made[plugin] = Validator(top_schema() if plugin is None else plugin_schema(plugin),
+                                         purge_unknown=False)
+    return found
 
 
 def _validate(document: dict, plugin: str | None, prefix: IRPath, lowered: Lowered,

@@ -409,3 +409,32 @@ def test_examples_readme_lists_every_example():
     readme = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
     for path in sorted((ROOT / "examples").rglob("*.policy")):
         assert f"({path.relative_to(ROOT / 'examples')})" in readme, path
+
+
+def test_policies_compiled_at_once_in_several_threads_compile_as_alone():
+    # A hot reload compiles beside requests that compile (lint, explain of a draft): the schema
+    # validators keep the document they validated, and a shared one handed a plugin another
+    # thread's document.
+    import threading  # only this test runs threads
+
+    texts = [path.read_text() for path in sorted((Path(__file__).parent.parent / "policies").glob("*.policy"))]
+    alone = [json.dumps(compile_text(text, "p.policy").plan.to_json(), sort_keys=True) for text in texts]
+    wrong: list[str] = []
+
+    def compile_each(start: int) -> None:
+        for k in range(40):
+            i = (start + k) % len(texts)
+            try:
+                result = compile_text(texts[i], "p.policy")
+                got = json.dumps(result.plan.to_json(), sort_keys=True) if result.ok else str(result.diagnostics)
+            except Exception as error:  # noqa: BLE001 - a thread's error is the finding
+                got = repr(error)
+            if got != alone[i]:
+                wrong.append(f"policy {i}: {got[:200]}")
+
+    threads = [threading.Thread(target=compile_each, args=(s,)) for s in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong, wrong[:3]
