@@ -44,7 +44,7 @@ from runtime.cluster.draquota import (
 from runtime.cluster.model import NodeGroupAffinity, QueueObject
 from runtime.cluster.extenderclient import extender_key
 from runtime.cluster.numa import numa_class_key, numa_policy_unevaluated
-from runtime.cluster.storage import VolumeSnapshot, volume_snapshot
+from runtime.cluster.storage import Storage, VolumeSnapshot, volume_snapshot
 from runtime.engine.images import image_class_key, image_locality_weight, node_images
 from runtime.cluster.selectors import SelectorSet
 from runtime.cluster.topology import Topology as NetworkTree
@@ -292,6 +292,8 @@ class SnapshotCache:
         # The last group_tasks and task_columns answers, with what they were made from.
         self._tasks: tuple | None = None
         self._columns: tuple | None = None
+        # The last volume_snapshot answer, with what it was made from (`volume_snapshot`).
+        self._volumes: tuple | None = None
 
     def group_tasks(self, k: Kernels, scan: PodScan) -> TaskOrder:
         """k.group_tasks(scan) of the pod scan memo's scan, kept while the memo reads no pod again
@@ -328,6 +330,24 @@ class SnapshotCache:
                 names.update(node.allocatable)
             cached = self._node_resources = (state.node_generation, names)
         return cached[1]
+
+    def volume_snapshot(self, storage: Storage, task_pods: list[Pod], waiting: list[int],
+                        placed: list[tuple[Pod, int]]) -> VolumeSnapshot:
+        """runtime.cluster.storage.volume_snapshot of these, kept while every one is the same: the
+        same list of pods (the tasks kept by `group_tasks`), equal waiting tasks, equal placed
+        pods on the same rows, and equal storage objects by key (they are frozen: a changed claim,
+        volume or class is another object, unequal). Read only, shared by the snapshots."""
+        # Every collection, CSINodes too: the answer holds the storage it was made of (a copy per
+        # snapshot on a cluster), which the volume rule reads on.
+        shown = tuple(tuple(objects.items()) for objects in (storage.claims, storage.volumes, storage.classes,
+                                                             storage.csinodes))
+        kept = self._volumes
+        # Tuples compare item by item in C, each by identity first: equal objects decide alike.
+        if not (kept is not None and kept[0] is task_pods and kept[1] == waiting and kept[2] == placed
+                and kept[3] == shown):
+            kept = self._volumes = (task_pods, list(waiting), list(placed), shown,
+                                    volume_snapshot(storage, task_pods, waiting, placed))
+        return kept[4]
 
     def node_positions(self, state: ClusterState) -> dict[str, int]:
         """Node name -> row (nodes by name)."""
@@ -483,7 +503,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
                                                if once else cache.rule_reading(scan.rule_pods))
         if selectors is None:
             selectors = rule_selectors(scan.rule_pods, label_keys)
-    volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state)) if scan.volume_pods else None
+    volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state), cache) \
+        if scan.volume_pods else None
     plain, extra_keys = scan.plain[tasks.order], volumes.class_keys if volumes is not None else None
     dra = _dra_snapshot(state, tasks.pods, status)
     if dra is not None:      # tasks with claims are classed by them too (never by their request alone)
@@ -701,14 +722,14 @@ def _charge_queues(charges: DeviceCharges, state: ClusterState, task_pods: list[
 
 
 def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarray,
-                     positions: dict[str, int]) -> VolumeSnapshot:
+                     positions: dict[str, int], cache: SnapshotCache) -> VolumeSnapshot:
     """The claims of the pods in play resolved; tasks whose claims keep them from any node are
     HELD (status changed in place), the reason in `held`."""
     inverse = np.empty(len(tasks.order), dtype=np.int64)
     inverse[tasks.order] = np.arange(len(tasks.order), dtype=np.int64)
     waiting = [t for t in inverse[scan.volume_tasks].tolist() if status[t] == PENDING] if scan.volume_tasks else []
     placed = [(p, positions[p.node_name]) for p in scan.volume_pods if p.node_name and p.node_name in positions]
-    volumes = volume_snapshot(state.storage, tasks.pods, waiting, placed)
+    volumes = cache.volume_snapshot(state.storage, tasks.pods, waiting, placed)
     for t in volumes.held:
         status[t] = HELD
     return volumes
