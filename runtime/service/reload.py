@@ -438,6 +438,10 @@ class PolicyReloader:
             if self.on_reload is not None:
                 self.on_reload(outcome)
             self._last = outcome
+            if outcome.ok and outcome.changed:
+                # Handed over last (taken at the next cycle's start): whoever sees the new
+                # revision run (`describe`, which takes no lock) sees the reload that brought it.
+                self.target.set_plan(self._latest.plan)
         return outcome
 
     def _accept(self, attempt: Attempt, trigger: str, started: float, woken_at: float | None) -> ReloadOutcome:
@@ -446,9 +450,7 @@ class PolicyReloader:
         previous = self._latest
         plan = version.plan
         changed = plan.revision != previous.plan.revision
-        self._latest = version
-        if changed:
-            self.target.set_plan(plan)  # taken at the next cycle's start
+        self._latest = version      # handed over by `reload` once the outcome shows
         active = self.target.plan.revision
         self._versions = {rev: v for rev, v in self._versions.items() if rev == active}
         self._versions[plan.revision] = version

@@ -168,6 +168,38 @@ def test_policy_document_shows_the_active_policy_and_the_next_one(tmp_path: Path
     assert document["last_reload"]["result"] == "success" and document["last_reload"]["changed"]
 
 
+class EagerTarget(HeldTarget):
+    """A scheduler whose next cycle starts the moment a plan is handed over (its loop is another
+    thread): what /policy shows then is what a request racing the reload reads."""
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__(plan)
+        self.shown: list[dict] = []
+        self.reloader: PolicyReloader | None = None
+
+    def set_plan(self, plan: Plan) -> None:
+        super().set_plan(plan)
+        self.cycle()
+        assert self.reloader is not None
+        self.shown.append(self.reloader.describe())
+
+
+def test_the_policy_document_never_shows_a_new_revision_without_the_reload_that_brought_it(tmp_path: Path) -> None:
+    policy = tmp_path / "main.policy"
+    write(policy, policy_text(binpack_weight=1))
+    first = attempt_compile(policy)
+    assert first.plan is not None
+    target = EagerTarget(first.plan)
+    reloader = target.reloader = PolicyReloader(policy, first, target, metrics=Metrics())
+    for trigger, weight in (("SIGHUP", 2), ("file change", 3)):
+        write(policy, policy_text(binpack_weight=weight))
+        reloader.reload(trigger)
+        shown = target.shown[-1]
+        assert shown["revision"] == target.plan.revision
+        assert shown["last_reload"] is not None, shown
+        assert (shown["last_reload"]["trigger"], shown["last_reload"]["revision"]) == (trigger, shown["revision"])
+
+
 def test_policy_endpoint(tmp_path: Path) -> None:
     policy = tmp_path / "main.policy"
     write(policy, policy_text())
