@@ -146,17 +146,22 @@ def test_hierarchical_drf_orders_queues_by_share_over_weight(hierarchy, a_gets, 
     assert len(bound) == 8 and sum(p.startswith("ns/a-") for p in bound) == a_gets
 
 
-def test_a_gang_turn_places_what_each_role_needs(pure):
+@pytest.mark.parametrize("workers_first", [False, True], ids=["ps-made-first", "workers-made-first"])
+def test_a_gang_turn_places_what_each_role_needs(pure, workers_first):
     # minMember 3 with roles ps >= 1, worker >= 2 (their sum is minMember: the roles count), room
-    # for 4: both ps and two workers go in one turn; the rest wait for room.
+    # for 4: each role's minimum goes in the turn, whichever role's pods come first in task order
+    # (the job controller makes them in any order): the workers first took all the room, and the
+    # gang never started.
     state = ClusterState()
     node(state, "n1", cpu=2000)
     node(state, "n2", cpu=2000)
     state.add_podgroup(PodGroup("ns", "roles", min_member=3, min_task_member={"ps": 1, "worker": 2}, phase="Inqueue",
                                 uid="pg"))
     for i in range(2):
-        pod(state, f"ps-{i}", cpu=1000, group="roles", annotations={"volcano.sh/task-spec": "ps"})
+        pod(state, f"ps-{i}", cpu=1000, group="roles", annotations={"volcano.sh/task-spec": "ps"},
+            creation=1.0 if workers_first else 0.0)
     for i in range(4):
         pod(state, f"worker-{i}", cpu=1000, group="roles", annotations={"volcano.sh/task-spec": "worker"})
     bound = placements(cycle(PLAN, state, pure))
     assert len(bound) == 4 and sum(p.startswith("ns/worker") for p in bound) >= 2
+    assert sum(p.startswith("ns/ps") for p in bound) >= 1
