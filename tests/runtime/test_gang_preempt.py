@@ -223,6 +223,20 @@ def test_gpr1_role_minimums_keep_role_tight_tasks(pure):
     assert [e.pod for e in decisions.evictions] == ["ns/victim-worker-2"]
 
 
+@pytest.mark.parametrize("plan_", [GANG_PREEMPT, LEGACY_PREEMPT], ids=["gang_preempt", "preempt"])
+def test_gpr2_a_preemptor_gang_fills_its_roles_minimums_first(plan_, pure):
+    """A preemptor of workers (4, min 2) and ps (2, min 1), minMember 3, its workers' pods made
+    first, on room for 4 held by a low gang: it takes room for ps and two workers, not for the
+    workers first (ps would then find none, and the gang never be pipelined)."""
+    state = cluster()
+    group(state, "victim", 4, 1, LOW, running_on=["n0", "n1", "n2", "n3"])
+    group(state, "preemptor", 0, 3, HIGH, roles={"worker": 4, "ps": 2}, min_roles={"ps": 1, "worker": 2},
+          creation=1)
+    decisions = cycle(plan_, state, pure)
+    roles = sorted(key.split("-")[1] for key in decisions.pipelined if state.pods[key].group == "preemptor")
+    assert roles.count("ps") >= 1 and roles.count("worker") >= 2, (roles, decisions.evictions)
+
+
 # --- hard network topology (GP-T1..T4) -------------------------------------------------------
 
 def hard(tier: int) -> NetworkTopology:

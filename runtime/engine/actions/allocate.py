@@ -17,7 +17,7 @@ import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.actions import topology
-from runtime.engine.actions.common import eligible_jobs, failure_reason, gang_reason, place_run
+from runtime.engine.actions.common import eligible_jobs, failure_reason, gang_reason, minimums_first, place_run
 from runtime.engine.queueshare import overused_reason
 from runtime.engine.session import Session
 from runtime.engine.extension import MASK_PASS
@@ -208,40 +208,6 @@ def bind_reservations(ssn: Session, stmt, j: int) -> int:
             idle = ssn.allocatable_count(queue, snap.request[t], 1, reserving=True)[0] >= 1
         stmt.place(t, node, ALLOCATED if idle else PIPELINED)
     return len(held)
-
-
-def minimums_first(ssn: Session, j: int, runs: list[list[int]]) -> list[list[int]]:
-    """Job j's pending runs with the tasks that fill its roles' minimums first (each role's in
-    task order), then the others in task order, as runs of one class again. Where the minimums
-    count (minMember at least their sum), a role placed first could otherwise take the room
-    another role needs for its own minimum, and the gang would never be ready (2 ps of minimum 1
-    and 4 workers of minimum 2, room for 4, the workers' pods made first)."""
-    job = ssn.snap.jobs[j]
-    mins = job.min_task_member
-    if job.min_member < sum(mins.values()):
-        return runs
-    counts = ssn.role_counts(job, (*READY_STATUSES, PIPELINED))
-    short = {role: need - counts.get(role, 0) for role, need in mins.items()}
-    first: list[int] = []
-    rest: list[int] = []
-    pods = ssn.snap.pods
-    for t in (t for run in runs for t in run):
-        role = pods[t].task_role
-        if short.get(role, 0) > 0:
-            short[role] -= 1
-            first.append(t)
-        else:
-            rest.append(t)
-    if not first or not rest:
-        return runs
-    classes = ssn.snap.task_class
-    out: list[list[int]] = []
-    for t in (*first, *rest):
-        if out and classes[out[-1][0]] == classes[t]:
-            out[-1].append(t)
-        else:
-            out.append([t])
-    return out
 
 
 def missing(ssn: Session, j: int, role: str) -> int:

@@ -48,7 +48,7 @@ import numpy as np
 from runtime.cluster import decisions as d
 from runtime.engine.actions import topology
 from runtime.cluster.model import PREEMPT_NEVER
-from runtime.engine.actions.common import place_run
+from runtime.engine.actions.common import minimums_first, place_run
 from runtime.engine.actions.eviction import sub_group_slack
 from runtime.engine.rules.hypernodes import asks_topology, sub_group_count, sub_group_ready
 from runtime.engine.session import Session, Statement
@@ -589,10 +589,12 @@ def _local(bundles: list[Bundle], n_resources: int) -> np.ndarray:
 
 
 def place_needed(ssn: Session, stmt: Statement, j: int) -> list[int]:
-    """Job j's pending tasks (not zero-request ones: backfill's), task by task in task order,
-    until the job is pipelined or a class finds no node; returns those placed."""
+    """Job j's pending tasks (not zero-request ones: backfill's), task by task in task order
+    (those filling its roles' minimums first: minimums_first), until the job is pipelined or a
+    class finds no node; returns those placed."""
     placed: list[int] = []
-    for run in ssn.pending_runs(j, skip_zero=True):
+    runs = ssn.pending_runs(j, skip_zero=True)
+    for run in minimums_first(ssn, j, runs) if ssn.snap.jobs[j].min_task_member else runs:
         for t in run:
             if place_run(ssn, stmt, [t], 1) == 0:
                 break

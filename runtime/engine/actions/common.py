@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from runtime.cluster import decisions as d
 from runtime.engine.session import Session
-from runtime.engine.snapshot import PENDING
+from runtime.engine.snapshot import PENDING, PIPELINED, READY_STATUSES
 
 
 def admitted(ssn: Session, j: int) -> bool:
@@ -97,6 +97,40 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     return placed
 
 
+def minimums_first(ssn: Session, j: int, runs: list[list[int]]) -> list[list[int]]:
+    """Job j's pending runs with the tasks that fill its roles' minimums first (each role's in
+    task order), then the others in task order, as runs of one class again. Where the minimums
+    count (minMember at least their sum), a role placed first could otherwise take the room
+    another role needs for its own minimum, and the gang would never be ready (2 ps of minimum 1
+    and 4 workers of minimum 2, room for 4, the workers' pods made first)."""
+    job = ssn.snap.jobs[j]
+    mins = job.min_task_member
+    if job.min_member < sum(mins.values()):
+        return runs
+    counts = ssn.role_counts(job, (*READY_STATUSES, PIPELINED))
+    short = {role: need - counts.get(role, 0) for role, need in mins.items()}
+    first: list[int] = []
+    rest: list[int] = []
+    pods = ssn.snap.pods
+    for t in (t for run in runs for t in run):
+        role = pods[t].task_role
+        if short.get(role, 0) > 0:
+            short[role] -= 1
+            first.append(t)
+        else:
+            rest.append(t)
+    if not first or not rest:
+        return runs
+    classes = ssn.snap.task_class
+    out: list[list[int]] = []
+    for t in (*first, *rest):
+        if out and classes[out[-1][0]] == classes[t]:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
 def failure_reason(ssn: Session, t: int) -> d.Reason:
     return ssn.no_node_reason(t)
 
@@ -111,4 +145,8 @@ def gang_reason(ssn: Session, j: int) -> d.Reason:
 
 
 def pending_of(ssn: Session, j: int) -> list[int]:
-    return [int(t) for t in ssn.snap.jobs[j].tasks if ssn.status[t] == PENDING]
+    """Job j's pending tasks in task order, those filling its roles' minimums first."""
+    tasks = [int(t) for t in ssn.snap.jobs[j].tasks if ssn.status[t] == PENDING]
+    if ssn.snap.jobs[j].min_task_member and tasks:
+        tasks = [t for run in minimums_first(ssn, j, [tasks]) for t in run]
+    return tasks
