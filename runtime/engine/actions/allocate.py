@@ -101,7 +101,7 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
     stmt = ssn.new_statement()
     holds = bind_reservations(ssn, stmt, j)
     runs = ssn.pending_runs(j, skip_zero=True)
-    if job.min_task_member and not one_task:
+    if job.min_task_member and not one_task:     # most jobs have no roles: no call on their turn
         runs = minimums_first(ssn, j, runs)
     if not runs and not holds:
         stmt.discard()

@@ -593,8 +593,7 @@ def place_needed(ssn: Session, stmt: Statement, j: int) -> list[int]:
     (those filling its roles' minimums first: minimums_first), until the job is pipelined or a
     class finds no node; returns those placed."""
     placed: list[int] = []
-    runs = ssn.pending_runs(j, skip_zero=True)
-    for run in minimums_first(ssn, j, runs) if ssn.snap.jobs[j].min_task_member else runs:
+    for run in minimums_first(ssn, j, ssn.pending_runs(j, skip_zero=True)):
         for t in run:
             if place_run(ssn, stmt, [t], 1) == 0:
                 break

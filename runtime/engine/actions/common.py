@@ -105,7 +105,7 @@ def minimums_first(ssn: Session, j: int, runs: list[list[int]]) -> list[list[int
     and 4 workers of minimum 2, room for 4, the workers' pods made first)."""
     job = ssn.snap.jobs[j]
     mins = job.min_task_member
-    if job.min_member < sum(mins.values()):
+    if not mins or job.min_member < sum(mins.values()):
         return runs
     counts = ssn.role_counts(job, (*READY_STATUSES, PIPELINED))
     short = {role: need - counts.get(role, 0) for role, need in mins.items()}
@@ -147,6 +147,4 @@ def gang_reason(ssn: Session, j: int) -> d.Reason:
 def pending_of(ssn: Session, j: int) -> list[int]:
     """Job j's pending tasks in task order, those filling its roles' minimums first."""
     tasks = [int(t) for t in ssn.snap.jobs[j].tasks if ssn.status[t] == PENDING]
-    if ssn.snap.jobs[j].min_task_member and tasks:
-        tasks = [t for run in minimums_first(ssn, j, [tasks]) for t in run]
-    return tasks
+    return [t for run in minimums_first(ssn, j, [tasks]) for t in run]
