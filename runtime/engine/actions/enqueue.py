@@ -1,7 +1,8 @@
-"""enqueue: admits pending jobs, PodGroup Pending → Inqueue. Queues take turns (queue order),
-one job per turn (job order). A job whose PodGroup has no minResources is admitted (if its
-queue is open); otherwise every enqueue plugin must admit it (tier voting). A PodGroup without
-pods yet is admitted like any other (runtime.engine.snapshot: pod-less PodGroups are jobs)."""
+"""enqueue: admits pending jobs, PodGroup Pending → Inqueue. A job whose PodGroup has no
+minResources is admitted (if its queue is open) without taking a turn. The others take turns:
+queues in queue order, one job per turn (job order), and every enqueue plugin must admit it
+(tier voting). A PodGroup without pods yet is admitted like any other (runtime.engine.snapshot:
+pod-less PodGroups are jobs)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def run(ssn: Session) -> None:
         # once its PodGroup is Inqueue — is admitted on its minResources.
         if job.problem or job.queue < 0:
             ssn.job_reasons.setdefault(j, [d.Reason(d.JOB, job.problem or f"queue {job.queue_name} does not exist")])
+            continue
+        if job.min_resources is None:
+            # Admitted whenever its turn comes (if its queue is open): it asks no plugin and adds
+            # nothing to its queue's inqueue total, so no other job's admission depends on when.
+            # Most jobs at scale (a Deployment's pods) are such: they take no turn.
+            _admit(ssn, j)
             continue
         waiting.append(j)
     # Each queue's jobs in job order (the order a heap of (job_key, j) pops them, the keys taken
