@@ -274,9 +274,11 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
     plugin whose queue order, preemptive or reclaimable answer is its own passes it instead."""
     snap = ssn.snap
     share = ssn.k.QueueShare(ssn.queue_allocated, deserved, columns).of
-    within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns).count
+    # Each walks a queue's chain (itself, then its ancestors) in one call.
+    within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns, ssn.chain_ptr, ssn.chains).chain
     reserve = limit if reserve is None else reserve
-    within_reserve = within if reserve is limit else ssn.k.CountWithin(reserve, ssn.queue_allocated, columns).count
+    within_reserve = within if reserve is limit else \
+        ssn.k.CountWithin(reserve, ssn.queue_allocated, columns, ssn.chain_ptr, ssn.chains).chain
 
     def by_share(q: int) -> tuple:
         return (-snap.queues[q].priority, share(q))
@@ -286,13 +288,9 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
         if not queue.open:     # Volcano's proportion and capacity: a queue not Open allocates nothing
             return 0, d.Reason(d.QUEUE, f"queue {queue.name} is closed", {"queue": queue.name})
         bound, counter = (reserve, within_reserve) if reserving else (limit, within)
-        allowed, reason = count, None
-        for c in ssn.queue_chain[q]:
-            n, binding = counter(c, request, allowed)
-            if n < allowed:
-                reason = limit_reason(ssn, c, binding, request, allowed, bound[c][binding], caps)
-                allowed = n
-        return allowed, reason
+        allowed, c, binding, asked = counter(q, request, count)
+        # The reason names the last queue of the chain that lowered what was allowed.
+        return allowed, (None if c < 0 else limit_reason(ssn, c, binding, request, asked, bound[c][binding], caps))
 
     def within_deserved(q: int, t: int) -> bool:
         if not snap.queues[q].open:    # nor does it reclaim

@@ -1234,21 +1234,20 @@ class Statement:
 
     def placed(self, tasks: list[int], nodes: np.ndarray, kinds: np.ndarray, n: int) -> None:
         """Record the first n placements a placement kernel made (its node arrays updated)."""
-        if n:
+        if n == 1:      # most placements (a replica's, or under inter-pod rules): scalars
+            ssn = self.ssn
+            t, node = int(tasks[0]), int(nodes[0])
+            ssn.ledger.placed_one(t, node, int(kinds[0]))
+            self.ops.append((_PLACE, tasks[:1]))
+            if ssn.listeners:       # _notify's one-task case inline
+                for rule in ssn.listeners_of(t):
+                    rule.placed(t, node)
+        elif n:
             ssn = self.ssn
             ssn.ledger.placed(tasks, nodes, kinds, n)
             self.ops.append((_PLACE, tasks[:n]))
-            if not ssn.listeners:
-                return
-            if n == 1:      # most placements under inter-pod rules: _notify's one-task case inline
-                t = int(tasks[0])
-                rules = ssn.listeners_of(t)
-                if rules:
-                    node = int(nodes[0])
-                    for rule in rules:
-                        rule.placed(t, node)
-                return
-            ssn.notify_placed(tasks[:n], nodes[:n])
+            if ssn.listeners:
+                ssn.notify_placed(tasks[:n], nodes[:n])
 
     def place(self, t: int, node: int, status: int) -> None:
         """Place t on node as ALLOCATED or PIPELINED without a kernel (node arrays included)."""

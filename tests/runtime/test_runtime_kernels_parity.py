@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from runtime.engine.kernels import BUILD_HINT, KernelsNotBuilt, interpreted, load
+from runtime.engine.kernels import BUILD_HINT, KernelsNotBuilt, codes, interpreted, load
 from runtime.engine.snapshot import UNLIMITED
 
 REF = load(pure=True)
@@ -343,15 +343,33 @@ def test_row_helpers_match(compiled, seed):
     chains = [[row] + ([0] if row % 2 else []) for row in range(q)]
     chain_ptr = np.concatenate([[0], np.cumsum([len(c) for c in chains])]).astype(np.int64)
     flat = np.array([c for chain in chains for c in chain], dtype=np.int64)
+    # Each queue names some columns for NamedShare (none for some), amounts 0 at some of them.
+    named = [np.flatnonzero(rng.random(r) < 0.6).tolist() for _ in range(q)]
+    col_ptr = np.concatenate([[0], np.cumsum([len(c) for c in named])]).astype(np.int64)
+    cols = np.array([c for row in named for c in row], dtype=np.int64)
+    amount = (rng.integers(0, 40, size=(q, r)) * (rng.random((q, r)) < 0.8)).astype(np.int64)
     helpers = [(k.RowShare(allocated, total), k.QueueShare(allocated, limit, columns),
-                k.AtLimit(allocated, limit, columns, chain_ptr, flat), k.CountWithin(limit, allocated, columns))
+                k.AtLimit(allocated, limit, columns, chain_ptr, flat),
+                k.CountWithin(limit, allocated, columns, chain_ptr, flat), k.NamedShare(allocated, amount, col_ptr, cols))
                for k in (REF, compiled)]
     for row in range(q):
-        answers = [(rs.of(row), qs.of(row), al.row(row), al.chain(row), cw.count(row, request, count))
-                   for rs, qs, al, cw in helpers]
+        answers = [(rs.of(row), qs.of(row), al.row(row), al.chain(row), cw.count(row, request, count),
+                    cw.chain(row, request, count), ns.of(row))
+                   for rs, qs, al, cw, ns in helpers]
         assert answers[0] == answers[1], row
         assert answers[0][3] == any(answers[0][2] if c == row else REF.AtLimit(allocated, limit, columns, chain_ptr,
                                                                                 flat).row(c) for c in chains[row])
+        # The chain: each queue's count bounds the next one's, the last to lower it answers.
+        allowed, where, column, asked = count, -1, -1, 0
+        for c in chains[row]:
+            n, binding = REF.CountWithin(limit, allocated, columns).count(c, request, allowed)
+            if n < allowed:
+                allowed, where, column, asked = n, c, binding, allowed
+        assert answers[0][5] == (allowed, where, column, asked), row
+        # NamedShare: the most used named column (used with nothing named counts 1), 1.0 naming none.
+        parts = [allocated[row, c] / amount[row, c] if amount[row, c] > 0 else float(allocated[row, c] > 0)
+                 for c in named[row]]
+        assert answers[0][6] == (max(parts) if parts else 1.0), row
 
 
 def ledger_state(rng, t_n=24, j_n=5, n=6, r=3):
@@ -383,7 +401,7 @@ def test_ledger_matches_reference(compiled, seed):
     held = (rng.random(3) < 0.8).astype(np.uint8)
     script = []       # the same random operations for both ledgers
     for _ in range(30):
-        script.append((int(rng.integers(0, 6)), int(rng.integers(0, 1 << 30))))
+        script.append((int(rng.integers(0, 7)), int(rng.integers(0, 1 << 30))))
     results = []
     for kernels in (REF, compiled):
         arrays = {k: v.copy() for k, v in base.items()}
@@ -419,10 +437,40 @@ def test_ledger_matches_reference(compiled, seed):
                     evicted.append((t, ledger.evict(t)))
             elif op == 5 and evicted:
                 ledger.unevict(*evicted.pop())
+            elif op == 6:
+                pending = np.flatnonzero(status == 0)
+                if len(pending):
+                    t = int(pick.choice(pending))
+                    ledger.placed_one(t, int(pick.integers(0, 6)), int(pick.choice([1, 2])))
+                    placed.append([t])
             runs_seen.append([ledger.pending_runs(j, bool(salt & 1)) for j in range(len(base["job_first"]) - 1)])
         results.append(({k: v.tolist() for k, v in arrays.items()}, list(ledger.log_since(0)), ledger.log_n,
                         runs_seen))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_placed_one_is_placed_of_one(compiled, seed):
+    """Ledger.placed_one(t, node, kind) leaves the ledger as placed([t], [node], [kind], 1) does."""
+    rng = np.random.default_rng(950 + seed)
+    base = ledger_state(rng)
+    pending = np.flatnonzero(base["status"] == 0)
+    if not len(pending):
+        pytest.skip("no pending task drawn")
+    t, node, kind = int(rng.choice(pending)), int(rng.integers(0, 6)), int(rng.choice([1, 2]))
+    for kernels in (REF, compiled):
+        after = []
+        for one in (True, False):
+            arrays = {k: v.copy() for k, v in base.items()}
+            ledger = kernels.Ledger(*arrays.values())
+            if one:
+                ledger.placed_one(t, node, kind)
+            else:
+                ledger.placed([t], np.array([node], dtype=np.int64), np.array([kind], dtype=np.int8), 1)
+            after.append(({k: v.tolist() for k, v in arrays.items()}, list(ledger.log_since(0))))
+        assert after[0] == after[1]
+        # An idle fit is allocated, a future fit pipelined.
+        assert after[0][0]["status"][t] == (codes.ALLOCATED if kind == codes.IDLE else codes.PIPELINED)
 
 
 # --- the snapshot's passes over the pods, the cycle's decisions --------------------------------

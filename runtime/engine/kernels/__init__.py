@@ -19,7 +19,7 @@ source run side by side in a process (the parity tests and bench/core.py compare
 disagree where C semantics differ: integer overflow, C division, typed truncation, unchecked
 bounds). `load(pure=False)` insists on the compiled ones (KernelsNotBuilt otherwise). Both expose
 the same functions: fit_states, score_nodes, place_batch, dominant_shares, water_fill, the
-per-row share classes (RowShare, QueueShare, AtLimit, CountWithin: bound to the session's arrays
+per-row share classes (RowShare, QueueShare, NamedShare, AtLimit, CountWithin: bound to the session's arrays
 once, called per row), the PlacementTree class (place_batch's tree kept per task class between
 jobs) and the NodeFits it may read its keys from, the Ledger class (the session's accounting), the snapshot's passes over the pods
 (scan_pods, group_tasks, task_columns, node_usage, build_jobs) and the cycle's decisions
@@ -60,6 +60,7 @@ class Kernels:
     water_fill: Callable
     RowShare: type
     QueueShare: type
+    NamedShare: type
     AtLimit: type
     CountWithin: type
     PlacementTree: type
@@ -140,7 +141,7 @@ def interpreted(name: str) -> ModuleType:
 
 def _kernels(name: str, place: ModuleType, share: ModuleType, ledger: ModuleType, passes: ModuleType) -> Kernels:
     return Kernels(name, place.fit_states, place.score_nodes, place.place_batch, share.dominant_shares,
-                   share.water_fill, share.RowShare, share.QueueShare, share.AtLimit, share.CountWithin,
+                   share.water_fill, share.RowShare, share.QueueShare, share.NamedShare, share.AtLimit, share.CountWithin,
                    place.PlacementTree, ledger.Ledger, passes.scan_pods, passes.group_tasks, passes.task_columns,
                    passes.node_usage, passes.build_jobs, passes.placements, passes.podgroup_statuses,
                    place.NodeFits, place.TreeRoom, place.MaskView, place.DomainTree)

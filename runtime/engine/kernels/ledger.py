@@ -139,13 +139,20 @@ class Ledger:
         if n > len(tasks) or n > nodes.shape[0] or n > kinds.shape[0]:
             raise ValueError(f"{n} placements recorded for {len(tasks)} tasks")
         for i in range(n):
-            t = tasks[i]
-            idle = kinds[i] == IDLE
-            self.status[t] = ALLOCATED if idle else PIPELINED
-            self.task_node[t] = nodes[i]
-            self.job_pending[self.task_job[t]] -= 1
-            self._account(t, 1, idle)
-            self._log(nodes[i])
+            self._placed(tasks[i], nodes[i], kinds[i] == IDLE)
+
+    def placed_one(self, t: cython.Py_ssize_t, node: cython.Py_ssize_t, kind: cython.int) -> None:
+        """`placed` of one task (most placements under inter-pod rules): no arrays to take views of."""
+        self._placed(t, node, kind == IDLE)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def _placed(self, t: cython.Py_ssize_t, node: cython.Py_ssize_t, idle: cython.bint) -> cython.void:
+        self.status[t] = ALLOCATED if idle else PIPELINED
+        self.task_node[t] = node
+        self.job_pending[self.task_job[t]] -= 1
+        self._account(t, 1, idle)
+        self._log(node)
 
     def occupy(self, t: cython.Py_ssize_t, node: cython.Py_ssize_t, status: cython.int) -> None:
         """Place t on node as `status` (ALLOCATED or PIPELINED), node arrays included."""

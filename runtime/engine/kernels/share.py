@@ -152,6 +152,44 @@ class QueueShare:
 
 
 @cython.cclass
+class NamedShare:
+    """max over the columns row `row` names (cols[col_ptr[row]:col_ptr[row + 1]]) of
+    allocated[row] / amount[row] (an amount of 0 counts 1 when used, else 0); 1.0 for a row
+    naming none (capacity's queue share over the resources its deserved names)."""
+
+    allocated: cython.const[cython.longlong][:, ::1]
+    amount: cython.const[cython.longlong][:, ::1]
+    col_ptr: cython.const[cython.longlong][::1]
+    cols: cython.const[cython.longlong][::1]
+
+    def __init__(self, allocated: cython.const[cython.longlong][:, ::1], amount: cython.const[cython.longlong][:, ::1],
+                 col_ptr: cython.const[cython.longlong][::1], cols: cython.const[cython.longlong][::1]):
+        self.allocated = allocated
+        self.amount = amount
+        self.col_ptr = col_ptr
+        self.cols = cols
+
+    def of(self, row: cython.Py_ssize_t) -> cython.double:
+        k: cython.Py_ssize_t
+        r: cython.Py_ssize_t
+        best: cython.double = 0.0
+        s: cython.double
+        w: cython.longlong
+        if self.col_ptr[row] == self.col_ptr[row + 1]:
+            return 1.0
+        for k in range(self.col_ptr[row], self.col_ptr[row + 1]):
+            r = self.cols[k]
+            w = self.amount[row, r]
+            if w > 0:
+                s = cython.cast(cython.double, self.allocated[row, r]) / cython.cast(cython.double, w)
+            else:
+                s = 1.0 if self.allocated[row, r] > 0 else 0.0
+            if s > best:
+                best = s
+        return best
+
+
+@cython.cclass
 class AtLimit:
     """Whether a queue, or any of its ancestors, has reached its limit on every column
     (`chain_ptr`/`chains`: each queue's chain of itself and its ancestors below root)."""
@@ -201,21 +239,30 @@ class CountWithin:
     limit: cython.const[cython.longlong][:, ::1]
     allocated: cython.const[cython.longlong][:, ::1]
     columns: cython.const[cython.longlong][::1]
+    chain_ptr: cython.const[cython.longlong][::1]
+    chains: cython.const[cython.longlong][::1]
+    binding: cython.Py_ssize_t        # the column that bound in the last _count (-1: none)
 
     def __init__(self, limit: cython.const[cython.longlong][:, ::1], allocated: cython.const[cython.longlong][:, ::1],
-                 columns: cython.const[cython.longlong][::1]):
+                 columns: cython.const[cython.longlong][::1], chain_ptr: cython.const[cython.longlong][::1] = None,
+                 chains: cython.const[cython.longlong][::1] = None):
         self.limit = limit
         self.allocated = allocated
         self.columns = columns
+        self.chain_ptr = chain_ptr
+        self.chains = chains
+        self.binding = -1
 
-    def count(self, row: cython.Py_ssize_t, request: cython.const[cython.longlong][::1],
-              count: cython.longlong) -> tuple:
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def _count(self, row: cython.Py_ssize_t, request: cython.const[cython.longlong][::1],
+               count: cython.longlong) -> cython.longlong:
         i: cython.Py_ssize_t
         r: cython.Py_ssize_t
-        binding: cython.Py_ssize_t = -1
         allowed: cython.longlong = count
         room: cython.longlong
         n: cython.longlong
+        self.binding = -1
         for i in range(self.columns.shape[0]):
             r = self.columns[i]
             if request[r] == 0 or self.limit[row, r] >= UNLIMITED:
@@ -224,5 +271,32 @@ class CountWithin:
             n = room // request[r] if room >= 0 else 0
             if n < allowed:
                 allowed = n if n > 0 else 0
-                binding = r
-        return int(allowed), int(binding)
+                self.binding = r
+        return allowed
+
+    def count(self, row: cython.Py_ssize_t, request: cython.const[cython.longlong][::1],
+              count: cython.longlong) -> tuple:
+        allowed: cython.longlong = self._count(row, request, count)
+        return int(allowed), int(self.binding)
+
+    def chain(self, q: cython.Py_ssize_t, request: cython.const[cython.longlong][::1], count: cython.longlong) -> tuple:
+        """`count` on queue q and then each ancestor in its chain (chain_ptr/chains, as AtLimit's),
+        each bounding what the one before allowed: (allowed; the last queue of the chain that
+        lowered it, the column that bound there and how many it was asked for; -1, -1, 0 when
+        all `count` fit)."""
+        k: cython.Py_ssize_t
+        row: cython.Py_ssize_t
+        allowed: cython.longlong = count
+        asked: cython.longlong = 0
+        n: cython.longlong
+        where: cython.Py_ssize_t = -1
+        column: cython.Py_ssize_t = -1
+        for k in range(self.chain_ptr[q], self.chain_ptr[q + 1]):
+            row = self.chains[k]
+            n = self._count(row, request, allowed)
+            if n < allowed:
+                asked = allowed
+                allowed = n
+                where = row
+                column = self.binding
+        return int(allowed), int(where), int(column), int(asked)

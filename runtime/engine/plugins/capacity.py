@@ -50,23 +50,13 @@ class CapacityPlugin(Plugin):
         amount = np.where(named, snap.deserved, 0)
         queues = snap.queues
 
-        # Asked at every job's turn: each queue's named columns and their amounts found once
-        # (plain lists: the row is read as Python numbers, no array indexed per question).
+        # Asked at every queue turn: each queue's share over the columns it names, in a
+        # kernel bound to the arrays once.
         named_columns = [np.flatnonzero(row).tolist() for row in named]
-        named_pairs = [list(zip(cols, amount[q][cols].tolist())) for q, cols in enumerate(named_columns)]
-
-        def share(q: int) -> float:
-            pairs = named_pairs[q]
-            if not pairs:
-                return 1.0
-            alloc = ssn.queue_allocated[q].tolist()
-            # A loop, not max() over a generator: asked twice a turn (7,764 turns in section 12).
-            most = None
-            for c, w in pairs:
-                part = alloc[c] / w if w > 0 else (1.0 if alloc[c] > 0 else 0.0)
-                if most is None or part > most:
-                    most = part
-            return float(most)
+        col_ptr = np.zeros(len(named_columns) + 1, dtype=np.int64)
+        col_ptr[1:] = np.cumsum([len(cols) for cols in named_columns])
+        cols = np.array([c for row in named_columns for c in row], dtype=np.int64)
+        share = ssn.k.NamedShare(ssn.queue_allocated, amount, col_ptr, cols).of
 
         def queue_order(q: int) -> tuple:
             return (-queues[q].priority, share(q), 0 if len(named_columns[q]) else 1)

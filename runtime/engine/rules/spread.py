@@ -128,7 +128,11 @@ class _Spread:
         """The counts, `low`, `at_low` and (hard) `codes` of a new constraint from its nonzero
         counts per domain (each domain present): what `reset_low` and `refresh_codes` find from
         the dense counts, without a pass over the domains."""
-        if by_domain:
+        if len(by_domain) <= FEW_DOMAINS:       # a replica group's few domains: no arrays made for them
+            count = self.count
+            for d, v in by_domain.items():
+                count[d] = v
+        else:
             self.count[np.fromiter(by_domain, dtype=np.int64, count=len(by_domain))] = np.fromiter(
                 by_domain.values(), dtype=np.int64, count=len(by_domain))
         if self.floored():
@@ -149,6 +153,15 @@ class _Spread:
         """`low` and `at_low` from the counts (a pass over the domains)."""
         if self.floored():
             self.low, self.at_low = 0, 0
+            return
+        if len(self.count) <= FEW_DOMAINS:
+            # A few domains (a zone key): a list's min and count cost less than numpy's calls,
+            # and a zone spread's last domain at the minimum gains a pod once per round.
+            counts = self.count.tolist()
+            if self.domains_present != len(counts):
+                counts = [c for c, present in zip(counts, self.present.tolist()) if present]
+            low = min(counts)
+            self.low, self.at_low = low, counts.count(low)
             return
         # Every domain has an eligible node (the common case): the counts need no selection.
         counts = self.count if self.domains_present == len(self.count) else self.count[self.present]
@@ -250,7 +263,11 @@ class _DomainScores:
         s = self.spread
         self.raw[d] = round(int(s.count[d]) * math.log(s.domains_present + 2) + (s.constraint.max_skew - 1))
         real = self.raw[:-1]
-        self.high, self.low = float(real.max()), float(real.min())
+        if len(real) <= FEW_DOMAINS:        # as reset_low: a list's max and min, the same floats
+            listed = real.tolist()
+            self.high, self.low = max(listed), min(listed)
+        else:
+            self.high, self.low = float(real.max()), float(real.min())
         self.normalized = None
 
     def weighted(self, weight: float) -> np.ndarray:
