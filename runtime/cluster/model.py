@@ -112,6 +112,14 @@ class PodAffinityTerm:
     namespaces: frozenset[str] = frozenset()
     namespace_selector: LabelSelector | None = None
 
+    # Hashed once (as PodRules): the inter-pod rules key their tables by terms every cycle.
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.topology_key, self.selector, self.namespaces, self.namespace_selector))
+
     def matches(self, namespace: str, labels: Mapping[str, str],
                 namespace_labels: Callable[[str], Mapping[str, str]]) -> bool:
         if self.selector is None or not self.selector.matches(labels):

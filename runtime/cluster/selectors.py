@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,14 @@ class LabelSelector:
 
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[MatchExpression, ...] = ()
+
+    # Hashed once (as PodRules): the inter-pod rules key their tables by selectors every cycle.
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.match_labels, self.match_expressions))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         for key, value in self.match_labels:

@@ -97,6 +97,9 @@ class _Spread:
     # How many nodes the passing domains hold (-1: not known since `codes` was made), kept as a
     # domain's verdict flips: passing_nodes is asked on every placement, mostly to say "many".
     passing_size: int = -1
+    # `codes` as a placement by domain reads them (0 passing, -inf failing), made when first asked
+    # after `codes` changed (None: not made since).
+    verdicts: np.ndarray | None = None
     is_floored: bool = field(init=False, default=False)     # floored(), made once
     hard: bool = field(init=False, default=False)           # constraint.hard (a property), read per placement
 
@@ -122,7 +125,7 @@ class _Spread:
         """`codes` from the counts."""
         codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
         codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
-        self.codes, self.passing_size = codes, -1
+        self.codes, self.passing_size, self.verdicts = codes, -1, None
 
     def start(self, by_domain: dict[int, int]) -> None:
         """The counts, `low`, `at_low` and (hard) `codes` of a new constraint from its nonzero
@@ -147,7 +150,7 @@ class _Spread:
             codes = _uniform_codes(self.domains.count, shift <= skew).copy()
             for d, v in by_domain.items():
                 codes[d] = MASK_PASS if v + shift <= skew else MASK_FAIL
-            self.codes, self.passing_size = codes, -1
+            self.codes, self.passing_size, self.verdicts = codes, -1, None
 
     def reset_low(self) -> None:
         """`low` and `at_low` from the counts (a pass over the domains)."""
@@ -558,7 +561,9 @@ class TopologySpreadRule(CountingRule):
         if len(hard) != 1 or hard[0].domains.count > FEW_DOMAINS:
             return None
         s = hard[0]
-        return s.domains, np.where(s.codes == MASK_PASS, 0.0, -np.inf)
+        if s.verdicts is None:      # asked on each of the class's placements; codes change seldom
+            s.verdicts = np.where(s.codes == MASK_PASS, 0.0, -np.inf)
+        return s.domains, s.verdicts
 
     def checks(self, cid: int) -> list[Check]:
         missing, skewed = self._verdicts(cid, None)
@@ -689,6 +694,7 @@ class TopologySpreadRule(CountingRule):
                 fails = before + step + own - low > skew
                 if (before + own - low > skew) != fails:
                     code = s.codes[d] = MASK_FAIL if fails else MASK_PASS
+                    s.verdicts = None
                     nodes = self._reading.domain_nodes(s.domains, d)
                     if s.passing_size >= 0:
                         s.passing_size += -len(nodes) if fails else len(nodes)
