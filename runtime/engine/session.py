@@ -213,9 +213,10 @@ class ClassPlacement:
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 FEW_NODES = 8       # up to this many marked nodes, ClassPlacement.update combines codes in Python
-# A lazy class asks the rules about this many of the nodes its shared tree offers at a time (as
-# many as the rules answer node by node, FEW_NODES).
-LAZY_ASK = 8
+# A lazy class asks the rules about this many of the nodes its shared tree offers at a time: the
+# first node offered mostly passes (a replica group's own pods hold a few nodes of thousands), so
+# asking about more costs more than the rare second round (section 12: 8 took half as long again).
+LAZY_ASK = 2
 # A class one of whose filters passes at most this fraction of the nodes places by a scan of
 # those (Session.place_few): half its nodes or more differ from the shared tree's, and a tree of
 # its own would be built for a placement or few (section 12's allocate, processor time: a half

@@ -12,6 +12,7 @@ from runtime.cluster.model import ClusterState
 from runtime.cluster.objects import load_objects
 from runtime.engine.cycle import Options, open_session, run_cycle
 from runtime.engine.rules.spread import TopologySpreadRule
+from runtime.engine import session as session_module
 from runtime.engine.session import Session
 from runtime.engine.snapshot import ALLOCATED
 from runtime_helpers import STANDARD_TIERS, node, placements, policy
@@ -66,10 +67,14 @@ def decide(state: ClusterState, pure: bool, monkeypatch, lazy: bool = True, plan
         return placements(run_cycle(plan, state, Options(pure_python=pure))), len(calls)
 
 
+@pytest.mark.parametrize("ask", [1, 2, 8], ids=lambda n: f"ask-{n}")
 @pytest.mark.parametrize("domain_tree", [True, False], ids=["spread-by-domain", "spread-lazy"])
-def test_classes_of_one_pending_pod_decide_as_with_every_nodes_codes(pure, domain_tree, monkeypatch):
+def test_classes_of_one_pending_pod_decide_as_with_every_nodes_codes(pure, domain_tree, ask, monkeypatch):
     # A hard zone spread alone places by its request's DomainTree (StatefulRule.domain_verdicts);
-    # off, its replica is lazy too, as it is beside another filter.
+    # off, its replica is lazy too, as it is beside another filter. However few nodes a lazy class
+    # asks about at a time (session.LAZY_ASK: binpack offers the nodes its own replicas fill
+    # first, so a round of one fails), it places where every node's codes would.
+    monkeypatch.setattr(session_module, "LAZY_ASK", ask)
     if not domain_tree:
         monkeypatch.setattr(TopologySpreadRule, "domain_verdicts", lambda self, cid: None)
     state = replica_groups()
