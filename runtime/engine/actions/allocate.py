@@ -45,7 +45,7 @@ def run(ssn: Session) -> None:
             continue
         one_task = bool(again[q]) and (not fresh[q] or again[q][0][0] < ssn.job_key(fresh[q][-1]))
         j = heapq.heappop(again[q])[2] if one_task else fresh[q].pop()
-        if dequeue_blocked(ssn, q, j, failed_at):
+        if failed_at and dequeue_blocked(ssn, q, j, failed_at):     # no failure yet: nothing blocks
             more = False
         else:
             more = allocate_job(ssn, j, one_task=one_task)
@@ -160,7 +160,8 @@ def finish_job(ssn: Session, j: int, tried) -> bool:
     job = ssn.snap.jobs[j]
     if ssn.job_ready_ok(j):
         stmt.commit()
-        return placed_any and bool(ssn.pending_runs(j, skip_zero=True))
+        # A job with no task pending left (most: a Deployment's pod is a job of one) has no run.
+        return placed_any and ssn.job_pending[j] > 0 and bool(ssn.pending_runs(j, skip_zero=True))
     if ssn.job_pipelined_ok(j):
         stmt.to_pipelined()
         stmt.commit()
