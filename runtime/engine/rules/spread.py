@@ -123,8 +123,13 @@ class _Spread:
 
     def refresh_codes(self) -> None:
         """`codes` from the counts."""
-        codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
-        codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
+        if len(self.count) <= FEW_DOMAINS:      # as reset_low: a list, for a zone key's few domains
+            most = self.constraint.max_skew - (self.self_match - self.low)
+            codes = np.array([MASK_PASS if c <= most else MASK_FAIL for c in self.count.tolist()] + [MASK_FAIL],
+                             dtype=np.uint8)
+        else:
+            codes = np.full(self.domains.count + 1, MASK_FAIL, dtype=np.uint8)
+            codes[:-1][self.count + (self.self_match - self.low) <= self.constraint.max_skew] = MASK_PASS
         self.codes, self.passing_size, self.verdicts = codes, -1, None
 
     def start(self, by_domain: dict[int, int]) -> None:
