@@ -99,7 +99,8 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
     snap = ssn.snap
     job = snap.jobs[j]
     stmt = ssn.new_statement()
-    holds = bind_reservations(ssn, stmt, j)
+    # Reservations held from earlier cycles (ssn.held) are few and rare: most turns look none up.
+    holds = bind_reservations(ssn, stmt, j) if ssn.held else 0
     runs = ssn.pending_runs(j, skip_zero=True)
     if job.min_task_member and not one_task:     # most jobs have no roles: no call on their turn
         runs = minimums_first(ssn, j, runs)
@@ -117,7 +118,7 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
             # One task left in the run is one wanted (missing() is at least one): most turns are
             # a Deployment-like pod's, its job of one task.
             want = 1 if one_task or len(chunk) == 1 else min(len(chunk), missing(ssn, j, snap.pods[chunk[0]].task_role))
-            held = held_beside(ssn, job.queue, chunk[0])
+            held = held_beside(ssn, job.queue, chunk[0]) if ssn.held else None
             if held is None:
                 limit, queue_reason = ssn.allocatable_count(job.queue, snap.request[chunk[0]], want)
             else:
