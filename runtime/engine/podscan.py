@@ -49,7 +49,8 @@ class _Kept:
     p_mine: np.ndarray
     p_pos: np.ndarray
     p_fold: np.ndarray
-    # Our pods as tasks, in place order (PodScan's task columns); `t_volume`: in volume_tasks.
+    # Our pods as tasks, in place order (PodScan's task columns); `t_volume`: in volume_tasks,
+    # `t_asking`: in asking_tasks.
     t_pos: np.ndarray
     t_shape: np.ndarray
     t_job: np.ndarray
@@ -59,6 +60,7 @@ class _Kept:
     t_node: np.ndarray
     t_plain: np.ndarray
     t_volume: np.ndarray
+    t_asking: np.ndarray
     rule_at: np.ndarray             # (n,) bool: in PodScan.rule_pods
     volume_at: np.ndarray           # (n,) bool: in PodScan.volume_pods
     shapes: list[dict[str, int]]    # request maps (copies), numbered as the scan numbers them
@@ -320,6 +322,8 @@ class PodScanMemo:
         t_shape_new = sub_shape[sub.shape]
         t_volume_new = np.zeros(len(t_pos_new), dtype=bool)
         t_volume_new[np.asarray(sub.volume_tasks, dtype=np.int64)] = True
+        t_asking_new = np.zeros(len(t_pos_new), dtype=bool)
+        t_asking_new[np.asarray(sub.asking_tasks, dtype=np.int64)] = True
         # Each pod's own request map: the scan's rows give it, but a pod on a node that is gone
         # has the empty map in its rows; those (and pods in no row) are read here.
         own_sub = np.full(m, -1, dtype=np.int64)
@@ -341,7 +345,7 @@ class PodScanMemo:
             p_cols = [p_pos_new, sub.placed_node, p_shape_new, sub.placed_gone, sub.placed_mine, p_fold_new,
                       np.full(len(p_pos_new), -1, dtype=np.int64)]
             t_cols = [t_pos_new, t_shape_new, sub_job[sub.job],
-                      sub.priority, sub.creation, sub.status, sub.node, sub.plain, t_volume_new]
+                      sub.priority, sub.creation, sub.status, sub.node, sub.plain, t_volume_new, t_asking_new]
         else:
             old_places = np.flatnonzero(same) if new_of_old is None else None
             if new_of_old is None:
@@ -379,12 +383,13 @@ class PodScanMemo:
                       *(np.concatenate([old[t_ok], new]) for old, new in (
                           (kept.t_shape, t_shape_new), (kept.t_job, sub_job[sub.job]),
                           (kept.t_priority, sub.priority), (kept.t_creation, sub.creation), (kept.t_status, sub.status),
-                          (kept.t_node, sub.node), (kept.t_plain, sub.plain), (kept.t_volume, t_volume_new)))]
+                          (kept.t_node, sub.node), (kept.t_plain, sub.plain), (kept.t_volume, t_volume_new),
+                          (kept.t_asking, t_asking_new)))]
             p_cols = _in_place_order(p_cols)
             t_cols = _in_place_order(t_cols)
 
         p_pos, p_node, p_shape, p_gone, p_mine, p_fold, p_group = p_cols
-        t_pos, t_shape, t_job, t_priority, t_creation, t_status, t_node, t_plain, t_volume = t_cols
+        t_pos, t_shape, t_job, t_priority, t_creation, t_status, t_node, t_plain, t_volume, t_asking = t_cols
         # Numbered by first appearance, as one scan numbers them: a pod's own request map, then
         # (a pod bound to a node that is gone) the empty map its row holds.
         gone = np.flatnonzero(p_node < 0)
@@ -403,7 +408,7 @@ class PodScanMemo:
             (), {}, (0, 0), [], [], shape_map[own],
             p_node, shape_map[p_shape], p_gone, p_mine, p_pos, p_fold,
             t_pos, shape_map[t_shape], job_map[t_job], t_priority, t_creation, t_status, t_node, t_plain, t_volume,
-            rule_at, volume_at, [shapes[i] for i in shape_order.tolist()], [job_names[i] for i in job_order.tolist()],
+            t_asking, rule_at, volume_at, [shapes[i] for i in shape_order.tolist()], [job_names[i] for i in job_order.tolist()],
             [queues[i] for i in queue_order.tolist()], p_group)
 
 
@@ -468,4 +473,4 @@ def _answer(kept: _Kept) -> PodScan:
         kept.t_job.copy(), kept.t_priority.copy(), kept.t_creation.copy(), kept.t_status.copy(), kept.t_node.copy(),
         kept.t_plain.copy(), list(kept.job_names), settled, rule_pods,
         [values[i] for i in np.flatnonzero(kept.volume_at).tolist()], np.flatnonzero(kept.t_volume).tolist(),
-        kept.p_pos.copy())
+        kept.p_pos.copy(), np.flatnonzero(kept.t_asking).tolist())

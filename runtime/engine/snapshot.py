@@ -506,7 +506,8 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     volumes = _volume_snapshot(state, scan, tasks, status, cache.node_positions(state), cache) \
         if scan.volume_pods else None
     plain, extra_keys = scan.plain[tasks.order], volumes.class_keys if volumes is not None else None
-    dra = _dra_snapshot(state, tasks.pods, status)
+    asking = _asking_tasks(scan, tasks)
+    dra = _dra_snapshot(state, tasks.pods, status, asking)
     if dra is not None:      # tasks with claims are classed by them too (never by their request alone)
         plain[list(dra.uses)] = False
         extra_keys = {t: (extra_keys.get(t) if extra_keys else None, dra.class_keys.get(t))
@@ -636,18 +637,30 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
         status[t] = HELD
     snapshot.device_held.update(held_for_vgpu_quota(snapshot, PENDING, UNLIMITED))
     if plan.plugin("numa-aware") is None:
-        waiting = np.flatnonzero(status == PENDING).tolist()
+        waiting = [t for t in asking if status[t] == PENDING]
         snapshot.device_held.update({t: DeviceHold(*why) for t, why in numa_policy_unevaluated(tasks.pods, waiting).items()})
     for t in snapshot.device_held:
         status[t] = HELD
     return snapshot
 
 
-def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray) -> DraSnapshot | None:
+def _asking_tasks(scan: PodScan, tasks: TaskOrder) -> list[int]:
+    """The tasks (in task order) the scan found waiting with ResourceClaims or a NUMA policy
+    annotation (PodScan.asking_tasks): what the DRA and NUMA passes read, instead of every
+    waiting pod."""
+    if not scan.asking_tasks:
+        return []
+    inverse = np.empty(len(tasks.order), dtype=np.int64)
+    inverse[tasks.order] = np.arange(len(tasks.order), dtype=np.int64)
+    return sorted(inverse[scan.asking_tasks].tolist())
+
+
+def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray,
+                  asking: list[int]) -> DraSnapshot | None:
     """The claims of the waiting tasks that have ResourceClaims (None when none has); those
-    whose claims keep them from every node are HELD (status changed in place)."""
-    # The pending tasks first (found with numpy): the bound ones are most.
-    waiting = [t for t in np.flatnonzero(status == PENDING).tolist() if task_pods[t].resource_claims is not None]
+    whose claims keep them from every node are HELD (status changed in place). `asking`: the
+    tasks that may have claims (_asking_tasks), in task order."""
+    waiting = [t for t in asking if status[t] == PENDING and task_pods[t].resource_claims is not None]
     if not waiting:
         return None
     dra = dra_snapshot(state.dra, task_pods, waiting, state.pods.values())

@@ -478,7 +478,9 @@ def test_placed_one_is_placed_of_one(compiled, seed):
 def random_pods(rng, n_pods=60):
     """Pods of two schedulers in every phase, on known and unknown nodes, in gangs and alone,
     with ties in priority and creation (uids decide), some with node constraints."""
+    from runtime.cluster.dra import PodResourceClaim
     from runtime.cluster.model import Pod, Toleration
+    from runtime.cluster.numa import NUMA_POLICY_ANNOTATION
     from runtime.cluster.selectors import MatchExpression
     pods = {}
     for i in range(n_pods):
@@ -497,6 +499,10 @@ def random_pods(rng, n_pods=60):
                   node_selector={"zone": "a"} if rng.random() < 0.15 else {},
                   required_terms=((MatchExpression("disk", "Exists"),),) if rng.random() < 0.1 else (),
                   tolerations=(Toleration("gpu", "Exists"),) if rng.random() < 0.1 else ())
+        if rng.random() < 0.1:       # what the snapshot's DRA and NUMA passes read (PodScan.asking_tasks)
+            pod.annotations[NUMA_POLICY_ANNOTATION] = "single-numa-node"
+        elif rng.random() < 0.1:
+            pod.resource_claims = (PodResourceClaim("gpu", claim=f"c{i}"),)
         pods[pod.key] = pod
     order = rng.permutation(len(pods))
     keys = list(pods)

@@ -17,6 +17,8 @@ from runtime.cluster.model import (
     QUEUE_ANNOTATION, ClusterState, HostPort, PodAffinityTerm, PodRules, SpreadConstraint, pod_changed,
 )
 from runtime.cluster.selectors import LabelSelector
+from runtime.cluster.dra import PodResourceClaim
+from runtime.cluster.numa import NUMA_POLICY_ANNOTATION
 from runtime.cluster.storage import PodClaim
 from runtime.engine.cycle import run_cycle
 from runtime.engine.kernels import load
@@ -67,6 +69,11 @@ def add_random_pod(state: ClusterState, rng: random.Random, name: str) -> None:
         p.scheduler_name = "other"
     if kind == 8 and not placed:
         p.volumes = (PodClaim("data", f"claim-{name}"),)
+    # What the snapshot's DRA and NUMA passes read (PodScan.asking_tasks).
+    if kind == 6 and rng.random() < 0.5:
+        p.resource_claims = (PodResourceClaim("gpu", claim=f"claim-{name}"),)
+    elif kind in (4, 6):
+        p.annotations[NUMA_POLICY_ANNOTATION] = rng.choice(("single-numa-node", "none"))
     if kind == 9:
         p.requests = {}
     if rng.random() < 0.05:
@@ -103,6 +110,10 @@ def change(state: ClusterState, rng: random.Random, step: int) -> None:
         elif what == 7:
             p.rules = None if p.rules else ANTI
             p.group = None
+            if NUMA_POLICY_ANNOTATION in p.annotations:
+                del p.annotations[NUMA_POLICY_ANNOTATION]
+            else:
+                p.annotations[NUMA_POLICY_ANNOTATION] = "best-effort"
             pod_changed(p)
         else:
             add_random_pod(state, rng, f"new-{step}-{rng.randrange(10**6)}")

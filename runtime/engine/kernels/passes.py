@@ -41,6 +41,7 @@ from runtime.cluster.decisions import Binding, PodGroupStatus
 from runtime.cluster.model import (
     PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING, QUEUE_ANNOTATION, Condition, Pod,
 )
+from runtime.cluster.numa import NUMA_POLICY_ANNOTATION
 from runtime.engine.kernels import codes
 from runtime.engine.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder, min_resource_vector
 
@@ -127,6 +128,7 @@ M_UNSUPPORTED = slot_member(Pod, "unsupported")
 M_HELD = slot_member(Pod, "held_back")
 M_LABELS = slot_member(Pod, "labels")
 M_VOLUMES = slot_member(Pod, "volumes")
+M_CLAIMS = slot_member(Pod, "resource_claims")
 
 J_INDEX = slot_member(JobInfo, "index")
 J_KEY = slot_member(JobInfo, "key")
@@ -225,6 +227,7 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
     rule_pods: list = []
     volume_pods: list = []
     volume_tasks: list = []
+    asking_tasks: list = []
     placed_node = np.empty(n, dtype=np.int64)
     placed_shape = np.empty(n, dtype=np.int64)
     placed_gone = np.empty(n, dtype=np.uint8)
@@ -370,12 +373,14 @@ def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_p
                 if get_slot(pod, M_VOLUMES) is not None:
                     pl[t] = False
                     volume_tasks.append(t)
+                if get_slot(pod, M_CLAIMS) is not None or NUMA_POLICY_ANNOTATION in get_slot(pod, M_ANNOTATIONS):
+                    asking_tasks.append(t)
             t += 1
     if run > 0:
         settled[(run_queue, run_sid)] = settled.get((run_queue, run_sid), 0) + run
     return PodScan(shapes, placed_node[:p], placed_shape[:p], placed_gone[:p], placed_mine[:p], ours, keys,
                    shape[:t], job[:t], priority[:t], creation[:t], status[:t], node_of[:t], plain[:t], job_names,
-                   settled, rule_pods, volume_pods, volume_tasks, placed_at[:p])
+                   settled, rule_pods, volume_pods, volume_tasks, placed_at[:p], asking_tasks)
 
 
 @cython.cfunc

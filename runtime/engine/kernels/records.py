@@ -45,6 +45,9 @@ class PodScan:
     # (P,) int64: each placed pod's position in the state's pods (dict order), so that the placed
     # pods themselves are listed without a second pass over every pod.
     placed_at: np.ndarray
+    # The scan positions of ours waiting whose pod has ResourceClaims or a NUMA policy annotation:
+    # the only ones the snapshot's DRA and NUMA passes read, not every waiting pod each cycle.
+    asking_tasks: list[int]
 
 
 @dataclass
