@@ -105,6 +105,23 @@ def test_core_scale_section_runs_alone_and_keeps_every_rule() -> None:
     assert quality["stand_in_42pct"]["regret"]["mean_points"] >= 0.0
 
 
+def test_alternate_times_two_checkouts_and_compares_their_decisions() -> None:
+    # This checkout against itself, section 12 at a tenth: one round of two processes, both
+    # deciding alike (the script exits 1 otherwise).
+    _, result = run_script("alternate.py", "--base", str(REPO), "--section", "12", "--quick", "--rounds", "1",
+                           "--cycles", "1", timeout=300)
+    assert result["identical_decisions"] is True
+    assert [row["tree"] for row in result["rounds"]] == ["base", "this"]
+    assert all(len(row["cpu_ms"]) == 1 and row["min_ms"] > 0 for row in result["rounds"])
+    assert result["ratio_of_medians"] > 0
+
+
+def test_alternate_refuses_a_base_that_is_no_checkout(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "alternate.py"), "--base", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not a checkout" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_core_scale_checker_finds_broken_rules() -> None:
     # The section's own checker must see a placement that breaks a rule, or its "rules checked" says nothing.
     spec = importlib.util.spec_from_file_location("bench_core", REPO / "bench" / "core.py")
