@@ -98,7 +98,7 @@ class _Spread:
     # domain's verdict flips: passing_nodes is asked on every placement, mostly to say "many".
     passing_size: int = -1
     # `codes` as a placement by domain reads them (0 passing, -inf failing), made when first asked
-    # after `codes` changed (None: not made since).
+    # after `codes` was made anew (None: not made since), kept in step as a domain's code flips.
     verdicts: np.ndarray | None = None
     is_floored: bool = field(init=False, default=False)     # floored(), made once
     hard: bool = field(init=False, default=False)           # constraint.hard (a property), read per placement
@@ -699,7 +699,8 @@ class TopologySpreadRule(CountingRule):
                 fails = before + step + own - low > skew
                 if (before + own - low > skew) != fails:
                     code = s.codes[d] = MASK_FAIL if fails else MASK_PASS
-                    s.verdicts = None
+                    if s.verdicts is not None:      # domain_verdicts' array, kept in step (read per call)
+                        s.verdicts[d] = -np.inf if fails else 0.0
                     nodes = self._reading.domain_nodes(s.domains, d)
                     if s.passing_size >= 0:
                         s.passing_size += -len(nodes) if fails else len(nodes)
