@@ -179,6 +179,10 @@ class PodRules:
     host_ports: tuple[HostPort, ...] = ()
 
     def __bool__(self) -> bool:
+        return self._any
+
+    @cached_property
+    def _any(self) -> bool:     # asked of every class's rules by each rule as a session opens
         return bool(self.affinity or self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity
                     or self.spread or self.host_ports)
 

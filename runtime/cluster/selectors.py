@@ -57,6 +57,17 @@ class LabelSelector:
     def _hash(self) -> int:
         return hash((self.match_labels, self.match_expressions))
 
+    @cached_property
+    def anchor(self) -> tuple[str, str] | None:
+        """A label pair every map the selector matches has (None: it requires no single pair):
+        an index of selectors by it tries a label map only against those its own pairs name."""
+        if self.match_labels:
+            return self.match_labels[0]
+        for expr in self.match_expressions:
+            if expr.operator == "In" and len(expr.values) == 1:
+                return expr.key, expr.values[0]
+        return None
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         for key, value in self.match_labels:
             if labels.get(key) != value:
@@ -82,7 +93,7 @@ class SelectorSet:
         self._loose: list[tuple[int, LabelSelector]] = []
         self._matched: dict[tuple, tuple[int, ...]] = {}
         for i, selector in enumerate(dict.fromkeys(selectors)):
-            pair = _anchor(selector)
+            pair = selector.anchor
             if pair is None:
                 self._loose.append((i, selector))
             else:
@@ -98,12 +109,3 @@ class SelectorSet:
             found = self._matched[values] = tuple(sorted(hits))
         return found
 
-
-def _anchor(selector: LabelSelector) -> tuple[str, str] | None:
-    """A label pair every map the selector matches has (None: it requires no single pair)."""
-    if selector.match_labels:
-        return selector.match_labels[0]
-    for expr in selector.match_expressions:
-        if expr.operator == "In" and len(expr.values) == 1:
-            return expr.key, expr.values[0]
-    return None

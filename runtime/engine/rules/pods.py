@@ -269,18 +269,6 @@ class CountingRule(StatefulRule):
         self._move(t, node, 1, False)
 
 
-def anchor(selector: LabelSelector | None) -> tuple[str, str] | None:
-    """A label pair every pod the selector matches has: it finds the candidates for a term."""
-    if selector is None:
-        return None
-    if selector.match_labels:
-        return selector.match_labels[0]
-    for expr in selector.match_expressions:
-        if expr.operator == "In" and len(expr.values) == 1:
-            return expr.key, expr.values[0]
-    return None
-
-
 class SelectorIndex(Generic[T]):
     """Items (terms, selections) by a label pair their selector requires, so that a pod's
     candidates are found from its labels instead of by trying every item; items whose
@@ -291,7 +279,7 @@ class SelectorIndex(Generic[T]):
         self._loose: list[T] = []
 
     def add(self, item: T, selector: LabelSelector | None) -> None:
-        pair = anchor(selector)
+        pair = selector.anchor if selector is not None else None
         if pair is None:
             self._loose.append(item)
         else:
