@@ -434,8 +434,8 @@ class Session:
                 self.queue_request[c] += direct_req[q]
         pods_column = snap.resource_index["pods"]
         for job in snap.jobs:
-            if job.queue < 0:
-                continue
+            if job.queue < 0 or (job.implicit and job.min_resources is None):
+                continue        # a lone pod's implicit group (most jobs): nothing inqueue, nothing elastic
             allocated = self.job_allocated[job.index]
             if job.min_resources is not None and job.phase != "Pending":
                 short = np.maximum(job.min_resources - allocated, 0)
