@@ -119,6 +119,30 @@ class RowShare:
         return best
 
 
+@cython.cfunc
+@cython.exceptval(check=False)
+def _most_used(allocated: cython.const[cython.longlong][:, ::1], amount: cython.const[cython.longlong][:, ::1],
+               row: cython.Py_ssize_t, cols: cython.const[cython.longlong][::1], lo: cython.Py_ssize_t,
+               hi: cython.Py_ssize_t) -> cython.double:
+    """max over the columns cols[lo:hi] of allocated[row] / amount[row] (a column of amount 0
+    counts 1 when used, else 0); 0.0 over no column."""
+    k: cython.Py_ssize_t
+    r: cython.Py_ssize_t
+    best: cython.double = 0.0
+    d: cython.double
+    s: cython.double
+    for k in range(lo, hi):
+        r = cols[k]
+        d = amount[row, r]
+        if d > 0:
+            s = allocated[row, r] / d
+            if s > best:
+                best = s
+        elif allocated[row, r] > 0 and best < 1.0:
+            best = 1.0
+    return best
+
+
 @cython.cclass
 class QueueShare:
     """max over columns of allocated[row] / deserved[row] (a resource deserved 0 but used counts 1)."""
@@ -134,21 +158,7 @@ class QueueShare:
         self.columns = columns
 
     def of(self, row: cython.Py_ssize_t) -> cython.double:
-        i: cython.Py_ssize_t
-        r: cython.Py_ssize_t
-        best: cython.double = 0.0
-        s: cython.double
-        d: cython.double
-        for i in range(self.columns.shape[0]):
-            r = self.columns[i]
-            d = self.deserved[row, r]
-            if d > 0:
-                s = self.allocated[row, r] / d
-                if s > best:
-                    best = s
-            elif self.allocated[row, r] > 0 and best < 1.0:
-                best = 1.0
-        return best
+        return _most_used(self.allocated, self.deserved, row, self.columns, 0, self.columns.shape[0])
 
 
 @cython.cclass
@@ -170,23 +180,9 @@ class NamedShare:
         self.cols = cols
 
     def of(self, row: cython.Py_ssize_t) -> cython.double:
-        k: cython.Py_ssize_t
-        r: cython.Py_ssize_t
-        best: cython.double = 0.0
-        s: cython.double
-        w: cython.longlong
         if self.col_ptr[row] == self.col_ptr[row + 1]:
             return 1.0
-        for k in range(self.col_ptr[row], self.col_ptr[row + 1]):
-            r = self.cols[k]
-            w = self.amount[row, r]
-            if w > 0:
-                s = cython.cast(cython.double, self.allocated[row, r]) / cython.cast(cython.double, w)
-            else:
-                s = 1.0 if self.allocated[row, r] > 0 else 0.0
-            if s > best:
-                best = s
-        return best
+        return _most_used(self.allocated, self.amount, row, self.cols, self.col_ptr[row], self.col_ptr[row + 1])
 
 
 @cython.cclass
