@@ -566,7 +566,7 @@ class TopologySpreadRule(CountingRule):
         if len(hard) != 1 or hard[0].domains.count > FEW_DOMAINS:
             return None
         s = hard[0]
-        if s.verdicts is None:      # asked on each of the class's placements; codes change seldom
+        if s.verdicts is None:      # asked on each of the class's placements: made once per `codes`, kept by _move
             s.verdicts = np.where(s.codes == MASK_PASS, 0.0, -np.inf)
         return s.domains, s.verdicts
 
