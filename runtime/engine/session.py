@@ -1176,11 +1176,13 @@ class Session:
         of consecutive tasks of one class."""
         if not self._custom_task_order:
             return self.ledger.pending_runs(j, skip_zero)
+        return self.runs_of([t for t in self.pending_tasks(j) if not (skip_zero and self.zero[t])])
+
+    def runs_of(self, tasks: Iterable[int]) -> list[list[int]]:
+        """`tasks`, in their order, as runs of consecutive tasks of one class."""
         runs: list[list[int]] = []
         classes = self.snap.task_class
-        for t in self.pending_tasks(j):
-            if skip_zero and self.zero[t]:
-                continue
+        for t in tasks:
             if runs and classes[runs[-1][0]] == classes[t]:
                 runs[-1].append(t)
             else:

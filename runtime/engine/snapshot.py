@@ -644,15 +644,20 @@ def build_snapshot(state: ClusterState, plan: Plan, scheduler_name: str = "volca
     return snapshot
 
 
+def _tasks_at(tasks: TaskOrder, positions: list[int]) -> list[int]:
+    """The tasks of the pods at these scan positions (PodScan's task lists), in the same order."""
+    if not positions:
+        return []
+    inverse = np.empty(len(tasks.order), dtype=np.int64)
+    inverse[tasks.order] = np.arange(len(tasks.order), dtype=np.int64)
+    return inverse[positions].tolist()
+
+
 def _asking_tasks(scan: PodScan, tasks: TaskOrder) -> list[int]:
     """The tasks (in task order) the scan found waiting with ResourceClaims or a NUMA policy
     annotation (PodScan.asking_tasks): what the DRA and NUMA passes read, instead of every
     waiting pod."""
-    if not scan.asking_tasks:
-        return []
-    inverse = np.empty(len(tasks.order), dtype=np.int64)
-    inverse[tasks.order] = np.arange(len(tasks.order), dtype=np.int64)
-    return sorted(inverse[scan.asking_tasks].tolist())
+    return sorted(_tasks_at(tasks, scan.asking_tasks))
 
 
 def _dra_snapshot(state: ClusterState, task_pods: list[Pod], status: np.ndarray,
@@ -738,9 +743,7 @@ def _volume_snapshot(state: ClusterState, scan: PodScan, tasks, status: np.ndarr
                      positions: dict[str, int], cache: SnapshotCache) -> VolumeSnapshot:
     """The claims of the pods in play resolved; tasks whose claims keep them from any node are
     HELD (status changed in place), the reason in `held`."""
-    inverse = np.empty(len(tasks.order), dtype=np.int64)
-    inverse[tasks.order] = np.arange(len(tasks.order), dtype=np.int64)
-    waiting = [t for t in inverse[scan.volume_tasks].tolist() if status[t] == PENDING] if scan.volume_tasks else []
+    waiting = [t for t in _tasks_at(tasks, scan.volume_tasks) if status[t] == PENDING]
     placed = [(p, positions[p.node_name]) for p in scan.volume_pods if p.node_name and p.node_name in positions]
     volumes = cache.volume_snapshot(state.storage, tasks.pods, waiting, placed)
     for t in volumes.held:

@@ -121,14 +121,7 @@ def minimums_first(ssn: Session, j: int, runs: list[list[int]]) -> list[list[int
             rest.append(t)
     if not first or not rest:
         return runs
-    classes = ssn.snap.task_class
-    out: list[list[int]] = []
-    for t in (*first, *rest):
-        if out and classes[out[-1][0]] == classes[t]:
-            out[-1].append(t)
-        else:
-            out.append([t])
-    return out
+    return ssn.runs_of((*first, *rest))
 
 
 def failure_reason(ssn: Session, t: int) -> d.Reason:

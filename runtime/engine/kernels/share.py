@@ -229,8 +229,9 @@ class AtLimit:
 
 @cython.cclass
 class CountWithin:
-    """How many tasks of a request fit under limit[row] − allocated[row] on the requested
-    columns, and the first column that binds (-1 when all `count` fit)."""
+    """How many tasks of a request fit under limit − allocated on the requested columns of a
+    queue and of each ancestor in its chain (`chain_ptr`/`chains`, as AtLimit's), and where that
+    was bound."""
 
     limit: cython.const[cython.longlong][:, ::1]
     allocated: cython.const[cython.longlong][:, ::1]
@@ -240,8 +241,8 @@ class CountWithin:
     binding: cython.Py_ssize_t        # the column that bound in the last _count (-1: none)
 
     def __init__(self, limit: cython.const[cython.longlong][:, ::1], allocated: cython.const[cython.longlong][:, ::1],
-                 columns: cython.const[cython.longlong][::1], chain_ptr: cython.const[cython.longlong][::1] = None,
-                 chains: cython.const[cython.longlong][::1] = None):
+                 columns: cython.const[cython.longlong][::1], chain_ptr: cython.const[cython.longlong][::1],
+                 chains: cython.const[cython.longlong][::1]):
         self.limit = limit
         self.allocated = allocated
         self.columns = columns
@@ -270,14 +271,9 @@ class CountWithin:
                 self.binding = r
         return allowed
 
-    def count(self, row: cython.Py_ssize_t, request: cython.const[cython.longlong][::1],
-              count: cython.longlong) -> tuple:
-        allowed: cython.longlong = self._count(row, request, count)
-        return int(allowed), int(self.binding)
-
     def chain(self, q: cython.Py_ssize_t, request: cython.const[cython.longlong][::1], count: cython.longlong) -> tuple:
-        """`count` on queue q and then each ancestor in its chain (chain_ptr/chains, as AtLimit's),
-        each bounding what the one before allowed: (allowed; the last queue of the chain that
+        """How many of `count` tasks of `request` fit on queue q and then each ancestor in its
+        chain, each bounding what the one before allowed: (allowed; the last queue of the chain that
         lowered it, the column that bound there and how many it was asked for; -1, -1, 0 when
         all `count` fit)."""
         k: cython.Py_ssize_t
