@@ -372,6 +372,9 @@ class Session:
         self.node_fits: dict[bytes, Any] = {}
         # The trees' key arrays: at most TREES_HOLDING_KEYS trees hold some at once (kernels.TreeRoom).
         self.tree_room = kernels.TreeRoom(TREES_HOLDING_KEYS)
+        # More nodes changed than this since a tree's (or fit state's) last use: built afresh
+        # rather than re-keyed node by node. Asked on every turn, so found once.
+        self.rebuild_over = max(64, n // 8)
         self.shared_trees: dict[tuple, SharedTree] = {}
         self.domain_trees: dict[tuple, SharedTree] = {}     # kernels.DomainTree per request, mask, scores, domains
         # Outcome
@@ -848,7 +851,7 @@ class Session:
                                            cp.mask, cp.score, self.score_params, fits, self.tree_room)
         elif cp.tree.stale:
             pass                # built afresh (or scanned) when next asked: nothing to re-key
-        elif changed is None or logged - cp.seen + len(changed) > max(64, self.snap.n_nodes // 8):
+        elif changed is None or logged - cp.seen + len(changed) > self.rebuild_over:
             cp.tree.build()
         else:
             if logged > cp.seen:
@@ -873,7 +876,7 @@ class Session:
         tree = shared.tree
         if tree.stale:
             pass
-        elif logged - shared.seen > max(64, self.snap.n_nodes // 8):
+        elif logged - shared.seen > self.rebuild_over:
             tree.build()
         elif logged > shared.seen:
             tree.refresh(self.ledger.log_since(shared.seen))
@@ -1015,7 +1018,7 @@ class Session:
             fits = self.node_fits[key] = self.k.NodeFits(self.snap.allocatable, self.used, self.releasing,
                                                          self.pipelined, req, self.score_params)
         elif logged > fits.seen:
-            if logged - fits.seen > max(64, self.snap.n_nodes // 8):
+            if logged - fits.seen > self.rebuild_over:
                 fits.build()
             else:
                 fits.refresh(self.ledger.log_since(fits.seen))

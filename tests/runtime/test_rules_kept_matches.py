@@ -116,6 +116,46 @@ def test_terms_selecting_namespaces_by_labels_are_not_kept(pure):
     assert placed(state, cache, pure) == {"p": "n1"}
 
 
+def test_the_carried_terms_matches_are_kept_with_their_plan(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))    # x repels app=p
+    pod(state, "p", labels={"app": "p"})
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    plan = cache.rule_tables[podaffinity.KEPT_HOLDS]
+    assert placed(state, cache, pure) == {"p": "n2"}
+    assert cache.rule_tables[podaffinity.KEPT_HOLDS] is plan and plan.matches
+
+
+def test_a_pod_of_other_labels_is_matched_anew(pure):
+    state = two_nodes()
+    pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))
+    pod(state, "p", labels={"app": "p"})
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    # The same rules objects (the plan is kept), a pending pod of another profile: p's kept
+    # match (x's term) would keep q off n1, and n2 is full.
+    state.remove_pod("ns/p")
+    pod(state, "q", labels={"app": "q"})
+    pod(state, "fill", cpu=8000, node_name="n2")
+    assert placed(state, cache, pure) == {"q": "n1"}
+
+
+def test_carried_terms_selecting_namespaces_by_labels_are_not_kept(pure):
+    state = two_nodes()
+    state.namespaces["ns"] = {"kind": "blue"}
+    term = PodAffinityTerm(HOST, LabelSelector((("app", "p"),)), frozenset(), LabelSelector((("kind", "blue"),)))
+    pod(state, "x", labels={"app": "a"}, node_name="n1", rules=PodRules(anti_affinity=(term,)))
+    pod(state, "p", labels={"app": "p"})
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    assert cache.rule_tables[podaffinity.KEPT_HOLDS].matches is None
+    # The namespace's labels change, no pod does: x's term no longer selects p's namespace.
+    state.namespaces["ns"] = {"kind": "red"}
+    pod(state, "fill", cpu=8000, node_name="n2")
+    assert placed(state, cache, pure) == {"p": "n1"}
+
+
 # --- TopologySpreadRule ---------------------------------------------------------------------
 
 def test_the_table_is_kept_while_the_selections_stay(pure):

@@ -36,12 +36,14 @@ def run(ssn: Session) -> None:
     queues = [(ssn.queue_key(q), q) for q in fresh]
     heapq.heapify(queues)
     failed_at: dict[int, int] = {}     # queue -> highest priority of its jobs that failed (dequeue strategy)
-    while queues:
-        _, q = heapq.heappop(queues)
+    best = heapq.heappop(queues) if queues else None
+    while best is not None:
+        q = best[1]
         if ssn.overused(q):
             reason = overused_reason(ssn, q)
             for j in (*fresh[q], *(j for _, _, j in again[q])):
                 ssn.job_reasons.setdefault(j, []).append(reason)
+            best = heapq.heappop(queues) if queues else None
             continue
         one_task = bool(again[q]) and (not fresh[q] or again[q][0][0] < ssn.job_key(fresh[q][-1]))
         j = heapq.heappop(again[q])[2] if one_task else fresh[q].pop()
@@ -55,8 +57,12 @@ def run(ssn: Session) -> None:
                 failed_at[q] = max(failed_at.get(q, priority), priority)
         if more:
             heapq.heappush(again[q], (ssn.job_key(j), next(order), j))
+        # Back in the queue order and the next best taken in one step (often the same queue,
+        # the heap then untouched).
         if fresh[q] or again[q]:
-            heapq.heappush(queues, (ssn.queue_key(q), q))
+            best = heapq.heappushpop(queues, (ssn.queue_key(q), q))
+        else:
+            best = heapq.heappop(queues) if queues else None
 
 
 def dequeue_blocked(ssn: Session, q: int, j: int, failed_at: dict[int, int]) -> bool:

@@ -54,7 +54,7 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     places the run in one tree call, as does one whose placements only exclude their own node
     for it (each node keyed out for the rest of the call); otherwise task by task, each
     placement's effect on the rules (and so on the class's next node) taken in first."""
-    cid = int(ssn.snap.task_class[run[0]])
+    cid = ssn.snap.task_class.item(run[0])
     cp = ssn.placement(cid)
     if cp.lazy:     # by its shared tree, its codes asked only where it looks
         tree = ssn.place_lazy(cp)

@@ -23,8 +23,9 @@ def hold_reservations(ssn: Session, now: float | None) -> None:
     `reservation_seconds`; a gang's end together (every member's or none)."""
     ssn.now = now
     snap = ssn.snap
-    nominated = [(t, snap.pods[t].nominated_node) for t in np.flatnonzero(ssn.status == PENDING).tolist()
-                 if snap.pods[t].nominated_node]
+    pods = snap.pods
+    nominated = [(t, name) for t in np.flatnonzero(ssn.status == PENDING).tolist()
+                 if (name := pods[t].nominated_node)]
     if not nominated:
         return
     rows = {name: i for i, name in enumerate(snap.node_names)}

@@ -172,6 +172,10 @@ class _HoldPlan:
     hard_weight: int
     keys: list[tuple[PodAffinityTerm, str, int]]
     places: dict[int, tuple[PodRules, tuple[int, ...]]]
+    # Per pod profile, the places of the holds whose terms match it (`_terms_of`), found as
+    # classes ask; None where a term selects namespaces by their labels (a Namespace's labels
+    # change without a pod changing).
+    matches: dict[Profile, tuple[int, ...]] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -259,6 +263,10 @@ class PodAffinityRule(CountingRule):
         # the cycle before hold while the terms do.
         self._kept = self._kept_matches()
         self._planned = self._plan_holds()
+        # The kept plan's hold matches per profile, while the holds are the plan's (a hold made
+        # later is in none of them).
+        plan = snap.rule_tables[KEPT_HOLDS]
+        self._hold_matches, self._planned_holds = plan.matches, len(plan.keys)
         self._count_placed(placed_groups(ssn))
 
     def _plan_holds(self) -> dict[int, tuple[PodRules, tuple[int, ...]]]:
@@ -275,7 +283,8 @@ class PodAffinityRule(CountingRule):
             self._holds_of(rules)
         position = self._hold_position
         snap.rule_tables[KEPT_HOLDS] = _HoldPlan(snap.rule_objects, self.hard_weight, list(self._holds), {
-            key: (rules, tuple(position[id(h)] for h in holds)) for key, (rules, holds) in self._carried_by_id.items()})
+            key: (rules, tuple(position[id(h)] for h in holds)) for key, (rules, holds) in self._carried_by_id.items()},
+            None if any(key[0].namespace_selector is not None for key in self._holds) else {})
         return {}
 
     def _count_placed(self, placed: list[PlacedGroup]) -> None:
@@ -420,10 +429,9 @@ class PodAffinityRule(CountingRule):
         affinity, anti, preferred = _NO_GROUPS if rules is None else self._groups_of(rules)
         repelled_by: list[_Hold] = []
         scored_by: list[_Hold] = []
-        for hold in self._hold_index.candidates(pod.labels):
-            if hold.term.matches(pod.namespace, pod.labels, self.ns_labels):
-                (repelled_by if hold.kind == REPELS else scored_by).append(hold)
-                hold.matched.append(cid)
+        for hold in self._matching_holds(pod):
+            (repelled_by if hold.kind == REPELS else scored_by).append(hold)
+            hold.matched.append(cid)
         if affinity is None and not anti and not preferred and not repelled_by and not scored_by:
             return _NO_TERMS
         self_affine = affinity is not None and affinity.matches(pod, self.ns_labels)
@@ -434,6 +442,21 @@ class PodAffinityRule(CountingRule):
         against = [h.counts for h in repelled_by] + [c for g in anti for c in g.counts.values()]
         return _ClassTerms(affinity, self_affine, anti, preferred, repelled_by, scored_by, against,
                            bool(preferred or scored_by))
+
+    def _matching_holds(self, pod: Pod) -> list[_Hold]:
+        """The holds whose term matches the pod, in the order made (their places kept across
+        cycles by profile in the hold plan, while the holds are its own)."""
+        kept = self._hold_matches if len(self._hold_list) == self._planned_holds else None
+        key = profile(self.snap, pod) if kept is not None else None
+        at = kept.get(key) if kept is not None else None
+        if at is None:
+            position = self._hold_position
+            at = tuple(sorted(position[id(h)] for h in self._hold_index.candidates(pod.labels)
+                              if h.term.matches(pod.namespace, pod.labels, self.ns_labels)))
+            if kept is not None:
+                kept[key] = at
+        holds = self._hold_list
+        return [holds[i] for i in at]
 
     # --- the extension point ---------------------------------------------------------------
     def filters(self, cid: int) -> bool:
