@@ -277,15 +277,26 @@ class SelectorIndex(Generic[T]):
     def __init__(self) -> None:
         self._anchored: dict[tuple[str, str], list[T]] = {}
         self._loose: list[T] = []
+        # Items added since the last `candidates`, indexed when next asked: a rule whose profile
+        # matches are kept across cycles (KeptMatches) asks about few pods, often none.
+        self._added: list[tuple[T, LabelSelector | None]] = []
 
     def add(self, item: T, selector: LabelSelector | None) -> None:
-        pair = selector.anchor if selector is not None else None
-        if pair is None:
-            self._loose.append(item)
-        else:
-            self._anchored.setdefault(pair, []).append(item)
+        self._added.append((item, selector))
+
+    def _index_added(self) -> None:
+        anchored, loose = self._anchored, self._loose
+        for item, selector in self._added:
+            pair = selector.anchor if selector is not None else None
+            if pair is None:
+                loose.append(item)
+            else:
+                anchored.setdefault(pair, []).append(item)
+        self._added = []
 
     def candidates(self, labels: Mapping[str, str]) -> list[T]:
         """Each item at most once (an item is listed under one pair only)."""
+        if self._added:
+            self._index_added()
         out = [item for pair in labels.items() for item in self._anchored.get(pair, ())]
         return out + self._loose if self._loose else out
