@@ -605,7 +605,7 @@ class Session:
         return self._job_tie_rank
 
     def queue_key(self, q: int) -> tuple:
-        fns = self.flat("queue_order")
+        fns = self._flat.get("queue_order") or self.flat("queue_order")     # flat's cache read inline: asked each turn
         if len(fns) == 1:       # asked twice a turn; most policies order queues by one plugin
             return fns[0](q), self.snap.queues[q].name
         return (*[fn(q) for fn in fns], self.snap.queues[q].name)
@@ -615,7 +615,7 @@ class Session:
         return (*[fn(t) for fn in self.flat("task_order")], pod.creation, pod.uid)
 
     def job_ready_ok(self, j: int) -> bool:
-        for fn in self.flat("job_ready"):
+        for fn in self._flat.get("job_ready") or self.flat("job_ready"):     # as queue_key
             if not fn(j):
                 return False
         return True
@@ -651,14 +651,14 @@ class Session:
         job = self.snap.jobs[j]
         if job.problem:
             return d.Reason(d.JOB, job.problem)
-        for fn in self.flat("job_valid"):
+        for fn in self._flat.get("job_valid") or self.flat("job_valid"):     # as queue_key
             reason = fn(j)
             if reason is not None:
                 return reason
         return None
 
     def overused(self, q: int) -> bool:
-        for fn in self.flat("overused"):
+        for fn in self._flat.get("overused") or self.flat("overused"):     # as queue_key
             if fn(q):
                 return True
         return False
@@ -669,7 +669,7 @@ class Session:
         `reserving`: for a reservation held across cycles, which the queue plugins bound by its
         capability rather than its deserved share (runtime/engine/queueshare.py)."""
         reason = None
-        for fn in self.flat("allocatable"):
+        for fn in self._flat.get("allocatable") or self.flat("allocatable"):     # as queue_key
             allowed, why = fn(q, request, count, reserving)
             if allowed < count:
                 count, reason = allowed, why

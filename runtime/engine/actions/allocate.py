@@ -101,7 +101,8 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
 
 def attempt_job(ssn: Session, j: int, one_task: bool = False):
     """Job j's placements for one turn, in a statement not yet committed or discarded:
-    (statement, runs, placed_any), or None when the job has nothing to place."""
+    (statement, runs, placed_any, ready: whether the job was found ready after its last
+    placement), or None when the job has nothing to place."""
     snap = ssn.snap
     job = snap.jobs[j]
     stmt = ssn.new_statement()
@@ -151,7 +152,7 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
             ready = ssn.job_ready_ok(j)
         if ready or (at < len(run_tasks) and not keeps_trying(ssn, j, failed_roles)):
             break
-    return stmt, runs, placed_any
+    return stmt, runs, placed_any, ready
 
 
 def fits_an_empty_node(ssn: Session, t: int) -> bool:
@@ -163,9 +164,11 @@ def fits_an_empty_node(ssn: Session, t: int) -> bool:
 def finish_job(ssn: Session, j: int, tried) -> bool:
     """Commit a turn's statement when the job is ready, keep it pipelined when it is pipelined,
     discard it otherwise (the gang's reason on its tasks)."""
-    stmt, runs, placed_any = tried
+    stmt, runs, placed_any, ready = tried
     job = ssn.snap.jobs[j]
-    if ssn.job_ready_ok(j):
+    # Found ready after the turn's last placement: nothing changed since. Not found so, it may
+    # still be (a ready job's one more task that found no node).
+    if ready or ssn.job_ready_ok(j):
         stmt.commit()
         # A job with no task pending left (most: a Deployment's pod is a job of one) has no run.
         return placed_any and ssn.job_pending[j] > 0 and bool(ssn.pending_runs(j, skip_zero=True))

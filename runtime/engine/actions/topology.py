@@ -354,8 +354,8 @@ def attempt_sub_groups(ssn: Session, j: int, one_task: bool = False, bind: Calla
     number, the policy and values); each placed until it has subGroupSize members, within one
     HyperNode of its own networkTopology (`place_sub_group`), or not at all; a sub-group that
     is ready and still has pending tasks goes back in line and takes one more; the turn ends
-    when the job is ready. Returns (statement, runs, placed_any) as allocate's attempt_job, or
-    None when the job has nothing to place."""
+    when the job is ready. Returns (statement, runs, placed_any, False) as allocate's attempt_job
+    (its finish_job asks whether the job is ready), or None when the job has nothing to place."""
     snap = ssn.snap
     stmt = ssn.new_statement()
     holds = bind(ssn, stmt, j) if bind is not None else 0
@@ -385,7 +385,7 @@ def attempt_sub_groups(ssn: Session, j: int, one_task: bool = False, bind: Calla
     finally:
         if rule is not None:
             restrict(ssn, j, *region)
-    return stmt, [pending], placed_any
+    return stmt, [pending], placed_any, False
 
 
 def group_key(ssn: Session, group: SubGroup, required: set[tuple[int, tuple[str, ...]]]) -> tuple:
