@@ -69,6 +69,9 @@ class KeptCounts(Generic[T]):
     # Per placed group's number (PlacedGrouping.keys), the group the tables count: a group is
     # made anew when one of its pods changes, so the same object means the same pods.
     counted: dict[int, PlacedGroup] = field(default_factory=dict)
+    # The list of groups `counted` was last brought to: the grouping hands the same list (read
+    # only) while no placed pod changed, and then nothing is to be counted.
+    seen: list[PlacedGroup] | None = None
 
 
 def kept_counts(snap: Snapshot, table: str, made_from: list) -> KeptCounts | None:
@@ -87,7 +90,7 @@ def keep_counts(snap: Snapshot, table: str, made_from: list, tables: T, groups: 
     grouping = snap.placed_grouping
     if grouping is not None:
         snap.rule_tables[table] = KeptCounts(made_from, snap.label_keys, snap.topology, tables,
-                                             dict(zip(grouping.keys, groups)))
+                                             dict(zip(grouping.keys, groups)), groups)
 
 
 def count_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup],
@@ -95,6 +98,8 @@ def count_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup],
     """Brings kept's tables to `groups` (the session's placed groups, in PlacedGrouping order):
     tally(group, -1) takes away each group counted that is no longer there, then tally(group, 1)
     counts each new one; kept.counted is updated."""
+    if kept.seen is groups:
+        return
     counted = kept.counted
     gone: list[PlacedGroup] = []
     new: list[PlacedGroup] = []
@@ -118,6 +123,7 @@ def count_changes(kept: KeptCounts, snap: Snapshot, groups: list[PlacedGroup],
     except BaseException:
         kept.made_from = None      # half brought up to date: never taken again (kept_counts)
         raise
+    kept.seen = groups
 
 
 def count_each(counts: dict[int, int], keys: list[int], step: int) -> None:
