@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.cluster.model import ClusterState, PodAffinityTerm, PodRules, SpreadConstraint
-from runtime.cluster.selectors import LabelSelector
+from runtime.cluster.selectors import LabelSelector, MatchExpression
 from runtime.engine.cycle import Options, run_cycle
 from runtime.engine.rules import podaffinity, spread
 from runtime.engine.snapshot import SnapshotCache
@@ -139,6 +139,19 @@ def test_a_pod_of_other_labels_is_matched_anew(pure):
     pod(state, "q", labels={"app": "q"})
     pod(state, "fill", cpu=8000, node_name="n2")
     assert placed(state, cache, pure) == {"q": "n1"}
+
+
+def test_a_new_profile_a_kept_plans_term_matches_is_repelled(pure):
+    state = two_nodes()
+    term = PodAffinityTerm(HOST, LabelSelector((), (MatchExpression("app", "In", ("p", "q")),)), frozenset({"ns"}))
+    pod(state, "x", labels={"app": "a"}, node_name="n1", rules=PodRules(anti_affinity=(term,)))
+    pod(state, "p", labels={"app": "p"})
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    # The plan is kept (x's rules), q's profile is new: its match is found from the terms.
+    state.remove_pod("ns/p")
+    pod(state, "q", labels={"app": "q"})
+    assert placed(state, cache, pure) == {"q": "n2"}
 
 
 def test_carried_terms_selecting_namespaces_by_labels_are_not_kept(pure):

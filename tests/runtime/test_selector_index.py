@@ -51,3 +51,16 @@ def test_items_added_after_a_question_are_candidates_next_time():
     index.add("any", ANY_APP)
     assert index.candidates({"app": "a"}) == ["a1", "a2", "any"]
     assert index.candidates({"app": "a"}) == ["a1", "a2", "any"]      # indexed once
+
+
+def test_add_all_is_add_of_each_in_order():
+    one_by_one: SelectorIndex[str] = SelectorIndex()
+    items = [("a1", APP_A), ("any", ANY_APP), ("t1", TIER_X), ("a2", APP_A)]
+    for item, selector in items:
+        one_by_one.add(item, selector)
+    at_once: SelectorIndex[str] = SelectorIndex()
+    at_once.add("a0", APP_A)
+    assert at_once.candidates({"app": "a"}) == ["a0"]
+    at_once.add_all(items)
+    assert at_once.candidates({"app": "a", "tier": "x"}) == ["a0", "a1", "a2", "t1", "any"]
+    assert one_by_one.candidates({"app": "a", "tier": "x"}) == ["a1", "a2", "t1", "any"]

@@ -276,8 +276,19 @@ class PodAffinityRule(CountingRule):
         snap = self.snap
         plan = snap.rule_tables.get(KEPT_HOLDS)
         if plan is not None and plan.rule_objects is snap.rule_objects and plan.hard_weight == self.hard_weight:
-            for key in plan.keys:
-                self._hold(*key)
+            # _hold for each key, in bulk: the keys are distinct, and the holds of one
+            # topology key share its domains.
+            made: dict[str, tuple[Domains, list[int]]] = {}
+            holds = self._hold_list
+            for term, kind, weight in plan.keys:
+                at = made.get(term.topology_key)
+                if at is None:
+                    domains = snap.topology.domains(term.topology_key)
+                    at = made[term.topology_key] = (domains, self._reading.domain_of(domains))
+                holds.append(_Hold(term, kind, weight, _Counts(*at)))
+            self._holds = dict(zip(plan.keys, holds))
+            self._hold_position = {id(h): i for i, h in enumerate(holds)}
+            self._hold_index.add_all([(h, h.term.selector) for h in holds])
             return plan.places
         for rules in snap.rule_objects:       # every pod's (shared by the pods of a template)
             self._holds_of(rules)

@@ -290,6 +290,10 @@ class SelectorIndex(Generic[T]):
     def add(self, item: T, selector: LabelSelector | None) -> None:
         self._added.append((item, selector))
 
+    def add_all(self, items: list[tuple[T, LabelSelector | None]]) -> None:
+        """`add` of each (item, selector), in order."""
+        self._added.extend(items)
+
     def _index_added(self) -> None:
         anchored, loose = self._anchored, self._loose
         for item, selector in self._added:
