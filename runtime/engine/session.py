@@ -1054,15 +1054,19 @@ class Session:
             cp.mark(nodes)
 
     # --- placement notifications ---------------------------------------------------------
+    def pending_classes(self) -> list[int]:
+        """Per task, its class if it is pending in the snapshot, else -1 (made once, read only:
+        the listeners' lookup and the counting rules' Reading share it)."""
+        if self._pending_class is None:
+            snap = self.snap
+            self._pending_class = np.where(snap.status == PENDING, snap.task_class, -1).tolist()
+        return self._pending_class
+
     def listeners_of(self, t: int) -> list[StatefulRule]:
         """The listeners a placement or undo of task t can concern: of a task pending in the
         snapshot, those listening to its class (StatefulRule.listens; under inter-pod rules most
         pods concern one rule or none, with delayed claims most concern none), else all."""
-        pending_class = self._pending_class
-        if pending_class is None:     # made once, on the first placement told
-            snap = self.snap
-            pending_class = self._pending_class = np.where(snap.status == PENDING, snap.task_class, -1).tolist()
-        cid = pending_class[t]
+        cid = (self._pending_class or self.pending_classes())[t]
         if cid < 0:
             return self.listeners
         found = self._class_listeners.get(cid)
@@ -1088,7 +1092,7 @@ class Session:
         # its class's listeners alike: found once, not task by task (a cycle placing 20,000
         # pods of which a tenth have claims asks about each otherwise).
         first = self.listeners_of(ts[0])
-        pending_class = self._pending_class
+        pending_class = self.pending_classes()
         cid = pending_class[ts[0]]
         if cid >= 0 and len(set(map(pending_class.__getitem__, ts))) == 1:
             if first:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Callable, Iterable
 
 import numpy as np
@@ -937,6 +937,17 @@ class Domains:
 
     def nodes(self, d: int) -> np.ndarray:
         return self._order[self._starts[d]:self._starts[d + 1]]
+
+    # As lists (read only), for the counting rules' per-placement reads: made once and kept with
+    # the Domains, which the node arrays keep across cycles (a hostname key's 10,000 rows).
+    @cached_property
+    def of_list(self) -> list[int]:
+        return self.of.tolist()
+
+    @cached_property
+    def sizes(self) -> list[int]:
+        """How many nodes each domain has."""
+        return np.diff(self._starts).tolist()
 
 
 def _resource_list(state: ClusterState, plan: Plan, managed: set[str], shapes: list[dict[str, int]],

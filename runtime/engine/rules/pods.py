@@ -147,29 +147,23 @@ class Reading:
     session and shared by the rules (`reading`): indexing a list costs a tenth of reading one
     element of an array, and a placement reads a few."""
 
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, ssn) -> None:
         # Per task, a key it shares with the tasks every rule answers alike for (-1: none): a
         # pending task's class, which its namespace, rules and the inter-pod selectors its labels
         # satisfy make (runtime.engine.kernels.task_columns); the others are keyed by themselves.
         # The snapshot's statuses (the session's own copy changes).
-        self.alike: list[int] = np.where(snap.status == PENDING, snap.task_class, -1).tolist()
-        self._of: dict[str, list[int]] = {}
+        self.alike: list[int] = ssn.pending_classes()
         self._nodes: dict[str, dict[int, np.ndarray]] = {}
-        self._sizes: dict[str, list[int]] = {}
 
-    def domain_of(self, domains: Domains) -> list[int]:
+    @staticmethod
+    def domain_of(domains: Domains) -> list[int]:
         """domains.of as a list: each node row's domain (-1: the node lacks the key)."""
-        found = self._of.get(domains.key)
-        if found is None:
-            found = self._of[domains.key] = domains.of.tolist()
-        return found
+        return domains.of_list
 
-    def domain_sizes(self, domains: Domains) -> list[int]:
-        """How many nodes each domain has, as a list (kept)."""
-        found = self._sizes.get(domains.key)
-        if found is None:
-            found = self._sizes[domains.key] = [len(domains.nodes(d)) for d in range(domains.count)]
-        return found
+    @staticmethod
+    def domain_sizes(domains: Domains) -> list[int]:
+        """How many nodes each domain has, as a list."""
+        return domains.sizes
 
     def domain_nodes(self, domains: Domains, d: int) -> np.ndarray:
         """domains.nodes(d), kept (read only)."""
@@ -196,7 +190,7 @@ ONE_NODE_CODES = tuple(_one_code(code) for code in range(4))
 
 def reading(ssn) -> Reading:
     """The session's Reading (made by the first rule to ask)."""
-    return ssn.rule_state("rule-reading", lambda: Reading(ssn.snap))
+    return ssn.rule_state("rule-reading", lambda: Reading(ssn))
 
 
 def placed(snap: Snapshot) -> Iterator[tuple[Pod, int]]:
