@@ -59,15 +59,23 @@ def two_nodes() -> ClusterState:
     return state
 
 
-def test_the_table_is_kept_while_the_terms_stay(pure):
+@pytest.mark.parametrize("carried", [False, True], ids=["own terms", "carried terms"])
+def test_the_table_is_kept_while_the_terms_stay(pure, carried):
+    """The pending pod's own terms' matches (KEPT_MATCHES), or those of the terms a placed pod
+    carries, kept with the hold plan (KEPT_HOLDS)."""
     state = two_nodes()
-    pod(state, "x", labels={"app": "a"}, node_name="n1")
-    pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    if carried:     # x repels app=p
+        pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))
+        pod(state, "p", labels={"app": "p"})
+    else:           # p avoids app=a
+        pod(state, "x", labels={"app": "a"}, node_name="n1")
+        pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    table, matches = (podaffinity.KEPT_HOLDS, "matches") if carried else (podaffinity.KEPT_MATCHES, "by_profile")
     cache = SnapshotCache()
     assert placed(state, cache, pure) == {"p": "n2"}
-    kept = cache.rule_tables[podaffinity.KEPT_MATCHES]
+    kept = cache.rule_tables[table]
     assert placed(state, cache, pure) == {"p": "n2"}
-    assert cache.rule_tables[podaffinity.KEPT_MATCHES] is kept and kept.by_profile
+    assert cache.rule_tables[table] is kept and getattr(kept, matches)
 
 
 def test_other_terms_empty_the_table(pure):
@@ -114,17 +122,6 @@ def test_terms_selecting_namespaces_by_labels_are_not_kept(pure):
     state.namespaces["team"] = {"kind": "red"}
     state.remove_node("n2")
     assert placed(state, cache, pure) == {"p": "n1"}
-
-
-def test_the_carried_terms_matches_are_kept_with_their_plan(pure):
-    state = two_nodes()
-    pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))    # x repels app=p
-    pod(state, "p", labels={"app": "p"})
-    cache = SnapshotCache()
-    assert placed(state, cache, pure) == {"p": "n2"}
-    plan = cache.rule_tables[podaffinity.KEPT_HOLDS]
-    assert placed(state, cache, pure) == {"p": "n2"}
-    assert cache.rule_tables[podaffinity.KEPT_HOLDS] is plan and plan.matches
 
 
 def test_a_pod_of_other_labels_is_matched_anew(pure):
