@@ -20,7 +20,7 @@ import numpy as np
 from runtime.cluster.model import Pod, PodRules
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.extension import StatefulRule
-from runtime.engine.snapshot import PENDING, Domains, Snapshot
+from runtime.engine.snapshot import Domains, Snapshot
 
 Profile = Hashable
 T = TypeVar("T")
