@@ -78,6 +78,26 @@ def test_the_table_is_kept_while_the_terms_stay(pure, carried):
     assert cache.rule_tables[table] is kept and getattr(kept, matches)
 
 
+@pytest.mark.parametrize("carried", [False, True], ids=["own terms", "carried terms"])
+def test_a_table_outgrowing_the_pods_is_emptied(pure, carried):
+    """Profiles of pods long gone (here: made up) do not pile up while the rules stay."""
+    state = two_nodes()
+    if carried:
+        pod(state, "x", labels={"app": "a"}, node_name="n1", rules=away_from(app="p"))
+        pod(state, "p", labels={"app": "p"})
+    else:
+        pod(state, "x", labels={"app": "a"}, node_name="n1")
+        pod(state, "p", labels={"app": "p"}, rules=away_from(app="a"))
+    cache = SnapshotCache()
+    assert placed(state, cache, pure) == {"p": "n2"}
+    table = cache.rule_tables[podaffinity.KEPT_HOLDS].matches if carried else \
+        cache.rule_tables[podaffinity.KEPT_MATCHES].by_profile
+    gone = [("ns", (f"gone-{i}",)) for i in range(2000)]
+    table.update(dict.fromkeys(gone, ()))
+    assert placed(state, cache, pure) == {"p": "n2"}
+    assert not any(key in table for key in gone) and table      # emptied, then the live profiles again
+
+
 def test_other_terms_empty_the_table(pure):
     state = two_nodes()
     pod(state, "x", labels={"app": "a"}, node_name="n1")

@@ -28,8 +28,8 @@ import numpy as np
 
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import (
-    ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, count_changes,
-    count_each, keep_counts, kept_counts, kept_matches, placed_groups, profile, reading,
+    ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, bounded_profiles,
+    count_changes, count_each, keep_counts, kept_counts, kept_matches, placed_groups, profile, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
@@ -267,6 +267,8 @@ class PodAffinityRule(CountingRule):
         # later is in none of them).
         plan = snap.rule_tables[KEPT_HOLDS]
         self._hold_matches, self._planned_holds = plan.matches, len(plan.keys)
+        if plan.matches is not None:
+            bounded_profiles(snap, plan.matches)
         self._count_placed(placed_groups(ssn))
 
     def _plan_holds(self) -> dict[int, tuple[PodRules, tuple[int, ...]]]:

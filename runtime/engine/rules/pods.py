@@ -45,12 +45,21 @@ class KeptMatches:
 
 def kept_matches(snap: Snapshot, table: str, made_from: list) -> KeptMatches:
     """The snapshot cache's KeptMatches under `table`, made anew (empty) where the selectors or
-    the label keys changed."""
+    the label keys changed, or where it outgrew the pods in play (bounded_profiles)."""
     tables = snap.rule_tables
     kept = tables.get(table)
     if kept is None or kept.label_keys != snap.label_keys or kept.made_from != made_from:
         kept = tables[table] = KeptMatches(made_from, snap.label_keys)
+    bounded_profiles(snap, kept.by_profile)
     return kept
+
+
+def bounded_profiles(snap: Snapshot, by_profile: dict) -> None:
+    """Empties a table kept by pod profile once it holds many more profiles than there are pods
+    in play: while the rules stay, pods come and go with label values of their own (a
+    StatefulSet's pod names, where a selector reads them), and each left a profile behind."""
+    if len(by_profile) > 4 * (len(snap.pods) + len(snap.placed_pods)) + 1024:
+        by_profile.clear()
 
 
 @dataclass(eq=False)
