@@ -60,7 +60,7 @@ class _Counts:
 
     def __init__(self, domains: Domains, of: list[int]):
         self.domains = domains
-        self.of = of                      # domains.of as a list (Reading.domain_of)
+        self.of = of                      # domains.of_list
         self.live: dict[int, int] = {}
         self.gone: dict[int, int] = {}
         # Pods counted in any domain, live and leaving: a filter over counts that are all zero
@@ -267,8 +267,6 @@ class PodAffinityRule(CountingRule):
         # later is in none of them).
         plan = snap.rule_tables[KEPT_HOLDS]
         self._hold_matches, self._planned_holds = plan.matches, len(plan.keys)
-        if plan.matches is not None:
-            bounded_profiles(snap, plan.matches)
         self._count_placed(placed_groups(ssn))
 
     def _plan_holds(self) -> dict[int, tuple[PodRules, tuple[int, ...]]]:
@@ -278,19 +276,14 @@ class PodAffinityRule(CountingRule):
         snap = self.snap
         plan = snap.rule_tables.get(KEPT_HOLDS)
         if plan is not None and plan.rule_objects is snap.rule_objects and plan.hard_weight == self.hard_weight:
-            # _hold for each key, in bulk: the keys are distinct, and the holds of one
-            # topology key share its domains.
-            made: dict[str, tuple[Domains, list[int]]] = {}
+            # _hold for each key, in bulk (the keys are distinct: nothing to look up first).
             holds = self._hold_list
-            for term, kind, weight in plan.keys:
-                at = made.get(term.topology_key)
-                if at is None:
-                    domains = snap.topology.domains(term.topology_key)
-                    at = made[term.topology_key] = (domains, self._reading.domain_of(domains))
-                holds.append(_Hold(term, kind, weight, _Counts(*at)))
+            holds.extend(_Hold(term, kind, weight, self._counts(term.topology_key)) for term, kind, weight in plan.keys)
             self._holds = dict(zip(plan.keys, holds))
             self._hold_position = {id(h): i for i, h in enumerate(holds)}
             self._hold_index.add_all([(h, h.term.selector) for h in holds])
+            if plan.matches is not None:
+                bounded_profiles(snap, plan.matches)
             return plan.places
         for rules in snap.rule_objects:       # every pod's (shared by the pods of a template)
             self._holds_of(rules)
@@ -346,7 +339,7 @@ class PodAffinityRule(CountingRule):
     # --- the tables ------------------------------------------------------------------------
     def _counts(self, key: str) -> _Counts:
         domains = self.snap.topology.domains(key)
-        return _Counts(domains, self._reading.domain_of(domains))
+        return _Counts(domains, domains.of_list)
 
     def _group(self, terms: tuple[PodAffinityTerm, ...]) -> _Group:
         group = self._groups.get(terms)

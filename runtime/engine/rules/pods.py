@@ -164,16 +164,6 @@ class Reading:
         self.alike: list[int] = ssn.pending_classes()
         self._nodes: dict[str, dict[int, np.ndarray]] = {}
 
-    @staticmethod
-    def domain_of(domains: Domains) -> list[int]:
-        """domains.of as a list: each node row's domain (-1: the node lacks the key)."""
-        return domains.of_list
-
-    @staticmethod
-    def domain_sizes(domains: Domains) -> list[int]:
-        """How many nodes each domain has, as a list."""
-        return domains.sizes
-
     def domain_nodes(self, domains: Domains, d: int) -> np.ndarray:
         """domains.nodes(d), kept (read only)."""
         kept = self._nodes.get(domains.key)

@@ -551,7 +551,7 @@ class TopologySpreadRule(CountingRule):
                 continue
             size = s.passing_size
             if size < 0:
-                sizes = self._reading.domain_sizes(s.domains)
+                sizes = s.domains.sizes
                 size = s.passing_size = sum(sizes[d] for d in np.flatnonzero(s.codes[:-1]).tolist())
             if size <= most and (found is None or size < len(found)):
                 passing = np.flatnonzero(s.codes[:-1]).tolist()       # MASK_FAIL is 0
