@@ -104,11 +104,15 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
     (statement, runs, placed_any, ready: whether the job was found ready after its last
     placement), or None when the job has nothing to place."""
     snap = ssn.snap
+    # Reservations held from earlier cycles (ssn.held) are few and rare: most turns look none up.
+    runs = None if ssn.held else ssn.pending_runs(j, skip_zero=True)
+    if runs is not None and len(runs) == 1 and len(runs[0]) == 1:
+        return attempt_one(ssn, j, runs)    # most turns: a Deployment-like pod's, its job of one task
     job = snap.jobs[j]
     stmt = ssn.new_statement()
-    # Reservations held from earlier cycles (ssn.held) are few and rare: most turns look none up.
     holds = bind_reservations(ssn, stmt, j) if ssn.held else 0
-    runs = ssn.pending_runs(j, skip_zero=True)
+    if runs is None:
+        runs = ssn.pending_runs(j, skip_zero=True)
     if job.min_task_member and not one_task:     # most jobs have no roles: no call on their turn
         runs = minimums_first(ssn, j, runs)
     if not runs and not holds:
@@ -138,13 +142,7 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
                 # The run's other tasks are alike: they fail alike, and keep their own reason;
                 # the job's other tasks are still tried (Volcano's NeedContinueAllocating).
                 rest = run_tasks[at:]
-                reasons = [queue_reason] if placed >= limit and queue_reason is not None else []
-                if not reasons or not fits_an_empty_node(ssn, rest[0]):
-                    # No node could hold it even empty: that is the cause, whatever the queue says.
-                    reasons.insert(0, failure_reason(ssn, rest[0]))
-                for t in rest:
-                    for reason in reasons:
-                        ssn.add_reason(t, reason)
+                say_unplaced(ssn, rest, placed, limit, queue_reason)
                 if placed < limit or queue_reason is None:
                     failed_roles.add(snap.pods[rest[0]].task_role)
                 break
@@ -153,6 +151,33 @@ def attempt_job(ssn: Session, j: int, one_task: bool = False):
         if ready or (at < len(run_tasks) and not keeps_trying(ssn, j, failed_roles)):
             break
     return stmt, runs, placed_any, ready
+
+
+def attempt_one(ssn: Session, j: int, runs: list[list[int]]):
+    """attempt_job of a job with one task to place (one run of one task) and no reservation
+    held: the same steps without the loop over runs and chunks (most turns at scale)."""
+    run = runs[0]
+    t = run[0]
+    snap = ssn.snap
+    stmt = ssn.new_statement()
+    ssn.attempted.add(j)
+    limit, queue_reason = ssn.allocatable_count(snap.jobs[j].queue, snap.request[t], 1)
+    if limit > 0 and place_run(ssn, stmt, run, limit):
+        return stmt, runs, True, ssn.job_ready_ok(j)
+    say_unplaced(ssn, run, 0, limit, queue_reason)
+    return stmt, runs, False, False
+
+
+def say_unplaced(ssn: Session, rest: list[int], placed: int, limit: int, queue_reason: d.Reason | None) -> None:
+    """The reasons on a run's tasks left unplaced after `placed` of them were (`limit`: what
+    the queue allowed, `queue_reason` why not more)."""
+    reasons = [queue_reason] if placed >= limit and queue_reason is not None else []
+    if not reasons or not fits_an_empty_node(ssn, rest[0]):
+        # No node could hold it even empty: that is the cause, whatever the queue says.
+        reasons.insert(0, failure_reason(ssn, rest[0]))
+    for t in rest:
+        for reason in reasons:
+            ssn.add_reason(t, reason)
 
 
 def fits_an_empty_node(ssn: Session, t: int) -> bool:
