@@ -855,7 +855,7 @@ class Session:
             cp.tree.build()
         else:
             if logged > cp.seen:
-                cp.tree.refresh(self.ledger.log_since(cp.seen))
+                cp.tree.refresh_log(self.ledger.log_arr, cp.seen, logged)
             if len(changed):
                 cp.tree.refresh(changed.astype(np.int64, copy=False))
         cp.seen = logged
@@ -879,7 +879,7 @@ class Session:
         elif logged - shared.seen > self.rebuild_over:
             tree.build()
         elif logged > shared.seen:
-            tree.refresh(self.ledger.log_since(shared.seen))
+            tree.refresh_log(self.ledger.log_arr, shared.seen, logged)
         shared.seen = logged
 
     def place_one(self, cp: ClassPlacement) -> Any:
@@ -1021,7 +1021,7 @@ class Session:
             if logged - fits.seen > self.rebuild_over:
                 fits.build()
             else:
-                fits.refresh(self.ledger.log_since(fits.seen))
+                fits.refresh_log(self.ledger.log_arr, fits.seen, logged)
         fits.seen = logged
         return fits
 

@@ -44,7 +44,7 @@ class Ledger:
     chain_ptr: cython.const[cython.longlong][::1]
     chains: cython.const[cython.longlong][::1]
     held: cython.longlong[::1]
-    log_arr: object
+    log_arr = cython.declare(object, visibility="readonly")     # read whole by place's refresh_log
     log: cython.longlong[::1]
     log_n = cython.declare(cython.Py_ssize_t, visibility="readonly")
 

@@ -281,6 +281,27 @@ def charge_node(used: cython.longlong[:, ::1], pipelined: cython.longlong[:, ::1
 
 
 @cython.cclass
+class LogView:
+    """The ledger's change log (its array, replaced as it grows) held as a typed view, taken
+    again only when the array is another one: a tree or NodeFits brought up to date from the
+    log on most placements would otherwise acquire its buffer on each (`refresh_log`)."""
+
+    arr: object
+    nodes: cython.const[cython.longlong][::1]
+
+    def __init__(self):
+        self.arr = None
+
+    @cython.cfunc
+    def of(self, log) -> cython.const[cython.longlong][::1]:
+        """The typed view of `log`, taken when it is not the array held."""
+        if log is not self.arr:
+            self.nodes = log if cython.compiled else memoryview(log)
+            self.arr = log
+        return self.nodes
+
+
+@cython.cclass
 class NodeFits:
     """One request's fit state (fit_state) and kernel score (score_node) on every node: the part
     of a placement key no class's mask or static score changes, kept once for all the classes
@@ -301,6 +322,7 @@ class NodeFits:
     pipelined: cython.const[cython.longlong][:, ::1]
     req: cython.const[cython.longlong][::1]
     params: cython.const[cython.double][::1]
+    log: LogView
 
     def __init__(self, alloc, used, releasing, pipelined, req, params):
         if not cython.compiled:        # as PlacementTree: memoryviews index faster than arrays interpreted
@@ -318,6 +340,7 @@ class NodeFits:
         self.fit = self.fit_values if cython.compiled else memoryview(self.fit_values)
         self.dyn = self.dyn_values if cython.compiled else memoryview(self.dyn_values)
         self.seen = 0
+        self.log = LogView()
         self.build()
 
     @cython.cfunc
@@ -336,9 +359,18 @@ class NodeFits:
                 self._update(n)
 
     def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
+        self._refresh(nodes, 0, nodes.shape[0])
+
+    def refresh_log(self, log, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
+        """refresh of the nodes log[start:end], `log` the ledger's change log array."""
+        self._refresh(self.log.of(log), start, end)
+
+    @cython.cfunc
+    def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
+                 end: cython.Py_ssize_t) -> cython.void:
         j: cython.Py_ssize_t
         with cython.nogil:
-            for j in range(nodes.shape[0]):
+            for j in range(start, end):
                 self._update(nodes[j])
 
 
@@ -408,6 +440,11 @@ class PlacementTree:
     grown: cython.bint              # key, idx and mark allocated
     out_nodes = cython.declare(object, visibility="readonly")
     out_kinds = cython.declare(object, visibility="readonly")
+    # Typed views of out_nodes / out_kinds, taken when they are made: a placing call taking
+    # them afresh would cost more than most of its placements.
+    onodes: cython.longlong[::1]
+    okinds: cython.schar[::1]
+    log: LogView                    # the ledger's change log, as last read (refresh_log)
     alloc: cython.const[cython.longlong][:, ::1]
     used: cython.longlong[:, ::1]
     releasing: cython.const[cython.longlong][:, ::1]
@@ -467,8 +504,8 @@ class PlacementTree:
         self.touched_n = 0
         self._kept = 0
         self._count = 0
-        self.out_nodes = np.empty(16, dtype=np.int64)
-        self.out_kinds = np.empty(16, dtype=np.int8)
+        self._outs(16)
+        self.log = LogView()
 
     def _grow(self) -> None:
         if self.room is not None and self._take_over():
@@ -591,14 +628,24 @@ class PlacementTree:
                 i -= 1
 
     def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
+        if not self.stale:
+            self._refresh(nodes, 0, nodes.shape[0])
+
+    def refresh_log(self, log, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
+        """refresh of the nodes log[start:end], `log` the ledger's change log array."""
+        if not self.stale:
+            self._refresh(self.log.of(log), start, end)
+
+    @cython.cfunc
+    def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
+                 end: cython.Py_ssize_t) -> cython.void:
+        """Re-keys nodes[start:end], each once however often listed."""
         j: cython.Py_ssize_t
         n: cython.Py_ssize_t
-        if self.stale:
-            return
         self.epoch += 1
         epoch: cython.longlong = self.epoch
         with cython.nogil:
-            for j in range(nodes.shape[0]):
+            for j in range(start, end):
                 n = nodes[j]
                 if self.mark[n] == epoch:
                     continue
@@ -610,11 +657,17 @@ class PlacementTree:
         """A placing call's start: out_nodes / out_kinds hold k answers, and the call is the
         shared room's latest turn (placed_at)."""
         if self.out_nodes.shape[0] < k:
-            self.out_nodes = np.empty(2 * k, dtype=np.int64)
-            self.out_kinds = np.empty(2 * k, dtype=np.int8)
+            self._outs(2 * k)
         if self.room is not None:
             self.room.tick += 1
             self.placed_at = self.room.tick
+
+    @cython.cfunc
+    def _outs(self, size: cython.Py_ssize_t) -> cython.void:
+        self.out_nodes = np.empty(size, dtype=np.int64)
+        self.out_kinds = np.empty(size, dtype=np.int8)
+        self.onodes = self.out_nodes if cython.compiled else memoryview(self.out_nodes)
+        self.okinds = self.out_kinds if cython.compiled else memoryview(self.out_kinds)
 
     def place(self, k: cython.Py_ssize_t) -> cython.Py_ssize_t:
         """Place up to k tasks; the first `placed` entries of out_nodes / out_kinds say where."""
@@ -626,8 +679,8 @@ class PlacementTree:
         if k <= 0:
             return 0
         self._begin(k)
-        out_nodes: cython.longlong[::1] = self.out_nodes
-        out_kind: cython.schar[::1] = self.out_kinds
+        out_nodes: cython.longlong[::1] = self.onodes
+        out_kind: cython.schar[::1] = self.okinds
         if self.stale:
             if k == 1 and not self.scanned:
                 self.scanned = True
@@ -735,8 +788,8 @@ class PlacementTree:
             return 0
         self._begin(k)
         epoch: cython.longlong = self._masked_begin(budget, k)
-        out_nodes: cython.longlong[::1] = self.out_nodes
-        out_kind: cython.schar[::1] = self.out_kinds
+        out_nodes: cython.longlong[::1] = self.onodes
+        out_kind: cython.schar[::1] = self.okinds
         with cython.nogil:
             while placed < k:
                 best = self._masked_top(cmask, budget, epoch)
@@ -778,8 +831,8 @@ class PlacementTree:
         if not self.shared:
             raise ValueError("place_among needs the tree's NodeFits")
         self._begin(1)
-        out_nodes: cython.longlong[::1] = self.out_nodes
-        out_kind: cython.schar[::1] = self.out_kinds
+        out_nodes: cython.longlong[::1] = self.onodes
+        out_kind: cython.schar[::1] = self.okinds
         with cython.nogil:
             for j in range(nodes.shape[0]):
                 n = nodes[j]
@@ -842,6 +895,9 @@ class DomainTree:
     static: cython.const[cython.double][::1]
     out_nodes = cython.declare(object, visibility="readonly")
     out_kinds = cython.declare(object, visibility="readonly")
+    onodes: cython.longlong[::1]     # typed views of out_nodes / out_kinds (PlacementTree's)
+    okinds: cython.schar[::1]
+    log: LogView                    # the ledger's change log, as last read (refresh_log)
 
     def __init__(self, used, pipelined, mask, static, fits, domain_of, domains):
         nf: NodeFits = fits
@@ -883,6 +939,9 @@ class DomainTree:
         self.epoch = 0
         self.out_nodes = np.empty(1, dtype=np.int64)
         self.out_kinds = np.empty(1, dtype=np.int8)
+        self.onodes = self.out_nodes if cython.compiled else memoryview(self.out_nodes)
+        self.okinds = self.out_kinds if cython.compiled else memoryview(self.out_kinds)
+        self.log = LogView()
 
     @cython.cfunc
     @cython.inline
@@ -930,14 +989,24 @@ class DomainTree:
                     i -= 1
 
     def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
+        if not self.stale:
+            self._refresh(nodes, 0, nodes.shape[0])
+
+    def refresh_log(self, log, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
+        """refresh of the nodes log[start:end], `log` the ledger's change log array."""
+        if not self.stale:
+            self._refresh(self.log.of(log), start, end)
+
+    @cython.cfunc
+    def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
+                 end: cython.Py_ssize_t) -> cython.void:
+        """Re-keys nodes[start:end], each once however often listed."""
         j: cython.Py_ssize_t
         n: cython.Py_ssize_t
-        if self.stale:
-            return
         self.epoch += 1
         epoch: cython.longlong = self.epoch
         with cython.nogil:
-            for j in range(nodes.shape[0]):
+            for j in range(start, end):
                 n = nodes[j]
                 if self.mark[n] == epoch:
                     continue
@@ -967,8 +1036,8 @@ class DomainTree:
             raise ValueError("place_scored needs a score per group")
         if self.stale:
             self._build()
-        out_nodes: cython.longlong[::1] = self.out_nodes
-        out_kind: cython.schar[::1] = self.out_kinds
+        out_nodes: cython.longlong[::1] = self.onodes
+        out_kind: cython.schar[::1] = self.okinds
         with cython.nogil:
             for g in range(self.n_groups):
                 b = self.base[g]
