@@ -223,7 +223,7 @@ class PodScanMemo:
         new_of_old = None
         if kept is not None:
             if keys == kept.keys:
-                same = np.fromiter(map(operator.is_, values, kept.values), dtype=bool, count=n)
+                same = k.same_objects(values, kept.values)
             else:
                 where = {key: i for i, key in enumerate(kept.keys)}
                 old_of_new = np.fromiter((where.get(key, -1) for key in keys), dtype=np.int64, count=n)

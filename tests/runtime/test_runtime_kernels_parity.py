@@ -145,6 +145,53 @@ def test_placement_tree_matches_reference_after_refresh(compiled, seed):
     assert outcomes[0] == outcomes[1]
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_refresh_by_log_position_is_refresh_of_those_nodes(compiled, seed):
+    """refresh_log(log, start, end) re-keys log[start:end] as refresh(log[start:end]) does, for
+    a tree and for the NodeFits it reads (the log array read again after it was replaced)."""
+    rng = np.random.default_rng(900 + seed)
+    n, r = int(rng.integers(2, 40)), 3
+    alloc, used, releasing, pipelined = random_nodes(rng, n, r)
+    req = np.array([1000, 2000, 1], dtype=np.int64)
+    mask = (rng.random(n) < 0.9).astype(np.uint8)
+    static, params = rng.random(n), random_params(rng, r)
+    logs = [rng.integers(0, n, size=int(rng.integers(4, 12))).astype(np.int64) for _ in range(2)]
+    spans = [sorted(rng.integers(0, len(log), size=2).tolist()) for log in logs]
+    for kernels in (REF, compiled):
+        answers = []
+        for by_log in (False, True):
+            u, p = used.copy(), pipelined.copy()
+            fits = kernels.NodeFits(alloc, u, releasing, p, req, params)
+            tree = kernels.PlacementTree(alloc, u, releasing, p, req, mask, static, params, fits)
+            tree.build()
+            placed = [tree.place(2)]
+            for log, (start, end) in zip(logs, spans):
+                u[log[start:end]] = 0       # another class's placements, undone
+                if by_log:
+                    fits.refresh_log(log, start, end)
+                    tree.refresh_log(log, start, end)
+                else:
+                    fits.refresh(log[start:end].copy())
+                    tree.refresh(log[start:end].copy())
+                placed.append(tree.place(3))
+                placed.append(tree.out_nodes[:placed[-1]].tolist())
+            answers.append((placed, u.tolist(), p.tolist()))
+        assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_same_objects_matches(compiled, seed):
+    rng = np.random.default_rng(950 + seed)
+    pods = [object() for _ in range(int(rng.integers(0, 30)))]
+    other = [p if rng.random() < 0.7 else object() for p in pods] + [object()]
+    want = [a is b for a, b in zip(pods, other)]
+    for kernels in (REF, compiled):
+        same = kernels.same_objects(pods, other)
+        assert same.dtype == bool and same.tolist() == want
+    with pytest.raises(ValueError):
+        compiled.same_objects(other, pods)
+
+
 def brute_force_placements(k, alloc, used, releasing, pipelined, req, mask, static, params):
     """An oracle for the placement tree: before each task every node's fit and score afresh (the
     fit and score kernels), its key score + 2e12 on an idle fit, + 1e12 on a future one (or
@@ -356,6 +403,8 @@ def test_row_helpers_match(compiled, seed):
         answers = [(rs.of(row), qs.of(row), al.row(row), al.chain(row), cw.chain(row, request, count), ns.of(row))
                    for rs, qs, al, cw, ns in helpers]
         assert answers[0] == answers[1], row
+        # A task class's request tuple (allocate's) is counted as its array is, in both.
+        assert [cw.chain(row, tuple(request.tolist()), count) for _, _, _, cw, _ in helpers] == [answers[0][4]] * 2
         assert answers[0][3] == any(answers[0][2] if c == row else REF.AtLimit(allocated, limit, columns, chain_ptr,
                                                                                 flat).row(c) for c in chains[row])
         # The chain: each queue's count bounds the next one's, the last to lower it answers.

@@ -205,6 +205,20 @@ def same_items(a: dict, b: dict) -> cython.bint:
 
 # --- the snapshot's passes over the pods ------------------------------------------------------
 
+def same_objects(a: list, b: list) -> np.ndarray:
+    """bool per position i of `a`: whether a[i] is b[i] (b at least as long). The pod scan memo
+    asks it of every pod each cycle (which pods are the objects it read before)."""
+    i: cython.Py_ssize_t
+    n: cython.Py_ssize_t = len(a)
+    if len(b) < n:
+        raise ValueError("same_objects: b is shorter than a")
+    out = np.zeros(n, dtype=np.uint8)
+    flags: cython.uchar[::1] = out
+    for i in range(n):
+        flags[i] = a[i] is b[i]
+    return out.view(bool)
+
+
 def scan_pods(pods: dict, scheduler_name: str, priority_classes: dict, default_priority, node_pos: dict,
               fold: cython.bint = False) -> PodScan:
     """One pass over the state's pods: distinct request maps, the pods holding room on nodes,
