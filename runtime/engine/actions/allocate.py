@@ -161,8 +161,7 @@ def attempt_one(ssn: Session, j: int, runs: list[list[int]]):
     snap = ssn.snap
     stmt = ssn.new_statement()
     ssn.attempted.add(j)
-    # The class's request (a tuple): the same row as snap.request[t], cheaper to read.
-    limit, queue_reason = ssn.allocatable_count(snap.jobs[j].queue, snap.classes[snap.task_class.item(t)].request, 1)
+    limit, queue_reason = ssn.allocatable_count(snap.jobs[j].queue, snap.request[t], 1)
     if limit > 0 and place_run(ssn, stmt, run, limit):
         return stmt, runs, True, ssn.job_ready_ok(j)
     say_unplaced(ssn, run, 0, limit, queue_reason)

@@ -4,8 +4,6 @@ per-row share helpers the session binds to its arrays once.
 One source, compiled or interpreted (Cython's pure-Python mode: runtime/engine/kernels/__init__.py).
 """
 
-import array
-
 import cython
 
 from runtime.engine.kernels import codes
@@ -241,8 +239,6 @@ class CountWithin:
     chain_ptr: cython.const[cython.longlong][::1]
     chains: cython.const[cython.longlong][::1]
     binding: cython.Py_ssize_t        # the column that bound in the last _count (-1: none)
-    buffer: cython.longlong[::1]      # a tuple request's values (chain)
-    buffer_n: cython.Py_ssize_t       # its length (-1: not made)
 
     def __init__(self, limit: cython.const[cython.longlong][:, ::1], allocated: cython.const[cython.longlong][:, ::1],
                  columns: cython.const[cython.longlong][::1], chain_ptr: cython.const[cython.longlong][::1],
@@ -253,7 +249,6 @@ class CountWithin:
         self.chain_ptr = chain_ptr
         self.chains = chains
         self.binding = -1
-        self.buffer_n = -1
 
     @cython.cfunc
     @cython.exceptval(check=False)
@@ -276,33 +271,21 @@ class CountWithin:
                 self.binding = r
         return allowed
 
-    def chain(self, q: cython.Py_ssize_t, request, count: cython.longlong) -> tuple:
+    def chain(self, q: cython.Py_ssize_t, request: cython.const[cython.longlong][::1], count: cython.longlong) -> tuple:
         """How many of `count` tasks of `request` fit on queue q and then each ancestor in its
         chain, each bounding what the one before allowed: (allowed; the last queue of the chain that
         lowered it, the column that bound there and how many it was asked for; -1, -1, 0 when
-        all `count` fit). `request`: an int64 array, or a tuple of ints (a task class's request,
-        copied into a buffer: cheaper than taking an array's buffer, as allocate asks every turn)."""
+        all `count` fit)."""
         k: cython.Py_ssize_t
         row: cython.Py_ssize_t
-        i: cython.Py_ssize_t
         allowed: cython.longlong = count
         asked: cython.longlong = 0
         n: cython.longlong
         where: cython.Py_ssize_t = -1
         column: cython.Py_ssize_t = -1
-        asking: cython.const[cython.longlong][::1]
-        if type(request) is tuple:
-            if self.buffer_n != len(request):
-                self.buffer = array.array("q", [0]) * len(request)
-                self.buffer_n = len(request)
-            for i in range(len(request)):
-                self.buffer[i] = request[i]
-            asking = self.buffer
-        else:
-            asking = request
         for k in range(self.chain_ptr[q], self.chain_ptr[q + 1]):
             row = self.chains[k]
-            n = self._count(row, asking, allowed)
+            n = self._count(row, request, allowed)
             if n < allowed:
                 asked = allowed
                 allowed = n
