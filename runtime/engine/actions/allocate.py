@@ -196,7 +196,7 @@ def finish_job(ssn: Session, j: int, tried) -> bool:
     if ready or ssn.job_ready_ok(j):
         stmt.commit()
         # A job with no task pending left (most: a Deployment's pod is a job of one) has no run.
-        return placed_any and ssn.job_pending[j] > 0 and bool(ssn.pending_runs(j, skip_zero=True))
+        return placed_any and ssn.job_pending.item(j) > 0 and bool(ssn.pending_runs(j, skip_zero=True))
     if ssn.job_pipelined_ok(j):
         stmt.to_pipelined()
         stmt.commit()

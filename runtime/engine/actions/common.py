@@ -23,12 +23,13 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
         ssn.job_pending.tolist()
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
     phases = ssn.job_phase
+    grouped = ssn.snap.sub_groups
     chosen = []
     for job in ssn.snap.jobs:
         j = job.index
         if want_pending and pending[j] == 0:
             continue
-        if not sub_groups and j in ssn.snap.sub_groups:
+        if not sub_groups and j in grouped:
             continue          # only allocate places a job with sub-groups (sub-group by sub-group)
         if not hard_topology and job.podgroup is not None and job.podgroup.network_topology is not None \
                 and job.podgroup.network_topology.hard:

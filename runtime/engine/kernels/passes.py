@@ -93,6 +93,9 @@ def set_slot(obj: object, m: Field, value: object) -> cython.int:
 
 
 _NO_ARGS = cython.declare(tuple, ())
+# An implicit job's minTaskMember: none, one read-only mapping shared by them all (a cycle
+# makes thousands of such jobs).
+NO_ROLES = types.MappingProxyType({})
 
 
 @cython.cfunc
@@ -595,7 +598,7 @@ def build_jobs(podgroups: dict, priority_classes: dict, default_priority, job_na
             # An implicit group of a placed pod runs; a waiting one starts Pending like the
             # PodGroup Volcano's controller would create for it.
             phase = PG_RUNNING if get_slot(head, M_NODE) else PG_PENDING
-            creation, uid, min_task = get_slot(head, M_CREATION), get_slot(head, M_UID), {}
+            creation, uid, min_task = get_slot(head, M_CREATION), get_slot(head, M_UID), NO_ROLES
         q = queue_index.get(queue_name, -1)
         if q < 0 and problem is None:
             problem = f"queue {queue_name} does not exist"

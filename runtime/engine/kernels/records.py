@@ -4,6 +4,7 @@ plain records of lists and arrays, so both paths hand runtime.engine.snapshot th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -81,7 +82,7 @@ class JobInfo:
     queue: int                       # -1 when the queue is unknown
     queue_name: str
     min_member: int
-    min_task_member: dict[str, int]
+    min_task_member: Mapping[str, int]     # read only (an implicit job's is shared)
     min_resources: np.ndarray | None
     priority: int
     creation: float

@@ -36,7 +36,8 @@ class GangPlugin(Plugin):
 
         def ready(j: int) -> bool:
             job = jobs[j]
-            count = job_ready[j] + self._zero_pending(j) if self.zero_pending[j] else job_ready[j]
+            # item: a Python int (asked every allocate turn; a NumPy scalar costs more to make and compare)
+            count = job_ready.item(j) + self._zero_pending(j) if self.zero_pending[j] else job_ready.item(j)
             if count < job.min_member:
                 return False
             if j in sub_grouped and sub_groups_short(ssn, j) is not None:
@@ -59,7 +60,8 @@ class GangPlugin(Plugin):
             if len(job.tasks) < job.min_member:
                 return d.Reason(d.MEMBERS, f"gang has {len(job.tasks)} of {job.min_member} pods (minMember)",
                                 {"pods": len(job.tasks), "min_member": job.min_member})
-            missing = sub_groups_missing(ssn, j)
+            # A job without a PodGroup has no sub-groups (most jobs at scale: no call).
+            missing = sub_groups_missing(ssn, j) if job.podgroup is not None else None
             if missing is not None:
                 policy, count, least = missing
                 return d.Reason(d.MEMBERS, f"gang has {count} of {least} sub-groups (minSubGroups) of "
