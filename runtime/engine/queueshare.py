@@ -305,6 +305,7 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
         reason = enqueue_check(ssn, j, caps, columns)
         return Verdict(PERMIT) if reason is None else Verdict(REJECT, reason)
 
+    by_share.fixed_width = True       # Session.queue_key: its tuples are of one length
     plugin.register(ssn, "queue_order", queue_order or by_share)
     # Overused: the queue or an ancestor at its limit on every resource.
     plugin.register(ssn, "overused", ssn.k.AtLimit(ssn.queue_allocated, limit, columns, ssn.chain_ptr,

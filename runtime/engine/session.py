@@ -607,7 +607,12 @@ class Session:
     def queue_key(self, q: int) -> tuple:
         fns = self._flat.get("queue_order") or self.flat("queue_order")     # flat's cache read inline: asked each turn
         if len(fns) == 1:       # asked twice a turn; most policies order queues by one plugin
-            return fns[0](q), self.snap.queues[q].name
+            fn = fns[0]
+            if getattr(fn, "fixed_width", False):
+                # Its keys are tuples of one length: flat with the name they order the same,
+                # and a heap of queues compares them in one pass instead of two levels.
+                return (*fn(q), self.snap.queues[q].name)
+            return fn(q), self.snap.queues[q].name
         return (*[fn(q) for fn in fns], self.snap.queues[q].name)
 
     def task_key(self, t: int) -> tuple:

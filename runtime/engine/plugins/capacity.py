@@ -60,6 +60,7 @@ class CapacityPlugin(Plugin):
 
         def queue_order(q: int) -> tuple:
             return (-queues[q].priority, share(q), 0 if len(named_columns[q]) else 1)
+        queue_order.fixed_width = True       # Session.queue_key: its tuples are of one length
 
         def preemptive(q: int, t: int) -> bool:
             if not queues[q].open:
