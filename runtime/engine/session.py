@@ -317,12 +317,14 @@ class Session:
         self.zero = ~np.delete(snap.request, pods_col, axis=1).any(axis=1) if len(snap.request) else \
             np.zeros(0, dtype=bool)
         self.queue_chain = [self._chain(q) for q in range(q_n)]
+        # The jobs' fields as arrays, read for every job at once (job order columns, validity).
+        self.job_cols = kernels.job_columns(snap.jobs)
         self._init_accounting()
         # The chains as arrays for kernels: queue q's are chains[chain_ptr[q]:chain_ptr[q + 1]].
         self.chain_ptr = np.zeros(q_n + 1, dtype=np.int64)
         self.chain_ptr[1:] = np.cumsum([len(c) for c in self.queue_chain]) if q_n else 0
         self.chains = np.array([c for chain in self.queue_chain for c in chain], dtype=np.int64)
-        job_queue = self.job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
+        job_queue = self.job_queue = self.job_cols.queue
         self.ledger = kernels.Ledger(
             snap.request, snap.task_job, snap.task_class, self.zero.view(np.uint8), self.status, self.task_node,
             self.used, self.pipelined, self.releasing, snap.job_first, self.job_allocated, self.job_ready,
@@ -419,7 +421,7 @@ class Session:
             starts = snap.job_first[:-1][sized]
             self.job_allocated[sized] = np.add.reduceat(req * ready[:, None], starts, axis=0)
             self.job_request[sized] = np.add.reduceat(req * live[:, None], starts, axis=0)
-        job_queue = np.array([job.queue for job in snap.jobs], dtype=np.int64)
+        job_queue = self.job_cols.queue
         known = job_queue >= 0
         direct_alloc = np.zeros_like(self.queue_allocated)
         direct_req = np.zeros_like(self.queue_request)
@@ -466,7 +468,8 @@ class Session:
     # --- registration --------------------------------------------------------------------
     def register(self, point: str, plugin: str, fn: Callable | StatefulRule,
                  column: Callable[[], np.ndarray] | None = None) -> None:
-        """`column`, for an order point: fn's answers for all rows at once, an array (job_order).
+        """`column`: fn's answers for all rows at once, an array: at an order point the keys
+        (job_order), at job_valid where a job may be invalid (jobs_to_validate).
         At `predicate` and `node_order`, `fn` is either static (a function of the task class:
         list[Check], or a score array or None) or a StatefulRule."""
         if point not in POINTS:
@@ -597,7 +600,7 @@ class Session:
         """Each job's position in (creation, uid, index) order: job_key's last terms."""
         if self._job_tie_rank is None:
             jobs = self.snap.jobs
-            creation = np.array([job.creation for job in jobs], dtype=np.float64)
+            creation = self.job_cols.creation
             uid = np.array([job.uid for job in jobs], dtype=str)
             rank = np.empty(len(jobs), dtype=np.int64)
             rank[np.lexsort((uid, creation))] = np.arange(len(jobs))
@@ -661,6 +664,18 @@ class Session:
             if reason is not None:
                 return reason
         return None
+
+    def jobs_to_validate(self) -> list[bool] | None:
+        """Per job, whether job_valid must be asked of it: its problem, or a job_valid plugin's
+        column (Plugin.register) saying it may be invalid; None where some job_valid plugin
+        offers no column (every job is asked)."""
+        columns = [self.order_columns.get(fn) for fn in self.flat("job_valid")]
+        if None in columns:
+            return None
+        ask = self.job_cols.problem.copy()
+        for column in columns:
+            ask |= column()
+        return ask.tolist()
 
     def overused(self, q: int) -> bool:
         for fn in self._flat.get("overused") or self.flat("overused"):     # as queue_key

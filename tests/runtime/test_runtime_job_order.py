@@ -67,3 +67,28 @@ def test_a_callback_without_a_column_falls_back_to_the_keys():
     js = list(range(4))
     assert ssn.job_order(js) == sorted(js, key=lambda j: (ssn.job_key(j), j))
     assert ssn.job_order(js)[:2] == [2, 1]                # priority 3 first; between them -j decides
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+@pytest.mark.parametrize("seed", range(8))
+def test_jobs_not_asked_for_validity_are_valid(pure, seed):
+    """Session.jobs_to_validate: a job the job_valid columns leave out is valid by every
+    plugin's per-job answer; gangs short of pods are among those asked (and found invalid)."""
+    rng = np.random.default_rng(2300 + seed)
+    state = random_state(rng)
+    for g in range(int(rng.integers(1, 4))):          # gangs whose minMember exceeds their pods
+        gang(state, f"short{g}", size=1, min_member=3, cpu=500)
+    pod(state, "alone")
+    ssn = open_session(policy(STANDARD_TIERS), state, Options(pure_python=pure))
+    ask = ssn.jobs_to_validate()
+    assert ask is not None       # every job_valid plugin of the standard tiers offers a column
+    invalid = [j for j in range(len(ssn.snap.jobs)) if ssn.job_valid(j) is not None]
+    assert invalid and all(ask[j] for j in invalid)
+    assert not all(ask)          # lone pods are not asked
+
+
+def test_a_validity_callback_without_a_column_asks_every_job():
+    state = random_state(np.random.default_rng(2400))
+    ssn = open_session(policy(STANDARD_TIERS), state, Options())
+    ssn.register("job_valid", "mine", lambda j: None)
+    assert ssn.jobs_to_validate() is None

@@ -652,6 +652,14 @@ def test_build_jobs_matches(compiled, seed):
         jobs = kernels.build_jobs(podgroups, {"high": 1000}, 5, tasks.job_names, tasks.pods, tasks.job_first,
                                   scan.priority[tasks.order], queue_index, leaf, index, 3, "default")
         outcomes.append([job_fields(job) for job in jobs])
+        # The jobs' columns (job_columns) are their fields, read one by one here.
+        cols = kernels.job_columns(jobs)
+        assert cols.queue.tolist() == [job.queue for job in jobs]
+        assert cols.min_member.tolist() == [job.min_member for job in jobs]
+        assert cols.priority.tolist() == [job.priority for job in jobs]
+        assert cols.creation.tolist() == [float(job.creation) for job in jobs]
+        assert cols.problem.tolist() == [bool(job.problem) for job in jobs]
+        assert cols.grouped.tolist() == [job.podgroup is not None for job in jobs]
     assert outcomes[0] == outcomes[1]
     assert len(outcomes[0]) == len(tasks.job_names)
     problems = {job["problem"] for job in outcomes[0]}

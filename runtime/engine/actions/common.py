@@ -24,6 +24,7 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
     phases = ssn.job_phase
     grouped = ssn.snap.sub_groups
+    ask = ssn.jobs_to_validate()       # most jobs are valid by every plugin's column: not asked
     chosen = []
     for job in ssn.snap.jobs:
         j = job.index
@@ -36,10 +37,11 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
             continue
         if gated and phases[j] == "Pending":
             continue
-        reason = ssn.job_valid(j)
-        if reason is not None:
-            ssn.job_reasons.setdefault(j, [reason])
-            continue
+        if ask is None or ask[j]:
+            reason = ssn.job_valid(j)
+            if reason is not None:
+                ssn.job_reasons.setdefault(j, [reason])
+                continue
         chosen.append(j)
     # Appended in job order, each list is already a heap.
     heaps: dict[int, list] = {}

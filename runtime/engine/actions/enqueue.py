@@ -16,9 +16,12 @@ from runtime.engine.extension import REJECT
 def run(ssn: Session) -> None:
     waiting = []
     jobs = ssn.snap.jobs
+    phases = ssn.job_phase
+    # _admit of a job without minResources in an open queue, with no enqueue listener: its phase.
+    plain = [] if ssn.enqueue_listeners else [queue.open for queue in ssn.snap.queues]
     for job in jobs:
         j = job.index
-        if ssn.job_phase[j] != "Pending":
+        if phases[j] != "Pending":
             continue
         # Only a job that cannot run at all waits here (an unknown PodGroup or queue, a queue
         # that is not a leaf): as Volcano's enqueue, admission asks no job_valid plugin, so a
@@ -31,7 +34,10 @@ def run(ssn: Session) -> None:
             # Admitted whenever its turn comes (if its queue is open): it asks no plugin and adds
             # nothing to its queue's inqueue total, so no other job's admission depends on when.
             # Most jobs at scale (a Deployment's pods) are such: they take no turn.
-            _admit(ssn, j)
+            if plain and plain[job.queue]:
+                phases[j] = "Inqueue"
+            else:
+                _admit(ssn, j)
             continue
         waiting.append(j)
     # Each queue's jobs in job order (the order a heap of (job_key, j) pops them, the keys taken

@@ -22,7 +22,8 @@ the same functions: fit_states, score_nodes, place_batch, dominant_shares, water
 per-row share classes (RowShare, QueueShare, NamedShare, AtLimit, CountWithin: bound to the session's arrays
 once, called per row), the PlacementTree class (place_batch's tree kept per task class between
 jobs) and the NodeFits it may read its keys from, the Ledger class (the session's accounting), the snapshot's passes over the pods
-(scan_pods, group_tasks, task_columns, node_usage, build_jobs, same_objects) and the cycle's decisions
+(scan_pods, group_tasks, task_columns, node_usage, build_jobs, same_objects, job_columns) and the
+cycle's decisions
 (placements, podgroup_statuses).
 """
 
@@ -77,6 +78,7 @@ class Kernels:
     MaskView: type                 # a class's mask codes as PlacementTree.place_masked reads them
     DomainTree: type               # a shared tree's keys per topology domain (classes scored per domain)
     same_objects: Callable         # per position, whether two lists hold the same object (the pod scan memo)
+    job_columns: Callable          # the jobs' fields as arrays (JobColumns), one pass
 
 
 class ScoreParams:
@@ -145,7 +147,8 @@ def _kernels(name: str, place: ModuleType, share: ModuleType, ledger: ModuleType
                    share.water_fill, share.RowShare, share.QueueShare, share.NamedShare, share.AtLimit, share.CountWithin,
                    place.PlacementTree, ledger.Ledger, passes.scan_pods, passes.group_tasks, passes.task_columns,
                    passes.node_usage, passes.build_jobs, passes.placements, passes.podgroup_statuses,
-                   place.NodeFits, place.TreeRoom, place.MaskView, place.DomainTree, passes.same_objects)
+                   place.NodeFits, place.TreeRoom, place.MaskView, place.DomainTree, passes.same_objects,
+                   passes.job_columns)
 
 
 _warned = False

@@ -43,7 +43,7 @@ from runtime.cluster.model import (
 )
 from runtime.cluster.numa import NUMA_POLICY_ANNOTATION
 from runtime.engine.kernels import codes
-from runtime.engine.kernels.records import JobInfo, PodScan, TaskColumns, TaskOrder, min_resource_vector
+from runtime.engine.kernels.records import JobColumns, JobInfo, PodScan, TaskColumns, TaskOrder, min_resource_vector
 
 # Typed copies (C globals when compiled) of the task statuses.
 PENDING = cython.declare(cython.schar, codes.PENDING)
@@ -622,6 +622,33 @@ def build_jobs(podgroups: dict, priority_classes: dict, default_priority, job_na
         set_slot(job, J_PROBLEM, problem)
         jobs.append(job)
     return jobs
+
+
+def job_columns(jobs: list) -> JobColumns:
+    """The jobs' queue, minMember, priority, creation, problem and PodGroup flags as arrays."""
+    i: cython.Py_ssize_t
+    n: cython.Py_ssize_t = len(jobs)
+    queue = np.empty(n, dtype=np.int64)
+    min_member = np.empty(n, dtype=np.int64)
+    priority = np.empty(n, dtype=np.int64)
+    creation = np.empty(n, dtype=np.float64)
+    problem = np.zeros(n, dtype=np.uint8)
+    grouped = np.zeros(n, dtype=np.uint8)
+    q: cython.longlong[::1] = queue
+    m: cython.longlong[::1] = min_member
+    p: cython.longlong[::1] = priority
+    c: cython.double[::1] = creation
+    b: cython.uchar[::1] = problem
+    g: cython.uchar[::1] = grouped
+    for i in range(n):
+        job = jobs[i]
+        q[i] = get_slot(job, J_QUEUE)
+        m[i] = get_slot(job, J_MIN_MEMBER)
+        p[i] = get_slot(job, J_PRIORITY)
+        c[i] = get_slot(job, J_CREATION)
+        b[i] = get_slot(job, J_PROBLEM) is not None and bool(get_slot(job, J_PROBLEM))
+        g[i] = get_slot(job, J_PODGROUP) is not None
+    return JobColumns(queue, min_member, priority, creation, problem.view(bool), grouped.view(bool))
 
 
 # --- the cycle's decisions --------------------------------------------------------------------

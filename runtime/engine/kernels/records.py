@@ -92,6 +92,19 @@ class JobInfo:
     problem: str | None = None       # why the job cannot run at all (missing PodGroup, ...)
 
 
+@dataclass(frozen=True)
+class JobColumns:
+    """The snapshot's jobs' fields as arrays (`job_columns`, one pass): what the session and its
+    plugins read for every job at once (job order columns, accounting, validity)."""
+
+    queue: np.ndarray           # (J,) int64, -1 when unknown
+    min_member: np.ndarray      # (J,) int64
+    priority: np.ndarray        # (J,) int64
+    creation: np.ndarray        # (J,) float64
+    problem: np.ndarray         # (J,) bool: it cannot run at all (JobInfo.problem)
+    grouped: np.ndarray         # (J,) bool: it has a PodGroup (not a lone pod's implicit group)
+
+
 def min_resource_vector(group: PodGroup, index: dict[str, int], r: int) -> np.ndarray | None:
     """A PodGroup's minResources as a vector over the snapshot's resource columns (resources the
     snapshot has no column for are left out), or None when it sets none."""

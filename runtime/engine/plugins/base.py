@@ -31,7 +31,8 @@ class Plugin:
 
     def register(self, ssn: "Session", point: str, fn: Callable,
                  column: Callable[[], "np.ndarray"] | None = None) -> None:
-        """`column` (order points only): the same answer for every row at once (Session.job_order)."""
+        """`column`: the answers for every row at once: at an order point, the keys (Session.job_order);
+        at job_valid, where the job may be invalid (Session.jobs_to_validate asks only those)."""
         if point not in self.answers:
             raise CatalogMismatch(f"plugin {self.name} registers `{point}`, which it does not declare")
         if self.spec.enabled(point):

@@ -76,8 +76,10 @@ class GangPlugin(Plugin):
         self.register(ssn, "job_ready", ready)
         self.register(ssn, "job_pipelined", pipelined)
         self.register(ssn, "job_starving", starving)
-        self.register(ssn, "job_valid", valid)
-        min_member = np.array([job.min_member for job in jobs], dtype=np.int64)
+        # The jobs valid() may find invalid: a PodGroup's (a lone pod's implicit job has its one
+        # pod of minMember 1, and no sub-groups); the others are not asked.
+        self.register(ssn, "job_valid", valid, column=lambda: ssn.job_cols.grouped)
+        min_member = ssn.job_cols.min_member
         # Jobs whose readiness is more than a count: answered one by one.
         special = [job.index for job in jobs if self.zero_pending[job.index] or job.min_task_member
                    or job.index in sub_grouped]

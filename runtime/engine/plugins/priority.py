@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from runtime.engine.plugins.base import Plugin
 from runtime.engine.snapshot import HELD, SUCCEEDED
 
@@ -16,7 +14,7 @@ class PriorityPlugin(Plugin):
         jobs = ssn.snap.jobs
         task_priority = ssn.snap.task_priority
         task_job = ssn.snap.task_job
-        negated = np.array([-job.priority for job in jobs], dtype=np.int64)
+        negated = -ssn.job_cols.priority
         self.register(ssn, "job_order", lambda j: -jobs[j].priority, column=lambda: negated)
         self.register(ssn, "task_order", lambda t: -int(task_priority[t]))
 
