@@ -438,10 +438,11 @@ class Session:
                 self.queue_allocated[c] += direct_alloc[q]
                 self.queue_request[c] += direct_req[q]
         pods_column = snap.resource_index["pods"]
-        for job in snap.jobs:
-            if job.queue < 0 or (job.implicit and job.min_resources is None):
-                continue        # a lone pod's implicit group (most jobs): nothing inqueue, nothing elastic
-            allocated = self.job_allocated[job.index]
+        cols = self.job_cols
+        # Not a lone pod's implicit group (most jobs): that has nothing inqueue, nothing elastic.
+        for j in np.flatnonzero((cols.queue >= 0) & (cols.grouped | cols.sized)).tolist():
+            job = snap.jobs[j]
+            allocated = self.job_allocated[j]
             if job.min_resources is not None and job.phase != "Pending":
                 short = np.maximum(job.min_resources - allocated, 0)
                 if job.phase == "Inqueue" or short.any():

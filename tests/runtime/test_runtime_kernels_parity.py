@@ -660,6 +660,8 @@ def test_build_jobs_matches(compiled, seed):
         assert cols.creation.tolist() == [float(job.creation) for job in jobs]
         assert cols.problem.tolist() == [bool(job.problem) for job in jobs]
         assert cols.grouped.tolist() == [job.podgroup is not None for job in jobs]
+        assert cols.sized.tolist() == [job.min_resources is not None for job in jobs]
+        assert cols.roles.tolist() == [bool(job.min_task_member) for job in jobs]
     assert outcomes[0] == outcomes[1]
     assert len(outcomes[0]) == len(tasks.job_names)
     problems = {job["problem"] for job in outcomes[0]}

@@ -3,6 +3,8 @@ identical tasks with the placement kernel (or card by card for device requests).
 
 from __future__ import annotations
 
+import numpy as np
+
 from runtime.cluster import decisions as d
 from runtime.engine.session import Session
 from runtime.engine.snapshot import PENDING, PIPELINED, READY_STATUSES
@@ -43,12 +45,14 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
                 ssn.job_reasons.setdefault(j, [reason])
                 continue
         chosen.append(j)
-    # Appended in job order, each list is already a heap.
-    heaps: dict[int, list] = {}
-    jobs = ssn.snap.jobs
-    for rank, j in enumerate(ssn.job_order(chosen)):
-        heaps.setdefault(jobs[j].queue, []).append((rank, j))
-    return heaps
+    # Each queue's (rank, job) in job order (a heap already), the queues in the order of their
+    # first job; grouped as arrays (a cycle at scale has thousands of jobs, queues a few).
+    order = np.array(ssn.job_order(chosen), dtype=np.int64)
+    queue_of = ssn.job_queue[order]
+    by_queue = np.argsort(queue_of, kind="stable")      # ranks ascending within each queue
+    groups = np.split(by_queue, np.flatnonzero(np.diff(queue_of[by_queue])) + 1) if len(order) else []
+    groups.sort(key=lambda ranks: ranks[0])
+    return {int(queue_of[ranks[0]]): list(zip(ranks.tolist(), order[ranks].tolist())) for ranks in groups}
 
 
 def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:

@@ -7,6 +7,9 @@ pod-less PodGroups are jobs)."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
+
+import numpy as np
 
 from runtime.cluster import decisions as d
 from runtime.engine.session import Session
@@ -17,10 +20,19 @@ def run(ssn: Session) -> None:
     waiting = []
     jobs = ssn.snap.jobs
     phases = ssn.job_phase
-    # _admit of a job without minResources in an open queue, with no enqueue listener: its phase.
-    plain = [] if ssn.enqueue_listeners else [queue.open for queue in ssn.snap.queues]
-    for job in jobs:
-        j = job.index
+    rest: Iterable[int] = range(len(jobs))
+    if not ssn.enqueue_listeners:
+        # A job without minResources in an open queue (most jobs at scale: a Deployment's pods)
+        # is admitted whenever its turn comes (below): all at once, _admit's one step for it.
+        cols = ssn.job_cols
+        is_open = np.array([queue.open for queue in ssn.snap.queues] + [False], dtype=bool)
+        plain = ~cols.problem & (cols.queue >= 0) & ~cols.sized & is_open[cols.queue]
+        for j in np.flatnonzero(plain).tolist():
+            if phases[j] == "Pending":
+                phases[j] = "Inqueue"
+        rest = np.flatnonzero(~plain).tolist()
+    for j in rest:
+        job = jobs[j]
         if phases[j] != "Pending":
             continue
         # Only a job that cannot run at all waits here (an unknown PodGroup or queue, a queue
@@ -34,10 +46,7 @@ def run(ssn: Session) -> None:
             # Admitted whenever its turn comes (if its queue is open): it asks no plugin and adds
             # nothing to its queue's inqueue total, so no other job's admission depends on when.
             # Most jobs at scale (a Deployment's pods) are such: they take no turn.
-            if plain and plain[job.queue]:
-                phases[j] = "Inqueue"
-            else:
-                _admit(ssn, j)
+            _admit(ssn, j)
             continue
         waiting.append(j)
     # Each queue's jobs in job order (the order a heap of (job_key, j) pops them, the keys taken

@@ -625,7 +625,8 @@ def build_jobs(podgroups: dict, priority_classes: dict, default_priority, job_na
 
 
 def job_columns(jobs: list) -> JobColumns:
-    """The jobs' queue, minMember, priority, creation, problem and PodGroup flags as arrays."""
+    """The jobs' queue, minMember, priority, creation, and flags (problem, PodGroup, minResources,
+    minTaskMember) as arrays."""
     i: cython.Py_ssize_t
     n: cython.Py_ssize_t = len(jobs)
     queue = np.empty(n, dtype=np.int64)
@@ -634,12 +635,16 @@ def job_columns(jobs: list) -> JobColumns:
     creation = np.empty(n, dtype=np.float64)
     problem = np.zeros(n, dtype=np.uint8)
     grouped = np.zeros(n, dtype=np.uint8)
+    sized = np.zeros(n, dtype=np.uint8)
+    roles = np.zeros(n, dtype=np.uint8)
     q: cython.longlong[::1] = queue
     m: cython.longlong[::1] = min_member
     p: cython.longlong[::1] = priority
     c: cython.double[::1] = creation
     b: cython.uchar[::1] = problem
     g: cython.uchar[::1] = grouped
+    z: cython.uchar[::1] = sized
+    r: cython.uchar[::1] = roles
     for i in range(n):
         job = jobs[i]
         q[i] = get_slot(job, J_QUEUE)
@@ -648,7 +653,10 @@ def job_columns(jobs: list) -> JobColumns:
         c[i] = get_slot(job, J_CREATION)
         b[i] = get_slot(job, J_PROBLEM) is not None and bool(get_slot(job, J_PROBLEM))
         g[i] = get_slot(job, J_PODGROUP) is not None
-    return JobColumns(queue, min_member, priority, creation, problem.view(bool), grouped.view(bool))
+        z[i] = get_slot(job, J_MIN_RES) is not None
+        r[i] = len(get_slot(job, J_MIN_TASK)) > 0
+    return JobColumns(queue, min_member, priority, creation, problem.view(bool), grouped.view(bool),
+                      sized.view(bool), roles.view(bool))
 
 
 # --- the cycle's decisions --------------------------------------------------------------------

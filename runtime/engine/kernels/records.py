@@ -103,6 +103,8 @@ class JobColumns:
     creation: np.ndarray        # (J,) float64
     problem: np.ndarray         # (J,) bool: it cannot run at all (JobInfo.problem)
     grouped: np.ndarray         # (J,) bool: it has a PodGroup (not a lone pod's implicit group)
+    sized: np.ndarray           # (J,) bool: it has minResources
+    roles: np.ndarray           # (J,) bool: it has minTaskMember
 
 
 def min_resource_vector(group: PodGroup, index: dict[str, int], r: int) -> np.ndarray | None:

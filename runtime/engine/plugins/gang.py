@@ -28,7 +28,8 @@ class GangPlugin(Plugin):
         self.ssn = ssn
         jobs = ssn.snap.jobs
         pending_zero = (ssn.status == PENDING) & ssn.zero
-        self.zero_pending = (np.bincount(ssn.snap.task_job[pending_zero], minlength=len(jobs)) > 0).tolist()
+        zero_pending = np.bincount(ssn.snap.task_job[pending_zero], minlength=len(jobs)) > 0
+        self.zero_pending = zero_pending.tolist()
         job_ready = ssn.job_ready
         # Jobs with spec.subGroupPolicy: ready only with each policy's minSubGroups sub-groups
         # ready too (Volcano's CheckSubJobReady / CheckSubJobPipelined / CheckSubJobValid).
@@ -81,8 +82,8 @@ class GangPlugin(Plugin):
         self.register(ssn, "job_valid", valid, column=lambda: ssn.job_cols.grouped)
         min_member = ssn.job_cols.min_member
         # Jobs whose readiness is more than a count: answered one by one.
-        special = [job.index for job in jobs if self.zero_pending[job.index] or job.min_task_member
-                   or job.index in sub_grouped]
+        special = np.flatnonzero(zero_pending | ssn.job_cols.roles).tolist()
+        special = sorted({*special, *sub_grouped}) if sub_grouped else special
 
         def order_column() -> np.ndarray:
             out = (job_ready >= min_member).astype(np.int64)
