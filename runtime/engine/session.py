@@ -317,6 +317,7 @@ class Session:
         self.zero = ~np.delete(snap.request, pods_col, axis=1).any(axis=1) if len(snap.request) else \
             np.zeros(0, dtype=bool)
         self.queue_chain = [self._chain(q) for q in range(q_n)]
+        self.queue_names = [queue.name for queue in snap.queues]
         # The jobs' fields as arrays, read for every job at once (job order columns, validity).
         self.job_cols = kernels.job_columns(snap.jobs)
         self._init_accounting()
@@ -615,8 +616,8 @@ class Session:
             if getattr(fn, "fixed_width", False):
                 # Its keys are tuples of one length: flat with the name they order the same,
                 # and a heap of queues compares them in one pass instead of two levels.
-                return (*fn(q), self.snap.queues[q].name)
-            return fn(q), self.snap.queues[q].name
+                return (*fn(q), self.queue_names[q])
+            return fn(q), self.queue_names[q]
         return (*[fn(q) for fn in fns], self.snap.queues[q].name)
 
     def task_key(self, t: int) -> tuple:

@@ -58,8 +58,12 @@ class CapacityPlugin(Plugin):
         cols = np.array([c for row in named_columns for c in row], dtype=np.int64)
         share = ssn.k.NamedShare(ssn.queue_allocated, amount, col_ptr, cols).of
 
+        # Per queue, the key's parts that do not change within a cycle (asked every turn).
+        negated = [-queue.priority for queue in queues]
+        naming = [0 if len(cols) else 1 for cols in named_columns]
+
         def queue_order(q: int) -> tuple:
-            return (-queues[q].priority, share(q), 0 if len(named_columns[q]) else 1)
+            return (negated[q], share(q), naming[q])
         queue_order.fixed_width = True       # Session.queue_key: its tuples are of one length
 
         def preemptive(q: int, t: int) -> bool:

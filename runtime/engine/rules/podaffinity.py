@@ -29,7 +29,7 @@ import numpy as np
 from runtime.cluster.model import Pod, PodAffinityTerm, PodRules
 from runtime.engine.rules.pods import (
     ONE_NODE_CODES, CountingRule, KeptCounts, KeptMatches, PlacedGroup, Profile, SelectorIndex, bounded_profiles,
-    count_changes, count_each, keep_counts, kept_counts, kept_matches, placed_groups, profile, reading,
+    count_changes, count_each, keep_counts, kept_counts, kept_matches, placed_groups, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_LATER, MASK_PASS, MASK_RELEASING, Check
 from runtime.engine.snapshot import Domains
@@ -405,7 +405,7 @@ class PodAffinityRule(CountingRule):
         """The groups whose terms all match the pod, in the order they were made (cached by its
         profile, and across cycles while the groups' terms stay)."""
         if key is None:
-            key = profile(self.snap, pod)
+            key = self._reading.profile(pod)
         found = self._matches.get(key)
         if found is None:
             groups = self._group_list
@@ -453,7 +453,7 @@ class PodAffinityRule(CountingRule):
         """The holds whose term matches the pod, in the order made (their places kept across
         cycles by profile in the hold plan, while the holds are its own)."""
         kept = self._hold_matches if len(self._hold_list) == self._planned_holds else None
-        key = profile(self.snap, pod) if kept is not None else None
+        key = self._reading.profile(pod) if kept is not None else None
         at = kept.get(key) if kept is not None else None
         if at is None:
             position = self._hold_position

@@ -163,6 +163,16 @@ class Reading:
         # The snapshot's statuses (the session's own copy changes).
         self.alike: list[int] = ssn.pending_classes()
         self._nodes: dict[str, dict[int, np.ndarray]] = {}
+        self._snap = ssn.snap
+        self._profiles: dict[int, Profile] = {}      # id(pod) -> its profile (the pods live as long)
+
+    def profile(self, pod: Pod) -> Profile:
+        """profile(snap, pod), made once per pod of the snapshot: a class's head is asked by
+        each rule (its terms, the holds and the selections it matches)."""
+        found = self._profiles.get(id(pod))
+        if found is None:
+            found = self._profiles[id(pod)] = profile(self._snap, pod)
+        return found
 
     def domain_nodes(self, domains: Domains, d: int) -> np.ndarray:
         """domains.nodes(d), kept (read only)."""

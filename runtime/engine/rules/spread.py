@@ -37,7 +37,7 @@ from runtime.cluster.selectors import LabelSelector
 from runtime.engine.nodemasks import affinity_mask, untolerated_taint_checks
 from runtime.engine.rules.pods import (
     CountingRule, KeptMatches, PlacedGroup, Profile, SelectorIndex, count_changes, count_each, keep_counts,
-    kept_counts, kept_matches, placed_groups, profile, reading,
+    kept_counts, kept_matches, placed_groups, reading,
 )
 from runtime.engine.extension import MASK_FAIL, MASK_PASS, Check
 from runtime.engine.snapshot import Domains
@@ -392,7 +392,7 @@ class TopologySpreadRule(CountingRule):
 
     def _matching(self, pod: Pod, key: Profile | None = None) -> list[_Selection]:
         if key is None:
-            key = profile(self.snap, pod)
+            key = self._reading.profile(pod)
         found = self._matches.get(key)
         if found is None:
             selections = self._selection_list
