@@ -95,17 +95,30 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
     sub-group (actions/topology.py)."""
     if j in ssn.snap.sub_groups or (ssn.hypernode_rule is not None and asks_topology(ssn.snap.jobs[j])):
         return topology.allocate_within(ssn, j, one_task, attempt_job, finish_job, bind_reservations)
-    tried = attempt_job(ssn, j, one_task)
+    runs = None if ssn.held else ssn.pending_runs(j, skip_zero=True)
+    if runs is not None and len(runs) == 1 and len(runs[0]) == 1:
+        # Most turns at scale (a Deployment-like pod's, its job of one task): finish_job's steps
+        # here, and nothing is left to place after the turn (the job's other pending tasks, if
+        # any, request nothing: backfill's).
+        stmt, _, _, ready = attempt_one(ssn, j, runs)
+        if ready or ssn.job_ready_ok(j):
+            stmt.commit()
+        else:
+            not_ready(ssn, j, stmt, runs[0])
+        return False
+    tried = attempt_job(ssn, j, one_task, runs)
     return finish_job(ssn, j, tried) if tried is not None else False
 
 
-def attempt_job(ssn: Session, j: int, one_task: bool = False):
+def attempt_job(ssn: Session, j: int, one_task: bool = False, runs: list[list[int]] | None = None):
     """Job j's placements for one turn, in a statement not yet committed or discarded:
     (statement, runs, placed_any, ready: whether the job was found ready after its last
-    placement), or None when the job has nothing to place."""
+    placement), or None when the job has nothing to place. `runs`: its pending runs, when the
+    caller has them (no reservation held)."""
     snap = ssn.snap
     # Reservations held from earlier cycles (ssn.held) are few and rare: most turns look none up.
-    runs = None if ssn.held else ssn.pending_runs(j, skip_zero=True)
+    if runs is None and not ssn.held:
+        runs = ssn.pending_runs(j, skip_zero=True)
     if runs is not None and len(runs) == 1 and len(runs[0]) == 1:
         return attempt_one(ssn, j, runs)    # most turns: a Deployment-like pod's, its job of one task
     job = snap.jobs[j]
@@ -190,23 +203,28 @@ def finish_job(ssn: Session, j: int, tried) -> bool:
     """Commit a turn's statement when the job is ready, keep it pipelined when it is pipelined,
     discard it otherwise (the gang's reason on its tasks)."""
     stmt, runs, placed_any, ready = tried
-    job = ssn.snap.jobs[j]
     # Found ready after the turn's last placement: nothing changed since. Not found so, it may
     # still be (a ready job's one more task that found no node).
     if ready or ssn.job_ready_ok(j):
         stmt.commit()
         # A job with no task pending left (most: a Deployment's pod is a job of one) has no run.
         return placed_any and ssn.job_pending.item(j) > 0 and bool(ssn.pending_runs(j, skip_zero=True))
+    not_ready(ssn, j, stmt, [t for run in runs for t in run])
+    return False
+
+
+def not_ready(ssn: Session, j: int, stmt, tasks: list[int]) -> None:
+    """The end of a turn that left job j not ready: its statement kept as reservations when the
+    job is pipelined, else discarded, the gang's reason on the turn's `tasks`."""
     if ssn.job_pipelined_ok(j):
         stmt.to_pipelined()
         stmt.commit()
-        return False
+        return
     gang = gang_reason(ssn, j)
     stmt.discard()
-    if job.min_member > 1:
-        for t in (t for run in runs for t in run):
+    if ssn.snap.jobs[j].min_member > 1:
+        for t in tasks:
             ssn.add_reason(t, gang)
-    return False
 
 
 def held_beside(ssn: Session, q: int, t: int) -> np.ndarray | None:
