@@ -1268,7 +1268,7 @@ class Statement:
         """Record the first n placements a placement kernel made (its node arrays updated)."""
         if n == 1:      # most placements (a replica's, or under inter-pod rules): scalars
             ssn = self.ssn
-            t, node = int(tasks[0]), nodes.item(0)      # item: a Python int, no NumPy scalar made
+            t, node = tasks[0], nodes.item(0)      # item: a Python int, no NumPy scalar made
             ssn.ledger.placed_one(t, node, kinds.item(0))
             self.ops.append((_PLACE, tasks[:1]))
             if ssn.listeners:       # _notify's one-task case inline

@@ -36,10 +36,13 @@ def run(ssn: Session) -> None:
     queues = [(ssn.queue_key(q), q) for q in fresh]
     heapq.heapify(queues)
     failed_at: dict[int, int] = {}     # queue -> highest priority of its jobs that failed (dequeue strategy)
+    # Read every turn: bound once (the session's plugins do not change within an action).
+    overused, queue_key = ssn.overused, ssn.queue_key
+    traverse = [queue.dequeue == "traverse" for queue in ssn.snap.queues]
     best = heapq.heappop(queues) if queues else None
     while best is not None:
         q = best[1]
-        if ssn.overused(q):
+        if overused(q):
             reason = overused_reason(ssn, q)
             for j in (*fresh[q], *(j for _, _, j in again[q])):
                 ssn.job_reasons.setdefault(j, []).append(reason)
@@ -50,8 +53,8 @@ def run(ssn: Session) -> None:
         if failed_at and dequeue_blocked(ssn, q, j, failed_at):     # no failure yet: nothing blocks
             more = False
         else:
-            more = allocate_job(ssn, j, one_task=one_task)
-            if ssn.snap.queues[q].dequeue != "traverse" and j in ssn.attempted and not (
+            more = allocate_job(ssn, j, one_task)
+            if not traverse[q] and j in ssn.attempted and not (
                     ssn.job_ready_ok(j) or ssn.job_pipelined_ok(j)):
                 priority = ssn.snap.jobs[j].priority
                 failed_at[q] = max(failed_at.get(q, priority), priority)
@@ -60,7 +63,7 @@ def run(ssn: Session) -> None:
         # Back in the queue order and the next best taken in one step (often the same queue,
         # the heap then untouched).
         if fresh[q] or again[q]:
-            best = heapq.heappushpop(queues, (ssn.queue_key(q), q))
+            best = heapq.heappushpop(queues, (queue_key(q), q))
         else:
             best = heapq.heappop(queues) if queues else None
 
