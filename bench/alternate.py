@@ -11,6 +11,12 @@ the last cycle each): the script exits 1 otherwise.
 
     git worktree add /tmp/base <commit> && (cd /tmp/base && python setup.py build_ext --inplace)
     python bench/alternate.py --base /tmp/base [--section 12] [--rounds 4] [--cycles 8] [--quick] [--json]
+    python bench/alternate.py --base /tmp/base --instructions [--section 12] [--quick]
+
+--instructions counts instead of timing: one warm cycle of each checkout under Valgrind's callgrind
+(the instructions the cycle executes, the same from run to run within a few in ten thousand,
+whatever else the machine runs), for changes of a few percent that timings on a shared VM cannot
+show. Each process then runs some fifty times slower (about half a minute at section 12's size).
 
 With --json the last line is one JSON object.
 """
@@ -19,9 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
@@ -50,6 +59,14 @@ else:
 bc.freeze_state()
 run()
 seconds, decisions = [], None
+if cycles == 0:     # --instructions: callgrind collects within operator.call only, once its instrumentation is on
+    import operator, os, subprocess
+    run()
+    control = subprocess.Popen(["callgrind_control", "-i", "on", str(os.getpid())],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while control.poll() is None:     # busy: Valgrind reads the request between blocks
+        sum(range(1000))
+    cpu, decisions = operator.call(run)
 for _ in range(cycles):
     cpu, decisions = run()
     seconds.append(cpu)
@@ -66,6 +83,36 @@ def one_process(tree: Path, section: str, cycles: int, quick: bool) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def counted(tree: Path, section: str, quick: bool) -> dict:
+    """One warm cycle of `tree`'s section under callgrind: its instructions and decisions' digest."""
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+                               "--toggle-collect=_operator_call", f"--callgrind-out-file={tmp}/callgrind.out",
+                               sys.executable, "-c", CHILD, str(tree), section, "0", "1" if quick else "0"],
+                              capture_output=True, text=True, cwd=tree)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"bench/alternate.py: the counted cycle failed in {tree}:\n{done.stderr[-3000:]}")
+    if int(found.group(1)) == 0:     # the toggle names a symbol of CPython's own library
+        raise SystemExit(f"bench/alternate.py: callgrind counted nothing: {sys.executable} has no symbol _operator_call")
+    return {"instructions": int(found.group(1)), "digest": json.loads(done.stdout.strip().splitlines()[-1])["digest"]}
+
+
+def count_both(base: Path, section: str, quick: bool, as_json: bool) -> int:
+    rows = {name: counted(tree, section, quick) for name, tree in (("base", base), ("this", HERE))}
+    alike = rows["base"]["digest"] == rows["this"]["digest"]
+    ratio = round(rows["this"]["instructions"] / rows["base"]["instructions"], 4)
+    result = {"section": section, "quick": quick, "base": str(base), "instructions": rows, "ratio": ratio,
+              "identical_decisions": alike}
+    if as_json:
+        print(json.dumps(result))
+    else:
+        for name, row in rows.items():
+            print(f"{name}: {row['instructions']:,} instructions in one warm cycle")
+        print(f"this / base: {ratio}; decisions identical: {alike}")
+    return 0 if alike else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, type=Path, help="the checkout to compare with (kernels built)")
@@ -74,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=8, help="timed cycles per process, after one to warm up")
     parser.add_argument("--quick", action="store_true", help="a tenth of the section's size")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count one warm cycle's instructions under callgrind instead of timing")
     args = parser.parse_args(argv)
     base = args.base.resolve()
     if not (base / "bench" / "core.py").is_file():
@@ -82,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.cycles < 1:
         print("bench/alternate.py: --rounds and --cycles must be at least 1", file=sys.stderr)
         return 2
+    if args.instructions:
+        if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+            print("bench/alternate.py: --instructions needs Valgrind (apt install valgrind)", file=sys.stderr)
+            return 2
+        return count_both(base, args.section, args.quick, args.json)
     rows = []
     for r in range(args.rounds):
         for name, tree in (("base", base), ("this", HERE)):

@@ -116,6 +116,16 @@ def test_alternate_times_two_checkouts_and_compares_their_decisions() -> None:
     assert result["ratio_of_medians"] > 0
 
 
+def test_alternate_counts_instructions_the_same_for_the_same_tree() -> None:
+    # Under callgrind (bash .ci/install-valgrind.sh), this checkout against itself at a tenth of
+    # section 12: the count is of the cycle alone, so the two runs agree within a few in a thousand.
+    _, result = run_script("alternate.py", "--base", str(REPO), "--section", "12", "--quick", "--instructions",
+                           timeout=600)
+    counts = [row["instructions"] for row in result["instructions"].values()]
+    assert result["identical_decisions"] is True and min(counts) > 10_000_000
+    assert abs(result["ratio"] - 1) < 0.005
+
+
 def test_alternate_refuses_a_base_that_is_no_checkout(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(REPO / "bench" / "alternate.py"), "--base", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
