@@ -494,6 +494,8 @@ class Session:
             return
         if column is not None:
             self.order_columns[fn] = column
+        if point in self._SPECIALIZED.values():
+            self._unspecialize()
         tiers = self.callbacks.setdefault(point, [])
         while len(tiers) <= self._tier_index:
             tiers.append([])
@@ -534,6 +536,35 @@ class Session:
         # The snapshot lists a job's tasks by (priority desc, creation, uid): exactly the order
         # the priority plugin alone gives, so only other task orders need a sort.
         self._custom_task_order = any(name != "priority" for tier in self.fns("task_order") for name, _ in tier)
+        self._specialize()
+
+    # The combinators asked every allocate turn, and the points they combine.
+    _SPECIALIZED = {"queue_key": "queue_order", "overused": "overused", "job_ready_ok": "job_ready"}
+
+    def _specialize(self) -> None:
+        """Where one plugin answers a point that a combinator of _SPECIALIZED reads, an instance
+        attribute shadows the combinator with that answer itself (queue_key: its key made
+        without the loop): the same answers, without the combinator's call and loop, on each of
+        thousands of turns. A callback registered later drops them (`register`)."""
+        for name, point in self._SPECIALIZED.items():
+            fns = self.flat(point)
+            if len(fns) != 1:
+                continue
+            fn = fns[0]
+            if name == "queue_key":
+                names = self.queue_names
+                if getattr(fn, "fixed_width", False):
+                    self.queue_key = lambda q, fn=fn: (*fn(q), names[q])
+                else:
+                    self.queue_key = lambda q, fn=fn: (fn(q), names[q])
+            elif name == "job_ready_ok":
+                self.job_ready_ok = fn
+            else:
+                self.overused = fn
+
+    def _unspecialize(self) -> None:
+        for name in self._SPECIALIZED:
+            self.__dict__.pop(name, None)
 
     def add_listener(self, rule: StatefulRule) -> None:
         """Tell `rule` of every placement, undo and eviction (once, however often registered)."""
@@ -1228,6 +1259,7 @@ class Session:
         last reference. A closed session answers no plugin question; its arrays stay readable."""
         for plugin in self.plugins.values():
             plugin.on_session_close(self)
+        self._unspecialize()
         self.callbacks = {}
         self._flat = {}
         self.order_columns = {}
