@@ -539,7 +539,8 @@ class Session:
         self._specialize()
 
     # The combinators asked every allocate turn, and the points they combine.
-    _SPECIALIZED = {"queue_key": "queue_order", "overused": "overused", "job_ready_ok": "job_ready"}
+    _SPECIALIZED = {"queue_key": "queue_order", "overused": "overused", "job_ready_ok": "job_ready",
+                    "allocatable_count": "allocatable"}
 
     def _specialize(self) -> None:
         """Where one plugin answers a point that a combinator of _SPECIALIZED reads, an instance
@@ -559,6 +560,11 @@ class Session:
                     self.queue_key = lambda q, fn=fn: (fn(q), names[q])
             elif name == "job_ready_ok":
                 self.job_ready_ok = fn
+            elif name == "allocatable_count":
+                def allocatable_count(q: int, request, count: int, reserving: bool = False, fn=fn):
+                    allowed, why = fn(q, request, count, reserving)
+                    return (allowed, why) if allowed < count else (count, None)
+                self.allocatable_count = allocatable_count
             else:
                 self.overused = fn
 
@@ -1337,10 +1343,9 @@ class Statement:
             rule.evicted(t, node)
 
     def commit(self) -> None:
-        keys = self.ssn.snap.task_keys
         for op in self.ops:
             if op[0] == _EVICT:
-                self.ssn.evictions.append(d.Eviction(keys[op[1]], op[3]))
+                self.ssn.evictions.append(d.Eviction(self.ssn.snap.task_keys[op[1]], op[3]))
         self.ops = []
 
     def discard(self) -> None:

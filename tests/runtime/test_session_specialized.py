@@ -20,12 +20,17 @@ def generic(ssn: Session, name: str, arg: int):
 def test_specialized_answers_are_the_combinators() -> None:
     state = random_state(np.random.default_rng(2500))
     ssn = open_session(policy(STANDARD_TIERS), state, Options())
-    assert {"queue_key", "overused", "job_ready_ok"} <= set(vars(ssn))      # one plugin answers each
+    assert {"queue_key", "overused", "job_ready_ok", "allocatable_count"} <= set(vars(ssn))   # one plugin each
     from runtime.engine.actions import registry
     for step in range(2):       # before and after allocate moved the shares and readiness
         for q in range(len(ssn.snap.queues)):
             assert ssn.queue_key(q) == generic(ssn, "queue_key", q)
             assert ssn.overused(q) == generic(ssn, "overused", q)
+            for count in (0, 1, 3, 1000):
+                for t in range(0, len(ssn.snap.pods), 7):
+                    request = ssn.snap.request[t]
+                    assert ssn.allocatable_count(q, request, count) == \
+                        Session.allocatable_count(ssn, q, request, count)
         for j in range(len(ssn.snap.jobs)):
             assert bool(ssn.job_ready_ok(j)) == generic(ssn, "job_ready_ok", j)
         registry()["allocate"](ssn)
@@ -43,4 +48,4 @@ def test_a_callback_registered_later_is_heard() -> None:
 def test_a_closed_session_keeps_no_specialized_answer() -> None:
     ssn = open_session(policy(STANDARD_TIERS), random_state(np.random.default_rng(2700)), Options())
     ssn.close()
-    assert not {"queue_key", "overused", "job_ready_ok"} & set(vars(ssn))
+    assert not {"queue_key", "overused", "job_ready_ok", "allocatable_count"} & set(vars(ssn))

@@ -62,7 +62,7 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
     for it (each node keyed out for the rest of the call); otherwise task by task, each
     placement's effect on the rules (and so on the class's next node) taken in first."""
     cid = ssn.snap.task_class.item(run[0])
-    cp = ssn.placement(cid)
+    cp = ssn.placements.get(cid) or ssn.placement(cid)      # placement's lookup inline: most classes have one
     if cp.lazy:     # by its shared tree, its codes asked only where it looks
         tree = ssn.place_lazy(cp)
         if tree is None:
