@@ -3,6 +3,8 @@ identical tasks with the placement kernel (or card by card for device requests).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from runtime.cluster import decisions as d
@@ -21,22 +23,26 @@ def eligible_jobs(ssn: Session, want_pending: bool = True, also: frozenset[int] 
     order, job) lists sorted in job order (so heaps too). `hard_topology=False` leaves out jobs
     whose network topology is hard (only allocate places them, within one HyperNode); jobs with
     sub-groups (spec.subGroupPolicy) are left out unless `sub_groups` (allocate's)."""
-    pending = [p or (j in also) for j, p in enumerate(ssn.job_pending.tolist())] if also else \
-        ssn.job_pending.tolist()
+    jobs = ssn.snap.jobs
+    if want_pending:    # the jobs with pending tasks (and `also`), found as arrays: in job order
+        wanted = ssn.job_pending > 0
+        if also:
+            wanted[list(also)] = True
+        candidates: Iterable[int] = np.flatnonzero(wanted).tolist()
+    else:
+        candidates = range(len(jobs))
     gated = "enqueue" in ssn.plan.actions        # admitted() for every job at once
     phases = ssn.job_phase
     grouped = ssn.snap.sub_groups
     ask = ssn.jobs_to_validate()       # most jobs are valid by every plugin's column: not asked
     chosen = []
-    for job in ssn.snap.jobs:
-        j = job.index
-        if want_pending and pending[j] == 0:
-            continue
+    for j in candidates:
         if not sub_groups and j in grouped:
             continue          # only allocate places a job with sub-groups (sub-group by sub-group)
-        if not hard_topology and job.podgroup is not None and job.podgroup.network_topology is not None \
-                and job.podgroup.network_topology.hard:
-            continue
+        if not hard_topology:
+            group = jobs[j].podgroup
+            if group is not None and group.network_topology is not None and group.network_topology.hard:
+                continue
         if gated and phases[j] == "Pending":
             continue
         if ask is None or ask[j]:
