@@ -1071,13 +1071,15 @@ class Session:
 
     def _fresh_fits(self, req: np.ndarray, logged: int, key: bytes):
         """The NodeFits of request `req` (`key`: its bytes), brought up to the ledger's log
-        position `logged` (every node afresh when many changed since its last use, as a tree)."""
+        position `logged`: every node afresh only when the log since its last use is longer than
+        the nodes (a node costs the same either way; a tree's rebuild, cheaper per node than its
+        re-keying, comes at rebuild_over)."""
         fits = self.node_fits.get(key)
         if fits is None:
             fits = self.node_fits[key] = self.k.NodeFits(self.snap.allocatable, self.used, self.releasing,
                                                          self.pipelined, req, self.score_params)
         elif logged > fits.seen:
-            if logged - fits.seen > self.rebuild_over:
+            if logged - fits.seen > self.snap.n_nodes:
                 fits.build()
             else:
                 fits.refresh_log(self.ledger.log_arr, fits.seen, logged)

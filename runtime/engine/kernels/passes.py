@@ -589,12 +589,15 @@ def build_jobs(podgroups: dict, priority_classes: dict, default_priority, job_na
             queue_name = group.queue
             min_member = group.min_member
             pclass = group.priority_class
-            priority = priority_classes.get(pclass, default_priority) if pclass else int(task_priority[lo])
+            priority = priority_classes.get(pclass, default_priority) if pclass else \
+                task_priority[lo] if cython.compiled else int(task_priority[lo])
             min_res = min_resource_vector(group, index, r)
             phase, creation, uid, min_task = group.phase, group.creation, group.uid, dict(group.min_task_member)
         else:
             queue_name = get_slot(head, M_ANNOTATIONS).get(QUEUE_ANNOTATION) or default_queue
-            min_member, priority, min_res = 1, int(task_priority[lo]), None
+            # Compiled, the C integer is made a Python int (int() would call the builtin).
+            priority = task_priority[lo] if cython.compiled else int(task_priority[lo])
+            min_member, min_res = 1, None
             # An implicit group of a placed pod runs; a waiting one starts Pending like the
             # PodGroup Volcano's controller would create for it.
             phase = PG_RUNNING if get_slot(head, M_NODE) else PG_PENDING
@@ -720,7 +723,7 @@ def podgroup_statuses(jobs: list, job_phase: list, ready: cython.const[cython.lo
             phase = PG_INQUEUE
         conditions = ()
         if phase == PG_INQUEUE or phase == PG_PENDING:
-            conditions = waiting(j, int(pending[j]), size)
+            conditions = waiting(j, pending[j], size)
         elif phase == PG_RUNNING:
             condition = new_instance(Condition)
             set_slot(condition, C_TYPE, "Scheduled")

@@ -291,4 +291,6 @@ class CountWithin:
                 allowed = n
                 where = row
                 column = self.binding
-        return int(allowed), int(where), int(column), int(asked)
+        if cython.compiled:     # C integers, made Python ints on return (int() would call the builtin)
+            return allowed, where, column, asked
+        return int(allowed), int(where), int(column), int(asked)     # interpreted: maybe NumPy's
