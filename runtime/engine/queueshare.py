@@ -275,22 +275,25 @@ def register_queue_answers(plugin, ssn, *, deserved: np.ndarray, limit: np.ndarr
     snap = ssn.snap
     share = ssn.k.QueueShare(ssn.queue_allocated, deserved, columns).of
     # Each walks a queue's chain (itself, then its ancestors) in one call.
-    within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns, ssn.chain_ptr, ssn.chains).chain
+    within = ssn.k.CountWithin(limit, ssn.queue_allocated, columns, ssn.chain_ptr, ssn.chains, snap.request).chain
     reserve = limit if reserve is None else reserve
     within_reserve = within if reserve is limit else \
-        ssn.k.CountWithin(reserve, ssn.queue_allocated, columns, ssn.chain_ptr, ssn.chains).chain
+        ssn.k.CountWithin(reserve, ssn.queue_allocated, columns, ssn.chain_ptr, ssn.chains, snap.request).chain
 
     def by_share(q: int) -> tuple:
         return (-snap.queues[q].priority, share(q))
 
-    def allocatable(q: int, request: np.ndarray, count: int, reserving: bool = False):
+    def allocatable(q: int, request: np.ndarray | int, count: int, reserving: bool = False):
         queue = snap.queues[q]
         if not queue.open:     # Volcano's proportion and capacity: a queue not Open allocates nothing
             return 0, d.Reason(d.QUEUE, f"queue {queue.name} is closed", {"queue": queue.name})
         bound, counter = (reserve, within_reserve) if reserving else (limit, within)
         allowed, c, binding, asked = counter(q, request, count)
+        if c < 0:
+            return allowed, None
         # The reason names the last queue of the chain that lowered what was allowed.
-        return allowed, (None if c < 0 else limit_reason(ssn, c, binding, request, asked, bound[c][binding], caps))
+        vector = snap.request[request] if isinstance(request, int) else request
+        return allowed, limit_reason(ssn, c, binding, vector, asked, bound[c][binding], caps)
 
     def within_deserved(q: int, t: int) -> bool:
         if not snap.queues[q].open:    # nor does it reclaim

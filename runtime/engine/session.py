@@ -724,7 +724,8 @@ class Session:
 
     def allocatable_count(self, q: int, request: np.ndarray, count: int,
                           reserving: bool = False) -> tuple[int, d.Reason | None]:
-        """How many of `count` tasks of `request` queue q may allocate, and why not more.
+        """How many of `count` tasks of `request` (a vector over the resource columns, or a task:
+        its row of snap.request) queue q may allocate, and why not more.
         `reserving`: for a reservation held across cycles, which the queue plugins bound by its
         capability rather than its deserved share (runtime/engine/queueshare.py)."""
         reason = None

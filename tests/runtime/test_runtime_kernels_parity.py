@@ -403,6 +403,12 @@ def test_row_helpers_match(compiled, seed):
         answers = [(rs.of(row), qs.of(row), al.row(row), al.chain(row), cw.chain(row, request, count), ns.of(row))
                    for rs, qs, al, cw, ns in helpers]
         assert answers[0] == answers[1], row
+        # Given the tasks' requests, a task (an int) is counted as its row is.
+        tasks = np.stack([np.zeros(len(request), dtype=np.int64), request, request * 2])
+        for k in (REF, compiled):
+            by_task = k.CountWithin(limit, allocated, columns, chain_ptr, flat, tasks)
+            assert by_task.chain(row, 1, count) == answers[0][4]
+            assert by_task.chain(row, 2, count) == by_task.chain(row, request * 2, count)
         assert answers[0][3] == any(answers[0][2] if c == row else REF.AtLimit(allocated, limit, columns, chain_ptr,
                                                                                 flat).row(c) for c in chains[row])
         # The chain: each queue's count bounds the next one's, the last to lower it answers.

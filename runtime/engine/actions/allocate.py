@@ -177,7 +177,7 @@ def attempt_one(ssn: Session, j: int, runs: list[list[int]]):
     snap = ssn.snap
     stmt = ssn.new_statement()
     ssn.attempted.add(j)
-    limit, queue_reason = ssn.allocatable_count(snap.jobs[j].queue, snap.request[t], 1)
+    limit, queue_reason = ssn.allocatable_count(snap.jobs[j].queue, t, 1)     # t: its row, read in place
     if limit > 0 and place_run(ssn, stmt, run, limit):
         return stmt, runs, True, ssn.job_ready_ok(j)
     say_unplaced(ssn, run, 0, limit, queue_reason)

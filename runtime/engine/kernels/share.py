@@ -238,16 +238,19 @@ class CountWithin:
     columns: cython.const[cython.longlong][::1]
     chain_ptr: cython.const[cython.longlong][::1]
     chains: cython.const[cython.longlong][::1]
+    requests: cython.const[cython.longlong][:, ::1]    # the tasks' requests (a row per task), when given
     binding: cython.Py_ssize_t        # the column that bound in the last _count (-1: none)
 
     def __init__(self, limit: cython.const[cython.longlong][:, ::1], allocated: cython.const[cython.longlong][:, ::1],
                  columns: cython.const[cython.longlong][::1], chain_ptr: cython.const[cython.longlong][::1],
-                 chains: cython.const[cython.longlong][::1]):
+                 chains: cython.const[cython.longlong][::1], requests=None):
         self.limit = limit
         self.allocated = allocated
         self.columns = columns
         self.chain_ptr = chain_ptr
         self.chains = chains
+        if requests is not None:
+            self.requests = requests
         self.binding = -1
 
     @cython.cfunc
@@ -271,11 +274,12 @@ class CountWithin:
                 self.binding = r
         return allowed
 
-    def chain(self, q: cython.Py_ssize_t, request: cython.const[cython.longlong][::1], count: cython.longlong) -> tuple:
+    def chain(self, q: cython.Py_ssize_t, request, count: cython.longlong) -> tuple:
         """How many of `count` tasks of `request` fit on queue q and then each ancestor in its
         chain, each bounding what the one before allowed: (allowed; the last queue of the chain that
         lowered it, the column that bound there and how many it was asked for; -1, -1, 0 when
-        all `count` fit)."""
+        all `count` fit). `request`: a vector over the columns, or a task (an int: its row of
+        `requests`, read in place; allocate asks every turn)."""
         k: cython.Py_ssize_t
         row: cython.Py_ssize_t
         allowed: cython.longlong = count
@@ -283,9 +287,14 @@ class CountWithin:
         n: cython.longlong
         where: cython.Py_ssize_t = -1
         column: cython.Py_ssize_t = -1
+        asking: cython.const[cython.longlong][::1]
+        if isinstance(request, int):
+            asking = self.requests[request]
+        else:
+            asking = request
         for k in range(self.chain_ptr[q], self.chain_ptr[q + 1]):
             row = self.chains[k]
-            n = self._count(row, request, allowed)
+            n = self._count(row, asking, allowed)
             if n < allowed:
                 asked = allowed
                 allowed = n
