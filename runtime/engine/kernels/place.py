@@ -40,6 +40,9 @@ IDLE = cython.declare(cython.schar, codes.IDLE)
 IDLE_BONUS = cython.declare(cython.double, 2e12)
 FUTURE_BONUS = cython.declare(cython.double, 1e12)
 NEG_INF = cython.declare(cython.double, -math.inf)
+# A kernel call releases the GIL (for the scheduler's other threads) only for a loop longer than
+# this: a turn's refresh or placement touches a few nodes, and the release costs more than them.
+LONG_RUN = cython.declare(cython.Py_ssize_t, 256)
 
 
 @cython.cfunc
@@ -368,10 +371,20 @@ class NodeFits:
     @cython.cfunc
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
                  end: cython.Py_ssize_t) -> cython.void:
+        if end - start > LONG_RUN:
+            with cython.nogil:
+                self._update_range(nodes, start, end)
+        else:
+            self._update_range(nodes, start, end)
+
+    @cython.cfunc
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _update_range(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
+                      end: cython.Py_ssize_t) -> cython.void:
         j: cython.Py_ssize_t
-        with cython.nogil:
-            for j in range(start, end):
-                self._update(nodes[j])
+        for j in range(start, end):
+            self._update(nodes[j])
 
 
 @cython.cclass
@@ -640,17 +653,27 @@ class PlacementTree:
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
                  end: cython.Py_ssize_t) -> cython.void:
         """Re-keys nodes[start:end], each once however often listed."""
+        self.epoch += 1
+        if end - start > LONG_RUN:
+            with cython.nogil:
+                self._rekey_range(nodes, start, end)
+        else:
+            self._rekey_range(nodes, start, end)
+
+    @cython.cfunc
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _rekey_range(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
+                     end: cython.Py_ssize_t) -> cython.void:
         j: cython.Py_ssize_t
         n: cython.Py_ssize_t
-        self.epoch += 1
         epoch: cython.longlong = self.epoch
-        with cython.nogil:
-            for j in range(start, end):
-                n = nodes[j]
-                if self.mark[n] == epoch:
-                    continue
-                self.mark[n] = epoch
-                self._rekey(n)
+        for j in range(start, end):
+            n = nodes[j]
+            if self.mark[n] == epoch:
+                continue
+            self.mark[n] = epoch
+            self._rekey(n)
 
     @cython.cfunc
     def _begin(self, k: cython.Py_ssize_t) -> cython.void:
@@ -697,16 +720,15 @@ class PlacementTree:
                         out_kind[0] = self._charge(best, best_key)
                 return 1 if best >= 0 else 0
             self._build()
-        with cython.nogil:
-            while placed < k:
-                best_key = self.key[1]
-                if best_key == NEG_INF:
-                    break
-                best = self.idx[1]
-                out_nodes[placed] = best
-                out_kind[placed] = self._charge(best, best_key)
-                placed += 1
-                self._rekey(best)
+        while placed < k:
+            best_key = self.key[1]
+            if best_key == NEG_INF:
+                break
+            best = self.idx[1]
+            out_nodes[placed] = best
+            out_kind[placed] = self._charge(best, best_key)
+            placed += 1
+            self._rekey(best)
         return placed
 
     @cython.cfunc
@@ -790,27 +812,26 @@ class PlacementTree:
         epoch: cython.longlong = self._masked_begin(budget, k)
         out_nodes: cython.longlong[::1] = self.onodes
         out_kind: cython.schar[::1] = self.okinds
-        with cython.nogil:
-            while placed < k:
-                best = self._masked_top(cmask, budget, epoch)
-                if best < 0:
-                    break
-                out_nodes[placed] = best
-                if charge:
-                    out_kind[placed] = self._charge(best, self.key[1])
-                placed += 1
-                if self.mark[best] != epoch:
-                    self.mark[best] = epoch
-                    self.touched[self._kept] = best
-                    self._kept += 1
-                # Keyed out for the rest of the call (with k == 1 there is none: put back below).
-                i = self.size + best
-                self.key[i] = NEG_INF
+        while placed < k:
+            best = self._masked_top(cmask, budget, epoch)
+            if best < 0:
+                break
+            out_nodes[placed] = best
+            if charge:
+                out_kind[placed] = self._charge(best, self.key[1])
+            placed += 1
+            if self.mark[best] != epoch:
+                self.mark[best] = epoch
+                self.touched[self._kept] = best
+                self._kept += 1
+            # Keyed out for the rest of the call (with k == 1 there is none: put back below).
+            i = self.size + best
+            self.key[i] = NEG_INF
+            i //= 2
+            while i >= 1:
+                pull(self.key, self.idx, i)
                 i //= 2
-                while i >= 1:
-                    pull(self.key, self.idx, i)
-                    i //= 2
-            self._masked_end()
+        self._masked_end()
         return placed if best != -2 else -1 - placed
 
     def place_among(self, nodes: cython.const[cython.longlong][::1],
@@ -833,19 +854,18 @@ class PlacementTree:
         self._begin(1)
         out_nodes: cython.longlong[::1] = self.onodes
         out_kind: cython.schar[::1] = self.okinds
-        with cython.nogil:
-            for j in range(nodes.shape[0]):
-                n = nodes[j]
-                key = code_key(self.sfit, self.sdyn, codes[j], self.static, n)
-                # The lowest index among equals, as the tree (`nodes` in any order).
-                if key > best_key or (key == best_key and n < best):
-                    best_key = key
-                    best = n
-            if best >= 0:
-                out_nodes[0] = best
-                out_kind[0] = self._charge(best, best_key)
-                if not self.stale:
-                    self._rekey(best)
+        for j in range(nodes.shape[0]):
+            n = nodes[j]
+            key = code_key(self.sfit, self.sdyn, codes[j], self.static, n)
+            # The lowest index among equals, as the tree (`nodes` in any order).
+            if key > best_key or (key == best_key and n < best):
+                best_key = key
+                best = n
+        if best >= 0:
+            out_nodes[0] = best
+            out_kind[0] = self._charge(best, best_key)
+            if not self.stale:
+                self._rekey(best)
         return 1 if best >= 0 else 0
 
 
@@ -1001,17 +1021,27 @@ class DomainTree:
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
                  end: cython.Py_ssize_t) -> cython.void:
         """Re-keys nodes[start:end], each once however often listed."""
+        self.epoch += 1
+        if end - start > LONG_RUN:
+            with cython.nogil:
+                self._rekey_range(nodes, start, end)
+        else:
+            self._rekey_range(nodes, start, end)
+
+    @cython.cfunc
+    @cython.nogil
+    @cython.exceptval(check=False)
+    def _rekey_range(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
+                     end: cython.Py_ssize_t) -> cython.void:
         j: cython.Py_ssize_t
         n: cython.Py_ssize_t
-        self.epoch += 1
         epoch: cython.longlong = self.epoch
-        with cython.nogil:
-            for j in range(start, end):
-                n = nodes[j]
-                if self.mark[n] == epoch:
-                    continue
-                self.mark[n] = epoch
-                self._rekey(n)
+        for j in range(start, end):
+            n = nodes[j]
+            if self.mark[n] == epoch:
+                continue
+            self.mark[n] = epoch
+            self._rekey(n)
 
     def place_scored(self, scores: cython.const[cython.double][::1]) -> cython.Py_ssize_t:
         """Place one task of a class with this tree's request, mask codes and static scores plus
@@ -1038,38 +1068,37 @@ class DomainTree:
             self._build()
         out_nodes: cython.longlong[::1] = self.onodes
         out_kind: cython.schar[::1] = self.okinds
-        with cython.nogil:
-            for g in range(self.n_groups):
-                b = self.base[g]
-                top = self.key[b + 1]
-                if top == NEG_INF or scores[g] == NEG_INF:      # no node, or a domain failing the class
+        for g in range(self.n_groups):
+            b = self.base[g]
+            top = self.key[b + 1]
+            if top == NEG_INF or scores[g] == NEG_INF:      # no node, or a domain failing the class
+                continue
+            slack = abs(top) * KEY_SLACK
+            if top + scores[g] + slack < best_key:
+                continue        # no node of the group comes near the best so far
+            # The group's nodes keyed within `slack` of its top, each keyed as the class.
+            floor = top - slack
+            leaves = self.leaves[g]
+            self.stack[0] = 1
+            depth = 1
+            while depth > 0:
+                depth -= 1
+                i = self.stack[depth]
+                if self.key[b + i] < floor:
                     continue
-                slack = abs(top) * KEY_SLACK
-                if top + scores[g] + slack < best_key:
-                    continue        # no node of the group comes near the best so far
-                # The group's nodes keyed within `slack` of its top, each keyed as the class.
-                floor = top - slack
-                leaves = self.leaves[g]
-                self.stack[0] = 1
-                depth = 1
-                while depth > 0:
-                    depth -= 1
-                    i = self.stack[depth]
-                    if self.key[b + i] < floor:
-                        continue
-                    if i < leaves:
-                        self.stack[depth] = 2 * i + 1
-                        self.stack[depth + 1] = 2 * i
-                        depth += 2
-                        continue
-                    n = self.idx[b + i]
-                    key = scored_key(self.sfit, self.sdyn, self.mask[n], self.static[n] + scores[g], n)
-                    if key > best_key or (key == best_key and n < best):
-                        best_key = key
-                        best = n
-            if best >= 0:
-                out_nodes[0] = best
-                out_kind[0] = charge_node(self.used, self.pipelined, self.req, best, best_key)
-                self.fits._update(best)
-                self._rekey(best)
+                if i < leaves:
+                    self.stack[depth] = 2 * i + 1
+                    self.stack[depth + 1] = 2 * i
+                    depth += 2
+                    continue
+                n = self.idx[b + i]
+                key = scored_key(self.sfit, self.sdyn, self.mask[n], self.static[n] + scores[g], n)
+                if key > best_key or (key == best_key and n < best):
+                    best_key = key
+                    best = n
+        if best >= 0:
+            out_nodes[0] = best
+            out_kind[0] = charge_node(self.used, self.pipelined, self.req, best, best_key)
+            self.fits._update(best)
+            self._rekey(best)
         return 1 if best >= 0 else 0
