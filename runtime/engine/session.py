@@ -378,6 +378,7 @@ class Session:
         # More nodes changed than this since a tree's (or fit state's) last use: built afresh
         # rather than re-keyed node by node. Asked on every turn, so found once.
         self.rebuild_over = max(64, n // 8)
+        self.fits_rebuild_over = n      # a NodeFits' (_fresh_fits)
         self.shared_trees: dict[tuple, SharedTree] = {}
         self.domain_trees: dict[tuple, SharedTree] = {}     # kernels.DomainTree per request, mask, scores, domains
         # Outcome
@@ -1080,7 +1081,7 @@ class Session:
             fits = self.node_fits[key] = self.k.NodeFits(self.snap.allocatable, self.used, self.releasing,
                                                          self.pipelined, req, self.score_params)
         elif logged > fits.seen:
-            if logged - fits.seen > self.snap.n_nodes:
+            if logged - fits.seen > self.fits_rebuild_over:
                 fits.build()
             else:
                 fits.refresh_log(self.ledger.log_arr, fits.seen, logged)

@@ -503,6 +503,10 @@ def test_ledger_matches_reference(compiled, seed):
                     ledger.placed_one(t, int(pick.integers(0, 6)), int(pick.choice([1, 2])))
                     placed.append([t])
             runs_seen.append([ledger.pending_runs(j, bool(salt & 1)) for j in range(len(base["job_first"]) - 1)])
+            # one_pending: the one task of pending_runs' [[t]] (requests only), else -1.
+            for j in range(len(base["job_first"]) - 1):
+                runs = ledger.pending_runs(j, True)
+                assert ledger.one_pending(j) == (runs[0][0] if len(runs) == 1 and len(runs[0]) == 1 else -1)
         results.append(({k: v.tolist() for k, v in arrays.items()}, list(ledger.log_since(0)), ledger.log_n,
                         runs_seen))
     assert results[0] == results[1]

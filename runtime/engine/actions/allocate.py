@@ -98,18 +98,19 @@ def allocate_job(ssn: Session, j: int, one_task: bool = False) -> bool:
     sub-group (actions/topology.py)."""
     if j in ssn.snap.sub_groups or (ssn.hypernode_rule is not None and asks_topology(ssn.snap.jobs[j])):
         return topology.allocate_within(ssn, j, one_task, attempt_job, finish_job, bind_reservations)
-    runs = None if ssn.held else ssn.pending_runs(j, skip_zero=True)
-    if runs is not None and len(runs) == 1 and len(runs[0]) == 1:
-        # Most turns at scale (a Deployment-like pod's, its job of one task): finish_job's steps
-        # here, and nothing is left to place after the turn (the job's other pending tasks, if
-        # any, request nothing: backfill's).
+    one = -1 if ssn.held else ssn.ledger.one_pending(j)
+    if one >= 0:
+        # Most turns at scale (a Deployment-like pod's, its job of one task to place; in any
+        # task order): finish_job's steps here, and nothing is left to place after the turn (the
+        # job's other pending tasks, if any, request nothing: backfill's).
+        runs = [[one]]
         stmt, _, _, ready = attempt_one(ssn, j, runs)
         if ready or ssn.job_ready_ok(j):
             stmt.commit()
         else:
             not_ready(ssn, j, stmt, runs[0])
         return False
-    tried = attempt_job(ssn, j, one_task, runs)
+    tried = attempt_job(ssn, j, one_task)
     return finish_job(ssn, j, tried) if tried is not None else False
 
 

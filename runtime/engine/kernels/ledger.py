@@ -219,6 +219,19 @@ class Ledger:
         self._account(t, 1, True)
         self._log(node)
 
+    def one_pending(self, j: cython.Py_ssize_t) -> cython.Py_ssize_t:
+        """Job j's one pending task that requests something, or -1 when it has none or several
+        (pending_runs' answer [[t]], without the lists: most allocate turns are such a job's)."""
+        t: cython.Py_ssize_t
+        found: cython.Py_ssize_t = -1
+        for t in range(self.job_first[j], self.job_first[j + 1]):
+            if self.status[t] != PENDING or self.zero[t]:
+                continue
+            if found >= 0:
+                return -1
+            found = t
+        return found
+
     def pending_runs(self, j: cython.Py_ssize_t, skip_zero: cython.bint) -> list:
         """Job j's pending tasks in snapshot order (zero-request ones left out when asked), as
         runs of consecutive tasks of one class: [[t, ...], ...]."""
