@@ -329,7 +329,7 @@ def share_case(name: str, deserved, allocated, request, want: float, xfail=None)
 
     def share_is(ssn, decisions):
         q = ssn.snap.queue_index["test-queue"]
-        got = ssn.queue_key(q)[0][1]
+        got = ssn.flat("queue_order")[0](q)[1]      # the queue order plugin's key: (-priority, share)
         assert got == pytest.approx(want), f"share {got}, want {want}"
 
     return Case(f"Test_updateQueueAttrShare / {name}", SHARE, (), nodes=[node("big", res("100", "100Gi", {"pods": "100"}))],
