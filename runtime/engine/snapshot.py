@@ -226,6 +226,18 @@ class Snapshot:
     def n_nodes(self) -> int:
         return len(self.node_names)
 
+    def rule_kinds(self) -> frozenset[str]:
+        """The kinds of inter-pod rule some pod in play carries (RULE_KINDS): a stateful rule no
+        pod carries answers nothing and is not opened. Kept across cycles with the rules objects
+        (Snapshot.rule_objects is the same list while they are)."""
+        kept = self.rule_tables.get(_RULE_KINDS_TABLE)
+        if kept is not None and kept[0] is self.rule_objects:
+            return kept[1]
+        found = frozenset(kind for kind, carries in RULE_KINDS.items()
+                          if any(carries(rules) for rules in self.rule_objects))
+        self.rule_tables[_RULE_KINDS_TABLE] = (self.rule_objects, found)
+        return found
+
     @property
     def n_resources(self) -> int:
         return len(self.resources)
@@ -868,6 +880,15 @@ def _add_podless_jobs(jobs: list[JobInfo], job_first: np.ndarray, state: Cluster
     if not added:
         return job_first
     return np.concatenate([job_first, np.full(added, job_first[-1], dtype=np.int64)])
+
+
+# What each kind of inter-pod rule reads of a pod's rules (Snapshot.rule_kinds).
+RULE_KINDS: dict[str, Callable[[PodRules], bool]] = {
+    "podaffinity": lambda r: bool(r.affinity or r.anti_affinity or r.preferred_affinity or r.preferred_anti_affinity),
+    "podtopologyspread": lambda r: bool(r.spread),
+    "nodeports": lambda r: bool(r.host_ports),
+}
+_RULE_KINDS_TABLE = "rule-kinds"
 
 
 def distinct_rules(rule_pods: list[Pod]) -> list[PodRules]:

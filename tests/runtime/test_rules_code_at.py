@@ -187,3 +187,23 @@ def test_a_zone_verdict_is_written_only_where_the_spread_filters(pure):
             checked += 1
     assert checked
     ssn.close()
+
+
+@pytest.mark.parametrize("carried", [(), ("anti",), ("spread",), ("ports",), ("anti", "spread", "ports")])
+def test_a_rule_is_opened_only_where_some_pod_carries_its_kind(carried):
+    """Snapshot.rule_kinds: the predicates and nodeorder plugins open an inter-pod rule only
+    where some pod in play carries its kind (one no pod carries would be asked about every class
+    for nothing); a settled pod's terms count as much as a pending one's."""
+    nodes = {f"n{i}": {ZONE: f"z{i % 2}"} for i in range(4)}
+    rules = {"anti": {"affinity": anti(term({"app": "a"}))}, "spread": {"spread": spread("a")},
+             "ports": {"ports": [{"containerPort": 80, "hostPort": 8080}]}}
+    pods = [pod_doc("plain", {"app": "a"}), pod_doc("other", {"app": "b"})]
+    for i, kind in enumerate(carried):
+        # Every other kind on a settled pod: its terms are in play as much as a waiting pod's.
+        pods.append(pod_doc(f"p{i}", {"app": "a"}, node_name="n0" if i % 2 else None, **rules[kind]))
+    ssn = open_session(PLAN, cluster(nodes, pods), Options())
+    opened = {rule.name for rule in (*ssn.stateful_filters, *ssn.stateful_scorers)}
+    kinds = {"anti": "podaffinity", "spread": "podtopologyspread", "ports": "nodeports"}
+    assert opened == {kinds[k] for k in carried}
+    assert ssn.snap.rule_kinds() == frozenset(kinds[k] for k in carried)
+    ssn.close()

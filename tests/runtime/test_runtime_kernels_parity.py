@@ -757,15 +757,18 @@ def test_domain_tree_matches_brute_force(compiled, seed):
     under the static scores plus the node's domain score (summed as the session sums them; the
     last entry for nodes lacking the key), in turn with room freed elsewhere (the fits and the
     tree refreshed), a shared tree's placements (told as the ledger's log) and a rebuild. Scores
-    with fractions, so that sums round apart where the static keys tie."""
+    with fractions, so that sums round apart where the static keys tie, and verdicts (0 or -inf
+    per domain, read off each domain's top)."""
     rng = np.random.default_rng(1300 + seed)
     n, alloc, used, releasing, pipelined, req, mask, _, params = random_tree_case(rng)
     static = rng.choice([0.0, 2.5, 0.1, 1 / 3, 71.3], size=n)
     domains = int(rng.integers(1, 5))
     domain_of = rng.integers(-1, domains, size=n).astype(np.int64)
-    scores = [rng.choice([0.0, 50.0, 100 / 3, 99.99, 12.345, 1e-13], size=domains + 1) for _ in range(2)]
+    scores = [rng.choice([0.0, 50.0, 100 / 3, 99.99, 12.345, 1e-13, -np.inf], size=domains + 1) for _ in range(2)]
+    # A hard spread's verdicts: 0 where a domain passes (each domain's top is its best), -inf where it fails.
+    scores.append(rng.choice([0.0, 0.0, -np.inf], size=domains + 1))
     changed = np.unique(rng.integers(0, n, size=3)).astype(np.int64)
-    steps = [0, 1, 0, "free", 1, "shared", 0, "build", 1, 0, 0, 1]
+    steps = [0, 2, 1, 0, "free", 2, 1, "shared", 2, 0, "build", 1, 2, 0, 0, 1, 2]
     for kernels in (REF, compiled):
         u, p = used.copy(), pipelined.copy()
         expected_u, expected_p = used.copy(), pipelined.copy()

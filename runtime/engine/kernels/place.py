@@ -679,7 +679,7 @@ class PlacementTree:
     def _begin(self, k: cython.Py_ssize_t) -> cython.void:
         """A placing call's start: out_nodes / out_kinds hold k answers, and the call is the
         shared room's latest turn (placed_at)."""
-        if self.out_nodes.shape[0] < k:
+        if self.onodes.shape[0] < k:
             self._outs(2 * k)
         if self.room is not None:
             self.room.tick += 1
@@ -1072,6 +1072,14 @@ class DomainTree:
             b = self.base[g]
             top = self.key[b + 1]
             if top == NEG_INF or scores[g] == NEG_INF:      # no node, or a domain failing the class
+                continue
+            if scores[g] == 0.0:
+                # The class's key on each node of the group is the tree's own (the static score
+                # plus 0, exactly): the group's top is its best, the lowest index among equals.
+                n = self.idx[b + 1]
+                if top > best_key or (top == best_key and n < best):
+                    best_key = top
+                    best = n
                 continue
             slack = abs(top) * KEY_SLACK
             if top + scores[g] + slack < best_key:

@@ -62,10 +62,11 @@ class NodeOrderPlugin(Plugin):
             return out
 
         self.register(ssn, "node_order", static)
-        if snap.rule_pods:   # inter-pod scores only where some pod carries rules
+        if snap.rule_pods:   # inter-pod scores only where some pod carries the rule's kind
+            carried = snap.rule_kinds()
             for name, state in (("podaffinity", pod_affinity_state), ("podtopologyspread", spread_state)):
                 w = float(self.args.get(name, 2)) * weight
-                if w > 0:
+                if w > 0 and name in carried:
                     rule = state(ssn)
                     rule.weight = w
                     self.register(ssn, "node_order", rule)

@@ -36,17 +36,19 @@ class PredicatesPlugin(Plugin):
         snap = ssn.snap
         use_affinity = self.args.get("node_affinity", True)
         use_taints = self.args.get("taint_toleration", True)
-        if snap.rule_pods:   # inter-pod rules only where some pod carries them
-            if self.args.get("pod_affinity", True):
-                rule = pod_affinity_state(ssn)
-                rule.filter_on = True
-                self.register(ssn, "predicate", rule)
-            if self.args.get("pod_topology_spread", True):
-                rule = spread_state(ssn)
-                rule.filter_on = True
-                self.register(ssn, "predicate", rule)
-            if self.args.get("node_ports", True):
-                self.register(ssn, "predicate", NodePortsRule(ssn))
+        # Each inter-pod rule only where some pod carries its kind (a rule no pod carries passes
+        # every node and counts nothing: opened, it would be asked about every class for nothing).
+        carried = snap.rule_kinds() if snap.rule_pods else frozenset()
+        if "podaffinity" in carried and self.args.get("pod_affinity", True):
+            rule = pod_affinity_state(ssn)
+            rule.filter_on = True
+            self.register(ssn, "predicate", rule)
+        if "podtopologyspread" in carried and self.args.get("pod_topology_spread", True):
+            rule = spread_state(ssn)
+            rule.filter_on = True
+            self.register(ssn, "predicate", rule)
+        if "nodeports" in carried and self.args.get("node_ports", True):
+            self.register(ssn, "predicate", NodePortsRule(ssn))
 
         # Classes are many (one per rule group) and their node selectors and tolerations few:
         # each distinct one's masks are made once a session (a Check's mask is only read).

@@ -200,6 +200,9 @@ class _Spread:
 
 
 _UNIFORM: dict[tuple[int, bool], np.ndarray] = {}
+# A hard constraint's domain verdict by its code, as a placement by domain reads it: 0 where it
+# passes, -inf where it fails (a hard spread's codes are MASK_PASS or MASK_FAIL).
+_VERDICT_OF_CODE = np.array([0.0 if code == MASK_PASS else -np.inf for code in range(4)])
 _NO_NODES = np.zeros(0, dtype=np.int64)         # passing_nodes' answer where no domain passes
 FEW_DOMAINS = 64            # passing_nodes answers for constraints over at most this many domains
 
@@ -567,7 +570,7 @@ class TopologySpreadRule(CountingRule):
             return None
         s = hard[0]
         if s.verdicts is None:      # asked on each of the class's placements: made once per `codes`, kept by _move
-            s.verdicts = np.where(s.codes == MASK_PASS, 0.0, -np.inf)
+            s.verdicts = _VERDICT_OF_CODE.take(s.codes)
         return s.domains, s.verdicts
 
     def checks(self, cid: int) -> list[Check]:
