@@ -129,6 +129,8 @@ class ClassPlacement:
         self.scans = False
 
     def mark(self, nodes: np.ndarray | None) -> None:
+        # Marked on every node (dirty_all), it has nothing else marked: dirty is empty and
+        # dirty_code -1, and a mark changes nothing (Session.mark_dirty asks first).
         self.dirty_code = -1        # another mark: the rules are asked about all the nodes marked
         if nodes is None:
             self.dirty_all = True
@@ -1097,16 +1099,17 @@ class Session:
         return codes
 
     def mark_dirty(self, cid: int, nodes: np.ndarray | None) -> None:
-        """A stateful rule's answer for class cid changed on `nodes` (None: on any node)."""
+        """A stateful rule's answer for class cid changed on `nodes` (None: on any node). A class
+        marked on every node already (one placing by a DomainTree stays so) needs no more."""
         cp = self.placements.get(cid)
-        if cp is not None and cp.stateful:
+        if cp is not None and cp.stateful and not cp.dirty_all:
             cp.mark(nodes)
 
     def mark_dirty_as(self, cid: int, nodes: np.ndarray, code: int, rule: StatefulRule) -> None:
         """mark_dirty, where `rule`'s answer for class cid is `code` on every one of `nodes`
         (ClassPlacement.mark_as)."""
         cp = self.placements.get(cid)
-        if cp is not None and cp.stateful:
+        if cp is not None and cp.stateful and not cp.dirty_all:
             cp.mark_as(nodes, code, rule)
 
     def mark_all_dirty(self, nodes: np.ndarray | None, rule: StatefulRule) -> None:
@@ -1313,8 +1316,10 @@ class Statement:
             t, node = tasks[0], nodes.item(0)      # item: a Python int, no NumPy scalar made
             ssn.ledger.placed_one(t, node, kinds.item(0))
             self.ops.append((_PLACE, tasks[:1]))
-            if ssn.listeners:       # _notify's one-task case inline
-                for rule in ssn.listeners_of(t):
+            if ssn.listeners:       # _notify's one-task case inline, and listeners_of's lookup
+                pending = ssn._pending_class
+                found = ssn._class_listeners.get(pending[t]) if pending is not None else None
+                for rule in found if found is not None else ssn.listeners_of(t):
                     rule.placed(t, node)
         elif n:
             ssn = self.ssn

@@ -957,7 +957,18 @@ class Domains:
     values: list[str]
 
     def nodes(self, d: int) -> np.ndarray:
-        return self._order[self._starts[d]:self._starts[d + 1]]
+        """Domain d's node rows (read only), kept in `kept_nodes`: the counting rules ask for a
+        domain's nodes on each placement that changes its count."""
+        found = self.kept_nodes[d]
+        if found is None:
+            found = self.kept_nodes[d] = self._order[self._starts[d]:self._starts[d + 1]]
+        return found
+
+    @cached_property
+    def kept_nodes(self) -> list[np.ndarray | None]:
+        """`nodes(d)` per domain d, None where not asked yet (a hot caller reads it first)."""
+        self._order.flags.writeable = False      # the domains' node lists are views of it
+        return [None] * self.count
 
     # As lists (read only), for the counting rules' per-placement reads: made once and kept with
     # the Domains, which the node arrays keep across cycles (a hostname key's 10,000 rows).

@@ -610,7 +610,9 @@ class PodAffinityRule(CountingRule):
         same domain again in a move (a pod often matches the term it carries itself, a group's
         anti-affinity) is marked once: ClassPlacement.mark keeps a kept array marked twice in a
         row once."""
-        nodes = self._reading.domain_nodes(counts.domains, d)
+        nodes = counts.domains.kept_nodes[d]
+        if nodes is None:       # Domains.nodes inline: most are kept
+            nodes = counts.domains.nodes(d)
         mark = self.ssn.mark_dirty
         if self.weight > 0:
             for cid in cids:
@@ -643,19 +645,27 @@ class PodAffinityRule(CountingRule):
         groups, holds = self._moves(self.snap.classes[cid].head)
         return bool(groups or holds)
 
-    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
-        groups, holds = self._moves(t)
+    def _move(self, t: int, node: int, step: int = 1, leaving: bool = False) -> None:
+        alike = self._alike[t]          # _moves' lookup inline: a pending task's class has them
+        found = self._class_moves.get(alike) if alike >= 0 else None
+        groups, holds = found if found is not None else self._moves(t)
         if not groups and not holds:
             return
         for group in groups:
             before = group.matched
             for counts in group.counts.values():
-                d = counts.add(node, step, leaving)
-                if d >= 0:
-                    if not leaving:
-                        group.matched += step
-                    if group.users:
-                        self._changed(group.users, counts, d)
+                d = counts.of[node]          # _Counts.add, inline (as for the holds below)
+                if d < 0:
+                    continue
+                if leaving:
+                    counts.gone[d] = counts.gone.get(d, 0) + step
+                    counts.gone_total += step
+                else:
+                    counts.live[d] = counts.live.get(d, 0) + step
+                    counts.live_total += step
+                    group.matched += step
+                if group.users:
+                    self._changed(group.users, counts, d)
             if (before == 0) != (group.matched == 0):   # the self-affine first-pod rule flips
                 for cid in group.first_pod_users:
                     self.ssn.mark_dirty(cid, None)

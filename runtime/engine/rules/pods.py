@@ -20,7 +20,7 @@ import numpy as np
 from runtime.cluster.model import Pod, PodRules
 from runtime.cluster.selectors import LabelSelector
 from runtime.engine.extension import StatefulRule
-from runtime.engine.snapshot import Domains, Snapshot
+from runtime.engine.snapshot import Snapshot
 
 Profile = Hashable
 T = TypeVar("T")
@@ -162,7 +162,6 @@ class Reading:
         # satisfy make (runtime.engine.kernels.task_columns); the others are keyed by themselves.
         # The snapshot's statuses (the session's own copy changes).
         self.alike: list[int] = ssn.pending_classes()
-        self._nodes: dict[str, dict[int, np.ndarray]] = {}
         self._snap = ssn.snap
         self._profiles: dict[int, Profile] = {}      # id(pod) -> its profile (the pods live as long)
 
@@ -172,16 +171,6 @@ class Reading:
         found = self._profiles.get(id(pod))
         if found is None:
             found = self._profiles[id(pod)] = profile(self._snap, pod)
-        return found
-
-    def domain_nodes(self, domains: Domains, d: int) -> np.ndarray:
-        """domains.nodes(d), kept (read only)."""
-        kept = self._nodes.get(domains.key)
-        if kept is None:
-            kept = self._nodes[domains.key] = {}
-        found = kept.get(d)
-        if found is None:
-            found = kept[d] = domains.nodes(d)
         return found
 
 
@@ -260,11 +249,18 @@ class CountingRule(StatefulRule):
     adds a live pod on its node, an undo takes it away, an eviction moves it to the leaving,
     an undone eviction back. A subclass says what one such move does (`_move`)."""
 
-    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+    def _move(self, t: int, node: int, step: int = 1, leaving: bool = False) -> None:
         raise NotImplementedError
 
     def placed(self, t: int, node: int) -> None:
         self._move(t, node, 1, False)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # A placement (the commonest notification, one per pod placed) is the move with its
+        # defaults, a live pod in: a subclass's `_move` is its `placed`, a call fewer each time.
+        super().__init_subclass__(**kwargs)
+        if "_move" in cls.__dict__ and "placed" not in cls.__dict__:
+            cls.placed = cls.__dict__["_move"]
 
     def unplaced(self, t: int, node: int) -> None:
         self._move(t, node, -1, False)

@@ -84,7 +84,7 @@ class NodePortsRule(CountingRule):
     def listens(self, cid: int) -> bool:
         return bool(self._ports(cid))
 
-    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+    def _move(self, t: int, node: int, step: int = 1, leaving: bool = False) -> None:
         rules = self.snap.pods[t].rules
         if rules and rules.host_ports:
             for port in rules.host_ports:

@@ -558,7 +558,7 @@ class TopologySpreadRule(CountingRule):
                 size = s.passing_size = sum(sizes[d] for d in np.flatnonzero(s.codes[:-1]).tolist())
             if size <= most and (found is None or size < len(found)):
                 passing = np.flatnonzero(s.codes[:-1]).tolist()       # MASK_FAIL is 0
-                parts = [self._reading.domain_nodes(s.domains, d) for d in passing]
+                parts = [s.domains.nodes(d) for d in passing]
                 found = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else _NO_NODES
         return found
 
@@ -644,7 +644,7 @@ class TopologySpreadRule(CountingRule):
         if kept is None:
             self.ssn.mark_dirty(s.cid, None)        # not scored yet: its first score reads all
             return
-        nodes = self._reading.domain_nodes(s.domains, d)
+        nodes = s.domains.nodes(d)
         if isinstance(kept, _DomainScores):
             high, low = kept.high, kept.low
             kept.moved(d)
@@ -678,10 +678,12 @@ class TopologySpreadRule(CountingRule):
     def listens(self, cid: int) -> bool:
         return bool(self._selections_of(self.snap.classes[cid].head))
 
-    def _move(self, t: int, node: int, step: int, leaving: bool) -> None:
+    def _move(self, t: int, node: int, step: int = 1, leaving: bool = False) -> None:
         if leaving:
             return      # a leaving pod no longer counts
-        for selection in self._selections_of(t):
+        alike = self._reading.alike[t]      # _selections_of's lookup inline: a pending task's class has them
+        selections = self._class_matches.get(alike) if alike >= 0 else None
+        for selection in selections if selections is not None else self._selections_of(t):
             selection.per_node[node] = selection.per_node.get(node, 0) + step
             selection.total += step
             for s in selection.users:
@@ -704,7 +706,9 @@ class TopologySpreadRule(CountingRule):
                     code = s.codes[d] = MASK_FAIL if fails else MASK_PASS
                     if s.verdicts is not None:      # domain_verdicts' array, kept in step (read per call)
                         s.verdicts[d] = -np.inf if fails else 0.0
-                    nodes = self._reading.domain_nodes(s.domains, d)
+                    nodes = s.domains.kept_nodes[d]
+                    if nodes is None:       # Domains.nodes inline: most are kept
+                        nodes = s.domains.nodes(d)
                     if s.passing_size >= 0:
                         s.passing_size += -len(nodes) if fails else len(nodes)
                     if s.alone:
