@@ -912,6 +912,8 @@ class Session:
         if cp.tree is None:     # stale until a placement needs its keys (runtime.engine.kernels.place)
             cp.tree = self.k.PlacementTree(self.snap.allocatable, self.used, self.releasing, self.pipelined, cp.req,
                                            cp.mask, cp.score, self.score_params, fits, self.tree_room)
+        elif changed is not None and not len(changed):      # the log's nodes alone (most turns)
+            cp.tree.catch_up(self.ledger.log_arr, cp.seen, logged, self.rebuild_over)
         elif cp.tree.stale:
             pass                # built afresh (or scanned) when next asked: nothing to re-key
         elif changed is None or logged - cp.seen + len(changed) > self.rebuild_over:
@@ -936,13 +938,7 @@ class Session:
     def _bring_up(self, shared: SharedTree, logged: int) -> None:
         """A shared tree (made) brought up to the ledger's log position: built afresh when many
         nodes changed since, else re-keyed on those."""
-        tree = shared.tree
-        if tree.stale:
-            pass
-        elif logged - shared.seen > self.rebuild_over:
-            tree.build()
-        elif logged > shared.seen:
-            tree.refresh_log(self.ledger.log_arr, shared.seen, logged)
+        shared.tree.catch_up(self.ledger.log_arr, shared.seen, logged, self.rebuild_over)
         shared.seen = logged
 
     def place_one(self, cp: ClassPlacement) -> Any:
@@ -1082,12 +1078,9 @@ class Session:
         if fits is None:
             fits = self.node_fits[key] = self.k.NodeFits(self.snap.allocatable, self.used, self.releasing,
                                                          self.pipelined, req, self.score_params)
-        elif logged > fits.seen:
-            if logged - fits.seen > self.fits_rebuild_over:
-                fits.build()
-            else:
-                fits.refresh_log(self.ledger.log_arr, fits.seen, logged)
-        fits.seen = logged
+            fits.seen = logged
+        else:
+            fits.catch_up(self.ledger.log_arr, logged, self.fits_rebuild_over)
         return fits
 
     def stateful_codes(self, cid: int, nodes: np.ndarray) -> np.ndarray:

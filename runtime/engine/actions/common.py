@@ -99,9 +99,12 @@ def place_run(ssn: Session, stmt, run: list[int], limit: int) -> int:
             return placed
         cp = ssn.fresh_placement(cid)      # a tree of its own now: the rest in one call of it
     while placed < limit:
-        if placed and not by_domain:
-            cp = ssn.refresh(cp)
-        tree = ssn.place_one(cp)
+        if by_domain:
+            tree = ssn.place_by_domain(cp)      # place_one's first case, called as it
+        else:
+            if placed:
+                cp = ssn.refresh(cp)
+            tree = ssn.place_one(cp)
         if tree is None:
             break
         stmt.placed(run[placed:placed + 1], tree.out_nodes, tree.out_kinds, 1)

@@ -368,6 +368,17 @@ class NodeFits:
         """refresh of the nodes log[start:end], `log` the ledger's change log array."""
         self._refresh(self.log.of(log), start, end)
 
+    def catch_up(self, log, logged: cython.Py_ssize_t, rebuild_over: cython.Py_ssize_t) -> None:
+        """Fresh at the change log's position `logged` (`seen` then is): the nodes logged since
+        `seen` refreshed, or every node built afresh when they are more than `rebuild_over` (the
+        session's one call a turn for what it would otherwise ask in three)."""
+        if logged > self.seen:
+            if logged - self.seen > rebuild_over:
+                self.build()
+            else:
+                self._refresh(self.log.of(log), self.seen, logged)
+        self.seen = logged
+
     @cython.cfunc
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
                  end: cython.Py_ssize_t) -> cython.void:
@@ -648,6 +659,18 @@ class PlacementTree:
         """refresh of the nodes log[start:end], `log` the ledger's change log array."""
         if not self.stale:
             self._refresh(self.log.of(log), start, end)
+
+    def catch_up(self, log, seen: cython.Py_ssize_t, logged: cython.Py_ssize_t,
+                 rebuild_over: cython.Py_ssize_t) -> None:
+        """Fresh at the change log's position `logged`, from `seen` (the caller keeps it): the
+        nodes logged since re-keyed, or built afresh when next used if they are more than
+        `rebuild_over` (nothing while stale)."""
+        if self.stale or logged <= seen:
+            return
+        if logged - seen > rebuild_over:
+            self.build()
+        else:
+            self._refresh(self.log.of(log), seen, logged)
 
     @cython.cfunc
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
@@ -1016,6 +1039,18 @@ class DomainTree:
         """refresh of the nodes log[start:end], `log` the ledger's change log array."""
         if not self.stale:
             self._refresh(self.log.of(log), start, end)
+
+    def catch_up(self, log, seen: cython.Py_ssize_t, logged: cython.Py_ssize_t,
+                 rebuild_over: cython.Py_ssize_t) -> None:
+        """Fresh at the change log's position `logged`, from `seen` (the caller keeps it): the
+        nodes logged since re-keyed, or built afresh when next used if they are more than
+        `rebuild_over` (nothing while stale)."""
+        if self.stale or logged <= seen:
+            return
+        if logged - seen > rebuild_over:
+            self.build()
+        else:
+            self._refresh(self.log.of(log), seen, logged)
 
     @cython.cfunc
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,

@@ -534,8 +534,8 @@ class PodAffinityRule(CountingRule):
             out[AFFINITY_MESSAGE] = (~ok, np.zeros(size, dtype=bool))
         return out
 
-    def _code_at(self, ct: _ClassTerms, r: int) -> int:
-        """`codes` on the one node row r."""
+    def code_at(self, cid: int, r: int) -> int:
+        ct = self._classes.get(cid) or self._class(cid)
         later = False
         for counts in ct.against:
             if counts.live_total or counts.gone_total:
@@ -552,17 +552,13 @@ class PodAffinityRule(CountingRule):
                     return MASK_FAIL
         return MASK_LATER if later else MASK_PASS
 
-    def code_at(self, cid: int, row: int) -> int:
-        return self._code_at(self._classes.get(cid) or self._class(cid), row)
-
     def codes(self, cid: int, nodes: np.ndarray | None) -> np.ndarray:
         if nodes is not None and len(nodes) <= FEW_NODES:
             # A placement re-asks about the node or few it touched: node by node in Python costs
             # less than the whole-array path's fixed numpy overhead (same answers).
-            ct = self._class(cid)
             if len(nodes) == 1:
-                return ONE_NODE_CODES[self._code_at(ct, int(nodes[0]))]
-            return np.array([self._code_at(ct, r) for r in nodes.tolist()], dtype=np.uint8)
+                return ONE_NODE_CODES[self.code_at(cid, int(nodes[0]))]
+            return np.array([self.code_at(cid, r) for r in nodes.tolist()], dtype=np.uint8)
         size = self.snap.n_nodes if nodes is None else len(nodes)
         ct = self._class(cid)
         if ct.affinity is None and not any(c.live_total or c.gone_total for c in ct.against):

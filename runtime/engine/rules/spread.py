@@ -565,7 +565,7 @@ class TopologySpreadRule(CountingRule):
     def domain_verdicts(self, cid: int) -> tuple[Domains, np.ndarray] | None:
         # One hard constraint over few domains: every node of a domain shares its code (MASK_PASS
         # or MASK_FAIL; the extra last entry, nodes lacking the key, fails).
-        hard = self._hard_of(cid) if self.filter_on else ()
+        hard = (self._hard.get(cid) or self._hard_of(cid)) if self.filter_on else ()      # asked per placement
         if len(hard) != 1 or hard[0].domains.count > FEW_DOMAINS:
             return None
         s = hard[0]
