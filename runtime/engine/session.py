@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -67,6 +68,9 @@ class SharedTree:
     def __init__(self) -> None:
         self.tree: Any = None
         self.seen = 0           # the ledger log position the tree is up to date at
+
+
+_PASSING = attrgetter("passing")      # a Check's mask (class_mask keys classes by their checks' masks)
 
 
 class ClassPlacement:
@@ -794,7 +798,7 @@ class Session:
                 checks.extend(fn(cls))
             # Classes are many under inter-pod rules, their predicates' masks few (cached by the
             # predicates): classes with the same masks read one array (never written).
-            same = tuple(id(check.passing) for check in checks)
+            same = tuple(map(id, map(_PASSING, checks)))
             alike = self._masks_alike.get(same)
             if alike is None:
                 mask = np.ones(self.snap.n_nodes, dtype=bool)
@@ -838,11 +842,18 @@ class Session:
             cp = self.placements[cid] = ClassPlacement(
                 cid, fit[0], fit[1], mask, passes, self.class_static_score(cls),
                 [f for f in self.stateful_filters if f.filters(cid)], [f for f in self.stateful_scorers if f.scores(cid)])
-            for rule in {id(r): r for r in (*cp.filters, *cp.scorers)}.values():
+            filters, scorers = cp.filters, cp.scorers
+            # Most classes under inter-pod rules concern one rule: no set of them made.
+            for rule in (filters or scorers) if len(filters) + len(scorers) == 1 else \
+                    {id(r): r for r in (*filters, *scorers)}.values():
                 self._placements_of_rule.setdefault(id(rule), []).append(cp)
-            cp.unchanged = bool(cp.filters) and not cp.scorers and all(f.unchanged_by_own(cid) for f in cp.filters)
-            cp.excludes_own = bool(cp.filters) and not cp.scorers and not cp.unchanged and all(
-                f.unchanged_by_own(cid) or f.excludes_own_node(cid) for f in cp.filters)
+            if len(filters) == 1 and not scorers:
+                cp.unchanged = filters[0].unchanged_by_own(cid)
+                cp.excludes_own = not cp.unchanged and filters[0].excludes_own_node(cid)
+            elif filters and not scorers:
+                cp.unchanged = all(f.unchanged_by_own(cid) for f in filters)
+                cp.excludes_own = not cp.unchanged and all(
+                    f.unchanged_by_own(cid) or f.excludes_own_node(cid) for f in filters)
             verdicts = cp.filters[0].domain_verdicts(cid) if len(cp.filters) == 1 and not cp.scorers \
                 and not cp.unchanged else None
             if verdicts is not None:
