@@ -118,12 +118,14 @@ def test_alternate_times_two_checkouts_and_compares_their_decisions() -> None:
 
 def test_alternate_counts_instructions_the_same_for_the_same_tree() -> None:
     # Under callgrind (bash .ci/install-valgrind.sh), this checkout against itself at a tenth of
-    # section 12: the count is of the cycle alone, so the two runs agree within a few in a thousand.
+    # section 12: the count is of the cycle alone, under one string hash seed, so the two runs
+    # agree to within a few hundred instructions of some hundred million (a change's effect shows
+    # in the count, not in noise of a few in a thousand as with a random seed).
     _, result = run_script("alternate.py", "--base", str(REPO), "--section", "12", "--quick", "--instructions",
                            timeout=600)
     counts = [row["instructions"] for row in result["instructions"].values()]
     assert result["identical_decisions"] is True and min(counts) > 10_000_000
-    assert abs(result["ratio"] - 1) < 0.005
+    assert max(counts) - min(counts) < 1_000
 
 
 def test_alternate_refuses_a_base_that_is_no_checkout(tmp_path: Path) -> None:
