@@ -441,11 +441,16 @@ class PodAffinityRule(CountingRule):
         if affinity is None and not anti and not preferred and not repelled_by and not scored_by:
             return _NO_TERMS
         self_affine = affinity is not None and affinity.matches(pod, self.ns_labels)
-        for group in {id(g): g for g in (affinity, *anti, *(g for _, g in preferred)) if g}.values():
-            group.users.append(cid)
+        if affinity is None and not preferred and len(anti) == 1:      # one anti-affinity term (most)
+            anti[0].users.append(cid)
+        else:
+            for group in {id(g): g for g in (affinity, *anti, *(g for _, g in preferred)) if g}.values():
+                group.users.append(cid)
         if self_affine:
             affinity.first_pod_users.append(cid)
-        against = [h.counts for h in repelled_by] + [c for g in anti for c in g.counts.values()]
+        against = [h.counts for h in repelled_by]
+        for g in anti:
+            against.extend(g.counts.values())
         return _ClassTerms(affinity, self_affine, anti, preferred, repelled_by, scored_by, against,
                            bool(preferred or scored_by))
 

@@ -513,7 +513,7 @@ class TopologySpreadRule(CountingRule):
         return self.filter_on and bool(self._hard_of(cid))
 
     def scores(self, cid: int) -> bool:
-        return self.weight > 0 and any(not s.constraint.hard for s in self._class(cid))
+        return self.weight > 0 and any(not s.hard for s in self._class(cid))
 
     def _verdicts(self, cid: int, nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(nodes lacking a key, nodes over a skew) among `nodes` (all when None)."""
