@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -68,9 +67,6 @@ class SharedTree:
     def __init__(self) -> None:
         self.tree: Any = None
         self.seen = 0           # the ledger log position the tree is up to date at
-
-
-_PASSING = attrgetter("passing")      # a Check's mask (class_mask keys classes by their checks' masks)
 
 
 class ClassPlacement:
@@ -798,7 +794,7 @@ class Session:
                 checks.extend(fn(cls))
             # Classes are many under inter-pod rules, their predicates' masks few (cached by the
             # predicates): classes with the same masks read one array (never written).
-            same = tuple(map(id, map(_PASSING, checks)))
+            same = tuple([id(check.passing) for check in checks])
             alike = self._masks_alike.get(same)
             if alike is None:
                 mask = np.ones(self.snap.n_nodes, dtype=bool)
