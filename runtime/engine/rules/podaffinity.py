@@ -58,6 +58,9 @@ class _Counts:
     of a large cluster's session) and its zeroing. Read per node through a dense array made
     for the read."""
 
+    # Thousands a session (one per term's key and carried term): no instance dictionary each.
+    __slots__ = ("domains", "of", "live", "gone", "live_total", "gone_total")
+
     def __init__(self, domains: Domains, of: list[int]):
         self.domains = domains
         self.of = of                      # domains.of_list
@@ -128,7 +131,7 @@ class _Counts:
                 self._dense(self.gone)[of] if self.gone else zero)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Group:
     """Pods matching every one of `terms`, counted per domain of each term's key."""
 
@@ -144,7 +147,7 @@ class _Group:
         return all(t.matches(pod.namespace, pod.labels, namespace_labels) for t in self.terms)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Hold:
     """Pods carrying `term` (as `kind`, with `weight`), counted per domain of its key."""
 
@@ -278,7 +281,14 @@ class PodAffinityRule(CountingRule):
         if plan is not None and plan.rule_objects is snap.rule_objects and plan.hard_weight == self.hard_weight:
             # _hold for each key, in bulk (the keys are distinct: nothing to look up first).
             holds = self._hold_list
-            holds.extend(_Hold(term, kind, weight, self._counts(term.topology_key)) for term, kind, weight in plan.keys)
+            keyed: dict[str, tuple[Domains, list[int]]] = {}      # _counts' reads, once per key
+            topology = snap.topology
+            for term, kind, weight in plan.keys:
+                at = keyed.get(term.topology_key)
+                if at is None:
+                    domains = topology.domains(term.topology_key)
+                    at = keyed[term.topology_key] = (domains, domains.of_list)
+                holds.append(_Hold(term, kind, weight, _Counts(*at)))
             self._holds = dict(zip(plan.keys, holds))
             self._hold_position = {id(h): i for i, h in enumerate(holds)}
             self._hold_index.add_all([(h, h.term.selector) for h in holds])
