@@ -258,9 +258,10 @@ class PodAffinityRule(CountingRule):
         # A rules object's groups (affinity, anti-affinity, signed preferred), by identity: made
         # here for every class, read again by _class without hashing the terms again.
         self._rules_groups: dict[int, tuple[_Group | None, list[_Group], list[tuple[float, _Group]]]] = {}
+        pods = snap.pods
         for cls in snap.classes:
-            rules = snap.pods[cls.head].rules if cls.head >= 0 else None
-            if rules:
+            rules = pods[cls.head].rules if cls.head >= 0 else None
+            if rules is not None:       # (an empty one makes no group)
                 self._groups_of(rules)
         # Every group is made by now (a class's are its head's terms): the profile matches of
         # the cycle before hold while the terms do.
@@ -367,9 +368,12 @@ class PodAffinityRule(CountingRule):
         found = self._rules_groups.get(id(rules))
         if found is None:
             affinity = self._group(rules.affinity) if rules.affinity else None
-            anti = [self._group((t,)) for t in rules.anti_affinity]
-            preferred = [(float(w.weight), self._group((w.term,))) for w in rules.preferred_affinity]
-            preferred += [(-float(w.weight), self._group((w.term,))) for w in rules.preferred_anti_affinity]
+            anti = [self._group((t,)) for t in rules.anti_affinity] if rules.anti_affinity else []
+            # Preferred terms are rarer: no comprehension run for none.
+            preferred = [(float(w.weight), self._group((w.term,))) for w in rules.preferred_affinity] \
+                if rules.preferred_affinity else []
+            if rules.preferred_anti_affinity:
+                preferred += [(-float(w.weight), self._group((w.term,))) for w in rules.preferred_anti_affinity]
             found = self._rules_groups[id(rules)] = (affinity, anti, preferred)
         return found
 

@@ -52,7 +52,7 @@ class NodePortsRule(CountingRule):
 
     def _ports(self, cid: int) -> tuple[HostPort, ...]:
         rules = self.snap.pods[self.snap.classes[cid].head].rules
-        return rules.host_ports if rules else ()
+        return rules.host_ports if rules is not None else ()
 
     def _take(self, port: HostPort, node: int, step: int, leaving: bool) -> None:
         used = self._used.setdefault((port.protocol, port.port), {})
@@ -86,7 +86,7 @@ class NodePortsRule(CountingRule):
 
     def _move(self, t: int, node: int, step: int = 1, leaving: bool = False) -> None:
         rules = self.snap.pods[t].rules
-        if rules and rules.host_ports:
+        if rules is not None and rules.host_ports:
             for port in rules.host_ports:
                 self._take(port, node, step, leaving)
             self.ssn.mark_all_dirty(np.array([node], dtype=np.int64), self)

@@ -331,10 +331,12 @@ class TopologySpreadRule(CountingRule):
         self._classes: dict[int, list[_Spread]] = {}
         self._soft: dict[int, _SoftScores | _DomainScores] = {}
         self._hard: dict[int, list[_Spread]] = {}
+        pods = snap.pods
         for cls in snap.classes:
-            pod = snap.pods[cls.head] if cls.head >= 0 else None
-            if pod is not None and pod.rules:
-                for c in pod.rules.spread:
+            pod = pods[cls.head] if cls.head >= 0 else None
+            rules = pod.rules if pod is not None else None
+            if rules is not None:       # (not its truth: a Python call; an empty one has no spread)
+                for c in rules.spread:
                     if c.selector is not None and (c.selector.match_labels or c.selector.match_expressions):
                         self._selection(pod.namespace, c.selector)
         # Every selection is made by now (a class's are its head's): the profile matches of the
