@@ -203,6 +203,7 @@ _UNIFORM: dict[tuple[int, bool], np.ndarray] = {}
 # A hard constraint's domain verdict by its code, as a placement by domain reads it: 0 where it
 # passes, -inf where it fails (a hard spread's codes are MASK_PASS or MASK_FAIL).
 _VERDICT_OF_CODE = np.array([0.0 if code == MASK_PASS else -np.inf for code in range(4)])
+_FAILING = -math.inf         # a failing domain's verdict, written per placement
 _NO_NODES = np.zeros(0, dtype=np.int64)         # passing_nodes' answer where no domain passes
 FEW_DOMAINS = 64            # passing_nodes answers for constraints over at most this many domains
 
@@ -707,7 +708,7 @@ class TopologySpreadRule(CountingRule):
                 if (before + own - low > skew) != fails:
                     code = s.codes[d] = MASK_FAIL if fails else MASK_PASS
                     if s.verdicts is not None:      # domain_verdicts' array, kept in step (read per call)
-                        s.verdicts[d] = -np.inf if fails else 0.0
+                        s.verdicts[d] = _FAILING if fails else 0.0
                     nodes = s.domains.kept_nodes[d]
                     if nodes is None:       # Domains.nodes inline: most are kept
                         nodes = s.domains.nodes(d)
