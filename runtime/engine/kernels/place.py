@@ -434,7 +434,46 @@ class TreeRoom:
 
 
 @cython.cclass
-class PlacementTree:
+class LogKeyedTree:
+    """What PlacementTree and DomainTree share: keys per node, brought up to date from the
+    ledger's change log (`refresh_log`, `catch_up`) or from a list of nodes (`refresh`) by their
+    own `_refresh`, or built afresh (`build`; nothing is re-keyed while stale)."""
+
+    stale = cython.declare(cython.bint, visibility="readonly")   # keys not computed since the last build()
+    log: LogView                    # the ledger's change log, as last read (refresh_log)
+
+    def build(self) -> None:
+        raise NotImplementedError
+
+    @cython.cfunc
+    def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
+                 end: cython.Py_ssize_t) -> cython.void:
+        """Re-keys nodes[start:end], each once however often listed (the subclass's)."""
+
+    def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
+        if not self.stale:
+            self._refresh(nodes, 0, nodes.shape[0])
+
+    def refresh_log(self, log, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
+        """refresh of the nodes log[start:end], `log` the ledger's change log array."""
+        if not self.stale:
+            self._refresh(self.log.of(log), start, end)
+
+    def catch_up(self, log, seen: cython.Py_ssize_t, logged: cython.Py_ssize_t,
+                 rebuild_over: cython.Py_ssize_t) -> None:
+        """Fresh at the change log's position `logged`, from `seen` (the caller keeps it): the
+        nodes logged since re-keyed, or built afresh when next used if they are more than
+        `rebuild_over` (nothing while stale)."""
+        if self.stale or logged <= seen:
+            return
+        if logged - seen > rebuild_over:
+            self.build()
+        else:
+            self._refresh(self.log.of(log), seen, logged)
+
+
+@cython.cclass
+class PlacementTree(LogKeyedTree):
     """place_batch's segment tree kept between uses by one task class, bound at construction to
     the session's node arrays and the class's request, mask and static scores (a call passes
     no arrays: acquiring a typed view of each argument costs more than a placement). `build`
@@ -459,7 +498,6 @@ class PlacementTree:
     key: cython.double[::1]
     idx: cython.longlong[::1]
     mark: cython.longlong[::1]
-    stale = cython.declare(cython.bint, visibility="readonly")   # keys not computed since the last build()
     scanned: cython.bint            # stale, and one placement found its node by a scan already
     grown: cython.bint              # key, idx and mark allocated
     out_nodes = cython.declare(object, visibility="readonly")
@@ -468,7 +506,6 @@ class PlacementTree:
     # them afresh would cost more than most of its placements.
     onodes: cython.longlong[::1]
     okinds: cython.schar[::1]
-    log: LogView                    # the ledger's change log, as last read (refresh_log)
     alloc: cython.const[cython.longlong][:, ::1]
     used: cython.longlong[:, ::1]
     releasing: cython.const[cython.longlong][:, ::1]
@@ -650,27 +687,6 @@ class PlacementTree:
             while i >= 1:
                 pull(self.key, self.idx, i)
                 i -= 1
-
-    def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
-        if not self.stale:
-            self._refresh(nodes, 0, nodes.shape[0])
-
-    def refresh_log(self, log, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
-        """refresh of the nodes log[start:end], `log` the ledger's change log array."""
-        if not self.stale:
-            self._refresh(self.log.of(log), start, end)
-
-    def catch_up(self, log, seen: cython.Py_ssize_t, logged: cython.Py_ssize_t,
-                 rebuild_over: cython.Py_ssize_t) -> None:
-        """Fresh at the change log's position `logged`, from `seen` (the caller keeps it): the
-        nodes logged since re-keyed, or built afresh when next used if they are more than
-        `rebuild_over` (nothing while stale)."""
-        if self.stale or logged <= seen:
-            return
-        if logged - seen > rebuild_over:
-            self.build()
-        else:
-            self._refresh(self.log.of(log), seen, logged)
 
     @cython.cfunc
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
@@ -900,7 +916,7 @@ DEPTH_MOST = 130                # DomainTree's search stack: two entries per lev
 
 
 @cython.cclass
-class DomainTree:
+class DomainTree(LogKeyedTree):
     """A shared PlacementTree's keys (a request's NodeFits, a static mask and static scores) kept
     per topology domain: a max segment tree over each domain's nodes (and one over the nodes
     lacking the key), side by side in one array. A class whose codes are the static ones and
@@ -915,7 +931,6 @@ class DomainTree:
     n_nodes: cython.Py_ssize_t
     n_groups: cython.Py_ssize_t
     epoch: cython.longlong
-    stale = cython.declare(cython.bint, visibility="readonly")
     grown: cython.bint              # key, idx and mark allocated
     size: cython.Py_ssize_t         # the trees' nodes in all (key's and idx's length)
     key: cython.double[::1]
@@ -940,7 +955,6 @@ class DomainTree:
     out_kinds = cython.declare(object, visibility="readonly")
     onodes: cython.longlong[::1]     # typed views of out_nodes / out_kinds (PlacementTree's)
     okinds: cython.schar[::1]
-    log: LogView                    # the ledger's change log, as last read (refresh_log)
 
     def __init__(self, used, pipelined, mask, static, fits, domain_of, domains):
         nf: NodeFits = fits
@@ -1030,27 +1044,6 @@ class DomainTree:
                 while i >= 1:
                     pull_from(self.key, self.idx, b + i, b + 2 * i)
                     i -= 1
-
-    def refresh(self, nodes: cython.const[cython.longlong][::1]) -> None:
-        if not self.stale:
-            self._refresh(nodes, 0, nodes.shape[0])
-
-    def refresh_log(self, log, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
-        """refresh of the nodes log[start:end], `log` the ledger's change log array."""
-        if not self.stale:
-            self._refresh(self.log.of(log), start, end)
-
-    def catch_up(self, log, seen: cython.Py_ssize_t, logged: cython.Py_ssize_t,
-                 rebuild_over: cython.Py_ssize_t) -> None:
-        """Fresh at the change log's position `logged`, from `seen` (the caller keeps it): the
-        nodes logged since re-keyed, or built afresh when next used if they are more than
-        `rebuild_over` (nothing while stale)."""
-        if self.stale or logged <= seen:
-            return
-        if logged - seen > rebuild_over:
-            self.build()
-        else:
-            self._refresh(self.log.of(log), seen, logged)
 
     @cython.cfunc
     def _refresh(self, nodes: cython.const[cython.longlong][::1], start: cython.Py_ssize_t,
