@@ -107,6 +107,7 @@ the spread (median, worst) say how noisy the run was. The cluster state is froze
 garbage collector's reach once built (`freeze_state`), as a long-running scheduler would.
 
     python bench/core.py [--json] [--quick] [--repeat N] [--sections 6,7]
+    python bench/core.py --sections 12 --markdown growth.md   # section 12's growth, table and chart
 
 --sections runs only the listed self-contained sections (5 to 9, 11, 12), e.g. the rule costs alone.
 
@@ -1491,6 +1492,29 @@ def placement_kernel_seconds(plan, state, pure: bool, cache: SnapshotCache) -> f
     return spent[0]
 
 
+def growth_markdown(scale: dict) -> str:
+    """Section 12's growth from 1k to 10k nodes as docs/benchmarks.md shows it: a Markdown table
+    and a Mermaid line chart (cycle against nodes, the target beside it), rendered where the
+    Markdown is read (GitHub, GitLab) with nothing to build or commit but the text."""
+    rows = scale["growth"]
+    target_ms = scale["target_s"] * 1000
+    lines = ["| nodes | pods | pending | cycle (wall) | processor | per placement | × the smallest |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['nodes']:,} | {row['pods']:,} | {row['pending']:,} | {row['cycle_s'] * 1000:.1f} ms | "
+                     f"{row['cycle_cpu_s'] * 1000:.1f} ms | {row['per_placement_us']} µs | {row['relative']} |")
+    cycles = [round(row["cycle_s"] * 1000, 1) for row in rows]
+    top = max([*cycles, target_ms])
+    lines += ["", "```mermaid", "xychart-beta",
+              f'    title "Section 12: one cycle placing a tenth of the pods, every rule on (line: the {target_ms:.0f} ms target)"',
+              f'    x-axis "nodes (10 pods a node)" [{", ".join(str(row["nodes"]) for row in rows)}]',
+              f'    y-axis "cycle (ms)" 0 --> {top * 1.1:.0f}',
+              f"    line [{', '.join(str(c) for c in cycles)}]",
+              f"    line [{', '.join(f'{target_ms:.0f}' for _ in rows)}]",
+              "```"]
+    return "\n".join(lines) + "\n"
+
+
 def spread(seconds: list[float]) -> dict:
     return {"best_s": round(seconds[0], 4), "median_s": round(statistics.median(seconds), 4),
             "worst_s": round(seconds[-1], 4), "runs": len(seconds)}
@@ -1537,6 +1561,12 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
         ok &= numa_section(scale, args.repeat, result)
     if 12 in wanted:
         ok &= scale_section(scale, args.repeat, result)
+        if args.markdown:
+            try:
+                Path(args.markdown).write_text(growth_markdown(result["scale"]), encoding="utf-8")
+            except OSError as err:
+                print(f"--markdown: cannot write {args.markdown}: {err.strerror}", file=sys.stderr)
+                return 2
     if args.json:
         print(json.dumps(result))
     return 0 if ok else 1
@@ -1549,9 +1579,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vgpu-only", action="store_true", help="only section 10 (HAMi vGPU against whole cards)")
     parser.add_argument("--repeat", type=int, default=7,
                         help="cycles measured per path, compiled and pure Python alike (the best counts)")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="with section 12: write its growth (1k to 10k nodes) to FILE as a Markdown table "
+                             "and a Mermaid chart")
     parser.add_argument("--sections", default="",
                         help="only these of the self-contained sections 5-9, 11 and 12, comma-separated (e.g. 6,7)")
     args = parser.parse_args(argv)
+    if args.markdown and "12" not in args.sections.replace(" ", "").split(","):
+        parser.error("--markdown writes section 12's growth: add --sections 12")
     compilation = compile_text(POLICY, "bench.policy")
     if not compilation.ok:
         print("\n".join(str(d) for d in compilation.diagnostics), file=sys.stderr)

@@ -85,11 +85,19 @@ def test_core_dra_section_runs_alone() -> None:
     assert result["dra"]["allocations_checked"] is True and result["dra"]["with"]["placements"] == 800
 
 
-def test_core_scale_section_runs_alone_and_keeps_every_rule() -> None:
+def test_core_scale_section_runs_alone_and_keeps_every_rule(tmp_path: Path) -> None:
     # Section 12 at a tenth (1,000 nodes, 10,000 pods): the script exits 1 unless its own checker finds
     # every rule kept, every pending pod placed and both paths deciding alike.
-    _, result = run_script("core.py", "--sections", "12", "--quick", "--repeat", "1")
+    chart = tmp_path / "growth.md"
+    _, result = run_script("core.py", "--sections", "12", "--quick", "--repeat", "1", "--markdown", str(chart))
     scale = result["scale"]
+    # --markdown: the growth rows and the chart's line are this run's figures, not other ones.
+    text = chart.read_text(encoding="utf-8")
+    cycles = [round(row["cycle_s"] * 1000, 1) for row in scale["growth"]]
+    assert f"    line [{', '.join(str(c) for c in cycles)}]" in text.splitlines()
+    assert "x-axis \"nodes (10 pods a node)\" [100, 250, 500, 1000]" in text
+    assert [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ") and "ms" in line] == \
+        ["| 100", "| 250", "| 500", "| 1,000"]
     assert scale["rules_checked"] is True and not any(scale["errors"].values())
     assert scale["placements"] == scale["pending"] == 1000 and scale["pods"] == 10000
     assert scale["identical_decisions"] is True and scale["claims"] > 0 and scale["gangs_pending"] > 0
@@ -103,6 +111,13 @@ def test_core_scale_section_runs_alone_and_keeps_every_rule() -> None:
     # Scoring every feasible node, the stand-in never scores below the best; sampling may.
     assert quality["stand_in_all_nodes"]["regret"]["share_below_best"] == 0.0
     assert quality["stand_in_42pct"]["regret"]["mean_points"] >= 0.0
+
+
+def test_core_refuses_markdown_without_section_12() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "core.py"), "--sections", "6", "--markdown", "x.md"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--markdown writes section 12's growth" in done.stderr
+    assert "Traceback" not in done.stderr and not (REPO / "x.md").exists()
 
 
 def test_alternate_times_two_checkouts_and_compares_their_decisions() -> None:
