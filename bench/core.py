@@ -79,8 +79,8 @@
    every pod in its queue's group; the compiled and pure-Python paths decide alike (at a tenth of
    the size). `--sections 11` runs this section alone.
 
-12. Scale, every rule on (run only with `--sections 12`): 10,000 nodes in 10 zones (4 shapes and
-   instance types; 10% GPU nodes of 8 cards tainted nvidia.com/gpu, 5% infra nodes tainted
+12. Scale, every rule on (the full run's last section; `--sections 12` alone): 10,000 nodes in
+   10 zones (4 shapes and instance types; 10% GPU nodes of 8 cards tainted nvidia.com/gpu, 5% infra nodes tainted
    dedicated=infra, 30% empty general nodes, 55% general nodes holding the bound pods) and 100,000
    pods, 90,000 bound and 10,000 pending: Deployment-like groups of 10 replicas (20% required
    hostname anti-affinity, 20% hard zone spread, 10% soft zone spread, 5% a host port, 10% required
@@ -108,6 +108,7 @@ garbage collector's reach once built (`freeze_state`), as a long-running schedul
 
     python bench/core.py [--json] [--quick] [--repeat N] [--sections 6,7]
     python bench/core.py --sections 12 --markdown growth.md   # section 12's growth, table and chart
+                                                              # (a full run writes it too)
 
 --sections runs only the listed self-contained sections (5 to 9, 11, 12), e.g. the rule costs alone.
 
@@ -1561,12 +1562,8 @@ def only_sections(plan, args, scale: int, result: dict) -> int:
         ok &= numa_section(scale, args.repeat, result)
     if 12 in wanted:
         ok &= scale_section(scale, args.repeat, result)
-        if args.markdown:
-            try:
-                Path(args.markdown).write_text(growth_markdown(result["scale"]), encoding="utf-8")
-            except OSError as err:
-                print(f"--markdown: cannot write {args.markdown}: {err.strerror}", file=sys.stderr)
-                return 2
+        if args.markdown and not write_growth(args.markdown, result):
+            return 2
     if args.json:
         print(json.dumps(result))
     return 0 if ok else 1
@@ -1580,13 +1577,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7,
                         help="cycles measured per path, compiled and pure Python alike (the best counts)")
     parser.add_argument("--markdown", metavar="FILE",
-                        help="with section 12: write its growth (1k to 10k nodes) to FILE as a Markdown table "
-                             "and a Mermaid chart")
+                        help="write section 12's growth (1k to 10k nodes) to FILE as a Markdown table and a "
+                             "Mermaid chart (a full run, or --sections with 12)")
     parser.add_argument("--sections", default="",
                         help="only these of the self-contained sections 5-9, 11 and 12, comma-separated (e.g. 6,7)")
     args = parser.parse_args(argv)
-    if args.markdown and "12" not in args.sections.replace(" ", "").split(","):
-        parser.error("--markdown writes section 12's growth: add --sections 12")
+    if args.markdown and (args.vgpu_only or args.sections and "12" not in args.sections.replace(" ", "").split(",")):
+        parser.error("--markdown writes section 12's growth: run it (a full run, or --sections with 12)")
     compilation = compile_text(POLICY, "bench.policy")
     if not compilation.ok:
         print("\n".join(str(d) for d in compilation.diagnostics), file=sys.stderr)
@@ -1752,9 +1749,25 @@ def main(argv: list[str] | None = None) -> int:
         print("the NUMA cycle split a pod's CPUs, gave a CPU twice, left a group, left a pod unplaced, or the paths "
               "decided differently", file=sys.stderr)
         return 1
+    # 12. scale, every rule on: last, so that its 100,000 pods are built after the others ran
+    if not scale_section(scale, args.repeat, result):
+        print("the scale cycle broke a rule, left a pod unplaced, or the paths decided differently", file=sys.stderr)
+        return 1
+    if args.markdown and not write_growth(args.markdown, result):
+        return 2
     if args.json:
         print(json.dumps(result))
     return 0
+
+
+def write_growth(path: str, result: dict) -> bool:
+    """--markdown: section 12's growth written to `path`; False (said why) when it cannot be."""
+    try:
+        Path(path).write_text(growth_markdown(result["scale"]), encoding="utf-8")
+    except OSError as err:
+        print(f"--markdown: cannot write {path}: {err.strerror}", file=sys.stderr)
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ def test_core_runs_every_section_and_its_paths_decide_alike() -> None:
     # The script exits 1 when the pure-Python kernels or the settled variants decide otherwise.
     _, result = run_script("core.py", "--quick", "--repeat", "1")
     assert result["placements"] == result["pods"] > 0  # the quick cluster has room for every pod
+    # Section 12 is the full run's last: its own checker's verdict and every pending pod placed.
+    assert result["scale"]["rules_checked"] is True and result["scale"]["placements"] == result["scale"]["pending"]
     assert result["python"]["placements_per_s"] > 0
     assert [row["placements"] for row in result["scaling"]] == [row["pods"] for row in result["scaling"]]
     assert result["snapshot_memory"]["array_bytes"] > 0
@@ -113,8 +115,9 @@ def test_core_scale_section_runs_alone_and_keeps_every_rule(tmp_path: Path) -> N
     assert quality["stand_in_42pct"]["regret"]["mean_points"] >= 0.0
 
 
-def test_core_refuses_markdown_without_section_12() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "core.py"), "--sections", "6", "--markdown", "x.md"],
+@pytest.mark.parametrize("only", [["--sections", "6,7"], ["--vgpu-only"]])
+def test_core_refuses_markdown_without_section_12(only: list[str]) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "core.py"), *only, "--markdown", "x.md"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--markdown writes section 12's growth" in done.stderr
     assert "Traceback" not in done.stderr and not (REPO / "x.md").exists()
