@@ -80,9 +80,9 @@
    the size). `--sections 11` runs this section alone.
 
 12. Scale, every rule on (the full run's last section; `--sections 12` alone): 10,000 nodes in
-   10 zones (4 shapes and instance types; 10% GPU nodes of 8 cards tainted nvidia.com/gpu, 5% infra nodes tainted
-   dedicated=infra, 30% empty general nodes, 55% general nodes holding the bound pods) and 100,000
-   pods, 90,000 bound and 10,000 pending: Deployment-like groups of 10 replicas (20% required
+   10 zones (4 shapes and instance types; 10% GPU nodes of 8 cards tainted nvidia.com/gpu, 5%
+   infra nodes tainted dedicated=infra, 30% empty general nodes, 55% general nodes holding the
+   bound pods) and 100,000 pods, 90,000 bound and 10,000 pending: Deployment-like groups of 10 replicas (20% required
    hostname anti-affinity, 20% hard zone spread, 10% soft zone spread, 5% a host port, 10% required
    node affinity on the instance type, 5% infra pods with node selector and toleration, 5%
    tolerating every taint, the rest plain; one group in 50 with a delayed claim on its pending pods,
@@ -90,7 +90,8 @@
    GPU nodes), in 20 leaf queues under 4 parents (capacity, hierarchical, deserved and capability).
    The best of at most 5 compiled cycles placing the 10,000 (target 200 ms), its phases (snapshot,
    plugins open, actions, collect), tracemalloc's bytes for the snapshot and the session, the cost
-   from 1k to 10k nodes (pods scaled alike) as a table. Checked by this script's own reading of the
+   from 1k to 10k nodes (pods scaled alike) as a table (`--markdown FILE`: also as a Markdown
+   table and a Mermaid chart in FILE). Checked by this script's own reading of the
    pods' specs (scale_checked): room, taints, selectors, anti-affinity both ways, hard spread,
    host ports, gangs all or nothing, claims' zones, queues' capabilities; every pending pod placed;
    the compiled and pure-Python paths decide alike (at a tenth of the size). The placement quality
