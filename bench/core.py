@@ -82,8 +82,8 @@
 12. Scale, every rule on (the full run's last section; `--sections 12` alone): 10,000 nodes in
    10 zones (4 shapes and instance types; 10% GPU nodes of 8 cards tainted nvidia.com/gpu, 5%
    infra nodes tainted dedicated=infra, 30% empty general nodes, 55% general nodes holding the
-   bound pods) and 100,000 pods, 90,000 bound and 10,000 pending: Deployment-like groups of 10 replicas (20% required
-   hostname anti-affinity, 20% hard zone spread, 10% soft zone spread, 5% a host port, 10% required
+   bound pods) and 100,000 pods, 90,000 bound and 10,000 pending: Deployment-like groups of 10
+   replicas (20% required hostname anti-affinity, 20% hard zone spread, 10% soft zone spread, 5% a host port, 10% required
    node affinity on the instance type, 5% infra pods with node selector and toleration, 5%
    tolerating every taint, the rest plain; one group in 50 with a delayed claim on its pending pods,
    of a class provisioning in half the zones) and gangs of 8-64 (half of GPU pods on the tainted
@@ -1522,10 +1522,15 @@ def spread(seconds: list[float]) -> dict:
             "worst_s": round(seconds[-1], 4), "runs": len(seconds)}
 
 
+def wanted_sections(text: str) -> set[int]:
+    """--sections' numbers (empty: a full run)."""
+    return {int(x) for x in text.split(",") if x.strip()}
+
+
 def only_sections(plan, args, scale: int, result: dict) -> int:
     """`--sections`: the self-contained sections asked for, their figures and checks as in a
     full run (exit 1 when a check fails)."""
-    wanted = {int(x) for x in args.sections.split(",") if x.strip()}
+    wanted = wanted_sections(args.sections)
     unknown = wanted - {5, 6, 7, 8, 9, 11, 12}
     if unknown:
         print(f"--sections: only sections 5 to 9, 11 and 12 run alone (not {sorted(unknown)})", file=sys.stderr)
@@ -1583,7 +1588,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default="",
                         help="only these of the self-contained sections 5-9, 11 and 12, comma-separated (e.g. 6,7)")
     args = parser.parse_args(argv)
-    if args.markdown and (args.vgpu_only or args.sections and "12" not in args.sections.replace(" ", "").split(",")):
+    try:
+        wanted = wanted_sections(args.sections)
+    except ValueError:
+        parser.error(f"--sections takes section numbers separated by commas, not {args.sections!r}")
+    if args.markdown and (args.vgpu_only or wanted and 12 not in wanted):
         parser.error("--markdown writes section 12's growth: run it (a full run, or --sections with 12)")
     compilation = compile_text(POLICY, "bench.policy")
     if not compilation.ok:
@@ -1750,7 +1759,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the NUMA cycle split a pod's CPUs, gave a CPU twice, left a group, left a pod unplaced, or the paths "
               "decided differently", file=sys.stderr)
         return 1
-    # 12. scale, every rule on: last, so that its 100,000 pods are built after the others ran
+    # 12. scale, every rule on (the run's largest clusters, built last)
     if not scale_section(scale, args.repeat, result):
         print("the scale cycle broke a rule, left a pod unplaced, or the paths decided differently", file=sys.stderr)
         return 1

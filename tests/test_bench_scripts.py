@@ -123,6 +123,13 @@ def test_core_refuses_markdown_without_section_12(only: list[str]) -> None:
     assert "Traceback" not in done.stderr and not (REPO / "x.md").exists()
 
 
+def test_core_refuses_sections_that_are_no_numbers() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "core.py"), "--sections", "6,x"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--sections takes section numbers" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_alternate_times_two_checkouts_and_compares_their_decisions() -> None:
     # This checkout against itself, section 12 at a tenth: one round of two processes, both
     # deciding alike (the script exits 1 otherwise).
